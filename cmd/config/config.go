@@ -1,0 +1,282 @@
+// Package config is the one configuration file every Hallmark binary reads:
+// TOML, decoded strictly (an unknown key is an error), defaults first, then
+// Validate reports every problem at once naming the key. Secrets come from
+// files or the environment and are never logged.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config is the whole file.
+type Config struct {
+	Database  Database           `toml:"database"`
+	Server    Server             `toml:"server"`
+	Admin     Admin              `toml:"admin"`
+	Worker    Worker             `toml:"worker"`
+	Challenge Challenge          `toml:"challenge"`
+	Policy    Policy             `toml:"policy"`
+	CA        CA                 `toml:"ca"`
+	Profiles  map[string]Profile `toml:"profiles"`
+	// DefaultProfile is used when newOrder names none.
+	DefaultProfile string `toml:"default_profile"`
+}
+
+// Database names the store. URL is "postgres://..." or "sqlite:<path>".
+type Database struct {
+	URL      string `toml:"url"`
+	MaxConns int    `toml:"max_conns"`
+}
+
+// Server is the public ACME listener.
+type Server struct {
+	Listen string `toml:"listen"`
+	// BaseURL is the external URL clients see, e.g. behind a proxy.
+	BaseURL                 string   `toml:"base_url"`
+	TLSCert                 string   `toml:"tls_cert"`
+	TLSKey                  string   `toml:"tls_key"`
+	PlainHTTP               bool     `toml:"plain_http"` // behind a TLS-terminating proxy
+	MaxConcurrentRequests   int      `toml:"max_concurrent_requests"`
+	RequestTimeoutMS        int      `toml:"request_timeout_ms"`
+	MaxBodyBytes            int64    `toml:"max_body_bytes"`
+	RetryAfterSeconds       int      `toml:"retry_after_seconds"`
+	TermsOfService          string   `toml:"terms_of_service"`
+	Website                 string   `toml:"website"`
+	CAAIdentities           []string `toml:"caa_identities"`
+	ExternalAccountRequired bool     `toml:"external_account_required"`
+	NonceLifetimeSeconds    int      `toml:"nonce_lifetime_seconds"`
+	OrderLifetimeHours      int      `toml:"order_lifetime_hours"`
+	AuthzLifetimeHours      int      `toml:"authz_lifetime_hours"`
+}
+
+// Admin is the operator panel's own listener. Empty Listen disables it.
+type Admin struct {
+	Listen    string `toml:"listen"`
+	TokenFile string `toml:"token_file"`
+	TokenEnv  string `toml:"token_env"`
+}
+
+// Worker configures hallmark-worker.
+type Worker struct {
+	ID                 string `toml:"id"`
+	Concurrency        int    `toml:"concurrency"`
+	JobTimeoutMS       int    `toml:"job_timeout_ms"`
+	RescueAfterMS      int    `toml:"rescue_after_ms"`
+	HealthListen       string `toml:"health_listen"`
+	CRLIntervalMinutes int    `toml:"crl_interval_minutes"`
+	// Backends lists the profiles this worker mounts; empty means all.
+	Profiles []string `toml:"profiles"`
+}
+
+// Challenge configures validation (worker only).
+type Challenge struct {
+	TimeoutMS   int      `toml:"timeout_ms"`
+	Resolvers   []string `toml:"resolvers"` // host:port of DNS resolvers
+	HTTPPort    int      `toml:"http_port"`
+	TLSALPNPort int      `toml:"tls_alpn_port"`
+	HTTPSPort   int      `toml:"https_port"` // where a redirect to https:// goes
+}
+
+// Policy is the identifier allow/deny list.
+type Policy struct {
+	AllowDomains   []string `toml:"allow_domains"` // suffixes; empty allows any
+	DenyDomains    []string `toml:"deny_domains"`
+	AllowIPRanges  []string `toml:"allow_ip_ranges"` // CIDRs; empty allows any
+	DenyIPRanges   []string `toml:"deny_ip_ranges"`
+	MaxIdentifiers int      `toml:"max_identifiers"`
+}
+
+// CA configures the local issuing CA (backend "local").
+type CA struct {
+	Dir string `toml:"dir"` // holds root.pem, intermediate.pem, intermediate.key
+	// AIA and CRL distribution URLs are derived from server.base_url unless set.
+	IssuerURL        string `toml:"issuer_url"`
+	CRLURL           string `toml:"crl_url"`
+	CRLValidityHours int    `toml:"crl_validity_hours"`
+}
+
+// Profile is a named certificate profile (draft-ietf-acme-profiles).
+type Profile struct {
+	Description          string   `toml:"description"`
+	Backend              string   `toml:"backend"` // local, pkcs11, relay, custom
+	ValidityHours        int      `toml:"validity_hours"`
+	AllowValidityRequest bool     `toml:"allow_validity_request"` // honour notBefore/notAfter
+	KeyTypes             []string `toml:"key_types"`              // "rsa2048","rsa3072","rsa4096","p256","p384","ed25519"
+	Challenges           []string `toml:"challenges"`
+	IdentifierTypes      []string `toml:"identifier_types"` // dns, ip
+	AllowWildcards       bool     `toml:"allow_wildcards"`
+	SetCN                bool     `toml:"set_cn"`
+	KeyUsages            []string `toml:"key_usages"`
+	ExtKeyUsages         []string `toml:"ext_key_usages"`
+}
+
+// Default returns a configuration that runs a local CA on loopback with SQLite.
+func Default() Config {
+	return Config{
+		Database: Database{URL: "sqlite:hallmark-data/hallmark.db", MaxConns: 20},
+		Server: Server{
+			Listen: "127.0.0.1:14000", MaxConcurrentRequests: 256, RequestTimeoutMS: 10000,
+			MaxBodyBytes: 64 << 10, RetryAfterSeconds: 1, NonceLifetimeSeconds: 3600,
+			OrderLifetimeHours: 24 * 7, AuthzLifetimeHours: 24 * 30,
+			CAAIdentities: []string{"hallmark.invalid"},
+		},
+		Worker:    Worker{Concurrency: 8, JobTimeoutMS: 30000, RescueAfterMS: 60000, CRLIntervalMinutes: 60},
+		Challenge: Challenge{TimeoutMS: 10000, HTTPPort: 80, TLSALPNPort: 443, HTTPSPort: 443},
+		Policy:    Policy{MaxIdentifiers: 100},
+		CA:        CA{Dir: "hallmark-data/ca", CRLValidityHours: 24 * 7},
+		Profiles: map[string]Profile{
+			"default": {
+				Description: "90-day TLS server certificate", Backend: "local", ValidityHours: 90 * 24,
+				KeyTypes:        []string{"rsa2048", "rsa3072", "rsa4096", "p256", "p384"},
+				Challenges:      []string{"http-01", "dns-01", "tls-alpn-01"},
+				IdentifierTypes: []string{"dns", "ip"}, AllowWildcards: true,
+				KeyUsages:    []string{"digitalSignature", "keyEncipherment"},
+				ExtKeyUsages: []string{"serverAuth"},
+			},
+		},
+		DefaultProfile: "default",
+	}
+}
+
+// Load reads path over the defaults. Unknown keys are errors.
+func Load(path string) (Config, error) {
+	c := Default()
+	if path == "" {
+		return c, c.Validate()
+	}
+	md, err := toml.DecodeFile(path, &c)
+	if err != nil {
+		return c, fmt.Errorf("reading config %s: %w", path, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		return c, fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
+	}
+	if env := os.Getenv("HALLMARK_DATABASE_URL"); env != "" {
+		c.Database.URL = env
+	}
+	// Relative paths in the file are relative to the file.
+	base := filepath.Dir(path)
+	c.CA.Dir = rel(base, c.CA.Dir)
+	c.Server.TLSCert = rel(base, c.Server.TLSCert)
+	c.Server.TLSKey = rel(base, c.Server.TLSKey)
+	c.Admin.TokenFile = rel(base, c.Admin.TokenFile)
+	if strings.HasPrefix(c.Database.URL, "sqlite:") {
+		c.Database.URL = "sqlite:" + rel(base, strings.TrimPrefix(c.Database.URL, "sqlite:"))
+	}
+	return c, c.Validate()
+}
+
+func rel(base, p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(base, p)
+}
+
+var knownKeyTypes = map[string]bool{"rsa2048": true, "rsa3072": true, "rsa4096": true, "p256": true, "p384": true, "ed25519": true}
+var knownChallenges = map[string]bool{"http-01": true, "dns-01": true, "tls-alpn-01": true}
+var knownBackends = map[string]bool{"local": true, "pkcs11": true, "relay": true, "custom": true}
+
+// Validate reports every problem at once, each naming its key.
+func (c Config) Validate() error {
+	var errs []string
+	add := func(key, format string, args ...any) {
+		errs = append(errs, key+": "+fmt.Sprintf(format, args...))
+	}
+	switch {
+	case strings.HasPrefix(c.Database.URL, "postgres://"), strings.HasPrefix(c.Database.URL, "postgresql://"):
+	case strings.HasPrefix(c.Database.URL, "sqlite:") && len(c.Database.URL) > len("sqlite:"):
+	default:
+		add("database.url", "must be postgres://... or sqlite:<path>, got %q", c.Database.URL)
+	}
+	if _, _, err := net.SplitHostPort(c.Server.Listen); err != nil {
+		add("server.listen", "must be host:port: %v", err)
+	}
+	if c.Server.MaxConcurrentRequests < 1 {
+		add("server.max_concurrent_requests", "must be at least 1")
+	}
+	if c.Server.RequestTimeoutMS < 1000 {
+		add("server.request_timeout_ms", "must be at least 1000")
+	}
+	if c.Server.MaxBodyBytes < 1024 {
+		add("server.max_body_bytes", "must be at least 1024")
+	}
+	if !c.Server.PlainHTTP && (c.Server.TLSCert == "") != (c.Server.TLSKey == "") {
+		add("server.tls_cert", "tls_cert and tls_key go together")
+	}
+	if c.Challenge.TimeoutMS < 100 {
+		add("challenge.timeout_ms", "must be at least 100")
+	}
+	if c.Worker.JobTimeoutMS >= c.Worker.RescueAfterMS {
+		add("worker.job_timeout_ms", "must be shorter than worker.rescue_after_ms (%d), or a live job is rescued", c.Worker.RescueAfterMS)
+	}
+	if c.Challenge.TimeoutMS >= c.Worker.JobTimeoutMS {
+		add("challenge.timeout_ms", "must be shorter than worker.job_timeout_ms (%d)", c.Worker.JobTimeoutMS)
+	}
+	for _, cidr := range append(append([]string{}, c.Policy.AllowIPRanges...), c.Policy.DenyIPRanges...) {
+		if _, _, err := net.ParseCIDR(cidr); err != nil {
+			add("policy.*_ip_ranges", "%q is not a CIDR", cidr)
+		}
+	}
+	if len(c.Profiles) == 0 {
+		add("profiles", "at least one profile is needed")
+	}
+	if _, ok := c.Profiles[c.DefaultProfile]; !ok {
+		add("default_profile", "%q is not a configured profile", c.DefaultProfile)
+	}
+	names := make([]string, 0, len(c.Profiles))
+	for n := range c.Profiles {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		p := c.Profiles[n]
+		key := "profiles." + n
+		if !knownBackends[p.Backend] {
+			add(key+".backend", "must be one of local, pkcs11, relay, custom; got %q", p.Backend)
+		}
+		if p.ValidityHours < 1 {
+			add(key+".validity_hours", "must be at least 1")
+		}
+		for _, k := range p.KeyTypes {
+			if !knownKeyTypes[k] {
+				add(key+".key_types", "unknown key type %q", k)
+			}
+		}
+		if len(p.Challenges) == 0 {
+			add(key+".challenges", "at least one challenge type is needed")
+		}
+		for _, ch := range p.Challenges {
+			if !knownChallenges[ch] {
+				add(key+".challenges", "unknown challenge type %q", ch)
+			}
+		}
+		for _, it := range p.IdentifierTypes {
+			if it != "dns" && it != "ip" {
+				add(key+".identifier_types", "unknown identifier type %q", it)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New("invalid configuration:\n  " + strings.Join(errs, "\n  "))
+	}
+	return nil
+}
+
+// RequestTimeout is server.request_timeout_ms as a duration.
+func (c Config) RequestTimeout() time.Duration {
+	return time.Duration(c.Server.RequestTimeoutMS) * time.Millisecond
+}

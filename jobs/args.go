@@ -1,0 +1,123 @@
+package jobs
+
+import (
+	"context"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+)
+
+// The job kinds. Each kind has exactly one handler, registered in the worker.
+const (
+	KindChallengeValidate = "challenge_validate"
+	KindSignerIssue       = "signer_issue"
+	KindSignerRevoke      = "signer_revoke"
+	KindCRLGenerate       = "crl_generate"
+	KindHousekeeping      = "housekeeping"
+)
+
+// QueueValidate carries challenge_validate jobs: any worker can validate.
+const QueueValidate = "validate"
+
+// QueueMaintenance carries crl_generate and housekeeping jobs.
+const QueueMaintenance = "maintenance"
+
+// ProfileQueue is the queue of signing work for one profile. A worker
+// subscribes only to the queues of the profiles whose backends it mounts, so a
+// job for a profile it does not mount is left for a worker that does.
+func ProfileQueue(profile string) string { return "profile_" + profile }
+
+// outstanding are the states in which a job still counts as "the one job for
+// this subject": a second insert while one is in them is skipped. Completed
+// jobs are excluded so a subject can be worked again after a terminal verdict
+// only through an explicit new claim.
+var outstanding = []rivertype.JobState{
+	rivertype.JobStateAvailable,
+	rivertype.JobStatePending,
+	rivertype.JobStateRetryable,
+	rivertype.JobStateRunning,
+	rivertype.JobStateScheduled,
+}
+
+// ChallengeValidateArgs asks a worker to validate one challenge.
+type ChallengeValidateArgs struct {
+	ChallengeID string `json:"challenge_id" river:"unique"`
+}
+
+func (ChallengeValidateArgs) Kind() string { return KindChallengeValidate }
+
+func (ChallengeValidateArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueValidate, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: outstanding}}
+}
+
+// SignerIssueArgs asks a worker that mounts Profile to sign an order.
+type SignerIssueArgs struct {
+	OrderID string `json:"order_id" river:"unique"`
+	Profile string `json:"profile"`
+}
+
+func (SignerIssueArgs) Kind() string { return KindSignerIssue }
+
+func (a SignerIssueArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: ProfileQueue(a.Profile), UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: outstanding}}
+}
+
+// SignerRevokeArgs asks a relay or custom backend to revoke a certificate.
+type SignerRevokeArgs struct {
+	Serial  string `json:"serial" river:"unique"`
+	Profile string `json:"profile"`
+	Reason  int    `json:"reason"`
+}
+
+func (SignerRevokeArgs) Kind() string { return KindSignerRevoke }
+
+func (a SignerRevokeArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: ProfileQueue(a.Profile), UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: outstanding}}
+}
+
+// CRLGenerateArgs asks a worker to sign the next CRL of one issuer. It has
+// no uniqueness: River requires a unique job's running state to block
+// inserts, and a revocation that lands while a CRL is being signed must still
+// queue the next one. The handler coalesces instead: it skips when the
+// issuer's newest CRL already covers every revocation.
+type CRLGenerateArgs struct {
+	IssuerID string `json:"issuer_id"`
+}
+
+func (CRLGenerateArgs) Kind() string { return KindCRLGenerate }
+
+func (CRLGenerateArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMaintenance}
+}
+
+// HousekeepingArgs runs the periodic sweeps: nonce GC, expiring pending
+// objects, recovering stranded claims.
+type HousekeepingArgs struct{}
+
+func (HousekeepingArgs) Kind() string { return KindHousekeeping }
+
+func (HousekeepingArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMaintenance}
+}
+
+// Tx is a store's open transaction, handed through to the queue so a job is
+// inserted or completed atomically with the row change that needs it:
+// pgx.Tx on PostgreSQL, *sql.Tx on SQLite.
+type Tx = any
+
+// Inserter inserts a job inside a store's transaction. inserted is false when
+// River's uniqueness skipped it because the subject already has a job.
+type Inserter interface {
+	InsertTx(ctx context.Context, tx Tx, args river.JobArgs) (inserted bool, err error)
+}
+
+// Done completes, inside the caller's transaction, the job whose handler
+// produced a verdict, so the verdict and the job's completion commit together.
+// A nil Done means there is no job to complete (the CLI, tests).
+type Done func(ctx context.Context, tx Tx) error
+
+// Subject is the record a job works on, as abandon and recover see it.
+type Subject struct {
+	Kind string // a job kind: KindChallengeValidate or KindSignerIssue
+	ID   string // the challenge or order id
+}

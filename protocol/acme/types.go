@@ -1,0 +1,57 @@
+package acme
+
+import "strings"
+
+// Status is the status of an ACME object (RFC 8555 §7.1.6).
+type Status string
+
+const (
+	StatusPending     Status = "pending"
+	StatusReady       Status = "ready"
+	StatusProcessing  Status = "processing"
+	StatusValid       Status = "valid"
+	StatusInvalid     Status = "invalid"
+	StatusExpired     Status = "expired"
+	StatusDeactivated Status = "deactivated"
+	StatusRevoked     Status = "revoked"
+)
+
+// IdentifierType is the type of an identifier: "dns" (RFC 8555) or "ip" (RFC 8738).
+type IdentifierType string
+
+const (
+	IdentifierDNS IdentifierType = "dns"
+	IdentifierIP  IdentifierType = "ip"
+)
+
+// Identifier is an ACME identifier object (RFC 8555 §7.1.4).
+type Identifier struct {
+	Type  IdentifierType `json:"type"`
+	Value string         `json:"value"`
+}
+
+// String renders the identifier as "type:value" for logs and errors.
+func (i Identifier) String() string { return string(i.Type) + ":" + i.Value }
+
+// IsWildcard reports whether a dns identifier is a wildcard ("*.example.com").
+func (i Identifier) IsWildcard() bool {
+	return i.Type == IdentifierDNS && strings.HasPrefix(i.Value, "*.")
+}
+
+// Base is the identifier an authorization is for: a wildcard order's
+// authorization names the base domain without "*." (RFC 8555 §7.1.4).
+func (i Identifier) Base() Identifier {
+	if i.IsWildcard() {
+		return Identifier{Type: i.Type, Value: strings.TrimPrefix(i.Value, "*.")}
+	}
+	return i
+}
+
+// ChallengeType names a validation method.
+type ChallengeType string
+
+const (
+	ChallengeHTTP01    ChallengeType = "http-01"
+	ChallengeDNS01     ChallengeType = "dns-01"
+	ChallengeTLSALPN01 ChallengeType = "tls-alpn-01"
+)

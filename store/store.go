@@ -1,0 +1,179 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+)
+
+// Sentinel errors, mapped identically by both dialects (the contract suite
+// asserts it).
+var (
+	ErrNotFound  = errors.New("store: not found")
+	ErrConflict  = errors.New("store: conflict")   // a unique key or a compare-and-swap lost
+	ErrLeaseLost = errors.New("store: lease lost") // the caller no longer holds the lease
+	ErrTooNew    = errors.New("store: database schema is newer than this binary")
+)
+
+// NewOrder is what OrderCreate writes. Authzs with an ID are existing
+// authorizations being reused; those without are created with their
+// challenges. The order starts ready when every authorization is valid.
+type NewOrder struct {
+	AccountID   string
+	Identifiers []acme.Identifier
+	Profile     string
+	NotBefore   *time.Time
+	NotAfter    *time.Time
+	Expires     time.Time
+	Authzs      []*Authorization
+	Replaces    string
+}
+
+// Verdict is a validator's answer for one challenge. Status is valid or invalid.
+type Verdict struct {
+	ChallengeID      string
+	Status           acme.Status
+	Error            *acme.Problem
+	ValidationRecord []byte
+}
+
+// Issued is what the signer hands back for an order.
+type Issued struct {
+	OrderID     string
+	Certificate Certificate
+}
+
+// Page asks for one page of a list, newest first. After is the cursor the
+// previous page returned ("" for the first).
+type Page struct {
+	After string
+	Limit int
+}
+
+// OrderFilter narrows OrdersList; empty fields match everything.
+type OrderFilter struct {
+	AccountID  string
+	Identifier string
+	Status     acme.Status
+}
+
+// CertFilter narrows CertificatesList; empty fields match everything.
+type CertFilter struct {
+	AccountID      string
+	Name           string
+	ExpiringBefore *time.Time
+	Revoked        *bool
+}
+
+// Store is every operation on Hallmark's records.
+type Store interface {
+	// Now is the database's clock.
+	Now(ctx context.Context) (time.Time, error)
+	Ping(ctx context.Context) error
+	Close() error
+
+	// NonceKey returns the HMAC key for nonces, generating and storing it on
+	// first use so every replica shares one.
+	NonceKey(ctx context.Context) ([]byte, error)
+	// NonceConsume marks a nonce used; ErrConflict if it already was.
+	// expires is when the nonce would stop being accepted anyway, after
+	// which NonceGC may forget it.
+	NonceConsume(ctx context.Context, nonce string, expires time.Time) error
+	NonceGC(ctx context.Context) (int64, error)
+
+	// AccountCreate inserts an account; ErrConflict (and the existing account)
+	// when one with the same Thumbprint exists.
+	AccountCreate(ctx context.Context, a *Account) (*Account, error)
+	AccountByID(ctx context.Context, id string) (*Account, error)
+	AccountByThumbprint(ctx context.Context, thumbprint string) (*Account, error)
+	AccountUpdate(ctx context.Context, id string, contact []string) (*Account, error)
+	// AccountDeactivate sets the account deactivated and deactivates its
+	// pending and valid authorizations (RFC 8555 §7.3.6).
+	AccountDeactivate(ctx context.Context, id string) (*Account, error)
+	// AccountKeyChange swaps the key iff the current thumbprint is oldThumb;
+	// ErrConflict if newThumb belongs to another account or the swap lost.
+	AccountKeyChange(ctx context.Context, id, oldThumb string, newJWK []byte, newThumb string) (*Account, error)
+	AccountsList(ctx context.Context, p Page) ([]*Account, string, error)
+
+	// OrderCreate writes an order and its new authorizations and challenges.
+	OrderCreate(ctx context.Context, o NewOrder) (*Order, error)
+	OrderByID(ctx context.Context, id string) (*Order, error)
+	// OrdersByAccount lists order IDs of an account for its "orders" URL.
+	OrdersByAccount(ctx context.Context, accountID string, p Page) ([]string, string, error)
+	OrdersList(ctx context.Context, f OrderFilter, p Page) ([]*Order, string, error)
+
+	AuthzByID(ctx context.Context, id string) (*Authorization, error)
+	// AuthzReusable finds a valid, unexpired authorization of the account
+	// for the identifier (and wildcard flag) that lives past minExpiry.
+	AuthzReusable(ctx context.Context, accountID string, id acme.Identifier, wildcard bool, minExpiry time.Time) (*Authorization, error)
+	// AuthzDeactivate moves a pending or valid authorization to deactivated
+	// and the orders that use it (pending or ready) to invalid.
+	AuthzDeactivate(ctx context.Context, id string) (*Authorization, error)
+	ChallengeByID(ctx context.Context, id string) (*Challenge, error)
+
+	// ChallengeClaim compare-and-swaps the challenge pending → processing and
+	// inserts challenge_validate in the same transaction. claimed is false
+	// when the challenge was not pending (a repeated POST); the current
+	// challenge is returned either way. A failed insert leaves it pending.
+	ChallengeClaim(ctx context.Context, challengeID string) (c *Challenge, claimed bool, err error)
+	// ChallengeVerdict records a validator's verdict on a processing
+	// challenge, moves its authorization (valid, or invalid with the
+	// others of that authz) and the orders using it (ready or invalid), and
+	// calls done in the same transaction. ErrConflict if the challenge is
+	// not processing (a verdict is terminal).
+	ChallengeVerdict(ctx context.Context, v Verdict, done jobs.Done) error
+
+	// OrderFinalizeBegin compare-and-swaps the order ready → processing,
+	// stores the CSR and inserts signer_issue in the same transaction.
+	// claimed is false when the order was not ready.
+	OrderFinalizeBegin(ctx context.Context, orderID string, csrDER []byte) (o *Order, claimed bool, err error)
+	// OrderIssued stores the certificate, moves the order processing →
+	// valid and calls done, in one transaction.
+	OrderIssued(ctx context.Context, in Issued, done jobs.Done) error
+	// OrderFail moves a processing order to invalid with the problem and
+	// calls done, in one transaction.
+	OrderFail(ctx context.Context, orderID string, p acme.Problem, done jobs.Done) error
+
+	CertificateBySerial(ctx context.Context, serial string) (*Certificate, error)
+	CertificatesList(ctx context.Context, f CertFilter, p Page) ([]*Certificate, string, error)
+
+	// Revoke records a revocation of a local-CA certificate, stamps it on
+	// the certificate and inserts crl_generate for its issuer, in one
+	// transaction; ErrConflict if it is already revoked. The audit event is
+	// written in the same transaction.
+	Revoke(ctx context.Context, serial string, reason int, ev AuditEvent) (*Certificate, error)
+	// RevokeQueue inserts signer_revoke for a relay/custom certificate.
+	RevokeQueue(ctx context.Context, serial string, reason int, ev AuditEvent) error
+	Revocations(ctx context.Context, issuerID string) ([]Revocation, error)
+
+	// CRLStore saves a signed CRL; ErrConflict if its number is not greater
+	// than the issuer's newest (numbers are monotonic).
+	CRLStore(ctx context.Context, c CRL) error
+	CRLLatest(ctx context.Context, issuerID string) (*CRL, error)
+	// CRLNextNumber is one more than the newest stored number (1 for none).
+	CRLNextNumber(ctx context.Context, issuerID string) (int64, error)
+
+	// TryLock takes or renews the named lease for holder until now+ttl on the
+	// database's clock; false if another holder's lease is live.
+	TryLock(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
+	Unlock(ctx context.Context, name, holder string) error
+
+	AuditRecord(ctx context.Context, ev AuditEvent) error
+	AuditList(ctx context.Context, p Page) ([]AuditEvent, string, error)
+
+	// ExpirePending moves pending authorizations and pending/ready orders
+	// past their expiry to expired (invalid for orders, RFC 8555 §7.1.6).
+	ExpirePending(ctx context.Context) (int64, error)
+	// Stranded lists challenges and orders left processing since before
+	// olderThan with no outstanding job, for jobs.Recover.
+	Stranded(ctx context.Context, olderThan time.Time) ([]jobs.Subject, error)
+	// Requeue inserts the job a stranded subject needs.
+	Requeue(ctx context.Context, s jobs.Subject) error
+	// Abandon records a serverInternal failure on a subject so no client
+	// polls forever: the challenge (and its authz, orders) or order becomes
+	// invalid.
+	Abandon(ctx context.Context, s jobs.Subject, p acme.Problem) error
+}
