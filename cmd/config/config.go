@@ -151,6 +151,7 @@ func Default() Config {
 func Load(path string) (Config, error) {
 	c := Default()
 	if path == "" {
+		c.derive()
 		return c, c.Validate()
 	}
 	md, err := toml.DecodeFile(path, &c)
@@ -176,7 +177,24 @@ func Load(path string) (Config, error) {
 	if strings.HasPrefix(c.Database.URL, "sqlite:") {
 		c.Database.URL = "sqlite:" + rel(base, strings.TrimPrefix(c.Database.URL, "sqlite:"))
 	}
+	c.derive()
 	return c, c.Validate()
+}
+
+// derive fills the values whose defaults depend on others.
+func (c *Config) derive() {
+	if c.Server.BaseURL == "" {
+		scheme := "https"
+		if c.Server.PlainHTTP || c.Server.TLSCert == "" {
+			scheme = "http"
+		}
+		c.Server.BaseURL = scheme + "://" + c.Server.Listen
+	}
+	c.Server.BaseURL = strings.TrimRight(c.Server.BaseURL, "/")
+	if c.Worker.ID == "" {
+		host, _ := os.Hostname()
+		c.Worker.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
 }
 
 func rel(base, p string) string {

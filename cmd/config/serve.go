@@ -1,0 +1,55 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// Logger is the slog logger every binary uses: text to stderr, with the
+// process name on every line so interleaved logs (hallmark up) stay readable.
+func Logger(process string) *slog.Logger {
+	level := slog.LevelInfo
+	if os.Getenv("HALLMARK_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("process", process)
+}
+
+// SignalContext is cancelled on SIGINT or SIGTERM.
+func SignalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// Serve runs srv on ln until ctx ends, then shuts it down gracefully within
+// grace. The error is nil after a clean shutdown.
+func Serve(ctx context.Context, srv *http.Server, ln net.Listener, tlsCert, tlsKey string, grace time.Duration) error {
+	errc := make(chan error, 1)
+	go func() {
+		var err error
+		if tlsCert != "" {
+			err = srv.ServeTLS(ln, tlsCert, tlsKey)
+		} else {
+			err = srv.Serve(ln)
+		}
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	return <-errc
+}

@@ -1,0 +1,89 @@
+// Command hallmark-frontend serves the public ACME API. It parses JWS and
+// CSRs, claims and queues work, and never holds key material: the layering
+// test fails if it links signer/ or a PKCS#11 library.
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/urfave/cli/v2"
+
+	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol"
+	"github.com/hallmark-ca/hallmark/store/open"
+)
+
+func main() {
+	app := &cli.App{
+		Name:  "hallmark-frontend",
+		Usage: "serve the public ACME API (RFC 8555)",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, EnvVars: []string{"HALLMARK_CONFIG"}, Usage: "configuration file (TOML)"},
+		},
+		Action: run,
+		Commands: []*cli.Command{{
+			Name:  "check-config",
+			Usage: "validate the configuration and exit",
+			Action: func(c *cli.Context) error {
+				if _, err := config.Load(c.String("config")); err != nil {
+					return cli.Exit(err.Error(), 2)
+				}
+				fmt.Println("configuration is valid")
+				return nil
+			},
+		}},
+	}
+	if err := app.Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "hallmark-frontend:", err)
+		os.Exit(1)
+	}
+}
+
+func run(c *cli.Context) error {
+	cfg, err := config.Load(c.String("config"))
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	log := config.Logger("frontend")
+	ctx, stop := config.SignalContext()
+	defer stop()
+
+	db, err := open.Open(ctx, cfg.Database.URL, cfg.Database.MaxConns)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := protocol.New(cfg, db.Store, protocol.Options{Logger: log, Registry: reg, Gatherer: reg})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on server.listen %s: %w", cfg.Server.Listen, err)
+	}
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       cfg.RequestTimeout(),
+		WriteTimeout:      cfg.RequestTimeout() + 5*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    32 << 10,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	cert, key := cfg.Server.TLSCert, cfg.Server.TLSKey
+	if cfg.Server.PlainHTTP {
+		cert, key = "", ""
+	}
+	log.Info("ACME directory", "url", cfg.Server.BaseURL+"/directory", "listen", ln.Addr().String(), "tls", cert != "")
+	return config.Serve(ctx, hs, ln, cert, key, 10*time.Second)
+}

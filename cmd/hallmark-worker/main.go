@@ -1,0 +1,220 @@
+// Command hallmark-worker does Hallmark's queued work: challenge validation,
+// signing, CRLs and housekeeping. It is the only binary that holds signing
+// keys, and it never serves the public API.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/urfave/cli/v2"
+
+	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/signer"
+	"github.com/hallmark-ca/hallmark/store/open"
+	"github.com/hallmark-ca/hallmark/worker"
+)
+
+func main() {
+	configFlag := &cli.StringFlag{Name: "config", Aliases: []string{"c"}, EnvVars: []string{"HALLMARK_CONFIG"}, Usage: "configuration file (TOML)"}
+	app := &cli.App{
+		Name:   "hallmark-worker",
+		Usage:  "validate challenges, sign certificates and CRLs",
+		Flags:  []cli.Flag{configFlag},
+		Action: run,
+		Commands: []*cli.Command{
+			{
+				Name:  "check-config",
+				Usage: "validate the configuration and exit",
+				Action: func(c *cli.Context) error {
+					if _, err := config.Load(c.String("config")); err != nil {
+						return cli.Exit(err.Error(), 2)
+					}
+					fmt.Println("configuration is valid")
+					return nil
+				},
+			},
+			{
+				Name:  "ca",
+				Usage: "manage the local CA",
+				Subcommands: []*cli.Command{{
+					Name:  "init",
+					Usage: "create a root and an intermediate in ca.dir (and optionally a TLS certificate for the frontend)",
+					Flags: []cli.Flag{
+						&cli.StringFlag{Name: "name", Value: "Hallmark Development", Usage: "common name prefix of the CA certificates"},
+						&cli.StringFlag{Name: "tls-cert", Usage: "also issue a TLS server certificate for the frontend to this path"},
+						&cli.StringFlag{Name: "tls-key", Usage: "where to write the TLS certificate's key"},
+						&cli.StringFlag{Name: "tls-names", Value: "localhost,127.0.0.1,::1", Usage: "comma-separated names and IPs of the TLS certificate"},
+					},
+					Action: caInit,
+				}},
+			},
+		},
+	}
+	if err := app.Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "hallmark-worker:", err)
+		os.Exit(1)
+	}
+}
+
+func caInit(c *cli.Context) error {
+	cfg, err := config.Load(c.String("config"))
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	root, err := signer.InitLocal(cfg.CA.Dir, c.String("name"))
+	switch {
+	case errors.Is(err, signer.ErrExists):
+		fmt.Printf("CA already exists in %s (left unchanged)\n", cfg.CA.Dir)
+		root = filepath.Join(cfg.CA.Dir, "root.pem")
+	case err != nil:
+		return err
+	default:
+		fmt.Printf("created a root and an intermediate in %s\n", cfg.CA.Dir)
+	}
+	fmt.Printf("root certificate: %s\n", root)
+	if certPath := c.String("tls-cert"); certPath != "" {
+		if _, err := os.Stat(certPath); err == nil {
+			fmt.Printf("TLS certificate %s already exists (left unchanged)\n", certPath)
+			return nil
+		}
+		iss, err := signer.LoadLocal(cfg.CA.Dir)
+		if err != nil {
+			return err
+		}
+		if err := signer.IssueTLSFile(c.Context, iss, splitNames(c.String("tls-names")), certPath, c.String("tls-key")); err != nil {
+			return err
+		}
+		fmt.Printf("frontend TLS certificate: %s\n", certPath)
+	}
+	return nil
+}
+
+func splitNames(s string) []acme.Identifier {
+	var ids []acme.Identifier
+	for _, n := range strings.Split(s, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		if net.ParseIP(n) != nil {
+			ids = append(ids, acme.Identifier{Type: acme.IdentifierIP, Value: n})
+		} else {
+			ids = append(ids, acme.Identifier{Type: acme.IdentifierDNS, Value: n})
+		}
+	}
+	return ids
+}
+
+// mountIssuers builds the signing backend of every profile this worker
+// serves (worker.profiles, or all when empty).
+func mountIssuers(cfg config.Config) (map[string]*signer.Issuer, error) {
+	want := map[string]bool{}
+	for _, p := range cfg.Worker.Profiles {
+		want[p] = true
+	}
+	var local *signer.Issuer
+	out := map[string]*signer.Issuer{}
+	for name, p := range cfg.Profiles {
+		if len(want) > 0 && !want[name] {
+			continue
+		}
+		switch p.Backend {
+		case "local":
+			if local == nil {
+				iss, err := signer.LoadLocal(cfg.CA.Dir)
+				if err != nil {
+					return nil, fmt.Errorf("profiles.%s: loading the local CA from ca.dir %s (run `hallmark-worker ca init` first): %w", name, cfg.CA.Dir, err)
+				}
+				local = iss
+			}
+			out[name] = local
+		default:
+			return nil, fmt.Errorf("profiles.%s.backend: %q is not available in this build yet", name, p.Backend)
+		}
+	}
+	return out, nil
+}
+
+func run(c *cli.Context) error {
+	cfg, err := config.Load(c.String("config"))
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	log := config.Logger("worker").With("worker", cfg.Worker.ID)
+	ctx, stop := config.SignalContext()
+	defer stop()
+
+	issuers, err := mountIssuers(cfg)
+	if err != nil {
+		return err
+	}
+	db, err := open.Open(ctx, cfg.Database.URL, cfg.Database.MaxConns)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	w, err := worker.New(cfg, db.Store, worker.Options{Logger: log, Registry: reg, Issuers: issuers})
+	if err != nil {
+		return err
+	}
+	handlers, err := w.Registry()
+	if err != nil {
+		return err
+	}
+	runner, err := db.Queue.Start(ctx, handlers, jobs.Settings{
+		WorkerID:    cfg.Worker.ID,
+		MaxWorkers:  cfg.Worker.Concurrency,
+		Queues:      w.Queues(),
+		JobTimeout:  time.Duration(cfg.Worker.JobTimeoutMS) * time.Millisecond,
+		RescueAfter: time.Duration(cfg.Worker.RescueAfterMS) * time.Millisecond,
+		Periodic:    w.Periodic(time.Duration(cfg.Worker.CRLIntervalMinutes) * time.Minute),
+		Subjects:    db.Store,
+		Logger:      log,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("worker started", "queues", w.Queues())
+
+	if cfg.Worker.HealthListen != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) { fmt.Fprintln(rw, "ok") })
+		mux.HandleFunc("/readyz", func(rw http.ResponseWriter, r *http.Request) {
+			if err := w.Ready(r.Context()); err != nil {
+				http.Error(rw, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(rw, "ready")
+		})
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		ln, err := net.Listen("tcp", cfg.Worker.HealthListen)
+		if err != nil {
+			return fmt.Errorf("listening on worker.health_listen %s: %w", cfg.Worker.HealthListen, err)
+		}
+		go func() {
+			_ = config.Serve(ctx, &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln, "", "", time.Second)
+		}()
+	}
+
+	<-ctx.Done()
+	log.Info("stopping: no new jobs are fetched; running jobs get up to 10s")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return runner.Stop(sctx)
+}

@@ -1,0 +1,82 @@
+// Command hallmark is the operator CLI: migrate the database, start a local
+// CA for trying Hallmark out (`hallmark up`), and inspect and revoke. It talks
+// to the database named by the same configuration file as the servers and
+// never builds a signer (the layering test enforces it): work that needs a
+// key is queued for a worker.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/store/open"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	app := &cli.App{
+		Name:    "hallmark",
+		Usage:   "operate a Hallmark ACME CA",
+		Version: version,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, EnvVars: []string{"HALLMARK_CONFIG"}, Usage: "configuration file (TOML)"},
+		},
+		Commands: []*cli.Command{
+			{
+				Name:  "migrate",
+				Usage: "apply the database migrations (Hallmark's and the job queue's)",
+				Action: func(c *cli.Context) error {
+					cfg, err := config.Load(c.String("config"))
+					if err != nil {
+						return cli.Exit(err.Error(), 2)
+					}
+					if err := open.Migrate(c.Context, cfg.Database.URL); err != nil {
+						return cli.Exit(fmt.Sprintf("migrating %s: %v", cfg.Database.URL, err), 1)
+					}
+					fmt.Println("database is up to date")
+					return nil
+				},
+				Subcommands: []*cli.Command{{
+					Name:  "status",
+					Usage: "list applied and pending migrations",
+					Action: func(c *cli.Context) error {
+						cfg, err := config.Load(c.String("config"))
+						if err != nil {
+							return cli.Exit(err.Error(), 2)
+						}
+						st, err := open.MigrationStatus(c.Context, cfg.Database.URL)
+						if err != nil {
+							return cli.Exit(err.Error(), 1)
+						}
+						for _, m := range st {
+							state := "pending"
+							if m.Applied {
+								state = "applied"
+							}
+							fmt.Printf("%04d  %-8s %s\n", m.Version, state, m.Name)
+						}
+						return nil
+					},
+				}},
+			},
+			upCommand(),
+			{
+				Name:  "version",
+				Usage: "print the version",
+				Action: func(*cli.Context) error {
+					fmt.Println("hallmark", version)
+					return nil
+				},
+			},
+		},
+	}
+	if err := app.Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "hallmark:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/store/open"
+)
+
+// devConfig is the configuration `hallmark up` writes on first run. Paths
+// are relative to the file. The worker resolves names through the CLI's
+// own loopback DNS server (devDNS), which answers *.localhost with
+// 127.0.0.1, so http-01 and tls-alpn-01 work with no network at all.
+const devConfig = `# Written by 'hallmark up' for a local trial CA. Edit freely.
+[database]
+url = "sqlite:hallmark.db"
+
+[server]
+listen = "127.0.0.1:14000"
+tls_cert = "frontend.pem"
+tls_key = "frontend.key"
+
+[worker]
+health_listen = "127.0.0.1:14001"
+
+[challenge]
+# The dev DNS server that 'hallmark up' runs: *.localhost -> 127.0.0.1.
+resolvers = ["127.0.0.1:14053"]
+# Where the worker looks for challenge responses (lego: --http.port :5002 --tls.port :5001).
+http_port = 5002
+https_port = 5001
+tls_alpn_port = 5001
+
+[ca]
+dir = "ca"
+`
+
+func upCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "up",
+		Usage: "start a local CA on loopback: SQLite, a dev CA created on first run, a frontend and a worker",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "data", Value: "hallmark-data", Usage: "directory for the database, the CA and the configuration"},
+			&cli.StringFlag{Name: "dns", Value: "127.0.0.1:14053", Usage: "address of the dev DNS server (must match challenge.resolvers)"},
+		},
+		Action: up,
+	}
+}
+
+func up(c *cli.Context) error {
+	data := c.String("data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", data, err)
+	}
+	cfgPath := filepath.Join(data, "hallmark.toml")
+	if _, err := os.Stat(cfgPath); errors.Is(err, os.ErrNotExist) {
+		if err := os.WriteFile(cfgPath, []byte(devConfig), 0o644); err != nil {
+			return err
+		}
+		fmt.Printf("wrote %s\n", cfgPath)
+	}
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	ctx, stop := config.SignalContext()
+	defer stop()
+
+	if err := open.Migrate(ctx, cfg.Database.URL); err != nil {
+		return fmt.Errorf("migrating %s: %w", cfg.Database.URL, err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	bin := filepath.Dir(self)
+	workerBin, frontendBin := filepath.Join(bin, "hallmark-worker"), filepath.Join(bin, "hallmark-frontend")
+	for _, b := range []string{workerBin, frontendBin} {
+		if _, err := os.Stat(b); err != nil {
+			return fmt.Errorf("%s is missing: build it with `make build` (it must sit beside this binary)", b)
+		}
+	}
+	// The CA is created by the worker binary: the CLI never touches keys.
+	caInit := exec.CommandContext(ctx, workerBin, "--config", cfgPath, "ca", "init",
+		"--tls-cert", cfg.Server.TLSCert, "--tls-key", cfg.Server.TLSKey)
+	caInit.Stdout, caInit.Stderr = os.Stdout, os.Stderr
+	if err := caInit.Run(); err != nil {
+		return fmt.Errorf("creating the dev CA: %w", err)
+	}
+
+	dns, err := startDevDNS(c.String("dns"))
+	if err != nil {
+		return err
+	}
+	defer dns.Shutdown()
+
+	procs := []*exec.Cmd{
+		exec.Command(workerBin, "--config", cfgPath),
+		exec.Command(frontendBin, "--config", cfgPath),
+	}
+	exited := make(chan error, len(procs))
+	for _, p := range procs {
+		p.Stdout, p.Stderr = os.Stdout, os.Stderr
+		// Own process group: Ctrl-C reaches us, and we stop the children
+		// in order rather than racing the terminal's signal.
+		p.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := p.Start(); err != nil {
+			stopAll(procs)
+			return fmt.Errorf("starting %s: %w", p.Path, err)
+		}
+		go func(p *exec.Cmd) { exited <- fmt.Errorf("%s exited: %v", filepath.Base(p.Path), p.Wait()) }(p)
+	}
+
+	root := filepath.Join(cfg.CA.Dir, "root.pem")
+	if err := waitReady(ctx, cfg.Server.BaseURL+"/directory", root); err != nil {
+		stopAll(procs)
+		return err
+	}
+	fmt.Printf(`
+Hallmark is running.
+  ACME directory:   %s/directory
+  root certificate: %s
+  names that work:  anything under .localhost (the dev DNS answers 127.0.0.1)
+
+  lego --server %s/directory --email you@example.com --accept-tos \
+       --domains test.localhost --http --http.port :5002 run
+  (with LEGO_CA_CERTIFICATES=%s)
+
+Press Ctrl-C to stop.
+`, cfg.Server.BaseURL, root, cfg.Server.BaseURL, root)
+
+	select {
+	case <-ctx.Done():
+		fmt.Println("\nstopping the frontend and the worker")
+		stopAll(procs)
+		return nil
+	case err := <-exited:
+		stopAll(procs)
+		return err
+	}
+}
+
+// stopAll sends SIGTERM to every running child and waits up to 15s before
+// killing what is left.
+func stopAll(procs []*exec.Cmd) {
+	for _, p := range procs {
+		if p.Process != nil && p.ProcessState == nil {
+			_ = p.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for _, p := range procs {
+		for p.Process != nil && p.ProcessState == nil && time.Now().Before(deadline) {
+			if err := p.Process.Signal(syscall.Signal(0)); err != nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if p.Process != nil {
+			_ = p.Process.Kill()
+		}
+	}
+}
+
+// waitReady polls the directory over TLS, trusting only the dev root.
+func waitReady(ctx context.Context, url, rootPath string) error {
+	pem, err := os.ReadFile(rootPath)
+	if err != nil {
+		return fmt.Errorf("reading the dev root %s: %w", rootPath, err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the frontend did not answer %s within 30s: %v", url, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

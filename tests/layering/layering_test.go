@@ -1,0 +1,131 @@
+// Package layering keeps Hallmark's trust boundaries as data and checks them
+// against what the Go toolchain says each package really imports.
+package layering
+
+import (
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/hallmark-ca/hallmark"
+
+// never is policy. Do not relax it to fix a build: move the code instead.
+// A rule's "to" ending in "/..." bans the package and everything below it.
+var never = []struct{ from, to, why string }{
+	{"cmd/hallmark-frontend", module + "/signer/...", "the internet-facing process never holds key material"},
+	{"cmd/hallmark-frontend", "github.com/ThalesGroup/crypto11/...", "PKCS#11 stays in the worker"},
+	{"cmd/hallmark-frontend", "github.com/ThalesIgnite/crypto11/...", "PKCS#11 stays in the worker (old import path)"},
+	{"cmd/hallmark-frontend", "github.com/miekg/pkcs11/...", "PKCS#11 stays in the worker"},
+	{"cmd/hallmark", module + "/signer/...", "the CLI never builds a signer; it enqueues work"},
+	{"cmd/hallmark", "github.com/ThalesGroup/crypto11/...", "the CLI never touches the HSM"},
+	{"cmd/hallmark", "github.com/ThalesIgnite/crypto11/...", "the CLI never touches the HSM"},
+	{"cmd/hallmark", "github.com/miekg/pkcs11/...", "the CLI never touches the HSM"},
+	{"protocol/...", module + "/signer/...", "the ACME frontend code never holds key material"},
+	{"protocol/...", module + "/worker/...", "the frontend queues work; it never does it"},
+	{"worker/validate/...", module + "/signer/...", "validation handles untrusted input; keep keys away"},
+	{"jobs/...", module + "/store/...", "jobs is below the store: the store inserts and completes jobs"},
+	{"jobs/...", module + "/protocol", "jobs knows job kinds, not the ACME frontend"},
+	{"protocol/acme", module + "/...", "acme is the leaf vocabulary: standard library only"},
+}
+
+type pkg struct {
+	ImportPath string
+	Deps       []string
+}
+
+// listDeps runs `go list -deps` for the module's packages and returns, for
+// every package of the module, the full set of packages it depends on.
+func listDeps(t *testing.T) map[string][]string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json=ImportPath,Deps", module+"/...")
+	cmd.Dir = "../.."
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("go list: %v\n%s", err, errb.String())
+	}
+	deps := map[string][]string{}
+	dec := json.NewDecoder(&out)
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatalf("decoding go list output: %v", err)
+		}
+		deps[strings.TrimPrefix(p.ImportPath, module+"/")] = p.Deps
+	}
+	return deps
+}
+
+// matches reports whether path is pattern, or below it when pattern ends in "/...".
+func matches(pattern, path string) bool {
+	if base, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return path == base || strings.HasPrefix(path, base+"/")
+	}
+	return path == pattern
+}
+
+// violations returns "from -> dep: why" for every broken rule.
+func violations(deps map[string][]string) []string {
+	var bad []string
+	for _, r := range never {
+		for from, ds := range deps {
+			if !matches(r.from, from) {
+				continue
+			}
+			for _, d := range ds {
+				if matches(r.to, d) && d != module+"/"+from {
+					bad = append(bad, from+" -> "+d+": "+r.why)
+				}
+			}
+		}
+	}
+	return bad
+}
+
+func TestLayering(t *testing.T) {
+	deps := listDeps(t)
+	for _, v := range violations(deps) {
+		t.Error(v)
+	}
+}
+
+// TestRulesNameRealPackages keeps the rules honest: a rule whose "from" names
+// no package (a rename, a typo) would silently check nothing.
+func TestRulesNameRealPackages(t *testing.T) {
+	deps := listDeps(t)
+	for _, r := range never {
+		found := false
+		for from := range deps {
+			if matches(r.from, from) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("rule %s -> %s names no package of the module", r.from, r.to)
+		}
+	}
+	for _, must := range []string{"cmd/hallmark-frontend", "cmd/hallmark-worker", "cmd/hallmark", "signer"} {
+		if _, ok := deps[must]; !ok {
+			t.Errorf("package %s is missing; the layering rules assume it exists", must)
+		}
+	}
+}
+
+// TestRulesCatchABannedImport proves the check can fail: a frontend that
+// pulled in the signer or crypto11 is reported.
+func TestRulesCatchABannedImport(t *testing.T) {
+	t.Parallel()
+	fake := map[string][]string{
+		"cmd/hallmark-frontend": {"net/http", module + "/signer/pkcs11", "github.com/ThalesGroup/crypto11"},
+		"cmd/hallmark":          {module + "/signer"},
+		"worker/validate":       {"github.com/miekg/dns"},
+	}
+	got := violations(fake)
+	if len(got) != 3 {
+		t.Fatalf("want 3 violations (frontend→signer, frontend→crypto11, cli→signer), got %d: %v", len(got), got)
+	}
+}

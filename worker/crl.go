@@ -1,0 +1,127 @@
+package worker
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/signer"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// generateCRL runs one crl_generate job: under the issuer's lease (so one
+// worker at a time signs, and CRL numbers never repeat), it signs the next
+// CRL with every revocation and stores it. Jobs coalesce here: when the
+// newest CRL already lists every revocation and is fresh, there is nothing
+// to do.
+func (w *Worker) generateCRL(ctx context.Context, job jobs.Job[jobs.CRLGenerateArgs], done jobs.Done) error {
+	args := job.Args
+	iss, ok := w.issuers[args.IssuerID]
+	if !ok {
+		return jobs.CouldNotRun(fmt.Errorf("issuer %s is not mounted on worker %s", args.IssuerID, w.id))
+	}
+	lease := "crl:" + args.IssuerID
+	got, err := w.store.TryLock(ctx, lease, w.id, 2*time.Minute)
+	if err != nil {
+		return jobs.CouldNotRun(fmt.Errorf("leasing %s: %w", lease, err))
+	}
+	if !got {
+		// Another worker is signing this issuer's CRL right now; come back
+		// after it, so a revocation it may have missed is covered.
+		return jobs.CouldNotRun(fmt.Errorf("lease %s is held by another worker", lease))
+	}
+	defer func() { _ = w.store.Unlock(context.WithoutCancel(ctx), lease, w.id) }()
+
+	now, err := w.store.Now(ctx)
+	if err != nil {
+		return jobs.CouldNotRun(fmt.Errorf("reading the database clock: %w", err))
+	}
+	revs, err := w.store.Revocations(ctx, args.IssuerID)
+	if err != nil {
+		return jobs.CouldNotRun(fmt.Errorf("listing revocations of %s: %w", args.IssuerID, err))
+	}
+	latest, err := w.store.CRLLatest(ctx, args.IssuerID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return jobs.CouldNotRun(fmt.Errorf("loading the newest CRL of %s: %w", args.IssuerID, err))
+	}
+	if latest != nil && coversAll(latest, revs) && now.Before(latest.NextUpdate.Add(-w.crlValidity/2)) {
+		return nil
+	}
+	number, err := w.store.CRLNextNumber(ctx, args.IssuerID)
+	if err != nil {
+		return jobs.CouldNotRun(fmt.Errorf("numbering the next CRL of %s: %w", args.IssuerID, err))
+	}
+	entries := make([]signer.RevokedEntry, 0, len(revs))
+	for _, r := range revs {
+		serial, ok := new(big.Int).SetString(r.Serial, 16)
+		if !ok {
+			w.log.Error("revocation with an unparseable serial left off the CRL", "serial", r.Serial)
+			continue
+		}
+		entries = append(entries, signer.RevokedEntry{Serial: serial, RevokedAt: r.RevokedAt, Reason: r.Reason})
+	}
+	thisUpdate := now.Add(-time.Minute) // tolerate relying parties' clock skew
+	nextUpdate := now.Add(w.crlValidity)
+	der, err := iss.SignCRL(number, thisUpdate, nextUpdate, entries, w.baseURL+"/crl/"+args.IssuerID)
+	if err != nil {
+		return fmt.Errorf("signing CRL %d of %s: %w", number, args.IssuerID, err)
+	}
+	err = w.store.CRLStore(ctx, store.CRL{IssuerID: args.IssuerID, Number: number, ThisUpdate: thisUpdate, NextUpdate: nextUpdate, DER: der})
+	if err != nil {
+		return jobs.CouldNotRun(fmt.Errorf("storing CRL %d of %s: %w", number, args.IssuerID, err))
+	}
+	w.log.Info("CRL signed", "issuer", args.IssuerID, "number", number, "entries", len(entries))
+	return nil
+}
+
+// coversAll reports whether crl lists every revocation. It compares serials,
+// not times: a revocation whose transaction committed after the CRL read
+// the list may carry an earlier timestamp.
+func coversAll(crl *store.CRL, revs []store.Revocation) bool {
+	parsed, err := x509.ParseRevocationList(crl.DER)
+	if err != nil || len(parsed.RevokedCertificateEntries) != len(revs) {
+		return false
+	}
+	listed := make(map[string]bool, len(parsed.RevokedCertificateEntries))
+	for _, e := range parsed.RevokedCertificateEntries {
+		listed[e.SerialNumber.Text(16)] = true
+	}
+	for _, r := range revs {
+		if !listed[strings.TrimLeft(strings.ToLower(r.Serial), "0")] {
+			return false
+		}
+	}
+	return true
+}
+
+// housekeeping runs the periodic sweeps. Each sweep's failure is logged and
+// the others still run; the job itself never fails a subject.
+func (w *Worker) housekeeping(ctx context.Context, _ jobs.Job[jobs.HousekeepingArgs], _ jobs.Done) error {
+	if n, err := w.store.NonceGC(ctx); err != nil {
+		w.log.Warn("nonce GC", "err", err)
+	} else if n > 0 {
+		w.log.Info("nonces forgotten", "count", n)
+	}
+	if n, err := w.store.ExpirePending(ctx); err != nil {
+		w.log.Warn("expiring pending objects", "err", err)
+	} else if n > 0 {
+		w.log.Info("pending objects expired", "count", n)
+	}
+	now, err := w.store.Now(ctx)
+	if err != nil {
+		return jobs.CouldNotRun(fmt.Errorf("reading the database clock: %w", err))
+	}
+	// A subject processing for longer than a job may take plus the rescue
+	// time, with no outstanding job, was stranded (its job was lost).
+	if n, err := jobs.Recover(ctx, w.store, now.Add(-w.strandedAfter)); err != nil {
+		w.log.Warn("recovering stranded subjects", "err", err)
+	} else if n > 0 {
+		w.log.Info("stranded subjects re-queued", "count", n)
+	}
+	return nil
+}

@@ -1,0 +1,77 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/worker/validate"
+)
+
+// validator is what the challenge handler needs from worker/validate.
+type validator interface {
+	Validate(ctx context.Context, r validate.Request) validate.Result
+}
+
+// validateChallenge runs one challenge_validate job: it validates, then
+// records the verdict and completes the job in one transaction.
+func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.ChallengeValidateArgs], done jobs.Done) error {
+	args := job.Args
+	ch, err := w.store.ChallengeByID(ctx, args.ChallengeID)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("challenge %s does not exist: %w", args.ChallengeID, err)
+	}
+	if err != nil {
+		return jobs.CouldNotRun(fmt.Errorf("loading challenge %s: %w", args.ChallengeID, err))
+	}
+	if ch.Status != acme.StatusProcessing {
+		// Already decided (a verdict is terminal), or abandoned: nothing to do.
+		return nil
+	}
+	authz, err := w.store.AuthzByID(ctx, ch.AuthzID)
+	if err != nil {
+		return jobs.CouldNotRun(fmt.Errorf("loading authorization %s: %w", ch.AuthzID, err))
+	}
+	acct, err := w.store.AccountByID(ctx, authz.AccountID)
+	if err != nil {
+		return jobs.CouldNotRun(fmt.Errorf("loading account %s: %w", authz.AccountID, err))
+	}
+	res := w.validator.Validate(ctx, validate.Request{
+		Identifier:       authz.Identifier,
+		Wildcard:         authz.Wildcard,
+		Type:             ch.Type,
+		Token:            ch.Token,
+		KeyAuthorization: ch.Token + "." + acct.Thumbprint,
+		AccountURI:       w.baseURL + "/acme/acct/" + acct.ID,
+	})
+	v := store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid}
+	if res.Problem != nil {
+		p := *res.Problem
+		p.Identifier = &authz.Identifier
+		v.Status, v.Error = acme.StatusInvalid, &p
+	}
+	if rec, err := json.Marshal(res.Record); err == nil {
+		v.ValidationRecord = rec
+	}
+	w.log.Info("challenge validated", "challenge", ch.ID, "identifier", authz.Identifier.String(),
+		"type", ch.Type, "status", v.Status, "problem", problemType(v.Error))
+	err = w.store.ChallengeVerdict(ctx, v, done)
+	if errors.Is(err, store.ErrConflict) {
+		return nil // another attempt recorded a verdict first
+	}
+	if err != nil {
+		return jobs.CouldNotRun(fmt.Errorf("recording verdict for challenge %s: %w", ch.ID, err))
+	}
+	return nil
+}
+
+func problemType(p *acme.Problem) string {
+	if p == nil {
+		return ""
+	}
+	return string(p.Type)
+}

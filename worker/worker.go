@@ -1,0 +1,150 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+
+	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/signer"
+	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/worker/validate"
+)
+
+// mount is a profile this worker can sign for.
+type mount struct {
+	profile config.Profile
+	issuer  *signer.Issuer
+}
+
+// Worker holds the handlers' dependencies.
+type Worker struct {
+	id            string
+	store         store.Store
+	validator     validator
+	mounts        map[string]mount          // by profile name
+	issuers       map[string]*signer.Issuer // by issuer ID
+	baseURL       string
+	crlValidity   time.Duration
+	strandedAfter time.Duration
+	log           *slog.Logger
+	signed        prometheus.Counter
+}
+
+// Options are what main hands the worker beyond the configuration.
+type Options struct {
+	Logger   *slog.Logger
+	Registry prometheus.Registerer
+	// Issuers are the mounted signing backends by profile name; main builds
+	// them (a PEM key file, a PKCS#11 token) so this package does not care.
+	Issuers map[string]*signer.Issuer
+}
+
+// New builds a worker for cfg over st.
+func New(cfg config.Config, st store.Store, opts Options) (*Worker, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	w := &Worker{
+		id:    cfg.Worker.ID,
+		store: st,
+		validator: validate.New(validate.Config{
+			Resolvers:     cfg.Challenge.Resolvers,
+			HTTPPort:      cfg.Challenge.HTTPPort,
+			HTTPSPort:     cfg.Challenge.HTTPSPort,
+			TLSALPNPort:   cfg.Challenge.TLSALPNPort,
+			Timeout:       time.Duration(cfg.Challenge.TimeoutMS) * time.Millisecond,
+			CAAIdentities: cfg.Server.CAAIdentities,
+		}),
+		mounts:        map[string]mount{},
+		issuers:       map[string]*signer.Issuer{},
+		baseURL:       cfg.Server.BaseURL,
+		crlValidity:   time.Duration(cfg.CA.CRLValidityHours) * time.Hour,
+		strandedAfter: time.Duration(cfg.Worker.JobTimeoutMS+cfg.Worker.RescueAfterMS) * time.Millisecond,
+		log:           opts.Logger,
+		signed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hallmark_worker_certificates_signed_total",
+			Help: "Certificates signed and stored by this worker.",
+		}),
+	}
+	if opts.Registry != nil {
+		if err := opts.Registry.Register(w.signed); err != nil {
+			return nil, fmt.Errorf("registering worker metrics: %w", err)
+		}
+	}
+	for name, iss := range opts.Issuers {
+		p, ok := cfg.Profiles[name]
+		if !ok {
+			return nil, fmt.Errorf("profiles.%s: a backend was mounted for a profile that is not configured", name)
+		}
+		w.mounts[name] = mount{profile: p, issuer: iss}
+		w.issuers[iss.ID] = iss
+	}
+	return w, nil
+}
+
+// Registry returns the one handler per job kind this worker runs.
+func (w *Worker) Registry() (*jobs.Registry, error) {
+	reg := &jobs.Registry{}
+	for _, err := range []error{
+		jobs.Register(reg, w.validateChallenge),
+		jobs.Register(reg, w.issueOrder),
+		jobs.Register(reg, w.generateCRL),
+		jobs.Register(reg, w.housekeeping),
+	} {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return reg, nil
+}
+
+// Queues are the queues this worker works: validation and maintenance,
+// plus the signing queue of every profile it mounts.
+func (w *Worker) Queues() []string {
+	qs := []string{jobs.QueueValidate, jobs.QueueMaintenance}
+	names := make([]string, 0, len(w.mounts))
+	for n := range w.mounts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		qs = append(qs, jobs.ProfileQueue(n))
+	}
+	return qs
+}
+
+// Periodic are the periodic jobs: housekeeping every minute and each
+// mounted issuer's CRL well before its nextUpdate (and once at start).
+func (w *Worker) Periodic(crlEvery time.Duration) []*river.PeriodicJob {
+	pj := []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(time.Minute), func() (river.JobArgs, *river.InsertOpts) {
+			return jobs.HousekeepingArgs{}, nil
+		}, &river.PeriodicJobOpts{RunOnStart: true}),
+	}
+	ids := make([]string, 0, len(w.issuers))
+	for id := range w.issuers {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		pj = append(pj, river.NewPeriodicJob(river.PeriodicInterval(crlEvery), func() (river.JobArgs, *river.InsertOpts) {
+			return jobs.CRLGenerateArgs{IssuerID: id}, nil
+		}, &river.PeriodicJobOpts{RunOnStart: true}))
+	}
+	return pj
+}
+
+// Ready reports whether the worker can do its work: the database answers.
+func (w *Worker) Ready(ctx context.Context) error {
+	if err := w.store.Ping(ctx); err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	return nil
+}
