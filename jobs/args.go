@@ -50,6 +50,11 @@ func (ChallengeValidateArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueValidate, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: outstanding}}
 }
 
+// SubjectOf names the challenge, so a broken handler abandons it.
+func (a ChallengeValidateArgs) SubjectOf() Subject {
+	return Subject{Kind: KindChallengeValidate, ID: a.ChallengeID}
+}
+
 // SignerIssueArgs asks a worker that mounts Profile to sign an order.
 type SignerIssueArgs struct {
 	OrderID string `json:"order_id" river:"unique"`
@@ -61,6 +66,9 @@ func (SignerIssueArgs) Kind() string { return KindSignerIssue }
 func (a SignerIssueArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: ProfileQueue(a.Profile), UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: outstanding}}
 }
+
+// SubjectOf names the order, so a broken handler abandons it.
+func (a SignerIssueArgs) SubjectOf() Subject { return Subject{Kind: KindSignerIssue, ID: a.OrderID} }
 
 // SignerRevokeArgs asks a relay or custom backend to revoke a certificate.
 type SignerRevokeArgs struct {
@@ -120,4 +128,13 @@ type Done func(ctx context.Context, tx Tx) error
 type Subject struct {
 	Kind string // a job kind: KindChallengeValidate or KindSignerIssue
 	ID   string // the challenge or order id
+}
+
+// SubjectArgs is implemented by the args of jobs that work on a subject a
+// client is polling (a challenge, an order): when their handler breaks, the
+// subject is abandoned with a serverInternal problem instead of left
+// processing forever.
+type SubjectArgs interface {
+	river.JobArgs
+	SubjectOf() Subject
 }

@@ -1,23 +1,47 @@
 package jobs
 
-// This file fixes the API the store, the worker and the CLI build against.
-// Bodies marked TODO are filled in by the jobs implementation work.
-
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 )
 
-// Settings tunes the River client. Zero values take the defaults below, which
-// are the measured ones from the design (FetchCooldown and FetchPollInterval
-// set explicitly: River's defaults cap throughput near 1,000 jobs/s).
+// The defaults Settings falls back to. FetchCooldown and FetchPollInterval
+// are set explicitly because River's own (100 ms / 1 s) cap throughput near
+// 1,000 jobs/s and leave ~1 s tails; these were measured by BenchmarkQueue.
+const (
+	DefaultFetchCooldown     = 5 * time.Millisecond
+	DefaultFetchPollInterval = 50 * time.Millisecond
+	DefaultJobTimeout        = 30 * time.Second
+	DefaultRescueAfter       = 60 * time.Second
+	DefaultRetryBase         = time.Second
+	DefaultRetryMax          = 5 * time.Minute
+	// DefaultMaxAttempts bounds CouldNotRun retries (and rescues of jobs
+	// whose worker died); after the last one the subject is abandoned.
+	DefaultMaxAttempts = 10
+
+	defaultMaxWorkersPostgres = 50
+	defaultMaxWorkersSQLite   = 4
+)
+
+// Settings tunes the River client. Zero values take the defaults above.
 type Settings struct {
+	// WorkerID names this worker in every attempt it makes (River's
+	// attempted_by). Default: hostname-pid-starttime, unique per start.
 	WorkerID          string
 	MaxWorkers        int           // concurrent jobs per queue; default 50 (PostgreSQL), 4 (SQLite)
 	Queues            []string      // queues to work; default QueueValidate, QueueMaintenance
@@ -26,6 +50,53 @@ type Settings struct {
 	JobTimeout        time.Duration // default 30s; must be shorter than RescueAfter
 	RescueAfter       time.Duration // default 60s: a job running longer belongs to a dead worker
 	Periodic          []*river.PeriodicJob
+
+	// RetryBase and RetryMax shape the backoff of CouldNotRun retries:
+	// attempt n waits about RetryBase·2^(n-1), jittered, at most RetryMax.
+	RetryBase time.Duration // default 1s
+	RetryMax  time.Duration // default 5m
+
+	// Subjects is where broken handlers abandon their subject. Required
+	// when a registered kind's args implement SubjectArgs.
+	Subjects Subjects
+	// Logger receives River's logs and abandon reports. Default: warnings
+	// and errors to stderr.
+	Logger *slog.Logger
+}
+
+func (s Settings) withDefaults(maxWorkers int) Settings {
+	if s.WorkerID == "" {
+		host, _ := os.Hostname()
+		s.WorkerID = fmt.Sprintf("%s-%d-%d", host, os.Getpid(), time.Now().UnixMilli())
+	}
+	if s.MaxWorkers <= 0 {
+		s.MaxWorkers = maxWorkers
+	}
+	if len(s.Queues) == 0 {
+		s.Queues = []string{QueueValidate, QueueMaintenance}
+	}
+	if s.FetchCooldown <= 0 {
+		s.FetchCooldown = DefaultFetchCooldown
+	}
+	if s.FetchPollInterval <= 0 {
+		s.FetchPollInterval = DefaultFetchPollInterval
+	}
+	if s.JobTimeout == 0 {
+		s.JobTimeout = DefaultJobTimeout
+	}
+	if s.RescueAfter <= 0 {
+		s.RescueAfter = max(DefaultRescueAfter, 2*s.JobTimeout)
+	}
+	if s.RetryBase <= 0 {
+		s.RetryBase = DefaultRetryBase
+	}
+	if s.RetryMax <= 0 {
+		s.RetryMax = DefaultRetryMax
+	}
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	return s
 }
 
 // Subjects is what abandon and recover need from the store.
@@ -53,12 +124,173 @@ type Runner interface {
 }
 
 // NewPostgres returns a Queue on a pgx pool (River's riverpgxv5 driver).
-func NewPostgres(pool *pgxpool.Pool) Queue { panic("TODO") }
+func NewPostgres(pool *pgxpool.Pool) Queue {
+	return newQueue(riverpgxv5.New(pool), defaultMaxWorkersPostgres, func(tx Tx) (pgx.Tx, bool) {
+		t, ok := tx.(pgx.Tx)
+		return t, ok
+	})
+}
 
 // NewSQLite returns a Queue on a database/sql handle opened with
 // modernc.org/sqlite (River's riversqlite driver). The handle must have one
-// open connection and a busy_timeout.
-func NewSQLite(db *sql.DB) Queue { panic("TODO") }
+// open connection (SetMaxOpenConns(1)) and a busy_timeout; WAL and
+// _txlock=immediate let several processes share the file.
+//
+// With one connection, a handler must do all its database work through the
+// one transaction it hands to Done: a second query on the handle while that
+// transaction is open waits for a connection that never frees.
+func NewSQLite(db *sql.DB) Queue {
+	return newQueue(riversqlite.New(db), defaultMaxWorkersSQLite, func(tx Tx) (*sql.Tx, bool) {
+		t, ok := tx.(*sql.Tx)
+		return t, ok
+	})
+}
 
-// Registry holds the one handler per kind.
-type Registry struct{}
+// riverQueue is Queue for one driver; TTx is pgx.Tx or *sql.Tx.
+type riverQueue[TTx any] struct {
+	driver     riverdriver.Driver[TTx]
+	maxWorkers int
+	asTx       func(Tx) (TTx, bool)
+
+	// client is insert-only (no Workers, no Queues): it is never started,
+	// it inserts, lists, retries and cancels.
+	client    *river.Client[TTx]
+	clientErr error
+}
+
+func newQueue[TTx any](driver riverdriver.Driver[TTx], maxWorkers int, asTx func(Tx) (TTx, bool)) *riverQueue[TTx] {
+	q := &riverQueue[TTx]{driver: driver, maxWorkers: maxWorkers, asTx: asTx}
+	q.client, q.clientErr = river.NewClient(driver, &river.Config{
+		// An inserting client notifies workers of new jobs at most once per
+		// FetchCooldown per queue; River's 100 ms default would leave a job
+		// inserted just after a notification waiting for the workers' poll.
+		FetchCooldown: river.FetchCooldownMin,
+		MaxAttempts:   DefaultMaxAttempts,
+		// The workers live in another process: an insert-only client has no
+		// Workers to check kinds against, which is what we want.
+		SkipUnknownJobCheck: true,
+	})
+	if q.clientErr != nil {
+		q.clientErr = fmt.Errorf("building the insert-only river client: %w", q.clientErr)
+	}
+	return q
+}
+
+func (q *riverQueue[TTx]) Inserter() Inserter { return inserter[TTx]{q} }
+
+type inserter[TTx any] struct{ q *riverQueue[TTx] }
+
+func (i inserter[TTx]) InsertTx(ctx context.Context, tx Tx, args river.JobArgs) (bool, error) {
+	if i.q.clientErr != nil {
+		return false, i.q.clientErr
+	}
+	t, ok := i.q.asTx(tx)
+	if !ok {
+		return false, fmt.Errorf("inserting a %s job: transaction is a %T, not one of this queue's dialect", args.Kind(), tx)
+	}
+	res, err := i.q.client.InsertTx(ctx, t, args, nil)
+	if err != nil {
+		return false, fmt.Errorf("inserting a %s job: %w", args.Kind(), err)
+	}
+	return !res.UniqueSkippedAsDuplicate, nil
+}
+
+// BatchInserter inserts many jobs in one store transaction: one commit
+// instead of one per job, which is what lifts throughput past the
+// database's commit rate. Queue.Inserter() values implement it.
+type BatchInserter interface {
+	InsertManyTx(ctx context.Context, tx Tx, args []river.JobArgs) (inserted int, err error)
+}
+
+// InsertManyTx inserts args in tx; inserted counts the jobs uniqueness did
+// not skip.
+func (i inserter[TTx]) InsertManyTx(ctx context.Context, tx Tx, args []river.JobArgs) (int, error) {
+	if i.q.clientErr != nil {
+		return 0, i.q.clientErr
+	}
+	if len(args) == 0 {
+		return 0, nil
+	}
+	t, ok := i.q.asTx(tx)
+	if !ok {
+		return 0, fmt.Errorf("inserting %d jobs: transaction is a %T, not one of this queue's dialect", len(args), tx)
+	}
+	params := make([]river.InsertManyParams, len(args))
+	for j, a := range args {
+		params[j] = river.InsertManyParams{Args: a}
+	}
+	res, err := i.q.client.InsertManyTx(ctx, t, params)
+	if err != nil {
+		return 0, fmt.Errorf("inserting %d jobs: %w", len(args), err)
+	}
+	n := 0
+	for _, r := range res {
+		if !r.UniqueSkippedAsDuplicate {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (q *riverQueue[TTx]) Migrate(ctx context.Context) error {
+	m, err := rivermigrate.New(q.driver, nil)
+	if err != nil {
+		return fmt.Errorf("preparing river migrations: %w", err)
+	}
+	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("applying river migrations: %w", err)
+	}
+	return nil
+}
+
+func (q *riverQueue[TTx]) Start(ctx context.Context, reg *Registry, s Settings) (Runner, error) {
+	s = s.withDefaults(q.maxWorkers)
+	if s.RescueAfter <= s.JobTimeout {
+		return nil, fmt.Errorf("starting the job runner: RescueAfter (%s) must be longer than JobTimeout (%s), or running jobs are rescued while alive", s.RescueAfter, s.JobTimeout)
+	}
+	workers, err := reg.workers(&runEnv{subjects: s.Subjects, logger: s.Logger, workerID: s.WorkerID})
+	if err != nil {
+		return nil, err
+	}
+	queues := make(map[string]river.QueueConfig, len(s.Queues))
+	for _, name := range s.Queues {
+		queues[name] = river.QueueConfig{MaxWorkers: s.MaxWorkers}
+	}
+	client, err := river.NewClient(q.driver, &river.Config{
+		ID:                   s.WorkerID,
+		Queues:               queues,
+		Workers:              workers,
+		FetchCooldown:        s.FetchCooldown,
+		FetchPollInterval:    s.FetchPollInterval,
+		JobTimeout:           s.JobTimeout,
+		RescueStuckJobsAfter: s.RescueAfter,
+		MaxAttempts:          DefaultMaxAttempts,
+		RetryPolicy:          backoff{base: s.RetryBase, max: s.RetryMax},
+		PeriodicJobs:         s.Periodic,
+		Logger:               s.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("building the river client for worker %s: %w", s.WorkerID, err)
+	}
+	if err := client.Start(ctx); err != nil {
+		return nil, fmt.Errorf("starting the river client for worker %s: %w", s.WorkerID, err)
+	}
+	return runner[TTx]{client}, nil
+}
+
+type runner[TTx any] struct{ c *river.Client[TTx] }
+
+// Stop stops fetching and waits for running jobs; when ctx ends first their
+// contexts are cancelled (River puts them back as available).
+func (r runner[TTx]) Stop(ctx context.Context) error {
+	err := r.c.Stop(ctx)
+	if err != nil && ctx.Err() != nil {
+		hard, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err2 := r.c.StopAndCancel(hard); err2 != nil {
+			return errors.Join(err, err2)
+		}
+		return nil
+	}
+	return err
+}

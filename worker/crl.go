@@ -67,7 +67,7 @@ func (w *Worker) generateCRL(ctx context.Context, job jobs.Job[jobs.CRLGenerateA
 	}
 	thisUpdate := now.Add(-time.Minute) // tolerate relying parties' clock skew
 	nextUpdate := now.Add(w.crlValidity)
-	der, err := iss.SignCRL(number, thisUpdate, nextUpdate, entries, w.baseURL+"/crl/"+args.IssuerID)
+	der, err := iss.SignCRL(number, thisUpdate, nextUpdate, entries, w.urlBase+"/crl/"+args.IssuerID)
 	if err != nil {
 		return fmt.Errorf("signing CRL %d of %s: %w", number, args.IssuerID, err)
 	}

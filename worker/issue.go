@@ -52,7 +52,8 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		PublicKey:   csr.PublicKey,
 		NotBefore:   o.NotBefore,
 		NotAfter:    o.NotAfter,
-		CRLURL:      w.baseURL + "/crl/" + mount.issuer.ID,
+		IssuerURL:   w.urlBase + "/issuer/" + mount.issuer.ID,
+		CRLURL:      w.urlBase + "/crl/" + mount.issuer.ID,
 	})
 	if err != nil {
 		var ae *acme.Error

@@ -48,6 +48,11 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 		KeyAuthorization: ch.Token + "." + acct.Thumbprint,
 		AccountURI:       w.baseURL + "/acme/acct/" + acct.ID,
 	})
+	if ctx.Err() != nil {
+		// The worker is stopping or the job timed out mid-attempt: that is
+		// no verdict on the challenge. Leave it for another attempt.
+		return jobs.CouldNotRun(fmt.Errorf("validating challenge %s: %w", ch.ID, ctx.Err()))
+	}
 	v := store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid}
 	if res.Problem != nil {
 		p := *res.Problem

@@ -30,7 +30,8 @@ type Worker struct {
 	validator     validator
 	mounts        map[string]mount          // by profile name
 	issuers       map[string]*signer.Issuer // by issuer ID
-	baseURL       string
+	baseURL       string                    // the ACME API, for account URIs (CAA accounturi)
+	urlBase       string                    // plain-http base of CRLs and issuer certificates
 	crlValidity   time.Duration
 	strandedAfter time.Duration
 	log           *slog.Logger
@@ -65,6 +66,7 @@ func New(cfg config.Config, st store.Store, opts Options) (*Worker, error) {
 		mounts:        map[string]mount{},
 		issuers:       map[string]*signer.Issuer{},
 		baseURL:       cfg.Server.BaseURL,
+		urlBase:       cfg.CA.URLBase,
 		crlValidity:   time.Duration(cfg.CA.CRLValidityHours) * time.Hour,
 		strandedAfter: time.Duration(cfg.Worker.JobTimeoutMS+cfg.Worker.RescueAfterMS) * time.Millisecond,
 		log:           opts.Logger,

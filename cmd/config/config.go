@@ -41,10 +41,13 @@ type Database struct {
 type Server struct {
 	Listen string `toml:"listen"`
 	// BaseURL is the external URL clients see, e.g. behind a proxy.
-	BaseURL                 string   `toml:"base_url"`
-	TLSCert                 string   `toml:"tls_cert"`
-	TLSKey                  string   `toml:"tls_key"`
-	PlainHTTP               bool     `toml:"plain_http"` // behind a TLS-terminating proxy
+	BaseURL   string `toml:"base_url"`
+	TLSCert   string `toml:"tls_cert"`
+	TLSKey    string `toml:"tls_key"`
+	PlainHTTP bool   `toml:"plain_http"` // behind a TLS-terminating proxy
+	// PublicHTTPListen serves CRLs and issuer certificates over plain
+	// http (never the ACME API). Empty disables it.
+	PublicHTTPListen        string   `toml:"public_http_listen"`
 	MaxConcurrentRequests   int      `toml:"max_concurrent_requests"`
 	RequestTimeoutMS        int      `toml:"request_timeout_ms"`
 	MaxBodyBytes            int64    `toml:"max_body_bytes"`
@@ -98,9 +101,11 @@ type Policy struct {
 // CA configures the local issuing CA (backend "local").
 type CA struct {
 	Dir string `toml:"dir"` // holds root.pem, intermediate.pem, intermediate.key
-	// AIA and CRL distribution URLs are derived from server.base_url unless set.
-	IssuerURL        string `toml:"issuer_url"`
-	CRLURL           string `toml:"crl_url"`
+	// URLBase is where relying parties fetch CRLs and the issuer
+	// certificate: plain http, as RFC 5280 and the Baseline Requirements
+	// expect for CRL distribution points and AIA caIssuers. Default:
+	// "http://" + server.public_http_listen.
+	URLBase          string `toml:"url_base"`
 	CRLValidityHours int    `toml:"crl_validity_hours"`
 }
 
@@ -124,7 +129,7 @@ func Default() Config {
 	return Config{
 		Database: Database{URL: "sqlite:hallmark-data/hallmark.db", MaxConns: 20},
 		Server: Server{
-			Listen: "127.0.0.1:14000", MaxConcurrentRequests: 256, RequestTimeoutMS: 10000,
+			Listen: "127.0.0.1:14000", PublicHTTPListen: "127.0.0.1:14080", MaxConcurrentRequests: 256, RequestTimeoutMS: 10000,
 			MaxBodyBytes: 64 << 10, RetryAfterSeconds: 1, NonceLifetimeSeconds: 3600,
 			OrderLifetimeHours: 24 * 7, AuthzLifetimeHours: 24 * 30,
 			CAAIdentities: []string{"hallmark.invalid"},
@@ -191,6 +196,10 @@ func (c *Config) derive() {
 		c.Server.BaseURL = scheme + "://" + c.Server.Listen
 	}
 	c.Server.BaseURL = strings.TrimRight(c.Server.BaseURL, "/")
+	if c.CA.URLBase == "" && c.Server.PublicHTTPListen != "" {
+		c.CA.URLBase = "http://" + c.Server.PublicHTTPListen
+	}
+	c.CA.URLBase = strings.TrimRight(c.CA.URLBase, "/")
 	if c.Worker.ID == "" {
 		host, _ := os.Hostname()
 		c.Worker.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
@@ -222,6 +231,14 @@ func (c Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Server.Listen); err != nil {
 		add("server.listen", "must be host:port: %v", err)
+	}
+	if c.Server.PublicHTTPListen != "" {
+		if _, _, err := net.SplitHostPort(c.Server.PublicHTTPListen); err != nil {
+			add("server.public_http_listen", "must be host:port: %v", err)
+		}
+	}
+	if !strings.HasPrefix(c.CA.URLBase, "http://") {
+		add("ca.url_base", "must be an http:// URL (CRLs and AIA are fetched over plain http), got %q; set it or server.public_http_listen", c.CA.URLBase)
 	}
 	if c.Server.MaxConcurrentRequests < 1 {
 		add("server.max_concurrent_requests", "must be at least 1")

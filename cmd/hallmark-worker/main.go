@@ -5,6 +5,11 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -94,12 +99,46 @@ func caInit(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := signer.IssueTLSFile(c.Context, iss, splitNames(c.String("tls-names")), certPath, c.String("tls-key")); err != nil {
+		if err := issueTLS(c.Context, cfg, iss, splitNames(c.String("tls-names")), certPath, c.String("tls-key")); err != nil {
 			return err
 		}
 		fmt.Printf("frontend TLS certificate: %s\n", certPath)
 	}
 	return nil
+}
+
+// issueTLS issues the frontend's own server certificate from the local CA,
+// through the same lint-before-sign path as every other certificate.
+func issueTLS(ctx context.Context, cfg config.Config, iss *signer.Issuer, names []acme.Identifier, certPath, keyPath string) error {
+	if keyPath == "" {
+		return fmt.Errorf("--tls-key is needed with --tls-cert")
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	issued, err := iss.Issue(ctx, signer.Request{
+		Profile: config.Profile{
+			ValidityHours: 180 * 24, KeyTypes: []string{"p256"}, IdentifierTypes: []string{"dns", "ip"},
+			KeyUsages: []string{"digitalSignature"}, ExtKeyUsages: []string{"serverAuth"},
+		},
+		ProfileName: "frontend-tls",
+		Names:       names,
+		PublicKey:   key.Public(),
+		IssuerURL:   cfg.CA.URLBase + "/issuer/" + iss.ID,
+		CRLURL:      cfg.CA.URLBase + "/crl/" + iss.ID,
+	})
+	if err != nil {
+		return fmt.Errorf("issuing the frontend TLS certificate: %w", err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(certPath, issued.ChainPEM, 0o644)
 }
 
 func splitNames(s string) []acme.Identifier {

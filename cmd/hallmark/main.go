@@ -49,16 +49,19 @@ func main() {
 						if err != nil {
 							return cli.Exit(err.Error(), 2)
 						}
-						st, err := open.MigrationStatus(c.Context, cfg.Database.URL)
+						st, err := open.Status(c.Context, cfg.Database.URL)
 						if err != nil {
 							return cli.Exit(err.Error(), 1)
 						}
-						for _, m := range st {
-							state := "pending"
-							if m.Applied {
-								state = "applied"
-							}
-							fmt.Printf("%04d  %-8s %s\n", m.Version, state, m.Name)
+						fmt.Printf("dialect %s: schema version %d, this binary knows %d\n", st.Dialect, st.Current(), st.Latest)
+						for _, v := range st.Applied {
+							fmt.Printf("  %04d applied\n", v)
+						}
+						for _, v := range st.Pending {
+							fmt.Printf("  %04d pending\n", v)
+						}
+						if len(st.Pending) > 0 {
+							return cli.Exit("migrations are pending: run `hallmark migrate`", 3)
 						}
 						return nil
 					},

@@ -1,0 +1,239 @@
+package jobs
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+)
+
+// Job is what a handler sees of the job it works.
+type Job[T any] struct {
+	ID          int64
+	Kind        string
+	Attempt     int // 1 on the first attempt
+	MaxAttempts int
+	Args        T
+	WorkerID    string // this worker, as recorded in the job's attempted_by
+}
+
+// Handler works one job. To record a verdict it hands done to the store
+// method that writes it, so the verdict and the job's completion commit in
+// one transaction. It returns:
+//   - nil when the work is finished (a verdict recorded, pass or fail);
+//   - CouldNotRun(err) when the attempt could not happen (the database was
+//     unreachable, this worker cannot do the job): River retries it with
+//     backoff, and abandons the subject once attempts run out;
+//   - any other error when the handler is broken: the subject is abandoned
+//     with a serverInternal problem and the job cancelled, never retried.
+type Handler[T river.JobArgs] func(ctx context.Context, job Job[T], done Done) error
+
+// Registry holds the one handler per kind. The zero value is ready to use.
+type Registry struct {
+	mu    sync.Mutex
+	kinds map[string]registration
+}
+
+type registration struct {
+	add        func(w *river.Workers, env *runEnv) error
+	hasSubject bool
+}
+
+// Register adds the handler for T's kind. A second handler for a kind is an
+// error: one handler covers every profile.
+func Register[T river.JobArgs](r *Registry, h Handler[T]) error {
+	var zero T
+	kind := zero.Kind()
+	if h == nil {
+		return fmt.Errorf("registering a handler for %s: handler is nil", kind)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.kinds[kind]; dup {
+		return fmt.Errorf("registering a handler for %s: kind already has a handler; one handler must cover every profile", kind)
+	}
+	if r.kinds == nil {
+		r.kinds = make(map[string]registration)
+	}
+	_, hasSubject := any(zero).(SubjectArgs)
+	r.kinds[kind] = registration{
+		hasSubject: hasSubject,
+		add: func(w *river.Workers, env *runEnv) error {
+			return river.AddWorkerSafely[T](w, &worker[T]{handle: h, env: env})
+		},
+	}
+	return nil
+}
+
+// Kinds lists the registered kinds, sorted.
+func (r *Registry) Kinds() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.kinds))
+	for k := range r.kinds {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// runEnv is what every handler wrapper of one started client shares.
+type runEnv struct {
+	subjects Subjects
+	logger   *slog.Logger
+	workerID string
+}
+
+func (r *Registry) workers(env *runEnv) (*river.Workers, error) {
+	if r == nil {
+		return nil, errors.New("starting the job runner: no registry")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.kinds) == 0 {
+		return nil, errors.New("starting the job runner: no handlers registered")
+	}
+	w := river.NewWorkers()
+	for kind, reg := range r.kinds {
+		if reg.hasSubject && env.subjects == nil {
+			return nil, fmt.Errorf("starting the job runner: %s jobs work on a subject a client polls, so Settings.Subjects must be set to abandon it when the handler breaks", kind)
+		}
+		if err := reg.add(w, env); err != nil {
+			return nil, fmt.Errorf("registering the %s worker with river: %w", kind, err)
+		}
+	}
+	return w, nil
+}
+
+// abandonProblem is what a client sees on a subject whose handler broke.
+var abandonProblem = acme.Problem{
+	Type:   acme.ProblemServerInternal,
+	Detail: "the server hit an internal error while processing this request; try again with a new request",
+}
+
+// worker adapts a Handler to River: it applies the retry rule ("retry only
+// when the attempt could not happen") and abandons the subject otherwise.
+type worker[T river.JobArgs] struct {
+	river.WorkerDefaults[T]
+	handle Handler[T]
+	env    *runEnv
+}
+
+func (w *worker[T]) Work(ctx context.Context, rj *river.Job[T]) error {
+	err := w.run(ctx, rj)
+	if err == nil {
+		return nil
+	}
+	var cnr *couldNotRunError
+	switch {
+	case errors.Is(ctx.Err(), context.Canceled):
+		// The client is stopping or an operator cancelled the job: River
+		// puts it back (stop) or marks it cancelled. Not the handler's fault.
+		return err
+	case errors.Is(err, errJobNotRunning):
+		// Done found the job taken from us (rescued as stuck): its new
+		// attempt owns the subject now, so do not abandon it.
+		return err
+	case errors.As(err, &cnr) && rj.Attempt < rj.MaxAttempts:
+		return err // River retries with the backoff policy
+	case errors.As(err, &cnr):
+		// Out of attempts: River discards the job; the client must not poll
+		// forever.
+		return errors.Join(fmt.Errorf("giving up after %d attempts: %w", rj.Attempt, err), w.abandon(ctx, rj, err))
+	default:
+		return river.JobCancel(errors.Join(fmt.Errorf("handler failed, not retrying: %w", err), w.abandon(ctx, rj, err)))
+	}
+}
+
+func (w *worker[T]) run(ctx context.Context, rj *river.Job[T]) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			stack := debug.Stack()
+			if len(stack) > 2048 {
+				stack = stack[:2048]
+			}
+			err = fmt.Errorf("handler panicked: %v\n%s", r, stack)
+		}
+	}()
+	job := Job[T]{
+		ID:          rj.ID,
+		Kind:        rj.Kind,
+		Attempt:     rj.Attempt,
+		MaxAttempts: rj.MaxAttempts,
+		Args:        rj.Args,
+		WorkerID:    w.env.workerID,
+	}
+	done := func(dctx context.Context, tx Tx) error { return completeTx(dctx, ctx, tx, rj) }
+	return w.handle(ctx, job, done)
+}
+
+// abandon records a serverInternal failure on the job's subject, if it has
+// one. A failure to abandon is returned so it lands in the job's attempt log;
+// Recover re-queues the subject later.
+func (w *worker[T]) abandon(ctx context.Context, rj *river.Job[T], cause error) error {
+	sa, ok := any(rj.Args).(SubjectArgs)
+	if !ok {
+		w.env.logger.Error("job handler failed; the job has no subject to abandon",
+			"job_id", rj.ID, "kind", rj.Kind, "attempt", rj.Attempt, "error", cause)
+		return nil
+	}
+	s := sa.SubjectOf()
+	// The job's context may be the one that timed out; abandoning must
+	// still happen.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := w.env.subjects.Abandon(actx, s, abandonProblem); err != nil {
+		w.env.logger.Error("job handler failed and abandoning its subject failed too; recover will re-queue it",
+			"job_id", rj.ID, "kind", rj.Kind, "subject", s.ID, "error", cause, "abandon_error", err)
+		return fmt.Errorf("abandoning %s %s: %w", s.Kind, s.ID, err)
+	}
+	w.env.logger.Error("job handler failed; subject abandoned with serverInternal",
+		"job_id", rj.ID, "kind", rj.Kind, "subject", s.ID, "attempt", rj.Attempt, "error", cause)
+	return nil
+}
+
+// errJobNotRunning is Done's error when the job is no longer this worker's
+// to complete.
+var errJobNotRunning = errors.New("job is no longer running here (rescued or cancelled meanwhile); verdict not recorded")
+
+// completeTx completes rj inside tx with the driver of tx's dialect. River
+// finds its client in the worker's context; when the handler passed a
+// context without it (context.Background in a store method), the worker's
+// own is used.
+func completeTx[T river.JobArgs](ctx, workCtx context.Context, tx Tx, rj *river.Job[T]) error {
+	var err error
+	switch t := tx.(type) {
+	case pgx.Tx:
+		if _, cerr := river.ClientFromContextSafely[pgx.Tx](ctx); cerr != nil {
+			ctx = workCtx
+		}
+		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, t, rj)
+	case *sql.Tx:
+		if _, cerr := river.ClientFromContextSafely[*sql.Tx](ctx); cerr != nil {
+			ctx = workCtx
+		}
+		_, err = river.JobCompleteTx[*riversqlite.Driver](ctx, t, rj)
+	default:
+		return fmt.Errorf("completing job %d: transaction is a %T, not a pgx.Tx or *sql.Tx", rj.ID, tx)
+	}
+	if errors.Is(err, rivertype.ErrNotFound) {
+		return fmt.Errorf("completing job %d: %w", rj.ID, errJobNotRunning)
+	}
+	if err != nil {
+		return fmt.Errorf("completing job %d: %w", rj.ID, err)
+	}
+	return nil
+}

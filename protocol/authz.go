@@ -1,0 +1,97 @@
+package protocol
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/gorilla/mux"
+
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// authzDoc is the authorization object (RFC 8555 §7.1.4).
+type authzDoc struct {
+	Identifier acme.Identifier `json:"identifier"`
+	Status     acme.Status     `json:"status"`
+	Expires    string          `json:"expires,omitempty"`
+	Challenges []challengeDoc  `json:"challenges"`
+	Wildcard   bool            `json:"wildcard,omitempty"`
+}
+
+// challengeDoc is the challenge object (RFC 8555 §7.1.5, §8).
+type challengeDoc struct {
+	Type             acme.ChallengeType `json:"type"`
+	URL              string             `json:"url"`
+	Status           acme.Status        `json:"status"`
+	Token            string             `json:"token"`
+	Validated        string             `json:"validated,omitempty"`
+	Error            *acme.Problem      `json:"error,omitempty"`
+	ValidationRecord json.RawMessage    `json:"validationRecord,omitempty"`
+}
+
+func (s *Server) challengeDoc(c *store.Challenge) challengeDoc {
+	d := challengeDoc{Type: c.Type, URL: s.challURL(c.ID), Status: c.Status, Token: c.Token,
+		Validated: rfc3339p(c.Validated), Error: c.Error}
+	if len(c.ValidationRecord) > 0 && json.Valid(c.ValidationRecord) {
+		d.ValidationRecord = c.ValidationRecord
+	}
+	return d
+}
+
+func (s *Server) authzDoc(a *store.Authorization) authzDoc {
+	d := authzDoc{Identifier: a.Identifier, Status: a.Status, Expires: rfc3339(a.Expires), Wildcard: a.Wildcard,
+		Challenges: make([]challengeDoc, len(a.Challenges))}
+	for i := range a.Challenges {
+		d.Challenges[i] = s.challengeDoc(&a.Challenges[i])
+	}
+	return d
+}
+
+// ownedAuthz loads an authorization and checks the signer owns it.
+func (s *Server) ownedAuthz(p *post, id string) (*store.Authorization, error) {
+	a, err := s.st.AuthzByID(p.r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("authorization", id)
+	}
+	if err != nil {
+		return nil, s.storeErr(err, "reading the authorization")
+	}
+	if a.AccountID != p.acct.ID {
+		return nil, acme.Unauthorized("authorization %s belongs to another account", s.authzURL(id))
+	}
+	return a, nil
+}
+
+// authz answers POST-as-GET of an authorization, or deactivates it
+// ({"status":"deactivated"}, RFC 8555 §7.5.2).
+func (s *Server) authz(w http.ResponseWriter, p *post) error {
+	id := mux.Vars(p.r)["id"]
+	a, err := s.ownedAuthz(p, id)
+	if err != nil {
+		return err
+	}
+	if !p.isGet() {
+		var req struct {
+			Status acme.Status `json:"status"`
+		}
+		if err := decodePayload(p, "authorization update", &req); err != nil {
+			return err
+		}
+		if req.Status != acme.StatusDeactivated {
+			return acme.Malformed("an authorization's status can only be changed to \"deactivated\"")
+		}
+		if a.Status != acme.StatusPending && a.Status != acme.StatusValid {
+			return acme.Malformed("the authorization is %s; only a pending or valid authorization can be deactivated", a.Status)
+		}
+		a, err = s.st.AuthzDeactivate(p.r.Context(), id)
+		if errors.Is(err, store.ErrConflict) {
+			return acme.Malformed("the authorization changed state while this request ran; fetch it and retry")
+		}
+		if err != nil {
+			return s.storeErr(err, "deactivating the authorization")
+		}
+	}
+	return writeJSON(w, http.StatusOK, s.authzDoc(a))
+}

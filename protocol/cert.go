@@ -1,0 +1,34 @@
+package protocol
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/gorilla/mux"
+
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// cert answers POST-as-GET of a certificate with its PEM chain (RFC 8555
+// §7.4.2). Only the account that ordered it may fetch it.
+func (s *Server) cert(w http.ResponseWriter, p *post) error {
+	if !p.isGet() {
+		return acme.Malformed("a certificate is read with POST-as-GET: send an empty payload")
+	}
+	serial := mux.Vars(p.r)["serial"]
+	c, err := s.st.CertificateBySerial(p.r.Context(), serial)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("certificate", serial)
+	}
+	if err != nil {
+		return s.storeErr(err, "reading the certificate")
+	}
+	if c.AccountID != p.acct.ID {
+		return acme.Unauthorized("certificate %s belongs to another account", s.certURL(serial))
+	}
+	w.Header().Set("Content-Type", "application/pem-certificate-chain")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(c.ChainPEM)
+	return nil
+}

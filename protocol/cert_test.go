@@ -1,0 +1,167 @@
+package protocol_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"math/big"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+func TestCertificate(t *testing.T) {
+	t.Parallel()
+	withStores(t, nil, func(t *testing.T, e *env) {
+		a := e.register(t)
+		b := e.register(t)
+		c := e.issue(t, a, "", "cert.example")
+		if c.certURL != e.base+"/acme/cert/"+c.serial {
+			t.Errorf("certificate URL = %q", c.certURL)
+		}
+		r := e.post(t, a, c.certURL, nil)
+		wantStatus(t, r, http.StatusOK)
+		if ct := r.header.Get("Content-Type"); ct != "application/pem-certificate-chain" {
+			t.Errorf("Content-Type = %q", ct)
+		}
+		if n := strings.Count(string(r.body), "-----BEGIN CERTIFICATE-----"); n != 2 {
+			t.Errorf("chain has %d certificates, want 2", n)
+		}
+		if r.header.Get("Replay-Nonce") == "" {
+			t.Error("certificate response has no Replay-Nonce")
+		}
+		wantProblem(t, e, e.post(t, b, c.certURL, nil), acme.ProblemUnauthorized, 403)
+		wantProblem(t, e, e.post(t, a, c.certURL, map[string]any{}), acme.ProblemMalformed, 400)
+		r = e.get(t, http.MethodGet, strings.TrimPrefix(c.certURL, e.base))
+		wantProblem(t, e, r, acme.ProblemMalformed, http.StatusMethodNotAllowed)
+		wantProblem(t, e, e.post(t, a, e.base+"/acme/cert/abcdef", nil), acme.ProblemMalformed, http.StatusNotFound)
+	})
+}
+
+func revokePayload(der []byte, reason int) map[string]any {
+	return map[string]any{"certificate": b64(der), "reason": reason}
+}
+
+func TestRevokeCert(t *testing.T) {
+	t.Parallel()
+	withStores(t, nil, func(t *testing.T, e *env) {
+		url := e.base + "/acme/revoke-cert"
+		a := e.register(t)
+		b := e.register(t)
+
+		t.Run("by the ordering account", func(t *testing.T) {
+			c := e.issue(t, a, "", "rev1.example")
+			for _, reason := range []int{2, 6, 7, 8, 10, 11, -1} {
+				wantProblem(t, e, e.post(t, a, url, revokePayload(c.der, reason)), acme.ProblemBadRevocationReason, 400)
+			}
+			wantProblem(t, e, e.post(t, b, url, revokePayload(c.der, 0)), acme.ProblemUnauthorized, 403)
+			r := e.post(t, a, url, revokePayload(c.der, 4))
+			wantStatus(t, r, http.StatusOK)
+			if r.header.Get("Replay-Nonce") == "" {
+				t.Error("revoke response has no Replay-Nonce")
+			}
+			got, err := e.st.CertificateBySerial(context.Background(), c.serial)
+			if err != nil || got.RevokedAt == nil || got.RevocationReason != 4 {
+				t.Fatalf("certificate after revoke: %+v %v", got, err)
+			}
+			if n := e.jobCount(t, "crl_generate"); n < 1 {
+				t.Errorf("no crl_generate job after a revocation")
+			}
+			wantProblem(t, e, e.post(t, a, url, revokePayload(c.der, 4)), acme.ProblemAlreadyRevoked, 400)
+		})
+
+		t.Run("by the certificate key", func(t *testing.T) {
+			c := e.issue(t, a, "", "rev2.example")
+			certKey := &account{key: c.key, alg: jose.ES256}
+			stranger := newKey(t)
+			wantProblem(t, e, e.post(t, stranger, url, revokePayload(c.der, 1)), acme.ProblemUnauthorized, 403)
+			wantStatus(t, e.post(t, certKey, url, revokePayload(c.der, 1)), http.StatusOK)
+		})
+
+		t.Run("by an account holding authorizations for every name", func(t *testing.T) {
+			c := e.issue(t, a, "", "rev3.example")
+			o, _ := e.newOrder(t, b, dnsIDs("rev3.example"))
+			e.validate(t, b, o)
+			wantStatus(t, e.post(t, b, url, revokePayload(c.der, 0)), http.StatusOK)
+		})
+
+		t.Run("not issued here", func(t *testing.T) {
+			k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+			tmpl := &x509.Certificate{SerialNumber: big.NewInt(4242), DNSNames: []string{"rev1.example"}, NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour)}
+			der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, k.Public(), k)
+			wantProblem(t, e, e.post(t, a, url, revokePayload(der, 0)), acme.ProblemMalformed, 400)
+			wantProblem(t, e, e.post(t, a, url, map[string]any{"certificate": b64([]byte("junk"))}), acme.ProblemMalformed, 400)
+		})
+	})
+}
+
+func TestRevokeCertRelay(t *testing.T) {
+	t.Parallel()
+	withStores(t, nil, func(t *testing.T, e *env) {
+		url := e.base + "/acme/revoke-cert"
+		a := e.register(t)
+
+		// No worker: the request waits request_timeout − 1 s, then 503.
+		c := e.issue(t, a, "relay", "relay1.example")
+		start := time.Now()
+		r := e.post(t, a, url, revokePayload(c.der, 5))
+		t.Logf("%s: unconfirmed relay revocation answered after %v", e.kind, time.Since(start))
+		wantProblem(t, e, r, acme.ProblemServerInternal, http.StatusServiceUnavailable)
+		if r.header.Get("Retry-After") != "2" {
+			t.Errorf("Retry-After = %q", r.header.Get("Retry-After"))
+		}
+		if n := e.jobCount(t, "signer_revoke"); n != 1 {
+			t.Errorf("%d signer_revoke jobs, want 1", n)
+		}
+
+		// A stand-in worker confirms while the request waits: 200.
+		c2 := e.issue(t, a, "relay", "relay2.example")
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(300 * time.Millisecond)
+			if _, err := e.st.Revoke(context.Background(), c2.serial, 5, store.AuditEvent{Actor: "worker:test", Action: "revoke", Subject: c2.serial}); err != nil {
+				t.Errorf("stand-in worker: %v", err)
+			}
+		}()
+		r = e.post(t, a, url, revokePayload(c2.der, 5))
+		wg.Wait()
+		wantStatus(t, r, http.StatusOK)
+	})
+}
+
+func TestCRL(t *testing.T) {
+	t.Parallel()
+	withStores(t, nil, func(t *testing.T, e *env) {
+		wantStatus(t, e.get(t, http.MethodGet, "/crl/"+issuerID), http.StatusNotFound)
+		now := time.Now().Truncate(time.Second)
+		der, err := x509.CreateRevocationList(rand.Reader, &x509.RevocationList{Number: big.NewInt(1), ThisUpdate: now, NextUpdate: now.Add(24 * time.Hour)}, e.caCert, e.caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.st.CRLStore(context.Background(), store.CRL{IssuerID: issuerID, Number: 1, ThisUpdate: now, NextUpdate: now.Add(24 * time.Hour), DER: der}); err != nil {
+			t.Fatal(err)
+		}
+		r := e.get(t, http.MethodGet, "/crl/"+issuerID)
+		wantStatus(t, r, http.StatusOK)
+		if ct := r.header.Get("Content-Type"); ct != "application/pkix-crl" {
+			t.Errorf("Content-Type = %q", ct)
+		}
+		if string(r.body) != string(der) {
+			t.Errorf("CRL body differs from the stored DER")
+		}
+		if _, err := x509.ParseRevocationList(r.body); err != nil {
+			t.Errorf("served CRL does not parse: %v", err)
+		}
+	})
+}

@@ -1,0 +1,61 @@
+package protocol
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// challenge answers a challenge POST (RFC 8555 §7.5.1). A {} payload asks
+// the server to validate: the store compare-and-swaps the challenge pending →
+// processing and inserts challenge_validate in one transaction, and the
+// answer says processing at once — validation runs in a worker, never here.
+// A repeated POST returns the current state without queuing again; an empty
+// payload (POST-as-GET) reads it.
+func (s *Server) challenge(w http.ResponseWriter, p *post) error {
+	id := mux.Vars(p.r)["id"]
+	ctx := p.r.Context()
+	c, err := s.st.ChallengeByID(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("challenge", id)
+	}
+	if err != nil {
+		return s.storeErr(err, "reading the challenge")
+	}
+	a, err := s.ownedAuthz(p, c.AuthzID)
+	if err != nil {
+		if ae := acme.AsError(err); ae.Problem.Type == acme.ProblemUnauthorized {
+			return acme.Unauthorized("challenge %s belongs to another account", s.challURL(id))
+		}
+		return err
+	}
+	if !p.isGet() {
+		var req map[string]any
+		if err := decodePayload(p, "challenge response", &req); err != nil {
+			return err
+		}
+		if c.Status == acme.StatusPending {
+			if a.Status != acme.StatusPending {
+				return acme.Malformed("the authorization is %s; its challenges can no longer be answered", a.Status)
+			}
+			if !a.Expires.IsZero() && time.Now().After(a.Expires) {
+				return acme.Malformed("the authorization expired at %s; create a new order", rfc3339(a.Expires))
+			}
+			cur, _, err := s.st.ChallengeClaim(ctx, id)
+			if err != nil {
+				return s.storeErr(err, "queuing the challenge for validation")
+			}
+			c = cur
+		}
+	}
+	w.Header().Add("Link", link(s.authzURL(c.AuthzID), "up"))
+	if c.Status == acme.StatusProcessing {
+		w.Header().Set("Retry-After", retryAfter(s.retry))
+	}
+	return writeJSON(w, http.StatusOK, s.challengeDoc(c))
+}

@@ -1,0 +1,44 @@
+package protocol
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// crl serves an issuer's newest CRL as DER (RFC 5280 §5; the URL the signer
+// writes into certificates is base_url + "/crl/" + issuer id). The worker
+// signs CRLs; this only reads the stored one.
+func (s *Server) crl(w http.ResponseWriter, r *http.Request) error {
+	issuer := mux.Vars(r)["issuer"]
+	c, err := s.st.CRLLatest(r.Context(), issuer)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("CRL for issuer", issuer)
+	}
+	if err != nil {
+		return s.storeErr(err, "reading the CRL")
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/pkix-crl")
+	h.Set("Content-Length", strconv.Itoa(len(c.DER)))
+	if !c.ThisUpdate.IsZero() {
+		h.Set("Last-Modified", c.ThisUpdate.UTC().Format(http.TimeFormat))
+	}
+	// Relying parties may cache it, but not past nextUpdate and not for
+	// long: a new revocation produces a new CRL at once.
+	maxAge := 300
+	if left := int(time.Until(c.NextUpdate).Seconds()); !c.NextUpdate.IsZero() && left < maxAge {
+		maxAge = max(left, 0)
+	}
+	h.Set("Cache-Control", "public, max-age="+strconv.Itoa(maxAge))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(c.DER)
+	}
+	return nil
+}

@@ -1,0 +1,49 @@
+package protocol
+
+import (
+	"net/http"
+)
+
+// directoryDoc is the directory object (RFC 8555 §7.1.1). newAuthz is left
+// out: Hallmark does not offer pre-authorization. renewalInfo (ARI) is added
+// when ARI is implemented.
+type directoryDoc struct {
+	NewNonce   string        `json:"newNonce"`
+	NewAccount string        `json:"newAccount"`
+	NewOrder   string        `json:"newOrder"`
+	RevokeCert string        `json:"revokeCert"`
+	KeyChange  string        `json:"keyChange"`
+	Meta       directoryMeta `json:"meta"`
+}
+
+type directoryMeta struct {
+	TermsOfService          string            `json:"termsOfService,omitempty"`
+	Website                 string            `json:"website,omitempty"`
+	CAAIdentities           []string          `json:"caaIdentities,omitempty"`
+	ExternalAccountRequired bool              `json:"externalAccountRequired"`
+	Profiles                map[string]string `json:"profiles,omitempty"` // draft-ietf-acme-profiles: name → description
+}
+
+func (s *Server) directory(w http.ResponseWriter, r *http.Request) error {
+	profiles := make(map[string]string, len(s.cfg.Profiles))
+	for name, p := range s.cfg.Profiles {
+		profiles[name] = p.Description
+	}
+	// The directory is the same for every client and changes only with the
+	// configuration; a client may cache it briefly (instrument set no-store
+	// for the nonce's sake, which is the safer default).
+	return writeJSON(w, http.StatusOK, directoryDoc{
+		NewNonce:   s.base + pathNewNonce,
+		NewAccount: s.base + pathNewAccount,
+		NewOrder:   s.base + pathNewOrder,
+		RevokeCert: s.base + pathRevokeCert,
+		KeyChange:  s.base + pathKeyChange,
+		Meta: directoryMeta{
+			TermsOfService:          s.cfg.Server.TermsOfService,
+			Website:                 s.cfg.Server.Website,
+			CAAIdentities:           s.cfg.Server.CAAIdentities,
+			ExternalAccountRequired: s.cfg.Server.ExternalAccountRequired,
+			Profiles:                profiles,
+		},
+	})
+}

@@ -1,0 +1,71 @@
+package protocol
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/csr"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// finalize checks the CSR against the order and its profile, then the store
+// compare-and-swaps the order ready → processing, keeps the CSR and inserts
+// signer_issue in one transaction (RFC 8555 §7.4). The answer says
+// processing with Retry-After; signing happens in a worker, never here.
+func (s *Server) finalize(w http.ResponseWriter, p *post) error {
+	o, err := s.ownedOrder(p)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		CSR string `json:"csr"`
+	}
+	if err := decodePayload(p, "finalize", &req); err != nil {
+		return err
+	}
+	if o.Status != acme.StatusReady {
+		return notReady(o)
+	}
+	if req.CSR == "" {
+		return acme.Malformed("the finalize payload has no csr")
+	}
+	der, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(req.CSR, "="))
+	if err != nil {
+		return acme.Malformed("the csr is not base64url-encoded DER")
+	}
+	prof, ok := s.profile(o.Profile)
+	if !ok {
+		return acme.Internal(fmt.Errorf("order %s names profile %q, which is no longer configured", o.ID, o.Profile))
+	}
+	if _, err := csr.Check(der, o.Identifiers, prof.KeyTypes); err != nil {
+		return err
+	}
+	cur, claimed, err := s.st.OrderFinalizeBegin(p.r.Context(), o.ID, der)
+	if err != nil {
+		return s.storeErr(err, "queuing the order for issuance")
+	}
+	if !claimed {
+		// Another finalize (or an expiry) moved it first.
+		return notReady(cur)
+	}
+	return s.writeOrder(w, http.StatusOK, cur)
+}
+
+// notReady is orderNotReady naming the order's state (RFC 8555 §7.4: "the
+// server MUST return an error with status 403 and type orderNotReady").
+func notReady(o *store.Order) error {
+	what := map[acme.Status]string{
+		acme.StatusPending:    "its authorizations are not all valid yet",
+		acme.StatusProcessing: "it is already being finalized",
+		acme.StatusValid:      "it was already finalized; fetch its certificate",
+		acme.StatusInvalid:    "it is invalid; create a new order",
+		acme.StatusExpired:    "it expired; create a new order",
+	}[o.Status]
+	if what == "" {
+		what = "only a ready order can be finalized"
+	}
+	return acme.New(acme.ProblemOrderNotReady, "the order is %s and cannot be finalized: %s", o.Status, what)
+}

@@ -1,0 +1,42 @@
+package protocol
+
+import (
+	"encoding/json"
+	"fmt"
+
+	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/hallmark-ca/hallmark/protocol/jws"
+)
+
+// publicKey is an account key as protocol/jws takes it. This file is the only
+// place the frontend names go-jose's type: protocol/jws owns the library, but
+// keys stored as JSON must be read back into its type to verify with them.
+type publicKey = jose.JSONWebKey
+
+// parseKey reads a stored account key (store.Account.KeyJWK).
+func parseKey(raw []byte) (*publicKey, error) {
+	var k jose.JSONWebKey
+	if err := k.UnmarshalJSON(raw); err != nil {
+		return nil, fmt.Errorf("parsing stored jwk: %w", err)
+	}
+	if !k.IsPublic() {
+		return nil, fmt.Errorf("stored jwk is not a public key")
+	}
+	return &k, nil
+}
+
+// jwkIdentity is what the store keeps of a key: its public JWK as JSON and
+// its RFC 7638 thumbprint.
+func jwkIdentity(k *publicKey) ([]byte, string, error) {
+	thumb, err := jws.Thumbprint(k)
+	if err != nil {
+		return nil, "", err
+	}
+	pub := k.Public()
+	raw, err := json.Marshal(pub)
+	if err != nil {
+		return nil, "", fmt.Errorf("encoding jwk: %w", err)
+	}
+	return raw, thumb, nil
+}

@@ -1,0 +1,120 @@
+package nonce
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// Store is what nonces need from the store (store.Store satisfies it).
+type Store interface {
+	// NonceKey returns the shared HMAC key, creating it on first use.
+	NonceKey(ctx context.Context) ([]byte, error)
+	// NonceConsume marks a nonce used; store.ErrConflict if it already was.
+	NonceConsume(ctx context.Context, nonce string, expires time.Time) error
+}
+
+// Layout of a decoded nonce: 8-byte big-endian unix seconds of issue, 16
+// random bytes, then the first 16 bytes of HMAC-SHA256(key, time||random).
+const (
+	timeLen   = 8
+	randLen   = 16
+	macLen    = 16
+	bodyLen   = timeLen + randLen
+	nonceLen  = bodyLen + macLen
+	minKeyLen = 16
+)
+
+// Skew is how far in the future an issue time may be and still be accepted:
+// replicas' clocks differ a little, and a nonce from a replica whose clock
+// runs ahead must still redeem at one that runs behind.
+const Skew = 30 * time.Second
+
+// Service issues and redeems nonces.
+type Service struct {
+	st       Store
+	key      []byte
+	lifetime time.Duration
+	now      func() time.Time
+}
+
+// New loads the shared HMAC key once. lifetime is how long an issued nonce
+// stays good; it bounds both the replay window and the consumed set's size.
+func New(ctx context.Context, st Store, lifetime time.Duration) (*Service, error) {
+	if lifetime <= 0 {
+		return nil, fmt.Errorf("nonce lifetime must be positive, got %s", lifetime)
+	}
+	key, err := st.NonceKey(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("loading nonce key: %w", err)
+	}
+	if len(key) < minKeyLen {
+		return nil, fmt.Errorf("nonce key is %d bytes; at least %d are needed", len(key), minKeyLen)
+	}
+	return &Service{st: st, key: append([]byte(nil), key...), lifetime: lifetime, now: time.Now}, nil
+}
+
+// Issue mints a fresh nonce. It writes nothing: the nonce carries its own
+// proof of origin and age.
+func (s *Service) Issue() string {
+	var b [nonceLen]byte
+	binary.BigEndian.PutUint64(b[:timeLen], uint64(s.now().Unix()))
+	// crypto/rand.Read never returns an error (Go 1.24+); it crashes the
+	// program instead of handing out a predictable nonce.
+	_, _ = rand.Read(b[timeLen:bodyLen])
+	copy(b[bodyLen:], s.mac(b[:bodyLen]))
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// Redeem accepts nonce once. A malformed, forged, expired or replayed nonce
+// is badNonce (RFC 8555 §6.5), whose detail says which, so the client
+// retries with the fresh nonce the error response carries. A database
+// failure is serverInternal: the client did nothing wrong.
+func (s *Service) Redeem(ctx context.Context, nonce string) error {
+	if len(nonce) != base64.RawURLEncoding.EncodedLen(nonceLen) {
+		return acme.BadNonce("the nonce was not issued by this server (wrong length); get a fresh one from newNonce")
+	}
+	b, err := base64.RawURLEncoding.DecodeString(nonce)
+	if err != nil || len(b) != nonceLen {
+		return acme.BadNonce("the nonce was not issued by this server (not base64url); get a fresh one from newNonce")
+	}
+	if !hmac.Equal(b[bodyLen:], s.mac(b[:bodyLen])) {
+		return acme.BadNonce("the nonce was not issued by this server (bad authenticator); get a fresh one from newNonce")
+	}
+	secs := binary.BigEndian.Uint64(b[:timeLen])
+	if secs > 1<<62 {
+		// Authenticated but absurd: only a changed key could do this.
+		return acme.BadNonce("the nonce has an impossible issue time; get a fresh one from newNonce")
+	}
+	issued := time.Unix(int64(secs), 0)
+	now := s.now()
+	if issued.After(now.Add(Skew)) {
+		return acme.BadNonce("the nonce's issue time is in the future; the server clocks disagree, get a fresh one from newNonce")
+	}
+	expires := issued.Add(s.lifetime)
+	if !now.Before(expires) {
+		return acme.BadNonce("the nonce has expired; get a fresh one from newNonce")
+	}
+	if err := s.st.NonceConsume(ctx, nonce, expires); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return acme.BadNonce("nonce has already been used")
+		}
+		return acme.Internal(fmt.Errorf("consuming nonce: %w", err))
+	}
+	return nil
+}
+
+func (s *Service) mac(body []byte) []byte {
+	h := hmac.New(sha256.New, s.key)
+	h.Write(body)
+	return h.Sum(nil)[:macLen]
+}

@@ -1,0 +1,214 @@
+package nonce
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// memStore is an in-memory implementation of this package's two-method
+// Store, for testing the nonce logic alone; TestRealStore runs the same
+// flow against the real SQLite store.
+type memStore struct {
+	mu       sync.Mutex
+	key      []byte
+	consumed map[string]time.Time
+	fail     error // returned by NonceConsume when set
+}
+
+func newMemStore() *memStore {
+	return &memStore{key: []byte("0123456789abcdef0123456789abcdef"), consumed: map[string]time.Time{}}
+}
+
+func (m *memStore) NonceKey(context.Context) ([]byte, error) { return m.key, nil }
+
+func (m *memStore) NonceConsume(_ context.Context, n string, exp time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fail != nil {
+		return m.fail
+	}
+	if _, ok := m.consumed[n]; ok {
+		return fmt.Errorf("inserting nonce: %w", store.ErrConflict)
+	}
+	m.consumed[n] = exp
+	return nil
+}
+
+func newService(t *testing.T, st Store, lifetime time.Duration) *Service {
+	t.Helper()
+	s, err := New(context.Background(), st, lifetime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func wantProblem(t *testing.T, err error, typ acme.ProblemType, detail string) {
+	t.Helper()
+	var ae *acme.Error
+	if !errors.As(err, &ae) {
+		t.Fatalf("error %v is not an *acme.Error", err)
+	}
+	if ae.Problem.Type != typ {
+		t.Fatalf("problem %s, want %s (%v)", ae.Problem.Type, typ, err)
+	}
+	if detail != "" && !strings.Contains(ae.Problem.Detail, detail) {
+		t.Fatalf("detail %q does not contain %q", ae.Problem.Detail, detail)
+	}
+}
+
+func TestRedeem(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newService(t, newMemStore(), time.Hour)
+	flip := func(n string, i int) string {
+		b, _ := base64.RawURLEncoding.DecodeString(n)
+		b[i] ^= 1
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	tests := []struct {
+		name   string
+		nonce  func() string
+		detail string
+	}{
+		{"forged authenticator", func() string { return flip(s.Issue(), nonceLen-1) }, "not issued by this server"},
+		{"forged random part", func() string { return flip(s.Issue(), timeLen+3) }, "not issued by this server"},
+		{"forged time", func() string { return flip(s.Issue(), timeLen-1) }, "not issued by this server"},
+		{"garbage", func() string { return "hello" }, "not issued by this server"},
+		{"empty", func() string { return "" }, "not issued by this server"},
+		{"right length, not base64url", func() string { return strings.Repeat("!", len(s.Issue())) }, "not issued by this server"},
+		{"truncated", func() string { n := s.Issue(); return n[:len(n)-2] }, "not issued by this server"},
+		{"other key", func() string {
+			other := newMemStore()
+			other.key = []byte("another key of at least 16 bytes")
+			return newService(t, other, time.Hour).Issue()
+		}, "not issued by this server"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			wantProblem(t, s.Redeem(ctx, tc.nonce()), acme.ProblemBadNonce, tc.detail)
+		})
+	}
+
+	t.Run("issue then redeem once", func(t *testing.T) {
+		t.Parallel()
+		n := s.Issue()
+		if err := s.Redeem(ctx, n); err != nil {
+			t.Fatalf("fresh nonce refused: %v", err)
+		}
+		wantProblem(t, s.Redeem(ctx, n), acme.ProblemBadNonce, "nonce has already been used")
+	})
+	t.Run("nonces are distinct", func(t *testing.T) {
+		t.Parallel()
+		seen := map[string]bool{}
+		for i := 0; i < 1000; i++ {
+			n := s.Issue()
+			if seen[n] {
+				t.Fatalf("nonce %s issued twice", n)
+			}
+			seen[n] = true
+		}
+	})
+}
+
+func TestExpiry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newMemStore()
+	s := newService(t, st, time.Minute)
+	clock := time.Unix(1_700_000_000, 0)
+	s.now = func() time.Time { return clock }
+
+	old := s.Issue()
+	fresh := s.Issue()
+	clock = clock.Add(time.Minute)
+	wantProblem(t, s.Redeem(ctx, old), acme.ProblemBadNonce, "expired")
+
+	// A nonce from a replica whose clock runs a little ahead is accepted; one
+	// from far in the future is not.
+	ahead := newService(t, st, time.Minute)
+	ahead.now = func() time.Time { return clock.Add(Skew - time.Second) }
+	if err := s.Redeem(ctx, ahead.Issue()); err != nil {
+		t.Fatalf("nonce from a replica %s ahead refused: %v", Skew-time.Second, err)
+	}
+	ahead.now = func() time.Time { return clock.Add(Skew + 2*time.Second) }
+	wantProblem(t, s.Redeem(ctx, ahead.Issue()), acme.ProblemBadNonce, "future")
+
+	// The store is told when the nonce stops mattering, so it can forget it.
+	clock = clock.Add(-time.Minute + time.Second)
+	if err := s.Redeem(ctx, fresh); err != nil {
+		t.Fatalf("unexpired nonce refused: %v", err)
+	}
+	want := time.Unix(1_700_000_000, 0).Add(time.Minute)
+	if got := st.consumed[fresh]; !got.Equal(want) {
+		t.Fatalf("consumed with expiry %s, want issue time + lifetime %s", got, want)
+	}
+}
+
+// TestReplicas: two services sharing one store behave as one.
+func TestReplicas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newMemStore()
+	a := newService(t, st, time.Hour)
+	b := newService(t, st, time.Hour)
+	n := a.Issue()
+	if err := b.Redeem(ctx, n); err != nil {
+		t.Fatalf("nonce from A refused at B: %v", err)
+	}
+	wantProblem(t, a.Redeem(ctx, n), acme.ProblemBadNonce, "already been used")
+}
+
+func TestDatabaseFailureIsNotBadNonce(t *testing.T) {
+	t.Parallel()
+	st := newMemStore()
+	st.fail = errors.New("connection refused")
+	s := newService(t, st, time.Hour)
+	err := s.Redeem(context.Background(), s.Issue())
+	wantProblem(t, err, acme.ProblemServerInternal, "")
+	if !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("cause lost: %v", err)
+	}
+	if strings.Contains(acme.AsError(err).Problem.Detail, "connection refused") {
+		t.Fatal("database error leaked into the problem detail")
+	}
+}
+
+type keyErrStore struct{ *memStore }
+
+func (*keyErrStore) NonceKey(context.Context) ([]byte, error) { return nil, errors.New("db down") }
+
+func TestNew(t *testing.T) {
+	t.Parallel()
+	if _, err := New(context.Background(), &keyErrStore{newMemStore()}, time.Hour); err == nil {
+		t.Fatal("New succeeded without a key")
+	}
+	short := newMemStore()
+	short.key = []byte("short")
+	if _, err := New(context.Background(), short, time.Hour); err == nil {
+		t.Fatal("New accepted a 5-byte key")
+	}
+	if _, err := New(context.Background(), newMemStore(), 0); err == nil {
+		t.Fatal("New accepted a zero lifetime")
+	}
+}
+
+func BenchmarkIssueRedeem(b *testing.B) {
+	s, _ := New(context.Background(), newMemStore(), time.Hour)
+	ctx := context.Background()
+	for b.Loop() {
+		if err := s.Redeem(ctx, s.Issue()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,294 @@
+package protocol
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// orderDoc is the order object (RFC 8555 §7.1.3), with the profile of
+// draft-ietf-acme-profiles.
+type orderDoc struct {
+	Status         acme.Status       `json:"status"`
+	Expires        string            `json:"expires,omitempty"`
+	Identifiers    []acme.Identifier `json:"identifiers"`
+	NotBefore      string            `json:"notBefore,omitempty"`
+	NotAfter       string            `json:"notAfter,omitempty"`
+	Error          *acme.Problem     `json:"error,omitempty"`
+	Authorizations []string          `json:"authorizations"`
+	Finalize       string            `json:"finalize"`
+	Certificate    string            `json:"certificate,omitempty"`
+	Profile        string            `json:"profile,omitempty"`
+	Replaces       string            `json:"replaces,omitempty"`
+}
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func rfc3339p(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return rfc3339(*t)
+}
+
+func (s *Server) orderDoc(o *store.Order) orderDoc {
+	d := orderDoc{
+		Status: o.Status, Expires: rfc3339(o.Expires), Identifiers: o.Identifiers,
+		NotBefore: rfc3339p(o.NotBefore), NotAfter: rfc3339p(o.NotAfter),
+		Error: o.Error, Finalize: s.finalizeURL(o.ID), Profile: o.Profile, Replaces: o.Replaces,
+		Authorizations: make([]string, len(o.AuthzIDs)),
+	}
+	for i, id := range o.AuthzIDs {
+		d.Authorizations[i] = s.authzURL(id)
+	}
+	if d.Identifiers == nil {
+		d.Identifiers = []acme.Identifier{}
+	}
+	if o.Status == acme.StatusValid && o.CertSerial != "" {
+		d.Certificate = s.certURL(o.CertSerial)
+	}
+	return d
+}
+
+// writeOrder answers with an order: Location, and Retry-After while the
+// order is processing so clients poll at the pace the server asks.
+func (s *Server) writeOrder(w http.ResponseWriter, status int, o *store.Order) error {
+	w.Header().Set("Location", s.orderURL(o.ID))
+	if o.Status == acme.StatusProcessing {
+		w.Header().Set("Retry-After", retryAfter(s.retry))
+	}
+	return writeJSON(w, status, s.orderDoc(o))
+}
+
+// newOrderReq is the newOrder payload (RFC 8555 §7.4; profile from
+// draft-ietf-acme-profiles).
+type newOrderReq struct {
+	Identifiers []acme.Identifier `json:"identifiers"`
+	NotBefore   string            `json:"notBefore"`
+	NotAfter    string            `json:"notAfter"`
+	Profile     string            `json:"profile"`
+	Replaces    string            `json:"replaces"`
+}
+
+// newOrder checks the identifiers against the profile and the policy,
+// reuses the account's valid authorizations, creates the rest with one
+// challenge per usable type, and writes it all in one store call.
+func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
+	var req newOrderReq
+	if err := decodePayload(p, "newOrder", &req); err != nil {
+		return err
+	}
+	if len(req.Identifiers) == 0 {
+		return acme.Malformed("the order has no identifiers")
+	}
+	if req.Replaces != "" {
+		return acme.Malformed("\"replaces\" (ARI) is not supported by this server yet; send the order without it")
+	}
+	name := req.Profile
+	if name == "" {
+		name = s.cfg.DefaultProfile
+	}
+	prof, ok := s.profile(name)
+	if !ok {
+		return acme.New(acme.ProblemInvalidProfile, "there is no profile %q; this server offers %s", name, strings.Join(s.profileNames(), ", "))
+	}
+	ids, err := s.policy.Check(req.Identifiers, prof)
+	if err != nil {
+		return err
+	}
+	ctx := p.r.Context()
+	now, err := s.st.Now(ctx)
+	if err != nil {
+		return s.storeErr(err, "reading the database clock")
+	}
+	nb, na, err := validityRequest(req, prof, name, now)
+	if err != nil {
+		return err
+	}
+
+	expires := now.Add(hours(s.cfg.Server.OrderLifetimeHours, 7*24))
+	authzLife := hours(s.cfg.Server.AuthzLifetimeHours, 30*24)
+	no := store.NewOrder{
+		AccountID: p.acct.ID, Identifiers: ids, Profile: name,
+		NotBefore: nb, NotAfter: na, Expires: expires,
+	}
+	for _, id := range ids {
+		a, err := s.authzFor(ctx, p.acct.ID, id, prof, name, now, expires, authzLife)
+		if err != nil {
+			return err
+		}
+		// The order lives no longer than its authorizations.
+		if a.Expires.Before(no.Expires) {
+			no.Expires = a.Expires
+		}
+		no.Authzs = append(no.Authzs, a)
+	}
+	o, err := s.st.OrderCreate(ctx, no)
+	if err != nil {
+		return s.storeErr(err, "creating the order")
+	}
+	return s.writeOrder(w, http.StatusCreated, o)
+}
+
+// authzFor reuses a valid authorization of the account that outlives the
+// order, else builds a new pending one with its challenges.
+func (s *Server) authzFor(ctx context.Context, acctID string, id acme.Identifier, prof config.Profile, profName string,
+	now, orderExpires time.Time, life time.Duration) (*store.Authorization, error) {
+	base, wildcard := id.Base(), id.IsWildcard()
+	a, err := s.st.AuthzReusable(ctx, acctID, base, wildcard, orderExpires)
+	if err == nil && a != nil {
+		return a, nil
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, s.storeErr(err, "looking for a reusable authorization")
+	}
+	types := challengeTypes(id, prof)
+	if len(types) == 0 {
+		return nil, &acme.Error{Problem: acme.Problem{Type: acme.ProblemRejectedIdentifier, Identifier: &id,
+			Detail: fmt.Sprintf("profile %q offers no challenge type that can validate %s", profName, id.Value)}}
+	}
+	a = &store.Authorization{AccountID: acctID, Identifier: base, Wildcard: wildcard, Status: acme.StatusPending, Expires: now.Add(life)}
+	for _, t := range types {
+		tok, err := token()
+		if err != nil {
+			return nil, acme.Internal(err)
+		}
+		a.Challenges = append(a.Challenges, store.Challenge{Type: t, Token: tok, Status: acme.StatusPending})
+	}
+	return a, nil
+}
+
+// challengeTypes are the profile's challenge types that can validate id:
+// wildcards only by dns-01 (RFC 8555 §7.1.3), IP addresses only by http-01
+// and tls-alpn-01 (RFC 8738 §7).
+func challengeTypes(id acme.Identifier, prof config.Profile) []acme.ChallengeType {
+	var out []acme.ChallengeType
+	for _, c := range prof.Challenges {
+		t := acme.ChallengeType(c)
+		switch {
+		case id.IsWildcard() && t != acme.ChallengeDNS01:
+			continue
+		case id.Type == acme.IdentifierIP && t == acme.ChallengeDNS01:
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// token is a challenge token: 128 bits or more of entropy, base64url (RFC
+// 8555 §8.1 asks for at least 128 bits; we use 256).
+func token() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("reading randomness for a token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// validityRequest honours notBefore/notAfter only for a profile that allows
+// it, and only within its validity.
+func validityRequest(req newOrderReq, prof config.Profile, name string, now time.Time) (*time.Time, *time.Time, error) {
+	if req.NotBefore == "" && req.NotAfter == "" {
+		return nil, nil, nil
+	}
+	if !prof.AllowValidityRequest {
+		return nil, nil, acme.Malformed("profile %q does not accept notBefore/notAfter; leave them out", name)
+	}
+	parse := func(field, v string) (*time.Time, error) {
+		if v == "" {
+			return nil, nil
+		}
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return nil, acme.Malformed("%s %q is not an RFC 3339 date-time", field, v)
+		}
+		return &t, nil
+	}
+	nb, err := parse("notBefore", req.NotBefore)
+	if err != nil {
+		return nil, nil, err
+	}
+	na, err := parse("notAfter", req.NotAfter)
+	if err != nil {
+		return nil, nil, err
+	}
+	start := now
+	if nb != nil {
+		start = *nb
+	}
+	max := time.Duration(prof.ValidityHours) * time.Hour
+	switch {
+	case na != nil && !na.After(start):
+		return nil, nil, acme.Malformed("notAfter must be after notBefore")
+	case na != nil && !na.After(now):
+		return nil, nil, acme.Malformed("notAfter is in the past")
+	case nb != nil && nb.After(now.Add(max)):
+		return nil, nil, acme.Malformed("notBefore is too far in the future")
+	case na != nil && na.Sub(start) > max:
+		return nil, nil, acme.Malformed("the requested validity is longer than profile %q allows (%d hours)", name, prof.ValidityHours)
+	}
+	return nb, na, nil
+}
+
+func hours(h, def int) time.Duration {
+	if h <= 0 {
+		h = def
+	}
+	return time.Duration(h) * time.Hour
+}
+
+func (s *Server) profileNames() []string {
+	names := make([]string, 0, len(s.cfg.Profiles))
+	for n := range s.cfg.Profiles {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ownedOrder loads the order in the path and checks the signer owns it.
+func (s *Server) ownedOrder(p *post) (*store.Order, error) {
+	id := mux.Vars(p.r)["id"]
+	o, err := s.st.OrderByID(p.r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("order", id)
+	}
+	if err != nil {
+		return nil, s.storeErr(err, "reading the order")
+	}
+	if o.AccountID != p.acct.ID {
+		return nil, acme.Unauthorized("order %s belongs to another account", s.orderURL(id))
+	}
+	return o, nil
+}
+
+// order answers POST-as-GET of an order.
+func (s *Server) order(w http.ResponseWriter, p *post) error {
+	if !p.isGet() {
+		return acme.Malformed("an order is read with POST-as-GET: send an empty payload")
+	}
+	o, err := s.ownedOrder(p)
+	if err != nil {
+		return err
+	}
+	return s.writeOrder(w, http.StatusOK, o)
+}
+
+// notFound is the problem for an unknown resource: malformed with 404.
+func notFound(what, id string) error {
+	return &acme.Error{Problem: acme.Problem{Type: acme.ProblemMalformed, Status: http.StatusNotFound,
+		Detail: fmt.Sprintf("there is no %s %q", what, id)}}
+}

@@ -1,0 +1,306 @@
+package protocol_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+func challengeTypes(az authzJSON) string {
+	var ts []string
+	for _, c := range az.Challenges {
+		ts = append(ts, c.Type)
+	}
+	sort.Strings(ts)
+	return strings.Join(ts, ",")
+}
+
+func TestNewOrder(t *testing.T) {
+	t.Parallel()
+	withStores(t, nil, func(t *testing.T, e *env) {
+		a := e.register(t)
+		ids := []acme.Identifier{
+			{Type: acme.IdentifierDNS, Value: "www.order.example"},
+			{Type: acme.IdentifierDNS, Value: "*.order.example"},
+			{Type: acme.IdentifierIP, Value: "192.0.2.7"},
+		}
+		r := e.post(t, a, e.base+"/acme/new-order", map[string]any{"identifiers": ids})
+		wantStatus(t, r, http.StatusCreated)
+		loc := r.header.Get("Location")
+		if !strings.HasPrefix(loc, e.base+"/acme/order/") {
+			t.Errorf("Location = %q", loc)
+		}
+		var o orderJSON
+		r.json(t, &o)
+		if o.Status != acme.StatusPending || len(o.Authorizations) != 3 || o.Finalize != loc+"/finalize" || o.Profile != "default" {
+			t.Fatalf("order = %+v", o)
+		}
+		if exp, err := time.Parse(time.RFC3339, o.Expires); err != nil || time.Until(exp) < time.Hour {
+			t.Errorf("expires = %q", o.Expires)
+		}
+		want := map[string]string{
+			"dns:www.order.example": "dns-01,http-01,tls-alpn-01",
+			"dns:order.example*":    "dns-01", // wildcard: dns-01 only
+			"ip:192.0.2.7":          "http-01,tls-alpn-01",
+		}
+		for _, u := range o.Authorizations {
+			az := e.authz(t, a, u)
+			key := az.Identifier.String()
+			if az.Wildcard {
+				key += "*"
+			}
+			if got := challengeTypes(az); got != want[key] {
+				t.Errorf("authz %s challenges = %s, want %s", key, got, want[key])
+			}
+			if az.Status != acme.StatusPending {
+				t.Errorf("authz %s status %s", key, az.Status)
+			}
+			for _, c := range az.Challenges {
+				if c.Status != acme.StatusPending || len(c.Token) < 22 || !strings.HasPrefix(c.URL, e.base+"/acme/chall/") {
+					t.Errorf("challenge %+v", c)
+				}
+			}
+		}
+
+		cases := []struct {
+			name    string
+			payload any
+			typ     acme.ProblemType
+		}{
+			{"unknown profile", map[string]any{"identifiers": dnsIDs("a.example"), "profile": "gold"}, acme.ProblemInvalidProfile},
+			{"no identifiers", map[string]any{"identifiers": []acme.Identifier{}}, acme.ProblemMalformed},
+			{"validity on a profile that refuses it", map[string]any{"identifiers": dnsIDs("a.example"), "notAfter": time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)}, acme.ProblemMalformed},
+			{"validity longer than the profile", map[string]any{"identifiers": dnsIDs("a.example"), "profile": "short", "notAfter": time.Now().Add(100 * time.Hour).UTC().Format(time.RFC3339)}, acme.ProblemMalformed},
+			{"denied domain", map[string]any{"identifiers": dnsIDs("www.denied.example")}, acme.ProblemRejectedIdentifier},
+			{"bad name", map[string]any{"identifiers": dnsIDs("bad..name.example")}, acme.ProblemMalformed},
+		}
+		for _, c := range cases {
+			r := e.post(t, a, e.base+"/acme/new-order", c.payload)
+			t.Run(c.name, func(t *testing.T) { wantProblem(t, e, r, c.typ, 400) })
+		}
+
+		// A profile that allows it takes notBefore/notAfter.
+		na := time.Now().Add(24 * time.Hour).UTC().Truncate(time.Second)
+		r = e.post(t, a, e.base+"/acme/new-order", map[string]any{"identifiers": dnsIDs("short.example"), "profile": "short", "notAfter": na.Format(time.RFC3339)})
+		wantStatus(t, r, http.StatusCreated)
+		r.json(t, &o)
+		if o.Profile != "short" || o.NotAfter != na.Format(time.RFC3339) {
+			t.Errorf("short order profile %q notAfter %q", o.Profile, o.NotAfter)
+		}
+
+		// Another account may not read the order.
+		b := e.register(t)
+		r = e.post(t, b, loc, nil)
+		wantProblem(t, e, r, acme.ProblemUnauthorized, 403)
+		r = e.get(t, http.MethodGet, strings.TrimPrefix(loc, e.base))
+		wantProblem(t, e, r, acme.ProblemMalformed, http.StatusMethodNotAllowed)
+		if r.header.Get("Allow") != "POST" {
+			t.Errorf("Allow = %q", r.header.Get("Allow"))
+		}
+		r = e.post(t, a, e.base+"/acme/order/nope", nil)
+		wantProblem(t, e, r, acme.ProblemMalformed, http.StatusNotFound)
+	})
+}
+
+func TestAuthzReuse(t *testing.T) {
+	t.Parallel()
+	withStores(t, nil, func(t *testing.T, e *env) {
+		a := e.register(t)
+		o, loc := e.newOrder(t, a, dnsIDs("reuse.example"))
+		e.validate(t, a, o)
+		if got := e.getOrder(t, a, loc); got.Status != acme.StatusReady {
+			t.Fatalf("order after validation: %s", got.Status)
+		}
+		o2, _ := e.newOrder(t, a, dnsIDs("reuse.example"))
+		if o2.Status != acme.StatusReady || len(o2.Authorizations) != 1 || o2.Authorizations[0] != o.Authorizations[0] {
+			t.Errorf("second order %+v did not reuse authz %s", o2, o.Authorizations[0])
+		}
+		// Another account does not get it.
+		b := e.register(t)
+		o3, _ := e.newOrder(t, b, dnsIDs("reuse.example"))
+		if o3.Status != acme.StatusPending || o3.Authorizations[0] == o.Authorizations[0] {
+			t.Errorf("another account's order %+v reused the authz", o3)
+		}
+	})
+}
+
+func TestAuthz(t *testing.T) {
+	t.Parallel()
+	withStores(t, nil, func(t *testing.T, e *env) {
+		a := e.register(t)
+		b := e.register(t)
+		o, loc := e.newOrder(t, a, dnsIDs("authz.example"))
+		u := o.Authorizations[0]
+		az := e.authz(t, a, u)
+		if az.Identifier.Value != "authz.example" || az.Status != acme.StatusPending {
+			t.Errorf("authz = %+v", az)
+		}
+		wantProblem(t, e, e.post(t, b, u, nil), acme.ProblemUnauthorized, 403)
+		wantProblem(t, e, e.post(t, b, u, map[string]any{"status": "deactivated"}), acme.ProblemUnauthorized, 403)
+		wantProblem(t, e, e.post(t, a, u, map[string]any{"status": "valid"}), acme.ProblemMalformed, 400)
+		r := e.get(t, http.MethodGet, strings.TrimPrefix(u, e.base))
+		wantProblem(t, e, r, acme.ProblemMalformed, http.StatusMethodNotAllowed)
+
+		r = e.post(t, a, u, map[string]any{"status": "deactivated"})
+		wantStatus(t, r, http.StatusOK)
+		r.json(t, &az)
+		if az.Status != acme.StatusDeactivated {
+			t.Errorf("status after deactivate = %s", az.Status)
+		}
+		if got := e.getOrder(t, a, loc); got.Status != acme.StatusInvalid {
+			t.Errorf("order after its authz was deactivated: %s", got.Status)
+		}
+		// Its challenges can no longer be answered.
+		wantProblem(t, e, e.post(t, a, az.Challenges[0].URL, map[string]any{}), acme.ProblemMalformed, 400)
+	})
+}
+
+func TestChallenge(t *testing.T) {
+	t.Parallel()
+	withStores(t, nil, func(t *testing.T, e *env) {
+		a := e.register(t)
+		b := e.register(t)
+		o, _ := e.newOrder(t, a, dnsIDs("chall.example"))
+		az := e.authz(t, a, o.Authorizations[0])
+		ch := az.Challenges[0]
+
+		// POST-as-GET reads without claiming.
+		r := e.post(t, a, ch.URL, nil)
+		wantStatus(t, r, http.StatusOK)
+		var c challJSON
+		r.json(t, &c)
+		if c.Status != acme.StatusPending || r.header.Get("Retry-After") != "" {
+			t.Errorf("POST-as-GET challenge: %+v Retry-After %q", c, r.header.Get("Retry-After"))
+		}
+		if n := e.jobCount(t, "challenge_validate"); n != 0 {
+			t.Errorf("%d challenge_validate jobs after a read", n)
+		}
+		wantProblem(t, e, e.post(t, b, ch.URL, map[string]any{}), acme.ProblemUnauthorized, 403)
+		wantProblem(t, e, e.post(t, a, ch.URL, []byte(`"go"`)), acme.ProblemMalformed, 400)
+
+		r = e.post(t, a, ch.URL, map[string]any{})
+		wantStatus(t, r, http.StatusOK)
+		r.json(t, &c)
+		if c.Status != acme.StatusProcessing {
+			t.Errorf("challenge after POST: %s", c.Status)
+		}
+		if ra := r.header.Get("Retry-After"); ra != "2" {
+			t.Errorf("Retry-After = %q, want 2", ra)
+		}
+		if up := r.links("up"); len(up) != 1 || up[0] != o.Authorizations[0] {
+			t.Errorf(`Link rel="up" = %v, want %s`, up, o.Authorizations[0])
+		}
+		if n := e.jobCount(t, "challenge_validate"); n != 1 {
+			t.Errorf("%d challenge_validate jobs, want 1", n)
+		}
+		// A second POST answers the current state and queues nothing more.
+		r = e.post(t, a, ch.URL, map[string]any{})
+		wantStatus(t, r, http.StatusOK)
+		r.json(t, &c)
+		if c.Status != acme.StatusProcessing {
+			t.Errorf("challenge after second POST: %s", c.Status)
+		}
+		if n := e.jobCount(t, "challenge_validate"); n != 1 {
+			t.Errorf("%d challenge_validate jobs after a repeated POST, want 1", n)
+		}
+		wantProblem(t, e, e.post(t, a, e.base+"/acme/chall/nope", nil), acme.ProblemMalformed, http.StatusNotFound)
+	})
+}
+
+func TestFinalize(t *testing.T) {
+	t.Parallel()
+	withStores(t, nil, func(t *testing.T, e *env) {
+		a := e.register(t)
+		b := e.register(t)
+		names := []string{"fin.example", "www.fin.example"}
+		o, loc := e.newOrder(t, a, dnsIDs(names...))
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		good := map[string]any{"csr": b64(csrFor(t, key, names...))}
+
+		p := wantProblem(t, e, e.post(t, a, o.Finalize, good), acme.ProblemOrderNotReady, 403)
+		if !strings.Contains(p.Detail, "pending") {
+			t.Errorf("orderNotReady detail does not name the state: %q", p.Detail)
+		}
+		e.validate(t, a, o)
+
+		wantProblem(t, e, e.post(t, b, o.Finalize, good), acme.ProblemUnauthorized, 403)
+		wantProblem(t, e, e.post(t, a, o.Finalize, map[string]any{"csr": b64(csrFor(t, key, "fin.example"))}), acme.ProblemBadCSR, 400)
+		wantProblem(t, e, e.post(t, a, o.Finalize, map[string]any{"csr": b64(csrFor(t, key, append(names, "extra.example")...))}), acme.ProblemBadCSR, 400)
+		wantProblem(t, e, e.post(t, a, o.Finalize, map[string]any{"csr": "!!!"}), acme.ProblemMalformed, 400)
+		wantProblem(t, e, e.post(t, a, o.Finalize, map[string]any{"csr": b64([]byte("not a csr"))}), acme.ProblemBadCSR, 400)
+		if n := e.jobCount(t, "signer_issue"); n != 0 {
+			t.Fatalf("%d signer_issue jobs after refused finalizes", n)
+		}
+
+		r := e.post(t, a, o.Finalize, good)
+		wantStatus(t, r, http.StatusOK)
+		var got orderJSON
+		r.json(t, &got)
+		if got.Status != acme.StatusProcessing || r.header.Get("Retry-After") != "2" || r.header.Get("Location") != loc {
+			t.Errorf("finalize: status %s Retry-After %q Location %q", got.Status, r.header.Get("Retry-After"), r.header.Get("Location"))
+		}
+		if n := e.jobCount(t, "signer_issue"); n != 1 {
+			t.Errorf("%d signer_issue jobs, want 1", n)
+		}
+		r = e.post(t, a, loc, nil)
+		wantStatus(t, r, http.StatusOK)
+		if r.header.Get("Retry-After") != "2" {
+			t.Errorf("processing order GET has Retry-After %q", r.header.Get("Retry-After"))
+		}
+		p = wantProblem(t, e, e.post(t, a, o.Finalize, good), acme.ProblemOrderNotReady, 403)
+		if !strings.Contains(p.Detail, "processing") {
+			t.Errorf("second finalize detail: %q", p.Detail)
+		}
+	})
+}
+
+// TestRequestsNeverWaitForWork: with no worker running, a challenge POST and
+// a finalize answer at once with "processing"; the work is a job row.
+func TestRequestsNeverWaitForWork(t *testing.T) {
+	t.Parallel()
+	withStores(t, nil, func(t *testing.T, e *env) {
+		a := e.register(t)
+		o, loc := e.newOrder(t, a, dnsIDs("prompt.example"))
+		az := e.authz(t, a, o.Authorizations[0])
+		ch := az.Challenges[0]
+
+		start := time.Now()
+		r := e.post(t, a, ch.URL, map[string]any{})
+		took := time.Since(start)
+		wantStatus(t, r, http.StatusOK)
+		t.Logf("%s: challenge POST answered in %v with no worker running", e.kind, took)
+		cur, err := e.st.ChallengeByID(context.Background(), lastSegment(ch.URL))
+		if err != nil || cur.Status != acme.StatusProcessing {
+			t.Fatalf("challenge in store: %v %v", cur, err)
+		}
+		if n := e.jobCount(t, "challenge_validate"); n != 1 {
+			t.Errorf("%d challenge_validate jobs, want 1", n)
+		}
+
+		if err := e.st.ChallengeVerdict(context.Background(), store.Verdict{ChallengeID: cur.ID, Status: acme.StatusValid}, nil); err != nil {
+			t.Fatal(err)
+		}
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		start = time.Now()
+		r = e.post(t, a, o.Finalize, map[string]any{"csr": b64(csrFor(t, key, "prompt.example"))})
+		took = time.Since(start)
+		wantStatus(t, r, http.StatusOK)
+		t.Logf("%s: finalize answered in %v with no worker running", e.kind, took)
+		ord, err := e.st.OrderByID(context.Background(), lastSegment(loc))
+		if err != nil || ord.Status != acme.StatusProcessing {
+			t.Fatalf("order in store: %v %v", ord, err)
+		}
+		if n := e.jobCount(t, "signer_issue"); n != 1 {
+			t.Errorf("%d signer_issue jobs, want 1", n)
+		}
+	})
+}

@@ -1,0 +1,79 @@
+package protocol
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+)
+
+// problem is the one renderer of errors (RFC 8555 §6.7, RFC 7807): an
+// *acme.Error renders its Problem with the status from acme's one table and
+// its Retry-After; anything else renders serverInternal with a fixed detail
+// and is logged with its cause. The Replay-Nonce and Link rel="index"
+// headers were set by instrument before the handler ran.
+func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
+	ae := acme.AsError(err)
+	p := ae.Problem
+	status := p.HTTPStatus()
+	p.Status = status
+	if p.Type == acme.ProblemServerInternal && ae.Cause != nil {
+		s.log.Error("acme request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", ae.Cause)
+	} else {
+		s.log.Debug("acme request refused", "method", r.Method, "path", r.URL.Path, "type", p.Type, "detail", p.Detail)
+	}
+	h := w.Header()
+	if ae.RetryAfter > 0 {
+		h.Set("Retry-After", retryAfter(ae.RetryAfter))
+	}
+	h.Set("Content-Type", "application/problem+json")
+	// Every problem points at the directory, even one from the directory
+	// URL itself (a wrong method), so a lost client can start over.
+	if idx := link(s.base+pathDirectory, "index"); !hasValue(h.Values("Link"), idx) {
+		h.Add("Link", idx)
+	}
+	h.Del("Location")
+	var wl withLocation
+	if errors.As(err, &wl) {
+		h.Set("Location", wl.url)
+	}
+	body, merr := json.Marshal(p)
+	if merr != nil {
+		body = []byte(`{"type":"urn:ietf:params:acme:error:serverInternal","detail":"the server hit an internal error; try again later","status":500}`)
+		status = http.StatusInternalServerError
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// writeJSON answers a resource (RFC 8555 §7.1) with status.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return acme.Internal(err)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+	return nil
+}
+
+// withLocation is an error whose problem response names a resource in
+// Location (keyChange's 409 names the account that holds the key).
+type withLocation struct {
+	url string
+	err error
+}
+
+func (e withLocation) Error() string { return e.err.Error() }
+func (e withLocation) Unwrap() error { return e.err }
+
+func hasValue(vs []string, v string) bool {
+	for _, x := range vs {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,222 @@
+package protocol
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// subscriberReasons are the RFC 5280 §5.3.1 reason codes a subscriber may
+// ask for: unspecified, keyCompromise, affiliationChanged, superseded,
+// cessationOfOperation, privilegeWithdrawn. Never cACompromise (2),
+// certificateHold (6), removeFromCRL (8) or aACompromise (10).
+var subscriberReasons = map[int]bool{0: true, 1: true, 3: true, 4: true, 5: true, 9: true}
+
+// revokePoll is how often a relay/custom revocation's outcome is checked.
+const revokePoll = 100 * time.Millisecond
+
+// revokeCert revokes a certificate (RFC 8555 §7.6) authorised by the
+// account that ordered it, by an account holding valid authorizations for
+// every name in it, or by the certificate's own key (jwk). For local CA
+// backends the store records the revocation and queues the CRL in one
+// transaction; relay/custom backends get a signer_revoke job, waited on
+// briefly.
+func (s *Server) revokeCert(w http.ResponseWriter, p *post) error {
+	var req struct {
+		Certificate string `json:"certificate"`
+		Reason      *int   `json:"reason"`
+	}
+	if err := decodePayload(p, "revokeCert", &req); err != nil {
+		return err
+	}
+	der, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(req.Certificate, "="))
+	if err != nil || len(der) == 0 {
+		return acme.Malformed("the certificate must be base64url-encoded DER")
+	}
+	x, err := x509.ParseCertificate(der)
+	if err != nil {
+		return acme.Malformed("the certificate cannot be parsed: it is not DER X.509")
+	}
+	reason := 0
+	if req.Reason != nil {
+		reason = *req.Reason
+	}
+	if !subscriberReasons[reason] {
+		return acme.New(acme.ProblemBadRevocationReason, "revocation reason %d is not allowed; use one of 0 (unspecified), 1 (keyCompromise), 3 (affiliationChanged), 4 (superseded), 5 (cessationOfOperation), 9 (privilegeWithdrawn)", reason)
+	}
+	ctx := p.r.Context()
+	c, err := s.issuedCert(ctx, x, der)
+	if err != nil {
+		return err
+	}
+	actor, err := s.revocationAuthority(ctx, p, x, c)
+	if err != nil {
+		return err
+	}
+	if c.RevokedAt != nil {
+		return acme.New(acme.ProblemAlreadyRevoked, "certificate %s was already revoked at %s", c.Serial, rfc3339(*c.RevokedAt))
+	}
+	ev := store.AuditEvent{Actor: actor, Action: "revoke", Subject: c.Serial, Detail: "reason " + strconv.Itoa(reason) + " via ACME revokeCert"}
+	prof, known := s.profile(c.Profile)
+	if known && (prof.Backend == "relay" || prof.Backend == "custom") {
+		return s.revokeRemote(w, ctx, c, reason, ev)
+	}
+	// local and pkcs11: Hallmark is the CA; a revocation row is the
+	// revocation. A certificate whose profile was removed from the
+	// configuration is treated the same: its issuer is ours.
+	if _, err := s.st.Revoke(ctx, c.Serial, reason, ev); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return acme.New(acme.ProblemAlreadyRevoked, "certificate %s is already revoked", c.Serial)
+		}
+		return s.storeErr(err, "recording the revocation")
+	}
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// issuedCert finds the certificate in the store by serial and checks it is
+// byte for byte the one presented.
+func (s *Server) issuedCert(ctx context.Context, x *x509.Certificate, der []byte) (*store.Certificate, error) {
+	// The store keeps serials as lower-case hex; try the minimal form and
+	// the whole-bytes form, so either signer convention is found.
+	candidates := []string{fmt.Sprintf("%x", x.SerialNumber), hex.EncodeToString(x.SerialNumber.Bytes())}
+	for i, serial := range candidates {
+		if i > 0 && serial == candidates[0] {
+			continue
+		}
+		c, err := s.st.CertificateBySerial(ctx, serial)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, s.storeErr(err, "reading the certificate")
+		}
+		if !bytes.Equal(c.DER, der) {
+			break
+		}
+		return c, nil
+	}
+	return nil, acme.Malformed("the certificate was not issued by this CA")
+}
+
+// revocationAuthority decides whether the request may revoke c and names
+// the actor for the audit log (RFC 8555 §7.6).
+func (s *Server) revocationAuthority(ctx context.Context, p *post, x *x509.Certificate, c *store.Certificate) (string, error) {
+	if p.acct == nil {
+		// Signed with a jwk: it must be the certificate's own key.
+		pub, ok := x.PublicKey.(interface{ Equal(crypto.PublicKey) bool })
+		if !ok || !pub.Equal(p.jwk) {
+			return "", acme.Unauthorized("the request is signed by a key that is not the certificate's; sign with the certificate's key or with an authorised account")
+		}
+		return "acme:certificate-key", nil
+	}
+	actor := "acme:" + p.acct.ID
+	if c.AccountID == p.acct.ID {
+		return actor, nil
+	}
+	ids := certIdentifiers(x)
+	if len(ids) == 0 {
+		return "", acme.Unauthorized("the certificate was not ordered by this account")
+	}
+	now := time.Now()
+	for _, id := range ids {
+		ok, err := s.holdsAuthz(ctx, p.acct.ID, id, now)
+		if err != nil {
+			return "", err
+		}
+		if !ok {
+			return "", acme.Unauthorized("the certificate was not ordered by this account, and the account holds no valid authorization for %s", id.Value)
+		}
+	}
+	return actor, nil
+}
+
+// holdsAuthz reports a valid, unexpired authorization of the account for
+// id; for a wildcard name either a wildcard or a base authorization counts.
+func (s *Server) holdsAuthz(ctx context.Context, acctID string, id acme.Identifier, now time.Time) (bool, error) {
+	flags := []bool{id.IsWildcard()}
+	if id.IsWildcard() {
+		flags = append(flags, false)
+	}
+	for _, wildcard := range flags {
+		a, err := s.st.AuthzReusable(ctx, acctID, id.Base(), wildcard, now)
+		if err == nil && a != nil {
+			return true, nil
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return false, s.storeErr(err, "looking up the account's authorizations")
+		}
+	}
+	return false, nil
+}
+
+// certIdentifiers are the names a certificate vouches for.
+func certIdentifiers(x *x509.Certificate) []acme.Identifier {
+	var ids []acme.Identifier
+	for _, n := range x.DNSNames {
+		ids = append(ids, acme.Identifier{Type: acme.IdentifierDNS, Value: strings.ToLower(n)})
+	}
+	for _, ip := range x.IPAddresses {
+		ids = append(ids, acme.Identifier{Type: acme.IdentifierIP, Value: canonicalIP(ip)})
+	}
+	return ids
+}
+
+func canonicalIP(ip net.IP) string {
+	if v4 := ip.To4(); v4 != nil {
+		return v4.String()
+	}
+	return ip.String()
+}
+
+// revokeRemote queues signer_revoke for a relay/custom backend and waits
+// for the worker's outcome until one second before the request deadline;
+// if it has not come, 503 with Retry-After tells the client to ask again.
+func (s *Server) revokeRemote(w http.ResponseWriter, ctx context.Context, c *store.Certificate, reason int, ev store.AuditEvent) error {
+	if err := s.st.RevokeQueue(ctx, c.Serial, reason, ev); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return acme.New(acme.ProblemAlreadyRevoked, "certificate %s is already revoked", c.Serial)
+		}
+		return s.storeErr(err, "queuing the revocation")
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(s.timeout)
+	}
+	deadline = deadline.Add(-time.Second)
+	for {
+		cur, err := s.st.CertificateBySerial(ctx, c.Serial)
+		if err != nil {
+			return s.storeErr(err, "checking the revocation")
+		}
+		if cur.RevokedAt != nil {
+			w.WriteHeader(http.StatusOK)
+			return nil
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(min(wait, revokePoll)):
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return acme.Unavailable(s.retry, "the revocation of %s is queued with the issuing backend but not confirmed yet; retry the request to see its outcome", c.Serial)
+}

@@ -1,0 +1,177 @@
+package signer
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+)
+
+func TestInitLocalThenLoadLocal(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "ca")
+	rootPath, err := InitLocal(dir, "Acme Corp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rootPath != filepath.Join(dir, "root.pem") {
+		t.Fatalf("root path %q", rootPath)
+	}
+	for name, mode := range map[string]os.FileMode{"root.key": 0o600, "intermediate.key": 0o600, "root.pem": 0o644, "intermediate.pem": 0o644} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != mode {
+			t.Errorf("%s has mode %v, want %v", name, fi.Mode().Perm(), mode)
+		}
+	}
+	iss, err := LoadLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss.Logger = quietLog
+	if iss.ID != hex.EncodeToString(iss.Cert.SubjectKeyId) || iss.ID == "" {
+		t.Errorf("ID %q is not the hex of the SKI %x", iss.ID, iss.Cert.SubjectKeyId)
+	}
+	if iss.Cert.Subject.CommonName != "Acme Corp Intermediate CA" {
+		t.Errorf("intermediate CN %q", iss.Cert.Subject.CommonName)
+	}
+	if len(iss.Chain) != 1 || !iss.Chain[0].Equal(iss.Cert) {
+		t.Errorf("chain should be just the intermediate, got %d certs", len(iss.Chain))
+	}
+	roots, err := readCerts(rootPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := roots[0]
+	if root.Subject.CommonName != "Acme Corp Root CA" || !root.IsCA {
+		t.Errorf("root %q CA=%v", root.Subject.CommonName, root.IsCA)
+	}
+	if d := root.NotAfter.Sub(root.NotBefore); d < 10*365*24*time.Hour {
+		t.Errorf("root valid for %v, want 10 years", d)
+	}
+	if d := iss.Cert.NotAfter.Sub(iss.Cert.NotBefore); d < 5*365*24*time.Hour || d > 6*365*24*time.Hour {
+		t.Errorf("intermediate valid for %v, want 5 years", d)
+	}
+	if !iss.Cert.MaxPathLenZero || iss.Cert.MaxPathLen != 0 {
+		t.Error("the intermediate must have pathLen 0")
+	}
+
+	// The loaded issuer issues, and the result chains to the written root.
+	pool := x509.NewCertPool()
+	pool.AddCert(root)
+	out, err := iss.Issue(context.Background(), Request{
+		Profile: config.Default().Profiles["default"], ProfileName: "default",
+		Names:     []acme.Identifier{{Type: acme.IdentifierDNS, Value: "app.example.com"}},
+		PublicKey: testKey(t, "p256").Public(),
+		IssuerURL: "http://127.0.0.1:14000/issuer/" + iss.ID, CRLURL: "http://127.0.0.1:14000/crl/" + iss.ID,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, _ := x509.ParseCertificate(out.DER)
+	inter := x509.NewCertPool()
+	inter.AddCert(iss.Chain[0])
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, DNSName: "app.example.com"}); err != nil {
+		t.Fatalf("issued certificate does not verify to the new root: %v", err)
+	}
+}
+
+func TestInitLocalRefusesToOverwrite(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		prepare func(t *testing.T, dir string)
+	}{
+		{"a complete CA", func(t *testing.T, dir string) {
+			if _, err := InitLocal(dir, "First"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"only a root key", func(t *testing.T, dir string) {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "root.key"), []byte("keep me"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			tc.prepare(t, dir)
+			before := snapshot(t, dir)
+			_, err := InitLocal(dir, "Second")
+			if !errors.Is(err, ErrExists) {
+				t.Fatalf("got %v, want ErrExists", err)
+			}
+			after := snapshot(t, dir)
+			if len(before) != len(after) {
+				t.Fatalf("files changed: %d before, %d after", len(before), len(after))
+			}
+			for name, data := range before {
+				if !bytes.Equal(after[name], data) {
+					t.Errorf("%s was rewritten", name)
+				}
+			}
+		})
+	}
+}
+
+func snapshot(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = data
+	}
+	return out
+}
+
+func TestLoadLocalRefusesAMismatchedKey(t *testing.T) {
+	t.Parallel()
+	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	for _, d := range []string{a, b} {
+		if _, err := InitLocal(d, "X"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// b's key next to a's certificates.
+	key, err := os.ReadFile(filepath.Join(b, "intermediate.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(a, "intermediate.key")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(a, "intermediate.key"), key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadLocal(a); err == nil {
+		t.Fatal("LoadLocal accepted a key that does not match the intermediate")
+	}
+	// a's intermediate with b's root does not chain.
+	rootB, _ := os.ReadFile(filepath.Join(b, "root.pem"))
+	_ = os.WriteFile(filepath.Join(a, "root.pem"), rootB, 0o644)
+	if _, err := LoadLocal(a); err == nil {
+		t.Fatal("LoadLocal accepted an intermediate that does not chain to root.pem")
+	}
+}

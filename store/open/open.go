@@ -1,0 +1,146 @@
+package open
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/store/postgres"
+	"github.com/hallmark-ca/hallmark/store/sqlite"
+	"github.com/hallmark-ca/hallmark/store/sqlstore"
+)
+
+// MigrationStatus is where a database stands against this binary's
+// migrations (Hallmark's own; River tracks its own).
+type MigrationStatus = sqlstore.MigrationStatus
+
+// DB is one database opened for Hallmark: the store and the queue share
+// its handle, so a job inserted by the store commits with the store's rows.
+type DB struct {
+	Store   store.Store
+	Queue   jobs.Queue
+	Dialect string // "postgres" or "sqlite"
+
+	conn    sqlstore.Conn
+	dialect *sqlstore.Dialect
+}
+
+// Open connects to url ("postgres://..." or "postgresql://...", or
+// "sqlite:<path>", whose directory is created). maxConns bounds a
+// PostgreSQL pool (0: pgx's default); SQLite always has one connection. It
+// refuses (store.ErrTooNew) a database migrated by a newer Hallmark.
+func Open(ctx context.Context, url string, maxConns int) (*DB, error) {
+	db, err := open(ctx, url, maxConns)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := db.MigrationStatus(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+func open(ctx context.Context, url string, maxConns int) (*DB, error) {
+	switch {
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		pool, err := postgres.Connect(ctx, url, maxConns)
+		if err != nil {
+			return nil, err
+		}
+		return fromPool(pool), nil
+	case strings.HasPrefix(url, "sqlite:"):
+		path := strings.TrimPrefix(url, "sqlite:")
+		path = strings.TrimPrefix(path, "//") // sqlite:///abs/path
+		if path == "" {
+			return nil, errors.New("opening the database: the URL sqlite: names no file; use sqlite:<path>")
+		}
+		db, err := sqlite.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		return fromSQL(db), nil
+	}
+	return nil, fmt.Errorf("opening the database: URL %q is neither postgres://... nor sqlite:<path>", redact(url))
+}
+
+func fromPool(pool *pgxpool.Pool) *DB {
+	q := jobs.NewPostgres(pool)
+	return &DB{
+		Store:   postgres.New(pool, q.Inserter()),
+		Queue:   q,
+		Dialect: sqlstore.Postgres.Name,
+		conn:    postgres.Conn(pool),
+		dialect: sqlstore.Postgres,
+	}
+}
+
+func fromSQL(db *sql.DB) *DB {
+	q := jobs.NewSQLite(db)
+	return &DB{
+		Store:   sqlite.New(db, q.Inserter()),
+		Queue:   q,
+		Dialect: sqlstore.SQLite.Name,
+		conn:    sqlite.Conn(db),
+		dialect: sqlstore.SQLite,
+	}
+}
+
+// Close closes the store and its handle.
+func (db *DB) Close() {
+	_ = db.Store.Close()
+}
+
+// Migrate applies Hallmark's pending migrations and then River's.
+func (db *DB) Migrate(ctx context.Context) error {
+	if _, err := sqlstore.Migrate(ctx, db.conn, db.dialect); err != nil {
+		return err
+	}
+	return db.Queue.Migrate(ctx)
+}
+
+// MigrationStatus reports Hallmark's applied and pending migrations;
+// store.ErrTooNew (with the status filled in) when the database has a
+// version this binary does not know.
+func (db *DB) MigrationStatus(ctx context.Context) (MigrationStatus, error) {
+	return sqlstore.Status(ctx, db.conn, db.dialect)
+}
+
+// Migrate opens url, applies Hallmark's and River's migrations, and closes
+// it: `hallmark migrate`.
+func Migrate(ctx context.Context, url string) error {
+	db, err := Open(ctx, url, 2)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return db.Migrate(ctx)
+}
+
+// Status opens url and reports its migration status without the ErrTooNew
+// refusal of Open, so `hallmark migrate status` can show a newer database;
+// the error is still store.ErrTooNew then.
+func Status(ctx context.Context, url string) (MigrationStatus, error) {
+	db, err := open(ctx, url, 2)
+	if err != nil {
+		return MigrationStatus{}, err
+	}
+	defer db.Close()
+	return db.MigrationStatus(ctx)
+}
+
+// redact drops a password from a URL for an error message.
+func redact(url string) string {
+	if i := strings.Index(url, "@"); i >= 0 {
+		if j := strings.Index(url, "://"); j >= 0 && j < i {
+			return url[:j+3] + "…" + url[i:]
+		}
+	}
+	return url
+}

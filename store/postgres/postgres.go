@@ -1,0 +1,108 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/store/sqlstore"
+)
+
+// New returns the store on pool. ins inserts jobs on the store's own
+// transactions (a pgx.Tx). Close closes the pool.
+func New(pool *pgxpool.Pool, ins jobs.Inserter) store.Store {
+	return sqlstore.New(Conn(pool), sqlstore.Postgres, ins)
+}
+
+// Connect opens a pool for url; maxConns > 0 bounds it.
+func Connect(ctx context.Context, url string, maxConns int) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the PostgreSQL URL: %w", err)
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = int32(maxConns)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to PostgreSQL at %s: %w", cfg.ConnConfig.Host, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connecting to PostgreSQL at %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+	}
+	return pool, nil
+}
+
+// Conn adapts pool to sqlstore's executor (for the migration runner).
+func Conn(pool *pgxpool.Pool) sqlstore.Conn { return conn{pool} }
+
+type conn struct{ pool *pgxpool.Pool }
+
+func (c conn) InTx(ctx context.Context, fn func(sqlstore.Tx) error) error {
+	tx, err := c.pool.BeginTx(ctx, pgx.TxOptions{})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	if err := fn(pgTx{tx}); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+func (c conn) Ping(ctx context.Context) error { return c.pool.Ping(ctx) }
+
+func (c conn) Close() error {
+	c.pool.Close()
+	return nil
+}
+
+func (c conn) Classify(err error) sqlstore.ErrorKind {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return sqlstore.ErrOther
+	}
+	switch pe.Code {
+	case "23505":
+		return sqlstore.ErrUnique
+	case "23503":
+		return sqlstore.ErrForeignKey
+	case "40001", "40P01":
+		return sqlstore.ErrRetry
+	}
+	return sqlstore.ErrOther
+}
+
+type pgTx struct{ tx pgx.Tx }
+
+func (t pgTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	tag, err := t.tx.Exec(ctx, q, args...)
+	return tag.RowsAffected(), err
+}
+
+func (t pgTx) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
+	rows, err := t.tx.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+func (t pgTx) Raw() jobs.Tx { return t.tx }
+
+// Migrate applies Hallmark's pending migrations (not River's).
+func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {
+	return sqlstore.Migrate(ctx, Conn(pool), sqlstore.Postgres)
+}
+
+// MigrationStatus reports applied and pending versions.
+func MigrationStatus(ctx context.Context, pool *pgxpool.Pool) (sqlstore.MigrationStatus, error) {
+	return sqlstore.Status(ctx, Conn(pool), sqlstore.Postgres)
+}

@@ -1,0 +1,68 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/store/open"
+	"github.com/hallmark-ca/hallmark/store/postgres"
+	"github.com/hallmark-ca/hallmark/store/sqlstore"
+	"github.com/hallmark-ca/hallmark/store/storetest"
+	"github.com/hallmark-ca/hallmark/tests/testdb"
+)
+
+func TestContract(t *testing.T) {
+	t.Run("postgres", func(t *testing.T) { storetest.Run(t, newStore) })
+}
+
+// newStore opens a fresh database the way the binaries do (open.Open,
+// then Hallmark's and River's migrations) and gives the suite its extras
+// through handles of their own.
+func newStore(t *testing.T) (store.Store, storetest.Extras) {
+	ctx := context.Background()
+	url := testdb.Postgres(t)
+	db, err := open.Open(ctx, url, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	connect := func(t *testing.T) *pgxpool.Pool {
+		pool, err := postgres.Connect(ctx, url, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		return pool
+	}
+	raw := connect(t)
+	return db.Store, storetest.Extras{
+		Open: func(t *testing.T, ins jobs.Inserter) store.Store {
+			pool := connect(t)
+			if ins == nil {
+				ins = jobs.NewPostgres(pool).Inserter()
+			}
+			return postgres.New(pool, ins)
+		},
+		Int: func(t *testing.T, q string) int64 {
+			var n int64
+			if err := raw.QueryRow(ctx, q).Scan(&n); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+			return n
+		},
+		Exec: func(t *testing.T, q string) {
+			if _, err := raw.Exec(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		},
+		Migrate: func(ctx context.Context) ([]int, error) { return postgres.Migrate(ctx, raw) },
+		Status:  func(ctx context.Context) (sqlstore.MigrationStatus, error) { return postgres.MigrationStatus(ctx, raw) },
+	}
+}

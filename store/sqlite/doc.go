@@ -1,0 +1,9 @@
+// Package sqlite is the store on SQLite through modernc.org/sqlite
+// (database/sql, no cgo): it opens the file the way Hallmark needs it (WAL,
+// busy_timeout, foreign keys, BEGIN IMMEDIATE for every transaction, one
+// open connection per process because River shares the handle), adapts
+// *sql.DB to sqlstore's executor and classifies SQLite constraint errors.
+// The store's logic lives in sqlstore; this package must never grow its own
+// copy of it, and must never run a statement on the *sql.DB while one of the
+// store's transactions is open (with one connection that deadlocks).
+package sqlite

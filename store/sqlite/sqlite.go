@@ -1,0 +1,137 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/store/sqlstore"
+)
+
+// New returns the store on db, which must come from Open (or be opened the
+// same way). ins inserts jobs on the store's own transactions (*sql.Tx).
+// Close closes db.
+func New(db *sql.DB, ins jobs.Inserter) store.Store {
+	return sqlstore.New(Conn(db), sqlstore.SQLite, ins)
+}
+
+// BusyTimeoutMS is how long a writer waits for another process's
+// transaction before giving up: the frontend and the worker share the file.
+const BusyTimeoutMS = 10000
+
+// DSN is the modernc.org/sqlite data source for path: WAL so readers never
+// block the writer, busy_timeout so two processes wait for each other
+// rather than fail, foreign keys on, and BEGIN IMMEDIATE so a transaction
+// takes the write lock at its start (a deferred transaction that upgrades
+// later fails with SQLITE_BUSY instead of waiting).
+func DSN(path string) string {
+	return path + fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate", BusyTimeoutMS)
+}
+
+// Open opens (creating it and its directory) the database file at path
+// with one open connection: River and the store share the handle, and a
+// single connection is what makes BEGIN IMMEDIATE serialize this process's
+// writers without SQLITE_BUSY.
+func Open(path string) (*sql.DB, error) {
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("opening SQLite database %q: the path must not contain '?' or '#'", path)
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("creating the directory of SQLite database %s: %w", path, err)
+		}
+	}
+	db, err := sql.Open("sqlite", DSN(path))
+	if err != nil {
+		return nil, fmt.Errorf("opening SQLite database %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	if err := db.Ping(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening SQLite database %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// Conn adapts db to sqlstore's executor (for the migration runner).
+func Conn(db *sql.DB) sqlstore.Conn { return conn{db} }
+
+type conn struct{ db *sql.DB }
+
+func (c conn) InTx(ctx context.Context, fn func(sqlstore.Tx) error) error {
+	tx, err := c.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE, from the DSN
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if err := fn(sqlTx{tx}); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func (c conn) Ping(ctx context.Context) error { return c.db.PingContext(ctx) }
+
+func (c conn) Close() error { return c.db.Close() }
+
+func (c conn) Classify(err error) sqlstore.ErrorKind {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return sqlstore.ErrOther
+	}
+	switch se.Code() {
+	case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+		return sqlstore.ErrUnique
+	case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
+		return sqlstore.ErrForeignKey
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_BUSY_SNAPSHOT:
+		return sqlstore.ErrRetry
+	}
+	return sqlstore.ErrOther
+}
+
+type sqlTx struct{ tx *sql.Tx }
+
+func (t sqlTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	res, err := t.tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (t sqlTx) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
+	rows, err := t.tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rows}, nil
+}
+
+func (t sqlTx) Raw() jobs.Tx { return t.tx }
+
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close() { _ = r.Rows.Close() }
+
+// Migrate applies Hallmark's pending migrations (not River's).
+func Migrate(ctx context.Context, db *sql.DB) ([]int, error) {
+	return sqlstore.Migrate(ctx, Conn(db), sqlstore.SQLite)
+}
+
+// MigrationStatus reports applied and pending versions.
+func MigrationStatus(ctx context.Context, db *sql.DB) (sqlstore.MigrationStatus, error) {
+	return sqlstore.Status(ctx, Conn(db), sqlstore.SQLite)
+}

@@ -1,0 +1,219 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+const certCols = `seq, serial, order_id, account_id, issuer_id, profile, der, chain_pem, names, not_before, not_after, issued_at, revoked_at, revocation_reason, replaced_by`
+
+func scanCert(r interface{ Scan(...any) error }, seq *int64) (*store.Certificate, error) {
+	var c store.Certificate
+	var names string
+	if err := r.Scan(seq, &c.Serial, &c.OrderID, &c.AccountID, &c.IssuerID, &c.Profile, &c.DER, &c.ChainPEM, &names,
+		ts(&c.NotBefore), ts(&c.NotAfter), ts(&c.IssuedAt), tsNull(&c.RevokedAt), &c.RevocationReason, &c.ReplacedBy); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(names), &c.Names); err != nil {
+		return nil, fmt.Errorf("decoding names of certificate %s: %w", c.Serial, err)
+	}
+	return &c, nil
+}
+
+func (s *Store) certificateInsert(ctx context.Context, t *txn, c store.Certificate) error {
+	names := c.Names
+	if names == nil {
+		names = []string{}
+	}
+	nt, err := jsonText(names)
+	if err != nil {
+		return err
+	}
+	var issued any = nil
+	if !c.IssuedAt.IsZero() {
+		issued = s.d.T(c.IssuedAt)
+	}
+	if _, err := t.exec(ctx, `INSERT INTO certificates (serial, order_id, account_id, issuer_id, profile, der, chain_pem, names, not_before, not_after, issued_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE($11, {now}))`,
+		c.Serial, c.OrderID, c.AccountID, c.IssuerID, c.Profile, nonNil(c.DER), nonNil(c.ChainPEM), nt,
+		s.d.T(c.NotBefore), s.d.T(c.NotAfter), issued); err != nil {
+		return fmt.Errorf("storing certificate %s: %w", c.Serial, err)
+	}
+	for _, n := range names {
+		if _, err := t.exec(ctx, `INSERT INTO certificate_names (serial, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`, c.Serial, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) certBySerial(ctx context.Context, t *txn, serial string) (*store.Certificate, error) {
+	var seq int64
+	c, err := scanCert(t.queryRow(ctx, `SELECT `+certCols+` FROM certificates WHERE serial = $1`, serial), &seq)
+	if err != nil {
+		return nil, fmt.Errorf("reading certificate %s: %w", serial, err)
+	}
+	return c, nil
+}
+
+func (s *Store) CertificateBySerial(ctx context.Context, serial string) (*store.Certificate, error) {
+	var out *store.Certificate
+	err := s.inTx(ctx, func(t *txn) (err error) {
+		out, err = s.certBySerial(ctx, t, serial)
+		return err
+	})
+	return out, err
+}
+
+// farFuture stands for "no bound" in ExpiringBefore, so the query needs no
+// NULL-typed parameter.
+var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func (s *Store) CertificatesList(ctx context.Context, f store.CertFilter, p store.Page) ([]*store.Certificate, string, error) {
+	before, limit, err := page(p)
+	if err != nil {
+		return nil, "", err
+	}
+	expiring := farFuture
+	if f.ExpiringBefore != nil {
+		expiring = *f.ExpiringBefore
+	}
+	revoked := 0 // any
+	if f.Revoked != nil {
+		revoked = 2
+		if *f.Revoked {
+			revoked = 1
+		}
+	}
+	var out []*store.Certificate
+	var seqs []int64
+	err = s.inTx(ctx, func(t *txn) error {
+		out, seqs = nil, nil
+		return collect(ctx, t, func(r Rows) error {
+			var seq int64
+			c, err := scanCert(r, &seq)
+			if err != nil {
+				return err
+			}
+			out, seqs = append(out, c), append(seqs, seq)
+			return nil
+		}, `SELECT `+certCols+` FROM certificates
+WHERE ($1 = '' OR account_id = $1)
+  AND ($2 = '' OR EXISTS (SELECT 1 FROM certificate_names cn WHERE cn.serial = certificates.serial AND cn.name = $2))
+  AND not_after < $3
+  AND ($4 = 0 OR ($4 = 1 AND revoked_at IS NOT NULL) OR ($4 = 2 AND revoked_at IS NULL))
+  AND seq < $5
+ORDER BY seq DESC LIMIT $6`, f.AccountID, f.Name, s.d.T(expiring), revoked, before, limit+1)
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("listing certificates: %w", err)
+	}
+	n, next := cursor(seqs, limit)
+	return out[:n], next, nil
+}
+
+func (s *Store) Revoke(ctx context.Context, serial string, reason int, ev store.AuditEvent) (*store.Certificate, error) {
+	var out *store.Certificate
+	err := s.inTx(ctx, func(t *txn) error {
+		n, err := t.exec(ctx, `UPDATE certificates SET revoked_at = {now}, revocation_reason = $2 WHERE serial = $1 AND revoked_at IS NULL`, serial, reason)
+		if err != nil {
+			return err
+		}
+		out, err = s.certBySerial(ctx, t, serial)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("revoking certificate %s: it was already revoked: %w", serial, store.ErrConflict)
+		}
+		if _, err := t.exec(ctx, `INSERT INTO revocations (serial, issuer_id, revoked_at, reason)
+SELECT serial, issuer_id, revoked_at, revocation_reason FROM certificates WHERE serial = $1`, serial); err != nil {
+			return err
+		}
+		if err := s.audit(ctx, t, ev); err != nil {
+			return err
+		}
+		return s.enqueue(ctx, t, jobs.CRLGenerateArgs{IssuerID: out.IssuerID})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (s *Store) RevokeQueue(ctx context.Context, serial string, reason int, ev store.AuditEvent) error {
+	return s.inTx(ctx, func(t *txn) error {
+		c, err := s.certBySerial(ctx, t, serial)
+		if err != nil {
+			return err
+		}
+		if c.RevokedAt != nil {
+			return fmt.Errorf("queueing revocation of certificate %s: it was already revoked: %w", serial, store.ErrConflict)
+		}
+		if err := s.audit(ctx, t, ev); err != nil {
+			return err
+		}
+		return s.enqueue(ctx, t, jobs.SignerRevokeArgs{Serial: serial, Profile: c.Profile, Reason: reason})
+	})
+}
+
+func (s *Store) Revocations(ctx context.Context, issuerID string) ([]store.Revocation, error) {
+	var out []store.Revocation
+	err := s.inTx(ctx, func(t *txn) error {
+		out = nil
+		return collect(ctx, t, func(r Rows) error {
+			var rv store.Revocation
+			if err := r.Scan(&rv.Serial, &rv.IssuerID, ts(&rv.RevokedAt), &rv.Reason); err != nil {
+				return err
+			}
+			out = append(out, rv)
+			return nil
+		}, `SELECT serial, issuer_id, revoked_at, reason FROM revocations WHERE issuer_id = $1 ORDER BY revoked_at, serial`, issuerID)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing revocations of issuer %s: %w", issuerID, err)
+	}
+	return out, nil
+}
+
+// --- CRLs ---
+
+func (s *Store) CRLStore(ctx context.Context, c store.CRL) error {
+	return s.inTx(ctx, func(t *txn) error {
+		var newest int64
+		if err := t.queryRow(ctx, `SELECT COALESCE(MAX(number), 0) FROM crls WHERE issuer_id = $1`, c.IssuerID).Scan(&newest); err != nil {
+			return err
+		}
+		if c.Number <= newest {
+			return fmt.Errorf("storing CRL %d of issuer %s: the newest stored is %d and numbers must increase: %w", c.Number, c.IssuerID, newest, store.ErrConflict)
+		}
+		_, err := t.exec(ctx, `INSERT INTO crls (issuer_id, number, this_update, next_update, der) VALUES ($1, $2, $3, $4, $5)`,
+			c.IssuerID, c.Number, s.d.T(c.ThisUpdate), s.d.T(c.NextUpdate), nonNil(c.DER))
+		return err
+	})
+}
+
+func (s *Store) CRLLatest(ctx context.Context, issuerID string) (*store.CRL, error) {
+	var c store.CRL
+	err := s.inTx(ctx, func(t *txn) error {
+		return t.queryRow(ctx, `SELECT issuer_id, number, this_update, next_update, der FROM crls WHERE issuer_id = $1 ORDER BY number DESC LIMIT 1`, issuerID).
+			Scan(&c.IssuerID, &c.Number, ts(&c.ThisUpdate), ts(&c.NextUpdate), &c.DER)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the newest CRL of issuer %s: %w", issuerID, err)
+	}
+	return &c, nil
+}
+
+func (s *Store) CRLNextNumber(ctx context.Context, issuerID string) (int64, error) {
+	var n int64
+	err := s.inTx(ctx, func(t *txn) error {
+		return t.queryRow(ctx, `SELECT COALESCE(MAX(number), 0) + 1 FROM crls WHERE issuer_id = $1`, issuerID).Scan(&n)
+	})
+	return n, err
+}

@@ -1,0 +1,218 @@
+package sqlstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+)
+
+// Conn is a database as the store needs it. The dialect packages adapt a
+// pgx pool and a database/sql handle to it.
+type Conn interface {
+	// InTx runs fn inside one transaction, committing when it returns nil.
+	// On SQLite the transaction is BEGIN IMMEDIATE (a writer from the start).
+	InTx(ctx context.Context, fn func(Tx) error) error
+	Ping(ctx context.Context) error
+	Close() error
+	// Classify names the constraint an error violated, if any.
+	Classify(err error) ErrorKind
+}
+
+// ErrorKind is the class of a database error that the store maps to a
+// sentinel.
+type ErrorKind int
+
+const (
+	ErrOther      ErrorKind = iota
+	ErrUnique               // a unique or primary key: store.ErrConflict
+	ErrForeignKey           // a referenced row is missing: store.ErrNotFound
+	ErrRetry                // a deadlock or serialization failure: run the transaction again
+)
+
+// Tx is an open transaction.
+type Tx interface {
+	Exec(ctx context.Context, query string, args ...any) (int64, error)
+	Query(ctx context.Context, query string, args ...any) (Rows, error)
+	// Raw is the driver's transaction (pgx.Tx or *sql.Tx), handed to
+	// jobs.Inserter and jobs.Done so jobs commit with the rows.
+	Raw() jobs.Tx
+}
+
+// Rows is a result set; Close must be called before the next statement.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close()
+}
+
+// Dialect is everything that differs between PostgreSQL and SQLite SQL.
+// Queries are written once with tokens that the dialect expands:
+//
+//	{now}            the database clock, in the column encoding
+//	{now+$N}         the database clock plus $N microseconds
+//	{json:COL:KEY}   the text of top-level key KEY of JSON column COL
+//	{forupdate}      a row lock on the selected rows (nothing on SQLite,
+//	                 whose writers are serialized by BEGIN IMMEDIATE)
+type Dialect struct {
+	Name       string
+	now        string
+	nowPlus    func(param string) string
+	jsonText   func(col, key string) string
+	forUpdate  string
+	positional bool // rewrite $N to ?N (SQLite binds "$1" by name)
+	encodeTime func(time.Time) any
+	// migrationLock serializes concurrent migrators ("" when BEGIN
+	// IMMEDIATE already does).
+	migrationLock    string
+	migrationsTable  string
+	migrationsExists string
+
+	cache sync.Map // raw query → expanded query
+}
+
+// Postgres is the PostgreSQL dialect: timestamptz columns and jsonb job args.
+var Postgres = &Dialect{
+	Name:       "postgres",
+	now:        "now()",
+	nowPlus:    func(p string) string { return "(now() + " + p + "::bigint * interval '1 microsecond')" },
+	jsonText:   func(col, key string) string { return col + "->>'" + key + "'" },
+	forUpdate:  " FOR UPDATE",
+	encodeTime: func(t time.Time) any { return t.UTC() },
+	// Any constant works; it only has to be the same for every migrator.
+	migrationLock: "SELECT pg_advisory_xact_lock(7261001)",
+	migrationsTable: `CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL DEFAULT '',
+    applied_at timestamptz NOT NULL DEFAULT now()
+)`,
+	migrationsExists: `SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'schema_migrations'`,
+}
+
+const sqliteNow = "(CAST(unixepoch('subsec') * 1000000 AS INTEGER))"
+
+// SQLite is the SQLite dialect: times are integer microseconds since the
+// epoch and River's job args are JSONB blobs.
+var SQLite = &Dialect{
+	Name:       "sqlite",
+	now:        sqliteNow,
+	nowPlus:    func(p string) string { return "(" + sqliteNow + " + " + p + ")" },
+	jsonText:   func(col, key string) string { return "json_extract(" + col + ", '$." + key + "')" },
+	forUpdate:  "",
+	positional: true,
+	encodeTime: func(t time.Time) any { return t.UnixMicro() },
+	migrationsTable: `CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL DEFAULT '',
+    applied_at integer NOT NULL DEFAULT (` + sqliteNow + `)
+)`,
+	migrationsExists: `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`,
+}
+
+var (
+	tokenRE       = regexp.MustCompile(`\{(now\+\$\d+|now|forupdate|json:[a-z_.]+:[a-z_]+)\}`)
+	placeholderRE = regexp.MustCompile(`\$(\d+)`)
+)
+
+// SQL expands a query's tokens for the dialect. Expansions are cached: the
+// queries are constants, so the cache is bounded by the source.
+func (d *Dialect) SQL(q string) string {
+	if v, ok := d.cache.Load(q); ok {
+		return v.(string)
+	}
+	out := tokenRE.ReplaceAllStringFunc(q, func(tok string) string {
+		tok = tok[1 : len(tok)-1]
+		switch {
+		case tok == "now":
+			return d.now
+		case tok == "forupdate":
+			return d.forUpdate
+		case len(tok) > 4 && tok[:4] == "now+":
+			return d.nowPlus(tok[4:])
+		default: // json:COL:KEY
+			var col, key string
+			rest := tok[len("json:"):]
+			for i := len(rest) - 1; i >= 0; i-- {
+				if rest[i] == ':' {
+					col, key = rest[:i], rest[i+1:]
+					break
+				}
+			}
+			return d.jsonText(col, key)
+		}
+	})
+	if d.positional {
+		out = placeholderRE.ReplaceAllString(out, "?${1}")
+	}
+	d.cache.Store(q, out)
+	return out
+}
+
+// T encodes a time for a query argument.
+func (d *Dialect) T(t time.Time) any { return d.encodeTime(t) }
+
+// TP encodes an optional time (nil is NULL).
+func (d *Dialect) TP(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return d.encodeTime(*t)
+}
+
+// timeScan reads a time column of either encoding: time.Time (PostgreSQL)
+// or integer microseconds (SQLite).
+type timeScan struct {
+	t    *time.Time
+	null **time.Time
+}
+
+func (s *timeScan) Scan(src any) error {
+	var t time.Time
+	switch v := src.(type) {
+	case nil:
+		if s.null != nil {
+			*s.null = nil
+			return nil
+		}
+		return errors.New("scanning time: unexpected NULL")
+	case time.Time:
+		t = v.UTC()
+	case int64:
+		t = time.UnixMicro(v).UTC()
+	case float64:
+		t = time.UnixMicro(int64(v)).UTC()
+	default:
+		return fmt.Errorf("scanning time: unsupported type %T", src)
+	}
+	if s.null != nil {
+		*s.null = &t
+	} else {
+		*s.t = t
+	}
+	return nil
+}
+
+func ts(p *time.Time) any      { return &timeScan{t: p} }
+func tsNull(p **time.Time) any { return &timeScan{null: p} }
+
+// randomID is a record ID: 16 bytes of crypto/rand, base64url.
+func randomID() string { return randomString(16) }
+
+// randomToken is a challenge token: RFC 8555 §8.1 asks for at least 128 bits
+// of entropy; this has 256.
+func randomToken() string { return randomString(32) }
+
+func randomString(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic("crypto/rand failed: " + err.Error()) // unreachable on supported platforms
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}

@@ -1,0 +1,139 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+var problemExpired = acme.Problem{Type: acme.ProblemUnauthorized, Detail: "the order or one of its authorizations expired before the order was finalized"}
+
+// ExpirePending moves pending authorizations past their expiry to expired
+// and pending or ready orders past theirs, or with an authorization that
+// can no longer become valid, to invalid (RFC 8555 §7.1.6).
+func (s *Store) ExpirePending(ctx context.Context) (int64, error) {
+	pt, err := problemText(&problemExpired)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	err = s.inTx(ctx, func(t *txn) error {
+		total = 0
+		if err := lockOrders(ctx, t, `SELECT id FROM orders WHERE status IN ('pending', 'ready') AND expires_at <= {now} ORDER BY id {forupdate}`); err != nil {
+			return err
+		}
+		n, err := t.exec(ctx, `UPDATE authorizations SET status = 'expired', updated_at = {now} WHERE status = 'pending' AND expires_at <= {now}`)
+		if err != nil {
+			return err
+		}
+		total += n
+		n, err = t.exec(ctx, `UPDATE orders SET status = 'invalid', error = $1, updated_at = {now}
+WHERE status IN ('pending', 'ready') AND (expires_at <= {now} OR EXISTS (
+  SELECT 1 FROM order_authz oa JOIN authorizations a ON a.id = oa.authz_id
+  WHERE oa.order_id = orders.id AND a.status = 'expired'))`, pt)
+		total += n
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("expiring pending authorizations and orders: %w", err)
+	}
+	return total, nil
+}
+
+// Stranded finds subjects left processing with no outstanding job in River's
+// river_job table: their job was lost (deleted, or discarded without a
+// verdict), so no worker will ever move them.
+func (s *Store) Stranded(ctx context.Context, olderThan time.Time) ([]jobs.Subject, error) {
+	var out []jobs.Subject
+	err := s.inTx(ctx, func(t *txn) error {
+		out = nil
+		scan := func(kind string) func(Rows) error {
+			return func(r Rows) error {
+				var id string
+				if err := r.Scan(&id); err != nil {
+					return err
+				}
+				out = append(out, jobs.Subject{Kind: kind, ID: id})
+				return nil
+			}
+		}
+		if err := collect(ctx, t, scan(jobs.KindChallengeValidate), `SELECT c.id FROM challenges c
+WHERE c.status = 'processing' AND c.updated_at < $1
+  AND NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = $2 AND j.state IN `+outstandingStates+`
+                  AND {json:j.args:challenge_id} = c.id)
+ORDER BY c.updated_at`, s.d.T(olderThan), jobs.KindChallengeValidate); err != nil {
+			return err
+		}
+		return collect(ctx, t, scan(jobs.KindSignerIssue), `SELECT o.id FROM orders o
+WHERE o.status = 'processing' AND o.updated_at < $1
+  AND NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = $2 AND j.state IN `+outstandingStates+`
+                  AND {json:j.args:order_id} = o.id)
+ORDER BY o.updated_at`, s.d.T(olderThan), jobs.KindSignerIssue)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finding stranded claims: %w", err)
+	}
+	return out, nil
+}
+
+// outstandingStates are the River job states in which a job will still run.
+const outstandingStates = `('available', 'pending', 'running', 'retryable', 'scheduled')`
+
+// Requeue inserts the job of a subject that is still processing;
+// store.ErrConflict when it no longer is (a verdict landed meanwhile).
+func (s *Store) Requeue(ctx context.Context, sub jobs.Subject) error {
+	return s.inTx(ctx, func(t *txn) error {
+		switch sub.Kind {
+		case jobs.KindChallengeValidate:
+			c, err := s.challengeByID(ctx, t, sub.ID)
+			if err != nil {
+				return err
+			}
+			if c.Status != acme.StatusProcessing {
+				return fmt.Errorf("requeueing challenge %s: it is %s, not processing: %w", sub.ID, c.Status, store.ErrConflict)
+			}
+			return s.enqueue(ctx, t, jobs.ChallengeValidateArgs{ChallengeID: sub.ID})
+		case jobs.KindSignerIssue:
+			o, err := s.orderByID(ctx, t, sub.ID)
+			if err != nil {
+				return err
+			}
+			if o.Status != acme.StatusProcessing {
+				return fmt.Errorf("requeueing order %s: it is %s, not processing: %w", sub.ID, o.Status, store.ErrConflict)
+			}
+			return s.enqueue(ctx, t, jobs.SignerIssueArgs{OrderID: sub.ID, Profile: o.Profile})
+		}
+		return fmt.Errorf("requeueing %s %s: the store has no subjects of that kind", sub.Kind, sub.ID)
+	})
+}
+
+// Abandon records a failure on a processing subject so no client polls it
+// forever. A subject that is no longer processing already has its verdict:
+// there is nothing to abandon and Abandon returns nil (the jobs layer cannot
+// tell store.ErrConflict from a failure, and must not retry a finished job).
+func (s *Store) Abandon(ctx context.Context, sub jobs.Subject, p acme.Problem) error {
+	if p.Type == "" {
+		p.Type = acme.ProblemServerInternal
+	}
+	return s.inTx(ctx, func(t *txn) error {
+		switch sub.Kind {
+		case jobs.KindChallengeValidate:
+			c, err := s.challengeByID(ctx, t, sub.ID)
+			if err != nil || c.Status != acme.StatusProcessing {
+				return err
+			}
+			return s.verdict(ctx, t, sub.ID, acme.StatusInvalid, &p, nil)
+		case jobs.KindSignerIssue:
+			o, err := s.orderByID(ctx, t, sub.ID)
+			if err != nil || o.Status != acme.StatusProcessing {
+				return err
+			}
+			return s.orderFail(ctx, t, sub.ID, p)
+		}
+		return fmt.Errorf("abandoning %s %s: the store has no subjects of that kind", sub.Kind, sub.ID)
+	})
+}

@@ -1,0 +1,163 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// Store implements store.Store on a Conn.
+type Store struct {
+	c   Conn
+	d   *Dialect
+	ins jobs.Inserter
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns the store on c. ins inserts jobs inside the store's
+// transactions; it must belong to the same database.
+func New(c Conn, d *Dialect, ins jobs.Inserter) *Store {
+	return &Store{c: c, d: d, ins: ins}
+}
+
+// Dialect names the store's SQL dialect.
+func (s *Store) Dialect() *Dialect { return s.d }
+
+// enqueue inserts a job on the operation's own transaction, so the job and
+// the row change that needs it commit (or roll back) together.
+func (s *Store) enqueue(ctx context.Context, t *txn, args river.JobArgs) error {
+	if s.ins == nil {
+		return fmt.Errorf("enqueueing %s: the store was built without a job inserter", args.Kind())
+	}
+	if _, err := s.ins.InsertTx(ctx, t.raw.Raw(), args); err != nil {
+		return fmt.Errorf("enqueueing %s: %w", args.Kind(), err)
+	}
+	return nil
+}
+
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	err := s.inTx(ctx, func(t *txn) error {
+		return t.queryRow(ctx, `SELECT {now}`).Scan(ts(&now))
+	})
+	return now, err
+}
+
+func (s *Store) Ping(ctx context.Context) error { return s.c.Ping(ctx) }
+
+// Close closes the database handle the store was built on.
+func (s *Store) Close() error { return s.c.Close() }
+
+// --- nonces ---
+
+const nonceKeyName = "nonce_key"
+
+func (s *Store) NonceKey(ctx context.Context) ([]byte, error) {
+	var key []byte
+	err := s.inTx(ctx, func(t *txn) error {
+		err := t.queryRow(ctx, `SELECT value FROM settings WHERE name = $1`, nonceKeyName).Scan(&key)
+		if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		fresh := []byte(randomToken()) // 32 random bytes, base64url
+		if _, err := t.exec(ctx, `INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`, nonceKeyName, fresh); err != nil {
+			return err
+		}
+		return t.queryRow(ctx, `SELECT value FROM settings WHERE name = $1`, nonceKeyName).Scan(&key)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the nonce key: %w", err)
+	}
+	return key, nil
+}
+
+func (s *Store) NonceConsume(ctx context.Context, nonce string, expires time.Time) error {
+	return s.inTx(ctx, func(t *txn) error {
+		_, err := t.exec(ctx, `INSERT INTO nonces_consumed (nonce, expires_at) VALUES ($1, $2)`, nonce, s.d.T(expires))
+		return err
+	})
+}
+
+func (s *Store) NonceGC(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.inTx(ctx, func(t *txn) error {
+		var err error
+		n, err = t.exec(ctx, `DELETE FROM nonces_consumed WHERE expires_at < {now}`)
+		return err
+	})
+	return n, err
+}
+
+// --- pagination ---
+
+const defaultPageLimit, maxPageLimit = 50, 1000
+
+// page turns a Page into a seq bound and a limit; it fetches one row more
+// than the limit to learn whether there is a next page.
+func page(p store.Page) (before int64, limit int, err error) {
+	before = math.MaxInt64
+	if p.After != "" {
+		before, err = strconv.ParseInt(p.After, 10, 64)
+		if err != nil || before <= 0 {
+			return 0, 0, fmt.Errorf("page cursor %q is not one this store returned", p.After)
+		}
+	}
+	limit = p.Limit
+	if limit <= 0 {
+		limit = defaultPageLimit
+	}
+	limit = min(limit, maxPageLimit)
+	return before, limit, nil
+}
+
+// cursor trims a fetched page of limit+1 rows and returns the next cursor.
+func cursor(seqs []int64, limit int) (n int, next string) {
+	if len(seqs) > limit {
+		return limit, strconv.FormatInt(seqs[limit-1], 10)
+	}
+	return len(seqs), ""
+}
+
+// --- JSON columns ---
+
+func problemText(p *acme.Problem) (string, error) {
+	if p == nil {
+		return "", nil
+	}
+	b, err := json.Marshal(p)
+	return string(b), err
+}
+
+func parseProblem(s string) (*acme.Problem, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var p acme.Problem
+	if err := json.Unmarshal([]byte(s), &p); err != nil {
+		return nil, fmt.Errorf("decoding stored problem: %w", err)
+	}
+	return &p, nil
+}
+
+func jsonText(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}

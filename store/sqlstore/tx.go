@@ -1,0 +1,99 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// txn is a Tx that expands the dialect's tokens and maps constraint errors
+// to the store's sentinels.
+type txn struct {
+	raw Tx
+	d   *Dialect
+	c   Conn
+}
+
+func (t *txn) mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	switch t.c.Classify(err) {
+	case ErrUnique:
+		return fmt.Errorf("%w: %v", store.ErrConflict, err)
+	case ErrForeignKey:
+		return fmt.Errorf("%w: a referenced record does not exist: %v", store.ErrNotFound, err)
+	}
+	return err
+}
+
+func (t *txn) exec(ctx context.Context, q string, args ...any) (int64, error) {
+	n, err := t.raw.Exec(ctx, t.d.SQL(q), args...)
+	return n, t.mapErr(err)
+}
+
+func (t *txn) query(ctx context.Context, q string, args ...any) (Rows, error) {
+	rows, err := t.raw.Query(ctx, t.d.SQL(q), args...)
+	return rows, t.mapErr(err)
+}
+
+// row is one row of a query, read by Scan; no rows is store.ErrNotFound.
+type row struct {
+	t    *txn
+	ctx  context.Context
+	q    string
+	args []any
+}
+
+func (t *txn) queryRow(ctx context.Context, q string, args ...any) row {
+	return row{t: t, ctx: ctx, q: q, args: args}
+}
+
+func (r row) Scan(dest ...any) error {
+	rows, err := r.t.query(r.ctx, r.q, r.args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return r.t.mapErr(err)
+		}
+		return store.ErrNotFound
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return r.t.mapErr(err)
+	}
+	rows.Close()
+	return r.t.mapErr(rows.Err())
+}
+
+// collect reads every row of a query with scan, closing the rows before it
+// returns so the transaction can run its next statement.
+func collect(ctx context.Context, t *txn, scan func(Rows) error, q string, args ...any) error {
+	rows, err := t.query(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return t.mapErr(rows.Err())
+}
+
+// inTx runs fn in one transaction, again (up to three times in all) when
+// the database reports a deadlock or serialization failure.
+func (s *Store) inTx(ctx context.Context, fn func(t *txn) error) error {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		err = s.c.InTx(ctx, func(raw Tx) error { return fn(&txn{raw: raw, d: s.d, c: s.c}) })
+		if err == nil || s.c.Classify(err) != ErrRetry {
+			return err
+		}
+	}
+	return err
+}

@@ -1,0 +1,1032 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/migrations"
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+func testNow(t *testing.T, s store.Store, _ Extras) {
+	now := dbNow(t, s)
+	if d := time.Since(now); d > time.Minute || d < -time.Minute {
+		t.Fatalf("database clock %v is %v away from this host's", now, d)
+	}
+	if err := s.Ping(ctxT(t)); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+}
+
+// testNotFound: every lookup and every move of a missing record is
+// store.ErrNotFound, in both dialects.
+func testNotFound(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	_, err := s.AccountByID(ctx, "nope")
+	wantErr(t, "AccountByID", err, store.ErrNotFound)
+	_, err = s.AccountByThumbprint(ctx, "nope")
+	wantErr(t, "AccountByThumbprint", err, store.ErrNotFound)
+	_, err = s.AccountUpdate(ctx, "nope", nil)
+	wantErr(t, "AccountUpdate", err, store.ErrNotFound)
+	_, err = s.AccountDeactivate(ctx, "nope")
+	wantErr(t, "AccountDeactivate", err, store.ErrNotFound)
+	_, err = s.AccountKeyChange(ctx, "nope", "a", []byte(`{}`), "b")
+	wantErr(t, "AccountKeyChange", err, store.ErrNotFound)
+	_, err = s.OrderByID(ctx, "nope")
+	wantErr(t, "OrderByID", err, store.ErrNotFound)
+	_, err = s.AuthzByID(ctx, "nope")
+	wantErr(t, "AuthzByID", err, store.ErrNotFound)
+	_, err = s.AuthzDeactivate(ctx, "nope")
+	wantErr(t, "AuthzDeactivate", err, store.ErrNotFound)
+	_, err = s.ChallengeByID(ctx, "nope")
+	wantErr(t, "ChallengeByID", err, store.ErrNotFound)
+	_, _, err = s.ChallengeClaim(ctx, "nope")
+	wantErr(t, "ChallengeClaim", err, store.ErrNotFound)
+	err = s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: "nope", Status: acme.StatusValid}, nil)
+	wantErr(t, "ChallengeVerdict", err, store.ErrNotFound)
+	_, _, err = s.OrderFinalizeBegin(ctx, "nope", []byte("csr"))
+	wantErr(t, "OrderFinalizeBegin", err, store.ErrNotFound)
+	err = s.OrderIssued(ctx, store.Issued{OrderID: "nope", Certificate: store.Certificate{Serial: "01"}}, nil)
+	wantErr(t, "OrderIssued", err, store.ErrNotFound)
+	err = s.OrderFail(ctx, "nope", acme.Problem{Type: acme.ProblemBadCSR}, nil)
+	wantErr(t, "OrderFail", err, store.ErrNotFound)
+	_, err = s.CertificateBySerial(ctx, "nope")
+	wantErr(t, "CertificateBySerial", err, store.ErrNotFound)
+	_, err = s.Revoke(ctx, "nope", 1, store.AuditEvent{Actor: "cli:test", Action: "revoke"})
+	wantErr(t, "Revoke", err, store.ErrNotFound)
+	err = s.RevokeQueue(ctx, "nope", 1, store.AuditEvent{Actor: "cli:test", Action: "revoke"})
+	wantErr(t, "RevokeQueue", err, store.ErrNotFound)
+	_, err = s.CRLLatest(ctx, "nope")
+	wantErr(t, "CRLLatest", err, store.ErrNotFound)
+	err = s.Requeue(ctx, jobs.Subject{Kind: jobs.KindChallengeValidate, ID: "nope"})
+	wantErr(t, "Requeue challenge", err, store.ErrNotFound)
+	err = s.Requeue(ctx, jobs.Subject{Kind: jobs.KindSignerIssue, ID: "nope"})
+	wantErr(t, "Requeue order", err, store.ErrNotFound)
+	err = s.Abandon(ctx, jobs.Subject{Kind: jobs.KindChallengeValidate, ID: "nope"}, acme.Problem{})
+	wantErr(t, "Abandon challenge", err, store.ErrNotFound)
+	err = s.Abandon(ctx, jobs.Subject{Kind: jobs.KindSignerIssue, ID: "nope"}, acme.Problem{})
+	wantErr(t, "Abandon order", err, store.ErrNotFound)
+	_, err = s.AuthzReusable(ctx, "nope", acme.Identifier{Type: acme.IdentifierDNS, Value: "example.com"}, false, time.Now())
+	wantErr(t, "AuthzReusable", err, store.ErrNotFound)
+	// An order for a missing account names what is missing rather than
+	// failing with a driver error.
+	_, err = s.OrderCreate(ctx, store.NewOrder{AccountID: "nope", Profile: "default", Expires: time.Now().Add(time.Hour),
+		Identifiers: []acme.Identifier{{Type: acme.IdentifierDNS, Value: "example.com"}}})
+	wantErr(t, "OrderCreate for a missing account", err, store.ErrNotFound)
+}
+
+func testNonceKey(t *testing.T, s store.Store, x Extras) {
+	ctx := ctxT(t)
+	k1, err := s.NonceKey(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(k1) < 32 {
+		t.Fatalf("nonce key has %d bytes, want ≥ 32", len(k1))
+	}
+	k2, err := x.Open(t, nil).NonceKey(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(k1) != string(k2) {
+		t.Fatal("two handles on one database got different nonce keys; replicas would reject each other's nonces")
+	}
+}
+
+// testNonceConsumedOnce: RFC 8555 §6.5, a nonce is accepted once, even when
+// 16 requests race with it through separate handles.
+func testNonceConsumedOnce(t *testing.T, s store.Store, x Extras) {
+	ctx := ctxT(t)
+	stores := handles(t, s, x, 4)
+	expires := dbNow(t, s).Add(time.Hour)
+	var ok, conflict atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := stores[i%len(stores)].NonceConsume(ctx, "nonce-1", expires)
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, store.ErrConflict):
+				conflict.Add(1)
+			default:
+				t.Errorf("NonceConsume: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != 1 || conflict.Load() != 15 {
+		t.Fatalf("nonce accepted %d times and refused %d times, want 1 and 15", ok.Load(), conflict.Load())
+	}
+}
+
+func testNonceGC(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	now := dbNow(t, s)
+	if err := s.NonceConsume(ctx, "old", now.Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.NonceConsume(ctx, "live", now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.NonceGC(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("NonceGC = %d, %v; want 1", n, err)
+	}
+	// The live nonce is still remembered; the collected one may be used
+	// again only because its timestamp is rejected before the store.
+	wantErr(t, "reusing a live nonce", s.NonceConsume(ctx, "live", now.Add(time.Hour)), store.ErrConflict)
+}
+
+func testAccountLifecycle(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	if a.ID == "" || len(a.ID) < 22 || a.Status != acme.StatusValid || !a.TermsAgreed || a.CreatedAt.IsZero() {
+		t.Fatalf("created account = %+v", a)
+	}
+	got, err := s.AccountByThumbprint(ctx, a.Thumbprint)
+	if err != nil || got.ID != a.ID || string(got.KeyJWK) != string(a.KeyJWK) {
+		t.Fatalf("AccountByThumbprint = %+v, %v", got, err)
+	}
+	up, err := s.AccountUpdate(ctx, a.ID, []string{"mailto:a@example.com", "mailto:b@example.com"})
+	if err != nil || !slices.Equal(up.Contact, []string{"mailto:a@example.com", "mailto:b@example.com"}) {
+		t.Fatalf("AccountUpdate = %+v, %v", up, err)
+	}
+	// Key change is a compare-and-swap on the current thumbprint.
+	ch, err := s.AccountKeyChange(ctx, a.ID, a.Thumbprint, []byte(`{"kty":"new"}`), "new-thumb")
+	if err != nil || ch.Thumbprint != "new-thumb" || string(ch.KeyJWK) != `{"kty":"new"}` {
+		t.Fatalf("AccountKeyChange = %+v, %v", ch, err)
+	}
+	_, err = s.AccountKeyChange(ctx, a.ID, a.Thumbprint, []byte(`{"kty":"again"}`), "again")
+	wantErr(t, "key change from a stale thumbprint", err, store.ErrConflict)
+	other := newAccount(t, s)
+	_, err = s.AccountKeyChange(ctx, a.ID, "new-thumb", []byte(`{}`), other.Thumbprint)
+	wantErr(t, "key change to another account's key", err, store.ErrConflict)
+	if _, err := s.AccountByThumbprint(ctx, a.Thumbprint); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the old key still finds the account: %v", err)
+	}
+}
+
+func testAccountThumbprintUnique(t *testing.T, s store.Store, x Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	dup, err := x.Open(t, nil).AccountCreate(ctx, &store.Account{KeyJWK: []byte(`{}`), Thumbprint: a.Thumbprint})
+	wantErr(t, "second account with one thumbprint", err, store.ErrConflict)
+	if dup == nil || dup.ID != a.ID {
+		t.Fatalf("conflicting AccountCreate returned %+v, want the existing account %s", dup, a.ID)
+	}
+}
+
+func testAccountDeactivate(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	ready := readyOrder(t, s, a, "ready.example.com")
+	pending := newOrder(t, s, a, "pending.example.com")
+	d, err := s.AccountDeactivate(ctx, a.ID)
+	if err != nil || d.Status != acme.StatusDeactivated {
+		t.Fatalf("AccountDeactivate = %+v, %v", d, err)
+	}
+	for _, id := range append(ready.AuthzIDs, pending.AuthzIDs...) {
+		if st := authz(t, s, id).Status; st != acme.StatusDeactivated {
+			t.Errorf("authorization %s is %s after its account was deactivated, want deactivated (RFC 8555 §7.3.6)", id, st)
+		}
+	}
+	for _, o := range []*store.Order{ready, pending} {
+		if got := order(t, s, o.ID); got.Status != acme.StatusInvalid || got.Error == nil {
+			t.Errorf("order %s is %s (error %v) after its account was deactivated, want invalid with a problem", o.ID, got.Status, got.Error)
+		}
+	}
+	// Again: nothing left to move, the account is returned as it is.
+	if d, err := s.AccountDeactivate(ctx, a.ID); err != nil || d.Status != acme.StatusDeactivated {
+		t.Fatalf("second AccountDeactivate = %+v, %v", d, err)
+	}
+}
+
+func testAccountsListPages(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	var want []string
+	for range 5 {
+		want = append([]string{newAccount(t, s).ID}, want...) // newest first
+	}
+	var got []string
+	after := ""
+	for pages := 0; ; pages++ {
+		if pages > 5 {
+			t.Fatal("pagination does not end")
+		}
+		list, next, err := s.AccountsList(ctx, store.Page{After: after, Limit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) > 2 {
+			t.Fatalf("page has %d accounts, limit 2", len(list))
+		}
+		for _, a := range list {
+			got = append(got, a.ID)
+		}
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("pages gave %v, want newest first %v", got, want)
+	}
+	if _, _, err := s.AccountsList(ctx, store.Page{After: "garbage"}); err == nil {
+		t.Fatal("a garbage cursor was accepted")
+	}
+}
+
+func testOrderHappyPath(t *testing.T, s store.Store, x Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	spec := orderSpec(t, s, a, "a.example.com", "*.b.example.com")
+	nb := spec.Expires.Add(-30 * time.Minute).Truncate(time.Second)
+	spec.NotBefore = &nb
+	o, err := s.OrderCreate(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Status != acme.StatusPending || len(o.AuthzIDs) != 2 || len(o.ID) < 22 || o.NotBefore == nil || !o.NotBefore.Equal(nb) || o.NotAfter != nil {
+		t.Fatalf("created order = %+v", o)
+	}
+	if !slices.Equal(o.Identifiers, spec.Identifiers) {
+		t.Fatalf("identifiers = %v, want %v", o.Identifiers, spec.Identifiers)
+	}
+	if ids, _, err := s.OrdersByAccount(ctx, a.ID, store.Page{}); err != nil || !slices.Equal(ids, []string{o.ID}) {
+		t.Fatalf("OrdersByAccount = %v, %v", ids, err)
+	}
+	az := authz(t, s, o.AuthzIDs[1])
+	if az.Identifier.Value != "b.example.com" || !az.Wildcard || az.Status != acme.StatusPending || az.AccountID != a.ID || len(az.Challenges) != 2 {
+		t.Fatalf("wildcard authorization = %+v", az)
+	}
+	tokens := map[string]bool{}
+	for _, c := range az.Challenges {
+		// RFC 8555 §8.1: a token has at least 128 bits of entropy, base64url.
+		if len(c.Token) < 22 || strings.ContainsAny(c.Token, "+/=") || c.Status != acme.StatusPending || c.AuthzID != az.ID {
+			t.Fatalf("challenge = %+v", c)
+		}
+		tokens[c.Token] = true
+	}
+	if len(tokens) != 2 {
+		t.Fatal("two challenges share a token")
+	}
+
+	// The first authorization valid: the order waits for the second.
+	c := validate(t, s, o.AuthzIDs[0], acme.StatusValid)
+	if got := challenge(t, s, c.ID); got.Status != acme.StatusValid || got.Validated == nil || string(got.ValidationRecord) == "" {
+		t.Fatalf("validated challenge = %+v", got)
+	}
+	if got := order(t, s, o.ID); got.Status != acme.StatusPending {
+		t.Fatalf("order is %s with one of two authorizations valid, want pending", got.Status)
+	}
+	validate(t, s, o.AuthzIDs[1], acme.StatusValid)
+	if got := order(t, s, o.ID); got.Status != acme.StatusReady {
+		t.Fatalf("order is %s with every authorization valid, want ready", got.Status)
+	}
+
+	got, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, []byte("csr-der"))
+	if err != nil || !claimed || got.Status != acme.StatusProcessing || string(got.CSR) != "csr-der" {
+		t.Fatalf("OrderFinalizeBegin = %+v, %v, %v", got, claimed, err)
+	}
+	if n := jobCount(t, x, jobs.KindSignerIssue); n != 1 {
+		t.Fatalf("%d signer_issue jobs after finalize, want 1", n)
+	}
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, []byte("again")); err != nil || claimed {
+		t.Fatalf("second finalize: claimed=%v err=%v, want not claimed", claimed, err)
+	}
+	if n := jobCount(t, x, jobs.KindSignerIssue); n != 1 {
+		t.Fatalf("%d signer_issue jobs after a repeated finalize, want still 1", n)
+	}
+	var doneCalled bool
+	now := dbNow(t, s)
+	err = s.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{
+		Serial: "0a1b2c", IssuerID: "issuer-1", DER: []byte{0x30}, ChainPEM: []byte("pem"),
+		Names: []string{"a.example.com", "*.b.example.com"}, NotBefore: now, NotAfter: now.Add(24 * time.Hour),
+	}}, func(ctx context.Context, tx jobs.Tx) error {
+		if tx == nil {
+			return errors.New("done got no transaction")
+		}
+		doneCalled = true
+		return nil
+	})
+	if err != nil || !doneCalled {
+		t.Fatalf("OrderIssued: %v (done called: %v)", err, doneCalled)
+	}
+	got = order(t, s, o.ID)
+	if got.Status != acme.StatusValid || got.CertSerial != "0a1b2c" {
+		t.Fatalf("issued order = %+v", got)
+	}
+	cert, err := s.CertificateBySerial(ctx, "0a1b2c")
+	if err != nil || cert.OrderID != o.ID || cert.AccountID != a.ID || cert.Profile != "default" || cert.IssuedAt.IsZero() ||
+		!slices.Equal(cert.Names, []string{"a.example.com", "*.b.example.com"}) || cert.RevokedAt != nil {
+		t.Fatalf("certificate = %+v, %v", cert, err)
+	}
+	// A verdict is terminal: the order never goes back.
+	wantErr(t, "OrderFail on a valid order", s.OrderFail(ctx, o.ID, acme.Problem{Type: acme.ProblemBadCSR}, nil), store.ErrConflict)
+}
+
+func testOrderReusesAuthz(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	first := readyOrder(t, s, a, "reuse.example.com")
+	spec := orderSpec(t, s, a, "reuse.example.com")
+	spec.Authzs = []*store.Authorization{{ID: first.AuthzIDs[0]}}
+	second, err := s.OrderCreate(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Status != acme.StatusReady || !slices.Equal(second.AuthzIDs, first.AuthzIDs) {
+		t.Fatalf("order reusing a valid authorization = %+v, want ready with %v", second, first.AuthzIDs)
+	}
+	// Another account cannot borrow it.
+	other := newAccount(t, s)
+	spec.AccountID = other.ID
+	_, err = s.OrderCreate(ctx, spec)
+	wantErr(t, "reusing another account's authorization", err, store.ErrNotFound)
+}
+
+func testAuthzReusable(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	o := readyOrder(t, s, a, "*.wild.example.com")
+	az := authz(t, s, o.AuthzIDs[0])
+	id := acme.Identifier{Type: acme.IdentifierDNS, Value: "wild.example.com"}
+	got, err := s.AuthzReusable(ctx, a.ID, id, true, az.Expires.Add(-time.Minute))
+	if err != nil || got.ID != az.ID || len(got.Challenges) != 2 {
+		t.Fatalf("AuthzReusable = %+v, %v", got, err)
+	}
+	for name, call := range map[string]func() error{
+		"past minExpiry": func() error {
+			_, err := s.AuthzReusable(ctx, a.ID, id, true, az.Expires.Add(time.Minute))
+			return err
+		},
+		"not wildcard": func() error { _, err := s.AuthzReusable(ctx, a.ID, id, false, time.Time{}); return err },
+		"other account": func() error {
+			_, err := s.AuthzReusable(ctx, newAccount(t, s).ID, id, true, time.Time{})
+			return err
+		},
+	} {
+		wantErr(t, "AuthzReusable "+name, call(), store.ErrNotFound)
+	}
+}
+
+func testInvalidVerdict(t *testing.T, s store.Store, _ Extras) {
+	a := newAccount(t, s)
+	o := newOrder(t, s, a, "bad.example.com", "good.example.com")
+	c := validate(t, s, o.AuthzIDs[0], acme.StatusInvalid)
+	got := challenge(t, s, c.ID)
+	if got.Status != acme.StatusInvalid || got.Error == nil || got.Error.Type != acme.ProblemIncorrectResponse || got.Validated != nil {
+		t.Fatalf("failed challenge = %+v", got)
+	}
+	az := authz(t, s, o.AuthzIDs[0])
+	if az.Status != acme.StatusInvalid {
+		t.Fatalf("authorization is %s after its challenge failed, want invalid", az.Status)
+	}
+	for _, ch := range az.Challenges {
+		if ch.Status != acme.StatusInvalid {
+			t.Errorf("sibling challenge %s is %s, want invalid with its authorization", ch.Type, ch.Status)
+		}
+	}
+	ord := order(t, s, o.ID)
+	if ord.Status != acme.StatusInvalid || ord.Error == nil || ord.Error.Type != acme.ProblemIncorrectResponse {
+		t.Fatalf("order = %s %+v after an authorization failed, want invalid with the challenge's problem", ord.Status, ord.Error)
+	}
+	// The other authorization is untouched.
+	if st := authz(t, s, o.AuthzIDs[1]).Status; st != acme.StatusPending {
+		t.Fatalf("unrelated authorization is %s, want pending", st)
+	}
+}
+
+func testVerdictIsTerminal(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	o := newOrder(t, s, a, "terminal.example.com")
+	az := authz(t, s, o.AuthzIDs[0])
+	err := s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: az.Challenges[0].ID, Status: acme.StatusValid}, nil)
+	wantErr(t, "verdict on a pending challenge", err, store.ErrConflict)
+	if st := challenge(t, s, az.Challenges[0].ID).Status; st != acme.StatusPending {
+		t.Fatalf("a refused verdict moved the challenge to %s", st)
+	}
+	c := validate(t, s, az.ID, acme.StatusValid)
+	err = s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: c.ID, Status: acme.StatusInvalid,
+		Error: &acme.Problem{Type: acme.ProblemConnection}}, nil)
+	wantErr(t, "second verdict", err, store.ErrConflict)
+	if st := challenge(t, s, c.ID).Status; st != acme.StatusValid {
+		t.Fatalf("second verdict moved the challenge to %s", st)
+	}
+	if st := order(t, s, o.ID).Status; st != acme.StatusReady {
+		t.Fatalf("second verdict moved the order to %s", st)
+	}
+	// A repeated POST of the valid challenge claims nothing.
+	if got, claimed, err := s.ChallengeClaim(ctx, c.ID); err != nil || claimed || got.Status != acme.StatusValid {
+		t.Fatalf("claiming a valid challenge: %+v claimed=%v err=%v", got, claimed, err)
+	}
+}
+
+// testVerdictDoneAtomic: the verdict and the job's completion commit
+// together; a failing completion leaves the challenge processing.
+func testVerdictDoneAtomic(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	o := newOrder(t, s, a, "atomic.example.com")
+	cid := authz(t, s, o.AuthzIDs[0]).Challenges[0].ID
+	if _, claimed, err := s.ChallengeClaim(ctx, cid); err != nil || !claimed {
+		t.Fatalf("claim: %v %v", claimed, err)
+	}
+	boom := errors.New("completing failed")
+	err := s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: cid, Status: acme.StatusValid}, func(context.Context, jobs.Tx) error { return boom })
+	if !errors.Is(err, boom) {
+		t.Fatalf("ChallengeVerdict with a failing done: %v, want %v", err, boom)
+	}
+	if st := challenge(t, s, cid).Status; st != acme.StatusProcessing {
+		t.Fatalf("challenge is %s after the verdict's transaction failed, want processing", st)
+	}
+	if st := authz(t, s, o.AuthzIDs[0]).Status; st != acme.StatusPending {
+		t.Fatalf("authorization is %s after the verdict's transaction failed, want pending", st)
+	}
+	called := 0
+	if err := s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: cid, Status: acme.StatusValid}, func(context.Context, jobs.Tx) error { called++; return nil }); err != nil || called != 1 {
+		t.Fatalf("ChallengeVerdict: %v (done called %d times)", err, called)
+	}
+}
+
+// handles returns s and n-1 more stores on the same database, each with its
+// own handle: separate processes, as far as SQLite's locking is concerned.
+func handles(t *testing.T, s store.Store, x Extras, n int) []store.Store {
+	out := []store.Store{s}
+	for len(out) < n {
+		out = append(out, x.Open(t, nil))
+	}
+	return out
+}
+
+// race runs fn from 16 goroutines spread over the handles and counts wins.
+func race(t *testing.T, stores []store.Store, fn func(s store.Store) (bool, error)) int {
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			won, err := fn(stores[i%len(stores)])
+			if err != nil {
+				t.Errorf("racer %d: %v", i, err)
+			}
+			if won {
+				wins.Add(1)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return int(wins.Load())
+}
+
+func testChallengeClaimConcurrent(t *testing.T, s store.Store, x Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	o := newOrder(t, s, a, "race.example.com")
+	cid := authz(t, s, o.AuthzIDs[0]).Challenges[0].ID
+	wins := race(t, handles(t, s, x, 4), func(s store.Store) (bool, error) {
+		c, claimed, err := s.ChallengeClaim(ctx, cid)
+		if err == nil && c.Status != acme.StatusProcessing {
+			return claimed, fmt.Errorf("claim returned a %s challenge", c.Status)
+		}
+		return claimed, err
+	})
+	if wins != 1 {
+		t.Fatalf("%d of 16 concurrent claims won, want exactly 1", wins)
+	}
+	if n := jobCount(t, x, jobs.KindChallengeValidate); n != 1 {
+		t.Fatalf("%d challenge_validate jobs after 16 claims, want 1", n)
+	}
+}
+
+func testOrderFinalizeConcurrent(t *testing.T, s store.Store, x Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	o := readyOrder(t, s, a, "finalize-race.example.com")
+	wins := race(t, handles(t, s, x, 4), func(s store.Store) (bool, error) {
+		_, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, []byte("csr"))
+		return claimed, err
+	})
+	if wins != 1 {
+		t.Fatalf("%d of 16 concurrent finalizations won, want exactly 1", wins)
+	}
+	if n := jobCount(t, x, jobs.KindSignerIssue); n != 1 {
+		t.Fatalf("%d signer_issue jobs after 16 finalizations, want 1", n)
+	}
+}
+
+// testClaimEnqueueAtomic: a claim whose job cannot be queued is released,
+// so the client's retry can claim again.
+func testClaimEnqueueAtomic(t *testing.T, s store.Store, x Extras) {
+	ctx := ctxT(t)
+	broken := x.Open(t, failingInserter{})
+	a := newAccount(t, s)
+	o := newOrder(t, s, a, "queue-down.example.com")
+	cid := authz(t, s, o.AuthzIDs[0]).Challenges[0].ID
+	if _, _, err := broken.ChallengeClaim(ctx, cid); !errors.Is(err, errQueueDown) {
+		t.Fatalf("ChallengeClaim with a failing queue: %v, want %v", err, errQueueDown)
+	}
+	if st := challenge(t, s, cid).Status; st != acme.StatusPending {
+		t.Fatalf("challenge is %s after its job failed to queue, want pending", st)
+	}
+	if n := jobCount(t, x, jobs.KindChallengeValidate); n != 0 {
+		t.Fatalf("%d challenge_validate jobs, want 0", n)
+	}
+	if _, claimed, err := s.ChallengeClaim(ctx, cid); err != nil || !claimed {
+		t.Fatalf("retrying the claim: claimed=%v err=%v", claimed, err)
+	}
+	if n := jobCount(t, x, jobs.KindChallengeValidate); n != 1 {
+		t.Fatalf("%d challenge_validate jobs after the claim, want 1", n)
+	}
+
+	ready := readyOrder(t, s, a, "finalize-queue-down.example.com")
+	if _, _, err := broken.OrderFinalizeBegin(ctx, ready.ID, []byte("csr")); !errors.Is(err, errQueueDown) {
+		t.Fatalf("OrderFinalizeBegin with a failing queue: %v, want %v", err, errQueueDown)
+	}
+	if got := order(t, s, ready.ID); got.Status != acme.StatusReady || got.CSR != nil {
+		t.Fatalf("order is %s (csr %q) after its job failed to queue, want ready with no CSR", got.Status, got.CSR)
+	}
+	if n := jobCount(t, x, jobs.KindSignerIssue); n != 0 {
+		t.Fatalf("%d signer_issue jobs, want 0", n)
+	}
+}
+
+func testClaimExpiredAuthz(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	spec := orderSpec(t, s, a, "late.example.com")
+	spec.Authzs[0].Expires = dbNow(t, s).Add(-time.Second)
+	o, err := s.OrderCreate(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cid := authz(t, s, o.AuthzIDs[0]).Challenges[0].ID
+	if c, claimed, err := s.ChallengeClaim(ctx, cid); err != nil || claimed || c.Status != acme.StatusPending {
+		t.Fatalf("claiming a challenge of an expired authorization: %+v claimed=%v err=%v, want not claimed", c, claimed, err)
+	}
+}
+
+func testOrderFail(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	o := readyOrder(t, s, a, "fail.example.com")
+	wantErr(t, "OrderFail on a ready order", s.OrderFail(ctx, o.ID, acme.Problem{Type: acme.ProblemBadCSR}, nil), store.ErrConflict)
+	if _, _, err := s.OrderFinalizeBegin(ctx, o.ID, []byte("csr")); err != nil {
+		t.Fatal(err)
+	}
+	called := false
+	err := s.OrderFail(ctx, o.ID, acme.Problem{Type: acme.ProblemBadCSR, Detail: "key too small"}, func(context.Context, jobs.Tx) error { called = true; return nil })
+	if err != nil || !called {
+		t.Fatalf("OrderFail: %v (done called %v)", err, called)
+	}
+	got := order(t, s, o.ID)
+	if got.Status != acme.StatusInvalid || got.Error == nil || got.Error.Detail != "key too small" {
+		t.Fatalf("failed order = %s %+v", got.Status, got.Error)
+	}
+	// A backend's rejection is terminal: never ready again.
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, []byte("csr")); err != nil || claimed {
+		t.Fatalf("finalizing a failed order: claimed=%v err=%v", claimed, err)
+	}
+}
+
+func testCertificateSerialUnique(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	o1 := readyOrder(t, s, a, "one.example.com")
+	o2 := readyOrder(t, s, a, "two.example.com")
+	if err := issue(t, s, o1, "abcdef01"); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "second certificate with one serial", issue(t, s, o2, "abcdef01"), store.ErrConflict)
+	if got := order(t, s, o2.ID); got.Status != acme.StatusProcessing || got.CertSerial != "" {
+		t.Fatalf("order is %s with serial %q after its certificate conflicted, want processing with none", got.Status, got.CertSerial)
+	}
+	if c, err := s.CertificateBySerial(ctx, "abcdef01"); err != nil || c.OrderID != o1.ID {
+		t.Fatalf("certificate = %+v, %v; want the first order's", c, err)
+	}
+}
+
+func testCertificatesList(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a, b := newAccount(t, s), newAccount(t, s)
+	for i, acct := range []*store.Account{a, a, b} {
+		o := readyOrder(t, s, acct, fmt.Sprintf("host%d.example.com", i))
+		if err := issue(t, s, o, fmt.Sprintf("%02x", i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Revoke(ctx, "02", 1, store.AuditEvent{Actor: "cli:test", Action: "revoke", Subject: "02"}); err != nil {
+		t.Fatal(err)
+	}
+	yes, no := true, false
+	soon := dbNow(t, s).Add(24 * time.Hour)
+	serials := func(f store.CertFilter) []string {
+		t.Helper()
+		list, _, err := s.CertificatesList(ctx, f, store.Page{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, c := range list {
+			out = append(out, c.Serial)
+		}
+		return out
+	}
+	for name, tc := range map[string]struct {
+		f    store.CertFilter
+		want []string
+	}{
+		"all":         {store.CertFilter{}, []string{"03", "02", "01"}},
+		"account":     {store.CertFilter{AccountID: a.ID}, []string{"02", "01"}},
+		"name":        {store.CertFilter{Name: "host2.example.com"}, []string{"03"}},
+		"revoked":     {store.CertFilter{Revoked: &yes}, []string{"02"}},
+		"not revoked": {store.CertFilter{Revoked: &no}, []string{"03", "01"}},
+		"expiring":    {store.CertFilter{ExpiringBefore: &soon}, nil},
+	} {
+		if got := serials(tc.f); !slices.Equal(got, tc.want) {
+			t.Errorf("CertificatesList %s = %v, want %v", name, got, tc.want)
+		}
+	}
+	page, next, err := s.CertificatesList(ctx, store.CertFilter{}, store.Page{Limit: 2})
+	if err != nil || len(page) != 2 || next == "" {
+		t.Fatalf("first page: %d certificates, next %q, %v", len(page), next, err)
+	}
+	rest, next, err := s.CertificatesList(ctx, store.CertFilter{}, store.Page{After: next, Limit: 2})
+	if err != nil || len(rest) != 1 || rest[0].Serial != "01" || next != "" {
+		t.Fatalf("second page: %+v next %q %v", rest, next, err)
+	}
+}
+
+func testOrdersList(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a, b := newAccount(t, s), newAccount(t, s)
+	o1 := newOrder(t, s, a, "list1.example.com")
+	o2 := readyOrder(t, s, a, "list2.example.com")
+	o3 := newOrder(t, s, b, "list1.example.com")
+	ids := func(f store.OrderFilter) []string {
+		t.Helper()
+		list, _, err := s.OrdersList(ctx, f, store.Page{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, o := range list {
+			if len(o.AuthzIDs) == 0 {
+				t.Errorf("listed order %s has no authorizations", o.ID)
+			}
+			out = append(out, o.ID)
+		}
+		return out
+	}
+	for name, tc := range map[string]struct {
+		f    store.OrderFilter
+		want []string
+	}{
+		"all":        {store.OrderFilter{}, []string{o3.ID, o2.ID, o1.ID}},
+		"account":    {store.OrderFilter{AccountID: a.ID}, []string{o2.ID, o1.ID}},
+		"identifier": {store.OrderFilter{Identifier: "list1.example.com"}, []string{o3.ID, o1.ID}},
+		"status":     {store.OrderFilter{Status: acme.StatusReady}, []string{o2.ID}},
+		"combined":   {store.OrderFilter{AccountID: b.ID, Status: acme.StatusReady}, nil},
+	} {
+		if got := ids(tc.f); !slices.Equal(got, tc.want) {
+			t.Errorf("OrdersList %s = %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+func testAuthzDeactivate(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	o := readyOrder(t, s, a, "deact.example.com")
+	az, err := s.AuthzDeactivate(ctx, o.AuthzIDs[0])
+	if err != nil || az.Status != acme.StatusDeactivated {
+		t.Fatalf("AuthzDeactivate = %+v, %v", az, err)
+	}
+	if got := order(t, s, o.ID); got.Status != acme.StatusInvalid || got.Error == nil {
+		t.Fatalf("order using a deactivated authorization is %s (%v), want invalid with a problem", got.Status, got.Error)
+	}
+	_, err = s.AuthzDeactivate(ctx, o.AuthzIDs[0])
+	wantErr(t, "deactivating twice", err, store.ErrConflict)
+}
+
+func testRevoke(t *testing.T, s store.Store, x Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	o := readyOrder(t, s, a, "revoke.example.com")
+	if err := issue(t, s, o, "beef"); err != nil {
+		t.Fatal(err)
+	}
+	ev := store.AuditEvent{Actor: "cli:alice", Action: "revoke", Subject: "beef", Detail: "keyCompromise"}
+	c, err := s.Revoke(ctx, "beef", 1, ev)
+	if err != nil || c.RevokedAt == nil || c.RevocationReason != 1 {
+		t.Fatalf("Revoke = %+v, %v", c, err)
+	}
+	revs, err := s.Revocations(ctx, "issuer-1")
+	if err != nil || len(revs) != 1 || revs[0].Serial != "beef" || revs[0].Reason != 1 || !revs[0].RevokedAt.Equal(*c.RevokedAt) {
+		t.Fatalf("Revocations = %+v, %v", revs, err)
+	}
+	if revs, _ := s.Revocations(ctx, "other-issuer"); len(revs) != 0 {
+		t.Fatalf("another issuer has revocations %v", revs)
+	}
+	if n := jobCount(t, x, jobs.KindCRLGenerate); n != 1 {
+		t.Fatalf("%d crl_generate jobs after a revocation, want 1", n)
+	}
+	evs, _, err := s.AuditList(ctx, store.Page{})
+	if err != nil || len(evs) != 1 || evs[0].Actor != "cli:alice" || evs[0].Subject != "beef" || evs[0].At.IsZero() {
+		t.Fatalf("audit after revocation = %+v, %v", evs, err)
+	}
+	_, err = s.Revoke(ctx, "beef", 4, ev)
+	wantErr(t, "revoking twice", err, store.ErrConflict)
+	if c, _ := s.CertificateBySerial(ctx, "beef"); c.RevocationReason != 1 {
+		t.Fatalf("second revocation changed the reason to %d", c.RevocationReason)
+	}
+	if n := jobCount(t, x, jobs.KindCRLGenerate); n != 1 {
+		t.Fatalf("%d crl_generate jobs after a refused revocation, want 1", n)
+	}
+}
+
+func testRevokeQueue(t *testing.T, s store.Store, x Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	o := readyOrder(t, s, a, "relay.example.com")
+	if err := issue(t, s, o, "cafe"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RevokeQueue(ctx, "cafe", 4, store.AuditEvent{Actor: "acme:" + a.ID, Action: "revoke", Subject: "cafe"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := jobCount(t, x, jobs.KindSignerRevoke); n != 1 {
+		t.Fatalf("%d signer_revoke jobs, want 1", n)
+	}
+	if _, err := s.Revoke(ctx, "cafe", 4, store.AuditEvent{Actor: "worker:1", Action: "revoke"}); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "queueing revocation of a revoked certificate", s.RevokeQueue(ctx, "cafe", 4, store.AuditEvent{Actor: "x", Action: "revoke"}), store.ErrConflict)
+}
+
+func testCRLMonotonic(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	now := dbNow(t, s).Truncate(time.Second)
+	crl := func(n int64) store.CRL {
+		return store.CRL{IssuerID: "ca", Number: n, ThisUpdate: now, NextUpdate: now.Add(24 * time.Hour), DER: []byte{byte(n)}}
+	}
+	if n, err := s.CRLNextNumber(ctx, "ca"); err != nil || n != 1 {
+		t.Fatalf("CRLNextNumber on none = %d, %v; want 1", n, err)
+	}
+	if err := s.CRLStore(ctx, crl(1)); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "storing number 1 again", s.CRLStore(ctx, crl(1)), store.ErrConflict)
+	if err := s.CRLStore(ctx, crl(5)); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "storing a lower number", s.CRLStore(ctx, crl(3)), store.ErrConflict)
+	if n, err := s.CRLNextNumber(ctx, "ca"); err != nil || n != 6 {
+		t.Fatalf("CRLNextNumber = %d, %v; want 6", n, err)
+	}
+	latest, err := s.CRLLatest(ctx, "ca")
+	if err != nil || latest.Number != 5 || !latest.ThisUpdate.Equal(now) || string(latest.DER) != "\x05" {
+		t.Fatalf("CRLLatest = %+v, %v", latest, err)
+	}
+	if n, _ := s.CRLNextNumber(ctx, "other"); n != 1 {
+		t.Fatalf("another issuer's next number is %d, want 1", n)
+	}
+}
+
+// testLeases: the lease's expiry is on the database clock; a short ttl
+// expires after a short wait measured on that clock, not on this host's.
+func testLeases(t *testing.T, s store.Store, x Extras) {
+	ctx := ctxT(t)
+	other := x.Open(t, nil)
+	lock := func(s store.Store, holder string, ttl time.Duration) bool {
+		t.Helper()
+		ok, err := s.TryLock(ctx, "crl:issuer-1", holder, ttl)
+		if err != nil {
+			t.Fatalf("TryLock(%s): %v", holder, err)
+		}
+		return ok
+	}
+	if !lock(s, "a", time.Hour) {
+		t.Fatal("a could not take a free lease")
+	}
+	if lock(other, "b", time.Hour) {
+		t.Fatal("b took a live lease held by a")
+	}
+	if !lock(s, "a", time.Hour) {
+		t.Fatal("a could not renew its own lease")
+	}
+	wantErr(t, "b releasing a's lease", other.Unlock(ctx, "crl:issuer-1", "b"), store.ErrLeaseLost)
+	if err := s.Unlock(ctx, "crl:issuer-1", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if !lock(other, "b", 50*time.Millisecond) {
+		t.Fatal("b could not take a released lease")
+	}
+	start := dbNow(t, s)
+	for dbNow(t, s).Sub(start) < 60*time.Millisecond {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !lock(s, "a", time.Hour) {
+		t.Fatal("a could not take b's expired lease")
+	}
+	wantErr(t, "b releasing a lease it lost", other.Unlock(ctx, "crl:issuer-1", "b"), store.ErrLeaseLost)
+	if lock(other, "b", time.Hour) {
+		t.Fatal("b renewed a lease it lost")
+	}
+}
+
+func testAudit(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	at := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+	for i := range 3 {
+		ev := store.AuditEvent{Actor: "admin:bob", Action: "account.deactivate", Subject: fmt.Sprint(i), Detail: "d"}
+		if i == 0 {
+			ev.At = at
+		}
+		if err := s.AuditRecord(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, next, err := s.AuditList(ctx, store.Page{Limit: 2})
+	if err != nil || len(first) != 2 || next == "" || first[0].Subject != "2" || first[1].Subject != "1" {
+		t.Fatalf("first audit page = %+v next %q %v", first, next, err)
+	}
+	rest, next, err := s.AuditList(ctx, store.Page{After: next, Limit: 2})
+	if err != nil || len(rest) != 1 || next != "" || rest[0].Subject != "0" || !rest[0].At.Equal(at) || rest[0].ID == 0 {
+		t.Fatalf("second audit page = %+v next %q %v", rest, next, err)
+	}
+}
+
+func testExpirePending(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	past := dbNow(t, s).Add(-time.Second)
+	spec := orderSpec(t, s, a, "expired.example.com")
+	spec.Expires = past
+	spec.Authzs[0].Expires = past
+	old, err := s.OrderCreate(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := newOrder(t, s, a, "live.example.com")
+	n, err := s.ExpirePending(ctx)
+	if err != nil || n != 2 {
+		t.Fatalf("ExpirePending = %d, %v; want 2 (one authorization, one order)", n, err)
+	}
+	if st := authz(t, s, old.AuthzIDs[0]).Status; st != acme.StatusExpired {
+		t.Errorf("expired authorization is %s, want expired", st)
+	}
+	if st := order(t, s, old.ID).Status; st != acme.StatusInvalid {
+		t.Errorf("expired order is %s, want invalid (RFC 8555 §7.1.6)", st)
+	}
+	if st := order(t, s, live.ID).Status; st != acme.StatusPending {
+		t.Errorf("live order is %s, want pending", st)
+	}
+	if n, err := s.ExpirePending(ctx); err != nil || n != 0 {
+		t.Fatalf("second ExpirePending = %d, %v; want 0", n, err)
+	}
+}
+
+func testStrandedChallenge(t *testing.T, s store.Store, x Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	o := newOrder(t, s, a, "stranded.example.com")
+	cid := authz(t, s, o.AuthzIDs[0]).Challenges[0].ID
+	if _, claimed, err := s.ChallengeClaim(ctx, cid); err != nil || !claimed {
+		t.Fatal(claimed, err)
+	}
+	later := dbNow(t, s).Add(time.Minute)
+	stranded := func(olderThan time.Time) []jobs.Subject {
+		t.Helper()
+		subs, err := s.Stranded(ctx, olderThan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return subs
+	}
+	if subs := stranded(later); len(subs) != 0 {
+		t.Fatalf("Stranded = %v while the job is queued, want none", subs)
+	}
+	x.Exec(t, "DELETE FROM river_job")
+	want := []jobs.Subject{{Kind: jobs.KindChallengeValidate, ID: cid}}
+	if subs := stranded(later); !slices.Equal(subs, want) {
+		t.Fatalf("Stranded = %v after the job was lost, want %v", subs, want)
+	}
+	if subs := stranded(dbNow(t, s).Add(-time.Minute)); len(subs) != 0 {
+		t.Fatalf("Stranded with olderThan before the claim = %v, want none", subs)
+	}
+	if err := s.Requeue(ctx, want[0]); err != nil {
+		t.Fatal(err)
+	}
+	if n := jobCount(t, x, jobs.KindChallengeValidate); n != 1 {
+		t.Fatalf("%d challenge_validate jobs after Requeue, want 1", n)
+	}
+	if subs := stranded(later); len(subs) != 0 {
+		t.Fatalf("Stranded = %v after Requeue, want none", subs)
+	}
+	if err := s.Abandon(ctx, want[0], acme.Problem{Detail: "validation could not run"}); err != nil {
+		t.Fatal(err)
+	}
+	c := challenge(t, s, cid)
+	if c.Status != acme.StatusInvalid || c.Error == nil || c.Error.Type != acme.ProblemServerInternal {
+		t.Fatalf("abandoned challenge = %s %+v, want invalid with serverInternal", c.Status, c.Error)
+	}
+	if st := order(t, s, o.ID).Status; st != acme.StatusInvalid {
+		t.Fatalf("order of an abandoned challenge is %s, want invalid", st)
+	}
+	// Abandoning a subject that already has its verdict changes nothing.
+	if err := s.Abandon(ctx, want[0], acme.Problem{Detail: "again"}); err != nil {
+		t.Fatalf("abandoning twice: %v, want nil (nothing left to abandon)", err)
+	}
+	if c := challenge(t, s, cid); c.Error == nil || c.Error.Detail != "validation could not run" {
+		t.Fatalf("a second Abandon rewrote the problem to %+v", c.Error)
+	}
+	wantErr(t, "requeueing a finished challenge", s.Requeue(ctx, want[0]), store.ErrConflict)
+}
+
+func testStrandedOrder(t *testing.T, s store.Store, x Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	spec := orderSpec(t, s, a, "stranded-order.example.com")
+	spec.Profile = "hsm"
+	o, err := s.OrderCreate(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	validate(t, s, o.AuthzIDs[0], acme.StatusValid)
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, []byte("csr")); err != nil || !claimed {
+		t.Fatal(claimed, err)
+	}
+	x.Exec(t, "DELETE FROM river_job")
+	subs, err := s.Stranded(ctx, dbNow(t, s).Add(time.Minute))
+	want := []jobs.Subject{{Kind: jobs.KindSignerIssue, ID: o.ID}}
+	if err != nil || !slices.Equal(subs, want) {
+		t.Fatalf("Stranded = %v, %v; want %v", subs, err, want)
+	}
+	if err := s.Requeue(ctx, want[0]); err != nil {
+		t.Fatal(err)
+	}
+	// The requeued job goes to the queue of the order's profile.
+	if n := x.Int(t, "SELECT count(*) FROM river_job WHERE kind = 'signer_issue' AND queue = '"+jobs.ProfileQueue("hsm")+"'"); n != 1 {
+		t.Fatalf("%d signer_issue jobs on the hsm profile's queue after Requeue, want 1", n)
+	}
+	if err := s.Abandon(ctx, want[0], acme.Problem{Type: acme.ProblemServerInternal, Detail: "signing could not run"}); err != nil {
+		t.Fatal(err)
+	}
+	got := order(t, s, o.ID)
+	if got.Status != acme.StatusInvalid || got.Error == nil || got.Error.Type != acme.ProblemServerInternal {
+		t.Fatalf("abandoned order = %s %+v", got.Status, got.Error)
+	}
+}
+
+func testMigrationsIdempotent(t *testing.T, s store.Store, x Extras) {
+	ctx := ctxT(t)
+	applied, err := x.Migrate(ctx)
+	if err != nil || len(applied) != 0 {
+		t.Fatalf("migrating a migrated database applied %v, %v; want nothing", applied, err)
+	}
+	st, err := x.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := migrations.Files(st.Dialect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Pending) != 0 || len(st.Applied) != len(files) || st.Current() != st.Latest || st.Latest != files[len(files)-1].Version {
+		t.Fatalf("status = %+v, want every one of %d migrations applied", st, len(files))
+	}
+}
+
+func testMigrationsRefuseNewer(t *testing.T, s store.Store, x Extras) {
+	ctx := ctxT(t)
+	x.Exec(t, "INSERT INTO schema_migrations (version, name) VALUES (9999, '9999_from_the_future.up.sql')")
+	_, err := x.Migrate(ctx)
+	if !errors.Is(err, store.ErrTooNew) {
+		t.Fatalf("migrating a newer database: %v, want store.ErrTooNew", err)
+	}
+	if !strings.Contains(err.Error(), "upgrade") || !strings.Contains(err.Error(), "9999") {
+		t.Fatalf("the refusal %q does not tell the operator to upgrade to version 9999", err)
+	}
+	st, err := x.Status(ctx)
+	if !errors.Is(err, store.ErrTooNew) || st.Current() != 9999 {
+		t.Fatalf("status of a newer database = %+v, %v; want version 9999 and store.ErrTooNew", st, err)
+	}
+}

@@ -1,0 +1,249 @@
+package validate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+const (
+	// dnsUDPSize is the EDNS0 buffer size advertised and read on UDP (the DNS
+	// flag day 2020 value). Larger answers come back truncated and are retried
+	// over TCP, where the 16-bit length prefix caps a message at 64 KiB.
+	dnsUDPSize = 1232
+	// dnsExchangeTimeout bounds one query to one resolver, so a silent
+	// resolver leaves time to ask the next one.
+	dnsExchangeTimeout = 5 * time.Second
+)
+
+// resolver asks the configured resolvers, in order, and never the system's.
+type resolver struct {
+	servers []string
+}
+
+// dnsError is a lookup that produced no usable answer: the resolvers could
+// not be reached, timed out, or answered with an RCODE other than NOERROR.
+type dnsError struct {
+	qtype uint16
+	name  string // as queried, without the trailing dot
+	rcode int    // -1 when no answer arrived
+	err   error  // the network error when rcode is -1; kept out of Error()
+	why   string // set for failures that are neither (a CNAME loop)
+}
+
+func (e *dnsError) Error() string {
+	q := dns.TypeToString[e.qtype]
+	switch {
+	case e.why != "":
+		return fmt.Sprintf("%s looking up %s for %s", e.why, q, e.name)
+	case e.rcode >= 0:
+		return fmt.Sprintf("%s looking up %s for %s", dns.RcodeToString[e.rcode], q, e.name)
+	case isTimeout(e.err):
+		return fmt.Sprintf("query timed out looking up %s for %s", q, e.name)
+	default:
+		// The network error names our resolver's address; it stays internal.
+		return fmt.Sprintf("networking error looking up %s for %s", q, e.name)
+	}
+}
+
+func (e *dnsError) Unwrap() error { return e.err }
+
+func isNXDOMAIN(err error) bool {
+	var de *dnsError
+	return errors.As(err, &de) && de.rcode == dns.RcodeNameError
+}
+
+func isTimeout(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// exchange sends one question and returns a NOERROR answer. NXDOMAIN and
+// other RCODEs come back as a *dnsError. SERVFAIL, REFUSED and network
+// failures move on to the next resolver; the last failure is returned.
+func (r *resolver) exchange(ctx context.Context, name string, qtype uint16) (*dns.Msg, error) {
+	qname := dns.Fqdn(name)
+	display := strings.TrimSuffix(qname, ".")
+	m := new(dns.Msg)
+	m.SetQuestion(qname, qtype)
+	m.RecursionDesired = true
+	m.SetEdns0(dnsUDPSize, false)
+
+	var last error = &dnsError{qtype: qtype, name: display, rcode: -1, err: errors.New("no resolvers configured")}
+	for _, server := range r.servers {
+		if err := ctx.Err(); err != nil {
+			return nil, &dnsError{qtype: qtype, name: display, rcode: -1, err: err}
+		}
+		resp, err := exchangeOne(ctx, m, server)
+		if err != nil {
+			last = &dnsError{qtype: qtype, name: display, rcode: -1, err: err}
+			continue
+		}
+		switch resp.Rcode {
+		case dns.RcodeSuccess:
+			return resp, nil
+		case dns.RcodeServerFailure, dns.RcodeRefused:
+			last = &dnsError{qtype: qtype, name: display, rcode: resp.Rcode}
+			continue
+		default:
+			return nil, &dnsError{qtype: qtype, name: display, rcode: resp.Rcode}
+		}
+	}
+	return nil, last
+}
+
+// exchangeOne asks one server over UDP, then over TCP if the answer was
+// truncated, and checks the answer is for the question asked.
+func exchangeOne(ctx context.Context, m *dns.Msg, server string) (*dns.Msg, error) {
+	ctx, cancel := context.WithTimeout(ctx, dnsExchangeTimeout)
+	defer cancel()
+	m = m.Copy()
+	m.Id = dns.Id() // a fresh ID per exchange, so a late answer to an earlier one is ignored
+	udp := &dns.Client{Net: "udp", UDPSize: dnsUDPSize}
+	resp, _, err := udp.ExchangeContext(ctx, m, server)
+	if err == nil && resp.Truncated {
+		tcp := &dns.Client{Net: "tcp"}
+		resp, _, err = tcp.ExchangeContext(ctx, m, server)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Question) != 1 || !strings.EqualFold(resp.Question[0].Name, m.Question[0].Name) ||
+		resp.Question[0].Qtype != m.Question[0].Qtype {
+		return nil, fmt.Errorf("answer from %s is for a different question", server)
+	}
+	return resp, nil
+}
+
+// lookup returns the records of type qtype at name, following CNAMEs (at
+// most maxCNAMEChain of them) within an answer and across queries. No
+// records and no error means the name exists without that type (NODATA).
+func (r *resolver) lookup(ctx context.Context, name string, qtype uint16) ([]dns.RR, error) {
+	target := dns.CanonicalName(name)
+	hops := 0
+	for {
+		queried := target
+		resp, err := r.exchange(ctx, queried, qtype)
+		if err != nil {
+			return nil, err
+		}
+		for {
+			var found []dns.RR
+			next := ""
+			for _, rr := range resp.Answer {
+				h := rr.Header()
+				if !strings.EqualFold(h.Name, target) || h.Class != dns.ClassINET {
+					continue
+				}
+				if h.Rrtype == qtype {
+					found = append(found, rr)
+				} else if c, ok := rr.(*dns.CNAME); ok && qtype != dns.TypeCNAME {
+					next = dns.CanonicalName(c.Target)
+				}
+			}
+			if len(found) > 0 {
+				return found, nil
+			}
+			if next == "" {
+				if target == queried {
+					return nil, nil // NODATA
+				}
+				break // the answer stopped at a CNAME: ask about its target
+			}
+			hops++
+			if hops > maxCNAMEChain {
+				return nil, &dnsError{qtype: qtype, name: strings.TrimSuffix(dns.CanonicalName(name), "."), rcode: -1,
+					why: fmt.Sprintf("more than %d CNAMEs (or a CNAME loop)", maxCNAMEChain)}
+			}
+			target = next
+		}
+	}
+}
+
+// lookupIPs resolves name to its addresses, IPv6 first (as Boulder does),
+// asking for AAAA and A at once. One family failing is tolerated when the
+// other answers.
+func (r *resolver) lookupIPs(ctx context.Context, name string) ([]netip.Addr, error) {
+	type answer struct {
+		addrs []netip.Addr
+		err   error
+	}
+	ask := func(qtype uint16, out chan<- answer) {
+		rrs, err := r.lookup(ctx, name, qtype)
+		var addrs []netip.Addr
+		for _, rr := range rrs {
+			var ip net.IP
+			switch rr := rr.(type) {
+			case *dns.A:
+				ip = rr.A
+			case *dns.AAAA:
+				ip = rr.AAAA
+			}
+			if a, ok := netip.AddrFromSlice(ip); ok && a.IsValid() {
+				addrs = append(addrs, a.Unmap())
+			}
+		}
+		out <- answer{addrs, err}
+	}
+	v6, v4 := make(chan answer, 1), make(chan answer, 1)
+	go ask(dns.TypeAAAA, v6)
+	go ask(dns.TypeA, v4)
+	a6, a4 := <-v6, <-v4
+	addrs := append(a6.addrs, a4.addrs...)
+	if len(addrs) > 0 {
+		return addrs, nil
+	}
+	if a4.err != nil {
+		return nil, a4.err
+	}
+	if a6.err != nil {
+		return nil, a6.err
+	}
+	return nil, nil
+}
+
+// dial connects to port on the first IPv6 address, then the first IPv4
+// address, of addrs. used is the address connected to, or the last one tried.
+func dial(ctx context.Context, addrs []netip.Addr, port int) (conn net.Conn, used netip.Addr, err error) {
+	var try []netip.Addr
+	for _, want6 := range []bool{true, false} {
+		for _, a := range addrs {
+			if a.Is6() == want6 {
+				try = append(try, a)
+				break
+			}
+		}
+	}
+	var d net.Dialer
+	for _, a := range try {
+		used = a
+		conn, err = d.DialContext(ctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
+		if err == nil {
+			return conn, used, nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, used, err
+}
+
+func addrStrings(addrs []netip.Addr) []string {
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = a.String()
+	}
+	return out
+}
