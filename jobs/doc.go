@@ -22,7 +22,7 @@
 //     30 s (River's fixed interval; a new leader runs it at once, after the
 //     dead leader's ~15 s lease expires) and the scheduler makes the job
 //     available within 5 s, so a rescue takes RescueAfter plus up to ~35 s.
-//   - Fetch timing is set explicitly (5 ms cooldown, 50 ms poll): River's
+//   - Fetch timing is set explicitly (2 ms cooldown, 50 ms poll): River's
 //     defaults cap throughput near 1,000 jobs/s with ~1 s tails.
 //
 // On SQLite every process holds one connection (riversqlite's requirement),

@@ -42,3 +42,26 @@ func (s *Server) crl(w http.ResponseWriter, r *http.Request) error {
 	}
 	return nil
 }
+
+// issuerCert serves an issuing CA's certificate as DER (RFC 5280 §4.2.2.1:
+// the AIA caIssuers URL the signer writes into certificates), as published
+// by the worker that mounts it.
+func (s *Server) issuerCert(w http.ResponseWriter, r *http.Request) error {
+	id := mux.Vars(r)["issuer"]
+	der, err := s.st.IssuerCert(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("issuer certificate", id)
+	}
+	if err != nil {
+		return s.storeErr(err, "reading the issuer certificate")
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/pkix-cert")
+	h.Set("Content-Length", strconv.Itoa(len(der)))
+	h.Set("Cache-Control", "public, max-age=3600")
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(der)
+	}
+	return nil
+}

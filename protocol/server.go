@@ -39,6 +39,7 @@ const (
 	pathChallenge  = "/acme/chall/"
 	pathCert       = "/acme/cert/"
 	pathCRL        = "/crl/"
+	pathIssuer     = "/issuer/"
 )
 
 // Options are the frontend's collaborators that are not configuration.
@@ -172,6 +173,23 @@ func New(cfg config.Config, st store.Store, opts Options) (*Server, error) {
 // /healthz, /readyz and /metrics.
 func (s *Server) Handler() http.Handler { return s.handler }
 
+// PublicHandler serves only what relying parties fetch over plain http —
+// CRLs and issuer certificates — for the frontend's public_http_listen.
+// It never serves the ACME API.
+func (s *Server) PublicHandler() http.Handler {
+	r := mux.NewRouter()
+	s.publicRoutes(r)
+	return r
+}
+
+// publicRoutes are the CRL and issuer routes. They touch the store, so they
+// take a permit too.
+func (s *Server) publicRoutes(r *mux.Router) {
+	methods := []string{http.MethodGet, http.MethodHead}
+	r.Handle(pathCRL+"{issuer}", s.instrument("crl", true, methodsOnly(methods, s.crl)))
+	r.Handle(pathIssuer+"{issuer}", s.instrument("issuer", true, methodsOnly(methods, s.issuerCert)))
+}
+
 // Ready reports whether the server can answer requests: the store answers.
 func (s *Server) Ready(ctx context.Context) error {
 	if err := s.st.Ping(ctx); err != nil {
@@ -232,7 +250,7 @@ func (s *Server) routes() http.Handler {
 	postRoute(pathCert+"{serial}", "cert", kidOnly, s.cert)
 
 	// The CRL touches the store, so it takes a permit too.
-	r.Handle(pathCRL+"{issuer}", s.instrument("crl", true, methodsOnly([]string{http.MethodGet, http.MethodHead}, s.crl)))
+	s.publicRoutes(r)
 
 	r.Handle("/healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -161,6 +161,12 @@ type Store interface {
 	TryLock(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
 	Unlock(ctx context.Context, name, holder string) error
 
+	// IssuerPublish stores an issuing CA's certificate (DER) under its id;
+	// IssuerCert reads it back (ErrNotFound if never published). The worker
+	// publishes what it mounts; the frontend serves it at the AIA URL.
+	IssuerPublish(ctx context.Context, id string, der []byte) error
+	IssuerCert(ctx context.Context, id string) ([]byte, error)
+
 	AuditRecord(ctx context.Context, ev AuditEvent) error
 	AuditList(ctx context.Context, p Page) ([]AuditEvent, string, error)
 

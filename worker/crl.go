@@ -65,8 +65,15 @@ func (w *Worker) generateCRL(ctx context.Context, job jobs.Job[jobs.CRLGenerateA
 		}
 		entries = append(entries, signer.RevokedEntry{Serial: serial, RevokedAt: r.RevokedAt, Reason: r.Reason})
 	}
-	thisUpdate := now.Add(-time.Minute) // tolerate relying parties' clock skew
-	nextUpdate := now.Add(w.crlValidity)
+	// thisUpdate is the database's now: a revocation time after it would
+	// make the CRL claim to predate an entry it lists (RFC 5280 §5.1.2.4).
+	thisUpdate := now
+	for _, e := range entries {
+		if e.RevokedAt.After(thisUpdate) {
+			thisUpdate = e.RevokedAt
+		}
+	}
+	nextUpdate := thisUpdate.Add(w.crlValidity)
 	der, err := iss.SignCRL(number, thisUpdate, nextUpdate, entries, w.urlBase+"/crl/"+args.IssuerID)
 	if err != nil {
 		return fmt.Errorf("signing CRL %d of %s: %w", number, args.IssuerID, err)

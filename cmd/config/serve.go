@@ -19,7 +19,17 @@ func Logger(process string) *slog.Logger {
 	if os.Getenv("HALLMARK_DEBUG") != "" {
 		level = slog.LevelDebug
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("process", process)
+	l := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("process", process)
+	// Libraries that log through slog's default (the signer, River) get the
+	// same format and process name.
+	slog.SetDefault(l)
+	return l
+}
+
+// QuietLogger is Logger at warning level and above, for libraries whose
+// info lines are routine (River reports job counts every few seconds).
+func QuietLogger(process string) *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("process", process)
 }
 
 // SignalContext is cancelled on SIGINT or SIGTERM.

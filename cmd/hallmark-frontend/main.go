@@ -84,6 +84,19 @@ func run(c *cli.Context) error {
 	if cfg.Server.PlainHTTP {
 		cert, key = "", ""
 	}
+	if cfg.Server.PublicHTTPListen != "" {
+		pln, err := net.Listen("tcp", cfg.Server.PublicHTTPListen)
+		if err != nil {
+			return fmt.Errorf("listening on server.public_http_listen %s: %w", cfg.Server.PublicHTTPListen, err)
+		}
+		ps := &http.Server{Handler: srv.PublicHandler(), ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute}
+		go func() {
+			if err := config.Serve(ctx, ps, pln, "", "", 5*time.Second); err != nil {
+				log.Error("public http listener", "err", err)
+			}
+		}()
+		log.Info("CRLs and issuer certificates over plain http", "url", cfg.CA.URLBase)
+	}
 	log.Info("ACME directory", "url", cfg.Server.BaseURL+"/directory", "listen", ln.Addr().String(), "tls", cert != "")
 	return config.Serve(ctx, hs, ln, cert, key, 10*time.Second)
 }

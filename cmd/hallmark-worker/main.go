@@ -206,6 +206,14 @@ func run(c *cli.Context) error {
 	}
 	defer db.Close()
 
+	// The frontend serves issuer certificates at the AIA URL but never sees
+	// the CA's files: publish them.
+	for _, iss := range issuers {
+		if err := db.Store.IssuerPublish(ctx, iss.ID, iss.Cert.Raw); err != nil {
+			return err
+		}
+	}
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	w, err := worker.New(cfg, db.Store, worker.Options{Logger: log, Registry: reg, Issuers: issuers})
@@ -224,7 +232,7 @@ func run(c *cli.Context) error {
 		RescueAfter: time.Duration(cfg.Worker.RescueAfterMS) * time.Millisecond,
 		Periodic:    w.Periodic(time.Duration(cfg.Worker.CRLIntervalMinutes) * time.Minute),
 		Subjects:    db.Store,
-		Logger:      log,
+		Logger:      config.QuietLogger("worker").With("worker", cfg.Worker.ID),
 	})
 	if err != nil {
 		return err

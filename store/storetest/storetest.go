@@ -69,6 +69,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"CRLMonotonic", testCRLMonotonic},
 		{"Leases", testLeases},
 		{"Audit", testAudit},
+		{"IssuerPublish", testIssuerPublish},
 		{"ExpirePending", testExpirePending},
 		{"StrandedChallenge", testStrandedChallenge},
 		{"StrandedOrder", testStrandedOrder},

@@ -112,6 +112,7 @@ url = %q
 listen = %q
 tls_cert = "frontend.pem"
 tls_key = "frontend.key"
+public_http_listen = "127.0.0.1:%d"
 caa_identities = ["hallmark.test"]
 retry_after_seconds = 1
 
@@ -129,7 +130,7 @@ timeout_ms = 5000
 
 [ca]
 dir = "ca"
-%s`, dbURL, listen, freePort(t), ca.DNS.Addr, ca.HTTPPort, ca.ALPNPort, ca.ALPNPort, extra)
+%s`, dbURL, listen, freePort(t), freePort(t), ca.DNS.Addr, ca.HTTPPort, ca.ALPNPort, ca.ALPNPort, extra)
 	if err := os.WriteFile(ca.Config, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
