@@ -1,0 +1,368 @@
+package worker_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/signer"
+	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/store/open"
+	"github.com/hallmark-ca/hallmark/tests/testdb"
+	"github.com/hallmark-ca/hallmark/tests/testdns"
+	"github.com/hallmark-ca/hallmark/worker"
+)
+
+// rig is a real store, a real local CA and a started worker.
+type rig struct {
+	st     store.Store
+	cfg    config.Config
+	issuer *signer.Issuer
+	dns    *testdns.Server
+}
+
+type rigOpts struct {
+	httpPort int
+	mount    []string // profiles this worker mounts; nil = all
+	profiles map[string]config.Profile
+}
+
+func newRig(t *testing.T, o rigOpts) *rig {
+	t.Helper()
+	ctx := context.Background()
+	url := testdb.SQLite(t)
+	if err := open.Migrate(ctx, url); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	db, err := open.Open(ctx, url, 4)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(db.Close)
+
+	cfg := config.Default()
+	cfg.Database.URL = url
+	cfg.Worker.ID = "test-worker"
+	cfg.Challenge.Resolvers = nil
+	dns := testdns.Start(t)
+	cfg.Challenge.Resolvers = []string{dns.Addr}
+	cfg.Challenge.HTTPPort = o.httpPort
+	cfg.Challenge.TimeoutMS = 2000
+	cfg.CA.URLBase = "http://127.0.0.1:1"
+	cfg.Server.CAAIdentities = []string{"hallmark.test"}
+	for name, p := range o.profiles {
+		cfg.Profiles[name] = p
+	}
+	dir := t.TempDir()
+	if _, err := signer.InitLocal(dir, "Worker Test"); err != nil {
+		t.Fatal(err)
+	}
+	iss, err := signer.LoadLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuers := map[string]*signer.Issuer{}
+	for name := range cfg.Profiles {
+		if o.mount == nil || contains(o.mount, name) {
+			issuers[name] = iss
+		}
+	}
+	w, err := worker.New(cfg, db.Store, worker.Options{Issuers: issuers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := w.Registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner, err := db.Queue.Start(ctx, reg, jobs.Settings{
+		WorkerID: "test-worker", Queues: w.Queues(), Subjects: db.Store,
+		JobTimeout: 5 * time.Second, RescueAfter: 30 * time.Second,
+		RetryBase: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatalf("starting the worker: %v", err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = runner.Stop(sctx)
+	})
+	return &rig{st: db.Store, cfg: cfg, issuer: iss, dns: dns}
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *rig) account(t *testing.T) *store.Account {
+	t.Helper()
+	a, err := r.st.AccountCreate(context.Background(), &store.Account{
+		KeyJWK:     []byte(`{"kty":"OKP","crv":"Ed25519","x":"` + strconv.FormatInt(time.Now().UnixNano(), 36) + `"}`),
+		Thumbprint: "thumb-" + strconv.FormatInt(time.Now().UnixNano(), 36), TermsAgreed: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func (r *rig) order(t *testing.T, acct *store.Account, profile string, names ...string) *store.Order {
+	t.Helper()
+	now, _ := r.st.Now(context.Background())
+	no := store.NewOrder{AccountID: acct.ID, Profile: profile, Expires: now.Add(time.Hour)}
+	for _, n := range names {
+		id := acme.Identifier{Type: acme.IdentifierDNS, Value: n}
+		no.Identifiers = append(no.Identifiers, id)
+		no.Authzs = append(no.Authzs, &store.Authorization{Identifier: id, Expires: now.Add(time.Hour),
+			Challenges: []store.Challenge{{Type: acme.ChallengeHTTP01}}})
+	}
+	o, err := r.st.OrderCreate(context.Background(), no)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// ready validates every authorization of o directly in the store.
+func (r *rig) ready(t *testing.T, o *store.Order) {
+	t.Helper()
+	ctx := context.Background()
+	for _, id := range o.AuthzIDs {
+		az, err := r.st.AuthzByID(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := az.Challenges[0]
+		if _, _, err := r.st.ChallengeClaim(ctx, ch.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.st.ChallengeVerdict(ctx, store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func csrFor(t *testing.T, key any, names ...string) []byte {
+	t.Helper()
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{DNSNames: names}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return der
+}
+
+// waitOrder polls until the order leaves processing or the deadline passes.
+func (r *rig) waitOrder(t *testing.T, id string, want acme.Status) *store.Order {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		o, err := r.st.OrderByID(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Status == want {
+			return o
+		}
+		if o.Status != acme.StatusProcessing && o.Status != acme.StatusPending && o.Status != acme.StatusReady {
+			t.Fatalf("order %s is %s (%+v), want %s", id, o.Status, o.Error, want)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("order %s still %s after 20s, want %s", id, o.Status, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestIssue: a finalized order is signed with the order's names (never the
+// CSR's beyond its key) and the chain verifies to the root.
+func TestIssue(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	acct := r.account(t)
+	o := r.order(t, acct, "default", "a.worker.test", "b.worker.test")
+	r.ready(t, o)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, csrFor(t, key, "a.worker.test", "b.worker.test")); err != nil || !claimed {
+		t.Fatalf("finalize: %v %v", claimed, err)
+	}
+	o = r.waitOrder(t, o.ID, acme.StatusValid)
+	c, err := r.st.CertificateBySerial(context.Background(), o.CertSerial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := x509.ParseCertificate(c.DER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(x.DNSNames, ",") != "a.worker.test,b.worker.test" {
+		t.Fatalf("names %v", x.DNSNames)
+	}
+	if c.IssuerID != r.issuer.ID || !strings.Contains(string(c.ChainPEM), "BEGIN CERTIFICATE") {
+		t.Fatalf("certificate row: issuer %s, chain %d bytes", c.IssuerID, len(c.ChainPEM))
+	}
+}
+
+// TestIssueRefusedKeyIsAVerdict: a key the profile does not allow (a
+// backstop: the frontend checks it too) makes the order invalid with
+// badCSR — terminal, not retried.
+func TestIssueRefusedKeyIsAVerdict(t *testing.T) {
+	p := config.Default().Profiles["default"]
+	p.KeyTypes = []string{"p256"}
+	r := newRig(t, rigOpts{profiles: map[string]config.Profile{"ecdsa-only": p}})
+	acct := r.account(t)
+	o := r.order(t, acct, "ecdsa-only", "rsa.worker.test")
+	r.ready(t, o)
+	key, _ := rsa.GenerateKey(rand.Reader, 2048)
+	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, csrFor(t, key, "rsa.worker.test")); err != nil {
+		t.Fatal(err)
+	}
+	o = r.waitOrder(t, o.ID, acme.StatusInvalid)
+	if o.Error == nil || o.Error.Type != acme.ProblemBadCSR {
+		t.Fatalf("order error %+v, want badCSR", o.Error)
+	}
+}
+
+// TestUnmountedProfileIsLeft: a worker that does not mount a profile never
+// takes its signing job; the order stays processing for a worker that does.
+func TestUnmountedProfileIsLeft(t *testing.T) {
+	p := config.Default().Profiles["default"]
+	r := newRig(t, rigOpts{mount: []string{"default"}, profiles: map[string]config.Profile{"hsm": p}})
+	acct := r.account(t)
+	o := r.order(t, acct, "hsm", "hsm.worker.test")
+	r.ready(t, o)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, csrFor(t, key, "hsm.worker.test")); err != nil {
+		t.Fatal(err)
+	}
+	// A default-profile order finalized after it is signed, proving the
+	// worker is running and reached the queue.
+	o2 := r.order(t, acct, "default", "def.worker.test")
+	r.ready(t, o2)
+	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o2.ID, csrFor(t, key, "def.worker.test")); err != nil {
+		t.Fatal(err)
+	}
+	r.waitOrder(t, o2.ID, acme.StatusValid)
+	if got, _ := r.st.OrderByID(context.Background(), o.ID); got.Status != acme.StatusProcessing {
+		t.Fatalf("the hsm-profile order is %s, want processing (left for a worker that mounts it)", got.Status)
+	}
+}
+
+// TestValidateHTTP01: the worker validates a claimed challenge against a
+// real responder on loopback and the verdict moves authz and order.
+func TestValidateHTTP01(t *testing.T) {
+	var body string
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		fmt.Fprint(w, body)
+	}))
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	r := newRig(t, rigOpts{httpPort: ln.Addr().(*net.TCPAddr).Port})
+
+	for _, tc := range []struct {
+		name   string
+		right  bool
+		status acme.Status
+		typ    acme.ProblemType
+	}{
+		{"right answer", true, acme.StatusValid, ""},
+		{"wrong answer", false, acme.StatusInvalid, acme.ProblemUnauthorized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			acct := r.account(t)
+			o := r.order(t, acct, "default", strings.ReplaceAll(tc.name, " ", "-")+".worker.test")
+			az, _ := r.st.AuthzByID(context.Background(), o.AuthzIDs[0])
+			ch := az.Challenges[0]
+			body = ch.Token + "." + acct.Thumbprint
+			if !tc.right {
+				body = "not-the-key-authorization"
+			}
+			if _, claimed, err := r.st.ChallengeClaim(context.Background(), ch.ID); err != nil || !claimed {
+				t.Fatalf("claim: %v %v", claimed, err)
+			}
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				got, _ := r.st.ChallengeByID(context.Background(), ch.ID)
+				if got.Status != acme.StatusProcessing {
+					if got.Status != tc.status {
+						t.Fatalf("challenge %s (%+v), want %s", got.Status, got.Error, tc.status)
+					}
+					if tc.typ != "" && (got.Error == nil || got.Error.Type != tc.typ) {
+						t.Fatalf("problem %+v, want %s", got.Error, tc.typ)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("challenge still processing after 20s")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			want := acme.StatusReady
+			if !tc.right {
+				want = acme.StatusInvalid
+			}
+			if got, _ := r.st.OrderByID(context.Background(), o.ID); got.Status != want {
+				t.Fatalf("order %s, want %s", got.Status, want)
+			}
+		})
+	}
+}
+
+// TestCRLAfterRevocation: a revocation queues crl_generate; the worker signs
+// a CRL that lists the serial with its reason.
+func TestCRLAfterRevocation(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	acct := r.account(t)
+	o := r.order(t, acct, "default", "crl.worker.test")
+	r.ready(t, o)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, csrFor(t, key, "crl.worker.test")); err != nil {
+		t.Fatal(err)
+	}
+	o = r.waitOrder(t, o.ID, acme.StatusValid)
+	if _, err := r.st.Revoke(context.Background(), o.CertSerial, 1, store.AuditEvent{Actor: "test", Action: "revoke", Subject: o.CertSerial}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := r.st.CRLLatest(context.Background(), r.issuer.ID); err == nil {
+			crl, err := x509.ParseRevocationList(c.DER)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := crl.CheckSignatureFrom(r.issuer.Cert); err != nil {
+				t.Fatalf("CRL signature: %v", err)
+			}
+			for _, e := range crl.RevokedCertificateEntries {
+				if e.SerialNumber.Text(16) == strings.TrimLeft(o.CertSerial, "0") && e.ReasonCode == 1 {
+					return
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("no CRL listing the revoked serial within 20s")
+}
