@@ -127,7 +127,7 @@ type Runner interface {
 
 // NewPostgres returns a Queue on a pgx pool (River's riverpgxv5 driver).
 func NewPostgres(pool *pgxpool.Pool) Queue {
-	return newQueue(riverpgxv5.New(pool), defaultMaxWorkersPostgres, func(tx Tx) (pgx.Tx, bool) {
+	return newQueue(riverpgxv5.New(pool), defaultMaxWorkersPostgres, river.FetchCooldownMin, func(tx Tx) (pgx.Tx, bool) {
 		t, ok := tx.(pgx.Tx)
 		return t, ok
 	})
@@ -142,7 +142,10 @@ func NewPostgres(pool *pgxpool.Pool) Queue {
 // one transaction it hands to Done: a second query on the handle while that
 // transaction is open waits for a connection that never frees.
 func NewSQLite(db *sql.DB) Queue {
-	return newQueue(riversqlite.New(db), defaultMaxWorkersSQLite, func(tx Tx) (*sql.Tx, bool) {
+	// Notifications on SQLite are rows in an outbox the workers poll every
+	// 50 ms: one per insert would only add writes and overflow the
+	// listener's buffer, so at most one per 20 ms.
+	return newQueue(riversqlite.New(db), defaultMaxWorkersSQLite, 20*time.Millisecond, func(tx Tx) (*sql.Tx, bool) {
 		t, ok := tx.(*sql.Tx)
 		return t, ok
 	})
@@ -160,13 +163,13 @@ type riverQueue[TTx any] struct {
 	clientErr error
 }
 
-func newQueue[TTx any](driver riverdriver.Driver[TTx], maxWorkers int, asTx func(Tx) (TTx, bool)) *riverQueue[TTx] {
+func newQueue[TTx any](driver riverdriver.Driver[TTx], maxWorkers int, notifyEvery time.Duration, asTx func(Tx) (TTx, bool)) *riverQueue[TTx] {
 	q := &riverQueue[TTx]{driver: driver, maxWorkers: maxWorkers, asTx: asTx}
 	q.client, q.clientErr = river.NewClient(driver, &river.Config{
 		// An inserting client notifies workers of new jobs at most once per
 		// FetchCooldown per queue; River's 100 ms default would leave a job
 		// inserted just after a notification waiting for the workers' poll.
-		FetchCooldown: river.FetchCooldownMin,
+		FetchCooldown: notifyEvery,
 		MaxAttempts:   DefaultMaxAttempts,
 		// The workers live in another process: an insert-only client has no
 		// Workers to check kinds against, which is what we want.

@@ -83,11 +83,13 @@ func (s *Server) newAccount(w http.ResponseWriter, p *post) error {
 	if req.OnlyReturnExisting {
 		return acme.New(acme.ProblemAccountDoesNotExist, "no account exists for this key; to create one, send newAccount without onlyReturnExisting")
 	}
-	if s.cfg.Server.ExternalAccountRequired {
-		if len(req.ExternalAccountBinding) == 0 {
-			return acme.New(acme.ProblemExternalAccountRequired, "this server requires an external account binding (externalAccountBinding) to create an account")
+	// RFC 8555 §7.3.4; a binding sent when none is required is verified and
+	// kept too, so an operator's limits apply to it (protocol/eab.go).
+	var eabKey string
+	if s.cfg.Server.ExternalAccountRequired || len(req.ExternalAccountBinding) > 0 {
+		if eabKey, err = s.verifyEAB(ctx, req.ExternalAccountBinding, p); err != nil {
+			return err
 		}
-		return acme.New(acme.ProblemExternalAccountRequired, "this server cannot verify external account bindings yet; ask the operator to create the account")
 	}
 	if tos := s.cfg.Server.TermsOfService; tos != "" && !req.TermsOfServiceAgreed {
 		// RFC 8555 §7.3: the server MAY require termsOfServiceAgreed; like
@@ -97,10 +99,10 @@ func (s *Server) newAccount(w http.ResponseWriter, p *post) error {
 	if err := checkContacts(req.Contact); err != nil {
 		return err
 	}
-	acct, err := s.st.AccountCreate(ctx, &store.Account{
+	acct, err := s.createAccount(ctx, &store.Account{
 		KeyJWK: p.rawJWK, Thumbprint: p.thumb, Contact: req.Contact,
 		Status: acme.StatusValid, TermsAgreed: req.TermsOfServiceAgreed,
-	})
+	}, eabKey)
 	if errors.Is(err, store.ErrConflict) && acct != nil {
 		// Another request created it first with the same key.
 		return s.existingAccount(w, acct)

@@ -46,6 +46,9 @@ func (s *Server) challenge(w http.ResponseWriter, p *post) error {
 			if !a.Expires.IsZero() && time.Now().After(a.Expires) {
 				return acme.Malformed("the authorization expired at %s; create a new order", rfc3339(a.Expires))
 			}
+			if err := s.limitFailedValidations(ctx, p.acct.ID, a.Identifier); err != nil {
+				return err
+			}
 			cur, _, err := s.st.ChallengeClaim(ctx, id)
 			if err != nil {
 				return s.storeErr(err, "queuing the challenge for validation")

@@ -2,18 +2,21 @@ package protocol
 
 import (
 	"net/http"
+	"strings"
 )
 
-// directoryDoc is the directory object (RFC 8555 §7.1.1). newAuthz is left
-// out: Hallmark does not offer pre-authorization. renewalInfo (ARI) is added
-// when ARI is implemented.
+// directoryDoc is the directory object (RFC 8555 §7.1.1) with renewalInfo
+// (RFC 9773 §3). newAuthz is there only when the default profile allows
+// pre-authorization.
 type directoryDoc struct {
-	NewNonce   string        `json:"newNonce"`
-	NewAccount string        `json:"newAccount"`
-	NewOrder   string        `json:"newOrder"`
-	RevokeCert string        `json:"revokeCert"`
-	KeyChange  string        `json:"keyChange"`
-	Meta       directoryMeta `json:"meta"`
+	NewNonce    string        `json:"newNonce"`
+	NewAccount  string        `json:"newAccount"`
+	NewOrder    string        `json:"newOrder"`
+	RevokeCert  string        `json:"revokeCert"`
+	KeyChange   string        `json:"keyChange"`
+	NewAuthz    string        `json:"newAuthz,omitempty"`
+	RenewalInfo string        `json:"renewalInfo"`
+	Meta        directoryMeta `json:"meta"`
 }
 
 type directoryMeta struct {
@@ -33,11 +36,13 @@ func (s *Server) directory(w http.ResponseWriter, r *http.Request) error {
 	// configuration; a client may cache it briefly (instrument set no-store
 	// for the nonce's sake, which is the safer default).
 	return writeJSON(w, http.StatusOK, directoryDoc{
-		NewNonce:   s.base + pathNewNonce,
-		NewAccount: s.base + pathNewAccount,
-		NewOrder:   s.base + pathNewOrder,
-		RevokeCert: s.base + pathRevokeCert,
-		KeyChange:  s.base + pathKeyChange,
+		NewNonce:    s.base + pathNewNonce,
+		NewAccount:  s.base + pathNewAccount,
+		NewOrder:    s.base + pathNewOrder,
+		RevokeCert:  s.base + pathRevokeCert,
+		KeyChange:   s.base + pathKeyChange,
+		NewAuthz:    s.newAuthzURL(),
+		RenewalInfo: s.base + strings.TrimSuffix(pathRenewalInfo, "/"),
 		Meta: directoryMeta{
 			TermsOfService:          s.cfg.Server.TermsOfService,
 			Website:                 s.cfg.Server.Website,

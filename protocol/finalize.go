@@ -43,6 +43,9 @@ func (s *Server) finalize(w http.ResponseWriter, p *post) error {
 	if _, err := csr.Check(der, o.Identifiers, prof.KeyTypes); err != nil {
 		return err
 	}
+	if err := s.limitCertificates(p.r.Context(), o.Identifiers); err != nil {
+		return err
+	}
 	cur, claimed, err := s.st.OrderFinalizeBegin(p.r.Context(), o.ID, der)
 	if err != nil {
 		return s.storeErr(err, "queuing the order for issuance")

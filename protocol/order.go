@@ -93,9 +93,6 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 	if len(req.Identifiers) == 0 {
 		return acme.Malformed("the order has no identifiers")
 	}
-	if req.Replaces != "" {
-		return acme.Malformed("\"replaces\" (ARI) is not supported by this server yet; send the order without it")
-	}
 	name := req.Profile
 	if name == "" {
 		name = s.cfg.DefaultProfile
@@ -109,6 +106,17 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 		return err
 	}
 	ctx := p.r.Context()
+	bind, err := s.binding(ctx, p.acct.ID) // protocol/eab.go: the EAB's limits
+	if err != nil {
+		return err
+	}
+	if err := checkBinding(bind, ids); err != nil {
+		return err
+	}
+	replacesSerial, err := s.replacesSerial(ctx, p.acct, req.Replaces) // protocol/ari.go
+	if err != nil {
+		return err
+	}
 	now, err := s.st.Now(ctx)
 	if err != nil {
 		return s.storeErr(err, "reading the database clock")
@@ -123,11 +131,15 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 	no := store.NewOrder{
 		AccountID: p.acct.ID, Identifiers: ids, Profile: name,
 		NotBefore: nb, NotAfter: na, Expires: expires,
+		Replaces: req.Replaces, ReplacesSerial: replacesSerial,
 	}
 	for _, id := range ids {
 		a, err := s.authzFor(ctx, p.acct.ID, id, prof, name, now, expires, authzLife)
 		if err != nil {
 			return err
+		}
+		if a.ID == "" && preValidated(bind, id) {
+			bornValid(a)
 		}
 		// The order lives no longer than its authorizations.
 		if a.Expires.Before(no.Expires) {
@@ -135,10 +147,14 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 		}
 		no.Authzs = append(no.Authzs, a)
 	}
+	if err := s.limitNewOrder(ctx, p.acct.ID, no); err != nil {
+		return err
+	}
 	o, err := s.st.OrderCreate(ctx, no)
 	if err != nil {
-		return s.storeErr(err, "creating the order")
+		return s.orderCreateErr(err, req.Replaces)
 	}
+	s.auditBornValid(ctx, p.acct.ID, bind, no, o)
 	return s.writeOrder(w, http.StatusCreated, o)
 }
 

@@ -11,29 +11,21 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/store"
 )
-
-// subscriberReasons are the RFC 5280 §5.3.1 reason codes a subscriber may
-// ask for: unspecified, keyCompromise, affiliationChanged, superseded,
-// cessationOfOperation, privilegeWithdrawn. Never cACompromise (2),
-// certificateHold (6), removeFromCRL (8) or aACompromise (10).
-var subscriberReasons = map[int]bool{0: true, 1: true, 3: true, 4: true, 5: true, 9: true}
-
-// revokePoll is how often a relay/custom revocation's outcome is checked.
-const revokePoll = 100 * time.Millisecond
 
 // revokeCert revokes a certificate (RFC 8555 §7.6) authorised by the
 // account that ordered it, by an account holding valid authorizations for
 // every name in it, or by the certificate's own key (jwk). For local CA
 // backends the store records the revocation and queues the CRL in one
 // transaction; relay/custom backends get a signer_revoke job, waited on
-// briefly.
+// until one second before the request deadline. The revocation itself is
+// package revocation's, the one code path the CLI and admin panel share.
 func (s *Server) revokeCert(w http.ResponseWriter, p *post) error {
 	var req struct {
 		Certificate string `json:"certificate"`
@@ -50,12 +42,12 @@ func (s *Server) revokeCert(w http.ResponseWriter, p *post) error {
 	if err != nil {
 		return acme.Malformed("the certificate cannot be parsed: it is not DER X.509")
 	}
-	reason := 0
+	reason := revocation.Unspecified
 	if req.Reason != nil {
-		reason = *req.Reason
+		reason = revocation.Reason(*req.Reason)
 	}
-	if !subscriberReasons[reason] {
-		return acme.New(acme.ProblemBadRevocationReason, "revocation reason %d is not allowed; use one of 0 (unspecified), 1 (keyCompromise), 3 (affiliationChanged), 4 (superseded), 5 (cessationOfOperation), 9 (privilegeWithdrawn)", reason)
+	if err := reason.Check(); err != nil {
+		return err
 	}
 	ctx := p.r.Context()
 	c, err := s.issuedCert(ctx, x, der)
@@ -69,19 +61,22 @@ func (s *Server) revokeCert(w http.ResponseWriter, p *post) error {
 	if c.RevokedAt != nil {
 		return acme.New(acme.ProblemAlreadyRevoked, "certificate %s was already revoked at %s", c.Serial, rfc3339(*c.RevokedAt))
 	}
-	ev := store.AuditEvent{Actor: actor, Action: "revoke", Subject: c.Serial, Detail: "reason " + strconv.Itoa(reason) + " via ACME revokeCert"}
-	prof, known := s.profile(c.Profile)
-	if known && (prof.Backend == "relay" || prof.Backend == "custom") {
-		return s.revokeRemote(w, ctx, c, reason, ev)
+	// A relay/custom backend's outcome is waited on until one second
+	// before the request deadline; if it has not come, 503 with
+	// Retry-After tells the client to ask again.
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(s.timeout)
 	}
-	// local and pkcs11: Hallmark is the CA; a revocation row is the
-	// revocation. A certificate whose profile was removed from the
-	// configuration is treated the same: its issuer is ours.
-	if _, err := s.st.Revoke(ctx, c.Serial, reason, ev); err != nil {
-		if errors.Is(err, store.ErrConflict) {
-			return acme.New(acme.ProblemAlreadyRevoked, "certificate %s is already revoked", c.Serial)
-		}
+	res, err := revocation.New(s.st, s.cfg.Profiles).Revoke(ctx, revocation.Request{
+		Serial: c.Serial, Reason: reason, Actor: actor, Via: "ACME revokeCert",
+		Wait: time.Until(deadline.Add(-time.Second)),
+	})
+	if err != nil {
 		return s.storeErr(err, "recording the revocation")
+	}
+	if !res.Done {
+		return acme.Unavailable(s.retry, "the revocation of %s is queued with the issuing backend but not confirmed yet; retry the request to see its outcome", c.Serial)
 	}
 	w.WriteHeader(http.StatusOK)
 	return nil
@@ -180,43 +175,4 @@ func canonicalIP(ip net.IP) string {
 		return v4.String()
 	}
 	return ip.String()
-}
-
-// revokeRemote queues signer_revoke for a relay/custom backend and waits
-// for the worker's outcome until one second before the request deadline;
-// if it has not come, 503 with Retry-After tells the client to ask again.
-func (s *Server) revokeRemote(w http.ResponseWriter, ctx context.Context, c *store.Certificate, reason int, ev store.AuditEvent) error {
-	if err := s.st.RevokeQueue(ctx, c.Serial, reason, ev); err != nil {
-		if errors.Is(err, store.ErrConflict) {
-			return acme.New(acme.ProblemAlreadyRevoked, "certificate %s is already revoked", c.Serial)
-		}
-		return s.storeErr(err, "queuing the revocation")
-	}
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(s.timeout)
-	}
-	deadline = deadline.Add(-time.Second)
-	for {
-		cur, err := s.st.CertificateBySerial(ctx, c.Serial)
-		if err != nil {
-			return s.storeErr(err, "checking the revocation")
-		}
-		if cur.RevokedAt != nil {
-			w.WriteHeader(http.StatusOK)
-			return nil
-		}
-		wait := time.Until(deadline)
-		if wait <= 0 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(min(wait, revokePoll)):
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return acme.Unavailable(s.retry, "the revocation of %s is queued with the issuing backend but not confirmed yet; retry the request to see its outcome", c.Serial)
 }

@@ -233,12 +233,16 @@ func (s *Server) routes() http.Handler {
 	}
 	get(pathDirectory, "directory", s.directory, http.MethodGet, http.MethodHead)
 	get(pathNewNonce, "new_nonce", s.newNonce, http.MethodGet, http.MethodHead)
+	// ari.go; they read the store, so they take a permit.
+	r.Handle(pathRenewalInfo+"{certid}", s.instrument("renewal_info", true, methodsOnly([]string{http.MethodGet, http.MethodHead}, s.renewalInfo)))
+	r.Handle(pathRenewalExplanation+"{serial}", s.instrument("renewal_explanation", true, methodsOnly([]string{http.MethodGet, http.MethodHead}, s.renewalExplanation)))
 
 	postRoute := func(path, name string, mode keyMode, h func(http.ResponseWriter, *post) error) {
 		r.Handle(path, s.instrument(name, true, methodsOnly([]string{http.MethodPost}, s.verified(mode, h))))
 	}
 	postRoute(pathNewAccount, "new_account", jwkOnly, s.newAccount)
 	postRoute(pathNewOrder, "new_order", kidOnly, s.newOrder)
+	postRoute(pathNewAuthz, "new_authz", kidOnly, s.newAuthz) // newauthz.go
 	postRoute(pathRevokeCert, "revoke_cert", kidOrJWK, s.revokeCert)
 	postRoute(pathKeyChange, "key_change", kidOnly, s.keyChange)
 	postRoute(pathAccount+"{id}", "account", kidOnly, s.account)

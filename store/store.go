@@ -30,6 +30,12 @@ type NewOrder struct {
 	Expires     time.Time
 	Authzs      []*Authorization
 	Replaces    string
+	// ReplacesSerial, when set, is the serial of the certificate Replaces
+	// names (RFC 9773 §5): OrderCreate marks it replaced by the new order in
+	// the same transaction, and fails with ErrNotFound if the account has no
+	// such certificate or ErrConflict if an order that is not invalid
+	// already replaces it.
+	ReplacesSerial string
 }
 
 // Verdict is a validator's answer for one challenge. Status is valid or invalid.
@@ -70,6 +76,15 @@ type CertFilter struct {
 
 // Store is every operation on Hallmark's records.
 type Store interface {
+	// store/ari.go, store/eab.go: ARI (RFC 9773), external account binding
+	// and newAuthz (RFC 8555 §7.3.4, §7.4.1).
+	Renewals
+	ExternalAccounts
+	PreAuthorizations
+
+	RateLimits // store/ratelimit.go: counts for the frontend's rate limits
+	RemoteRevocations
+	AdminViews // store/adminviews.go: the admin panel's summaries
 	// Now is the database's clock.
 	Now(ctx context.Context) (time.Time, error)
 	Ping(ctx context.Context) error

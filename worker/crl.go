@@ -75,6 +75,9 @@ func (w *Worker) generateCRL(ctx context.Context, job jobs.Job[jobs.CRLGenerateA
 	}
 	nextUpdate := thisUpdate.Add(w.crlValidity)
 	der, err := iss.SignCRL(number, thisUpdate, nextUpdate, entries, w.urlBase+"/crl/"+args.IssuerID)
+	if errors.Is(err, signer.ErrUnavailable) {
+		return jobs.CouldNotRun(fmt.Errorf("signing CRL %d of %s: %w", number, args.IssuerID, err))
+	}
 	if err != nil {
 		return fmt.Errorf("signing CRL %d of %s: %w", number, args.IssuerID, err)
 	}
@@ -109,6 +112,14 @@ func coversAll(crl *store.CRL, revs []store.Revocation) bool {
 // housekeeping runs the periodic sweeps. Each sweep's failure is logged and
 // the others still run; the job itself never fails a subject.
 func (w *Worker) housekeeping(ctx context.Context, _ jobs.Job[jobs.HousekeepingArgs], _ jobs.Done) error {
+	// One worker sweeps at a time (River's leader may change and enqueue
+	// twice); a dead holder's lease expires on the database clock.
+	if got, err := w.store.TryLock(ctx, "housekeeping", w.id, time.Minute); err != nil {
+		return jobs.CouldNotRun(fmt.Errorf("leasing housekeeping: %w", err))
+	} else if !got {
+		return nil // another worker is sweeping now
+	}
+	defer func() { _ = w.store.Unlock(context.WithoutCancel(ctx), "housekeeping", w.id) }()
 	if n, err := w.store.NonceGC(ctx); err != nil {
 		w.log.Warn("nonce GC", "err", err)
 	} else if n > 0 {

@@ -45,16 +45,17 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 	if err != nil {
 		return fail(acme.Problem{Type: acme.ProblemBadCSR, Detail: "the stored CSR does not parse: " + err.Error()})
 	}
-	issued, err := mount.issuer.Issue(ctx, signer.Request{
+	issuerID := mount.backend.IssuerID()
+	issued, err := mount.backend.Issue(ctx, signer.Request{
 		Profile:     mount.profile,
 		ProfileName: args.Profile,
 		Names:       o.Identifiers,
 		PublicKey:   csr.PublicKey,
 		NotBefore:   o.NotBefore,
 		NotAfter:    o.NotAfter,
-		IssuerURL:   w.urlBase + "/issuer/" + mount.issuer.ID,
-		CRLURL:      w.urlBase + "/crl/" + mount.issuer.ID,
-	})
+		IssuerURL:   w.urlBase + "/issuer/" + issuerID,
+		CRLURL:      w.urlBase + "/crl/" + issuerID,
+	}, csr)
 	if err != nil {
 		var ae *acme.Error
 		if errors.As(err, &ae) && ae.Problem.Type != acme.ProblemServerInternal {
@@ -76,7 +77,7 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		Serial:    issued.SerialHex,
 		OrderID:   o.ID,
 		AccountID: o.AccountID,
-		IssuerID:  mount.issuer.ID,
+		IssuerID:  issuerID,
 		Profile:   args.Profile,
 		DER:       issued.DER,
 		ChainPEM:  issued.ChainPEM,

@@ -20,7 +20,8 @@ import (
 // mount is a profile this worker can sign for.
 type mount struct {
 	profile config.Profile
-	issuer  *signer.Issuer
+	backend Backend
+	issuer  *signer.Issuer // local and pkcs11 only: this worker signs its CRLs
 }
 
 // Worker holds the handlers' dependencies.
@@ -42,9 +43,12 @@ type Worker struct {
 type Options struct {
 	Logger   *slog.Logger
 	Registry prometheus.Registerer
-	// Issuers are the mounted signing backends by profile name; main builds
-	// them (a PEM key file, a PKCS#11 token) so this package does not care.
+	// Issuers are the mounted key-holding backends by profile name; main
+	// builds them (a PEM key file, a PKCS#11 token) so this package does not
+	// care. The worker signs their CRLs.
 	Issuers map[string]*signer.Issuer
+	// Backends are the mounted relay and custom backends by profile name.
+	Backends map[string]Backend
 }
 
 // New builds a worker for cfg over st.
@@ -85,8 +89,18 @@ func New(cfg config.Config, st store.Store, opts Options) (*Worker, error) {
 		if !ok {
 			return nil, fmt.Errorf("profiles.%s: a backend was mounted for a profile that is not configured", name)
 		}
-		w.mounts[name] = mount{profile: p, issuer: iss}
+		w.mounts[name] = mount{profile: p, backend: issuerBackend{iss}, issuer: iss}
 		w.issuers[iss.ID] = iss
+	}
+	for name, b := range opts.Backends {
+		p, ok := cfg.Profiles[name]
+		if !ok {
+			return nil, fmt.Errorf("profiles.%s: a backend was mounted for a profile that is not configured", name)
+		}
+		if _, dup := w.mounts[name]; dup {
+			return nil, fmt.Errorf("profiles.%s: mounted twice (as an issuer and as a backend)", name)
+		}
+		w.mounts[name] = mount{profile: p, backend: b}
 	}
 	return w, nil
 }
@@ -97,6 +111,7 @@ func (w *Worker) Registry() (*jobs.Registry, error) {
 	for _, err := range []error{
 		jobs.Register(reg, w.validateChallenge),
 		jobs.Register(reg, w.issueOrder),
+		jobs.Register(reg, w.revokeCert),
 		jobs.Register(reg, w.generateCRL),
 		jobs.Register(reg, w.housekeeping),
 	} {
@@ -143,10 +158,34 @@ func (w *Worker) Periodic(crlEvery time.Duration) []*river.PeriodicJob {
 	return pj
 }
 
-// Ready reports whether the worker can do its work: the database answers.
+// Ready reports whether the worker can do its work: the database answers
+// and every mounted backend that can tell (a PKCS#11 token, an upstream CA)
+// is reachable.
 func (w *Worker) Ready(ctx context.Context) error {
 	if err := w.store.Ping(ctx); err != nil {
 		return fmt.Errorf("database: %w", err)
+	}
+	names := make([]string, 0, len(w.mounts))
+	for n := range w.mounts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	checked := map[any]bool{}
+	for _, n := range names {
+		m := w.mounts[n]
+		var c Checker
+		if m.issuer != nil {
+			c, _ = m.issuer.Signer.(Checker)
+		} else {
+			c, _ = m.backend.(Checker)
+		}
+		if c == nil || checked[c] {
+			continue
+		}
+		checked[c] = true
+		if err := c.Ready(ctx); err != nil {
+			return fmt.Errorf("profile %s: %w", n, err)
+		}
 	}
 	return nil
 }

@@ -27,6 +27,9 @@ type Config struct {
 	Policy    Policy             `toml:"policy"`
 	CA        CA                 `toml:"ca"`
 	Profiles  map[string]Profile `toml:"profiles"`
+	Limits    Limits             `toml:"limits"` // limits.go: rate limits, 0 = unlimited
+	// Backends are the named pkcs11, relay and custom signing backends.
+	Backends map[string]Backend `toml:"backends"`
 	// DefaultProfile is used when newOrder names none.
 	DefaultProfile string `toml:"default_profile"`
 }
@@ -59,6 +62,9 @@ type Server struct {
 	NonceLifetimeSeconds    int      `toml:"nonce_lifetime_seconds"`
 	OrderLifetimeHours      int      `toml:"order_lifetime_hours"`
 	AuthzLifetimeHours      int      `toml:"authz_lifetime_hours"`
+	// RenewalInfoRetryAfterSeconds is the Retry-After of renewalInfo
+	// answers (RFC 9773 §4.3); 0 means 6 hours.
+	RenewalInfoRetryAfterSeconds int `toml:"renewal_info_retry_after_seconds"`
 }
 
 // Admin is the operator panel's own listener. Empty Listen disables it.
@@ -122,6 +128,14 @@ type Profile struct {
 	SetCN                bool     `toml:"set_cn"`
 	KeyUsages            []string `toml:"key_usages"`
 	ExtKeyUsages         []string `toml:"ext_key_usages"`
+	// Signer names the [backends.<name>] of a pkcs11, relay or custom profile.
+	Signer string `toml:"signer"`
+	// ARI and newAuthz (ari.go): the suggested renewal window as fractions
+	// of the validity period (0 and 0: the middle third), and whether
+	// newAuthz may pre-authorize identifiers for this profile.
+	RenewalWindowStart    float64 `toml:"renewal_window_start"`
+	RenewalWindowEnd      float64 `toml:"renewal_window_end"`
+	AllowPreAuthorization bool    `toml:"allow_pre_authorization"`
 }
 
 // Default returns a configuration that runs a local CA on loopback with SQLite.
@@ -179,6 +193,7 @@ func Load(path string) (Config, error) {
 	c.Server.TLSCert = rel(base, c.Server.TLSCert)
 	c.Server.TLSKey = rel(base, c.Server.TLSKey)
 	c.Admin.TokenFile = rel(base, c.Admin.TokenFile)
+	c.backendPaths(base)
 	if strings.HasPrefix(c.Database.URL, "sqlite:") {
 		c.Database.URL = "sqlite:" + rel(base, strings.TrimPrefix(c.Database.URL, "sqlite:"))
 	}
@@ -200,6 +215,8 @@ func (c *Config) derive() {
 		c.CA.URLBase = "http://" + c.Server.PublicHTTPListen
 	}
 	c.CA.URLBase = strings.TrimRight(c.CA.URLBase, "/")
+	c.backendDefaults()
+	c.limitDefaults()
 	if c.Worker.ID == "" {
 		host, _ := os.Hostname()
 		c.Worker.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
@@ -305,6 +322,10 @@ func (c Config) Validate() error {
 			}
 		}
 	}
+	c.validateBackends(add)
+	c.validateLimits(add)
+	c.validateRenewal(add)
+	c.validateAdmin(add)
 	if len(errs) > 0 {
 		return errors.New("invalid configuration:\n  " + strings.Join(errs, "\n  "))
 	}

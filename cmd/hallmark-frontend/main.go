@@ -97,6 +97,9 @@ func run(c *cli.Context) error {
 		}()
 		log.Info("CRLs and issuer certificates over plain http", "url", cfg.CA.URLBase)
 	}
+	if err := serveAdmin(ctx, cfg, db, log); err != nil {
+		return err
+	}
 	log.Info("ACME directory", "url", cfg.Server.BaseURL+"/directory", "listen", ln.Addr().String(), "tls", cert != "")
 	return config.Serve(ctx, hs, ln, cert, key, 10*time.Second)
 }

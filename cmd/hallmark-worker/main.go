@@ -62,6 +62,8 @@ func main() {
 						&cli.StringFlag{Name: "tls-cert", Usage: "also issue a TLS server certificate for the frontend to this path"},
 						&cli.StringFlag{Name: "tls-key", Usage: "where to write the TLS certificate's key"},
 						&cli.StringFlag{Name: "tls-names", Value: "localhost,127.0.0.1,::1", Usage: "comma-separated names and IPs of the TLS certificate"},
+						&cli.StringSliceFlag{Name: "pkcs11", Usage: "also generate the key of this [backends.<name>] (type pkcs11) on its token and write its certificate, signed by the root; repeatable"},
+						&cli.StringFlag{Name: "key-type", Value: "p256", Usage: "issuing key type generated on the token: p256, p384, rsa2048, rsa3072, rsa4096"},
 					},
 					Action: caInit,
 				}},
@@ -90,6 +92,11 @@ func caInit(c *cli.Context) error {
 		fmt.Printf("created a root and an intermediate in %s\n", cfg.CA.Dir)
 	}
 	fmt.Printf("root certificate: %s\n", root)
+	for _, name := range c.StringSlice("pkcs11") {
+		if err := initPKCS11(c, cfg, name); err != nil {
+			return err
+		}
+	}
 	if certPath := c.String("tls-cert"); certPath != "" {
 		if _, err := os.Stat(certPath); err == nil {
 			fmt.Printf("TLS certificate %s already exists (left unchanged)\n", certPath)
@@ -157,8 +164,9 @@ func splitNames(s string) []acme.Identifier {
 	return ids
 }
 
-// mountIssuers builds the signing backend of every profile this worker
-// serves (worker.profiles, or all when empty).
+// mountIssuers builds the key-holding backend (local, pkcs11) of every
+// profile this worker serves (worker.profiles, or all when empty); relay and
+// custom profiles are mountBackends'.
 func mountIssuers(cfg config.Config) (map[string]*signer.Issuer, error) {
 	want := map[string]bool{}
 	for _, p := range cfg.Worker.Profiles {
@@ -180,6 +188,14 @@ func mountIssuers(cfg config.Config) (map[string]*signer.Issuer, error) {
 				local = iss
 			}
 			out[name] = local
+		case "pkcs11":
+			iss, err := mountToken(cfg, p.Signer)
+			if err != nil {
+				return nil, fmt.Errorf("profiles.%s: %w", name, err)
+			}
+			out[name] = iss
+		case "relay", "custom":
+			// No key here: mountBackends builds them.
 		default:
 			return nil, fmt.Errorf("profiles.%s.backend: %q is not available in this build yet", name, p.Backend)
 		}
@@ -196,7 +212,8 @@ func run(c *cli.Context) error {
 	ctx, stop := config.SignalContext()
 	defer stop()
 
-	issuers, err := mountIssuers(cfg)
+	issuers, unavailable := mountAvailable(cfg, log)
+	backends, err := mountBackends(cfg, log)
 	if err != nil {
 		return err
 	}
@@ -216,7 +233,7 @@ func run(c *cli.Context) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	w, err := worker.New(cfg, db.Store, worker.Options{Logger: log, Registry: reg, Issuers: issuers})
+	w, err := worker.New(cfg, db.Store, worker.Options{Logger: log, Registry: reg, Issuers: issuers, Backends: backends})
 	if err != nil {
 		return err
 	}
@@ -238,17 +255,13 @@ func run(c *cli.Context) error {
 		return err
 	}
 	log.Info("worker started", "queues", w.Queues())
+	ready := &readiness{mounted: issuers, unavailable: unavailable, ping: w.Ready}
+	go ready.watchDatabase(ctx, log, 2*time.Second)
 
 	if cfg.Worker.HealthListen != "" {
 		mux := http.NewServeMux()
 		mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) { fmt.Fprintln(rw, "ok") })
-		mux.HandleFunc("/readyz", func(rw http.ResponseWriter, r *http.Request) {
-			if err := w.Ready(r.Context()); err != nil {
-				http.Error(rw, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-				return
-			}
-			fmt.Fprintln(rw, "ready")
-		})
+		mux.Handle("/readyz", ready)
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		ln, err := net.Listen("tcp", cfg.Worker.HealthListen)
 		if err != nil {

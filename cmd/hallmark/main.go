@@ -6,6 +6,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -68,6 +69,14 @@ func main() {
 				}},
 			},
 			upCommand(),
+			revokeCommand(),
+			accountsCommand(),
+			ordersCommand(),
+			certsCommand(),
+			jobsCommand(),
+			crlCommand(),
+			eabCommand(),
+			ariCommand(),
 			{
 				Name:  "version",
 				Usage: "print the version",
@@ -78,8 +87,46 @@ func main() {
 			},
 		},
 	}
+	app.ExitErrHandler = printExit
+	app.OnUsageError = usageError
+	for _, c := range app.Commands {
+		onUsage(c)
+	}
 	if err := app.Run(os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "hallmark:", err)
 		os.Exit(1)
+	}
+}
+
+// printExit prints an action's error as one line on stderr and exits with
+// its code (docs/cli.md lists them): 1 unless the error carries another.
+func printExit(_ *cli.Context, err error) {
+	if err == nil {
+		return
+	}
+	code := exitError
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		code = ec.ExitCode()
+	}
+	if msg := err.Error(); msg != "" {
+		fmt.Fprintln(os.Stderr, "hallmark:", msg)
+	}
+	os.Exit(code)
+}
+
+// usageError makes a bad flag exit 2, as scripts expect of a usage error.
+func usageError(c *cli.Context, err error, _ bool) error {
+	name := "hallmark"
+	if c.Command != nil && c.Command.FullName() != "" {
+		name += " " + c.Command.FullName()
+	}
+	return cli.Exit(fmt.Sprintf("%v; see `%s --help`", err, name), exitUsage)
+}
+
+func onUsage(c *cli.Command) {
+	c.OnUsageError = usageError
+	for _, sub := range c.Subcommands {
+		onUsage(sub)
 	}
 }

@@ -38,6 +38,9 @@ const (
 	ProblemUnsupportedIdentifier   ProblemType = "urn:ietf:params:acme:error:unsupportedIdentifier"
 	ProblemUserActionRequired      ProblemType = "urn:ietf:params:acme:error:userActionRequired"
 	ProblemInvalidProfile          ProblemType = "urn:ietf:params:acme:error:invalidProfile"
+	// ProblemAlreadyReplaced: RFC 9773 §7.4, a newOrder "replaces" names a
+	// certificate another order already replaces.
+	ProblemAlreadyReplaced ProblemType = "urn:ietf:params:acme:error:alreadyReplaced"
 )
 
 // statusByType is the one table that maps a problem type to its HTTP status.
@@ -68,6 +71,7 @@ var statusByType = map[ProblemType]int{
 	ProblemUnsupportedIdentifier:   http.StatusBadRequest,
 	ProblemUserActionRequired:      http.StatusForbidden,
 	ProblemInvalidProfile:          http.StatusBadRequest,
+	ProblemAlreadyReplaced:         http.StatusConflict,
 }
 
 // Problem is an RFC 7807 problem document as RFC 8555 §6.7 uses it.

@@ -17,7 +17,7 @@ func TestEveryProblemTypeHasAStatus(t *testing.T) {
 		ProblemIncorrectResponse, ProblemInvalidContact, ProblemMalformed, ProblemOrderNotReady,
 		ProblemRateLimited, ProblemRejectedIdentifier, ProblemServerInternal, ProblemTLS,
 		ProblemUnauthorized, ProblemUnsupportedContact, ProblemUnsupportedIdentifier,
-		ProblemUserActionRequired, ProblemInvalidProfile,
+		ProblemUserActionRequired, ProblemInvalidProfile, ProblemAlreadyReplaced,
 	}
 	for _, typ := range all {
 		if _, ok := statusByType[typ]; !ok {

@@ -264,6 +264,11 @@ VALUES ($1, $2, 'pending', $3, $4, $5, $6, $7, $8, {now}, {now})`,
   WHERE oa.order_id = orders.id AND a.status <> 'valid')`, orderID); err != nil {
 			return err
 		}
+		if o.ReplacesSerial != "" { // RFC 9773 §5; store/sqlstore/ari.go
+			if err := s.replace(ctx, t, o.ReplacesSerial, o.AccountID, orderID); err != nil {
+				return err
+			}
+		}
 		var err error
 		out, err = s.orderByID(ctx, t, orderID)
 		return err

@@ -66,13 +66,20 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"AuthzDeactivate", testAuthzDeactivate},
 		{"Revoke", testRevoke},
 		{"RevokeQueue", testRevokeQueue},
+		{"RevokeRecorded", testRevokeRecorded},
 		{"CRLMonotonic", testCRLMonotonic},
 		{"Leases", testLeases},
+		{"RateCounts", testRateCounts},
 		{"Audit", testAudit},
 		{"IssuerPublish", testIssuerPublish},
+		{"AdminViews", testAdminViews},
 		{"ExpirePending", testExpirePending},
 		{"StrandedChallenge", testStrandedChallenge},
 		{"StrandedOrder", testStrandedOrder},
+		{"RenewalMove", testRenewalMove},     // arieab.go
+		{"OrderReplaces", testOrderReplaces}, // arieab.go
+		{"EABBindOnce", testEABBindOnce},     // arieab.go
+		{"AuthzCreate", testAuthzCreate},     // arieab.go
 		{"MigrationsIdempotent", testMigrationsIdempotent},
 		{"MigrationsRefuseNewer", testMigrationsRefuseNewer},
 	}

@@ -1,0 +1,205 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/protocol/revocation"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Options builds a Server.
+type Options struct {
+	Store store.Store
+	Queue jobs.Queue
+	// Revoker is the shared revocation service (protocol/revocation).
+	Revoker *revocation.Service
+	// Token is the operator token (LoadToken).
+	Token string
+	// CRLBase is where relying parties fetch CRLs (config ca.url_base),
+	// to link each issuer's served CRL.
+	CRLBase string
+	// SecureCookies marks cookies Secure; set it when the panel is served
+	// over TLS.
+	SecureCookies bool
+	// RevokeWait bounds how long a revocation through a relay/custom
+	// backend is waited on before the page says it is queued.
+	RevokeWait time.Duration
+	Logger     *slog.Logger
+}
+
+// Server is the admin panel.
+type Server struct {
+	st      store.Store
+	q       jobs.Queue
+	rev     *revocation.Service
+	auth    *auth
+	crlBase string
+	wait    time.Duration
+	log     *slog.Logger
+	pages   map[string]*template.Template
+	mux     *http.ServeMux
+}
+
+// New builds the panel. It refuses a token shorter than MinTokenLength.
+func New(o Options) (*Server, error) {
+	if len(o.Token) < MinTokenLength {
+		return nil, fmt.Errorf("the admin token is %d bytes; use at least %d", len(o.Token), MinTokenLength)
+	}
+	if o.Store == nil || o.Queue == nil || o.Revoker == nil {
+		return nil, errors.New("admin: Store, Queue and Revoker are required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	s := &Server{st: o.Store, q: o.Queue, rev: o.Revoker, auth: newAuth(o.Token, o.SecureCookies),
+		crlBase: strings.TrimRight(o.CRLBase, "/"), wait: o.RevokeWait, log: o.Logger, mux: http.NewServeMux()}
+	if err := s.parseTemplates(); err != nil {
+		return nil, err
+	}
+	s.routes()
+	return s, nil
+}
+
+// Handler serves the panel. Every route but /login, /healthz and /static/
+// needs credentials; every POST needs the CSRF token.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		// No script runs here and nothing may frame the panel.
+		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-store")
+		s.mux.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) routes() {
+	static, _ := fs.Sub(staticFS, "static")
+	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	s.mux.HandleFunc("GET /login", s.loginPage)
+	s.mux.HandleFunc("POST /login", s.login)
+	s.mux.Handle("POST /logout", s.authed(s.logout))
+	s.mux.Handle("GET /{$}", s.authed(s.overview))
+	s.mux.Handle("GET /accounts", s.authed(s.accounts))
+	s.mux.Handle("GET /accounts/{id}", s.authed(s.account))
+	s.mux.Handle("GET /orders", s.authed(s.orders))
+	s.mux.Handle("GET /orders/{id}", s.authed(s.order))
+	s.mux.Handle("GET /certs", s.authed(s.certs))
+	s.mux.Handle("GET /certs/{serial}", s.authed(s.cert))
+	s.mux.Handle("POST /certs/{serial}/revoke", s.authed(s.revoke))
+	s.mux.Handle("GET /jobs", s.authed(s.jobsPage))
+	s.mux.Handle("GET /jobs/{id}", s.authed(s.job))
+	s.mux.Handle("POST /jobs/{id}/retry", s.authed(s.jobRetry))
+	s.mux.Handle("POST /jobs/{id}/abandon", s.authed(s.jobAbandon))
+	s.mux.Handle("GET /crls", s.authed(s.crls))
+	s.mux.Handle("GET /audit", s.authed(s.audit))
+}
+
+// handlerFunc is a page handler for an authenticated operator.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, p principal) error
+
+// authed refuses a request without valid credentials (401, with the login
+// form for a browser) and a POST without the principal's CSRF token (403).
+func (s *Server) authed(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, ok := s.auth.authenticate(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="hallmark admin"`)
+			s.renderLogin(w, r, http.StatusUnauthorized, "Sign in with the operator token.")
+			return
+		}
+		if r.Method == http.MethodPost {
+			r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+			if !s.auth.csrfOK(r, p.seed) {
+				s.log.Warn("admin: form post refused: missing or wrong CSRF token", "user", p.user, "path", r.URL.Path)
+				http.Error(w, "403 forbidden: the form's CSRF token is missing or does not belong to your session; reload the page and submit it again", http.StatusForbidden)
+				return
+			}
+		}
+		if err := h(w, r, p); err != nil {
+			s.fail(w, r, p, err)
+		}
+	})
+}
+
+// errNotFound renders 404 with its message.
+type errNotFound string
+
+func (e errNotFound) Error() string { return string(e) }
+
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, p principal, err error) {
+	status, msg := http.StatusInternalServerError, "the panel could not read the store; see the frontend's log"
+	var nf errNotFound
+	switch {
+	case errors.As(err, &nf):
+		status, msg = http.StatusNotFound, nf.Error()
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, jobs.ErrJobNotFound):
+		status, msg = http.StatusNotFound, "no such record: "+r.URL.Path
+	case errors.Is(err, context.Canceled):
+		return
+	default:
+		s.log.Error("admin: page failed", "path", r.URL.Path, "user", p.user, "err", err)
+	}
+	s.render(w, r, p, status, "error", map[string]any{"Message": msg, "Status": status})
+}
+
+// view is what every page template gets.
+type view struct {
+	Title string
+	Nav   string
+	User  string
+	CSRF  string
+	Flash string
+	Now   time.Time
+	Data  any
+}
+
+func (s *Server) render(w http.ResponseWriter, r *http.Request, p principal, status int, page string, data any) {
+	t, ok := s.pages[page]
+	if !ok {
+		http.Error(w, "no template "+page, http.StatusInternalServerError)
+		return
+	}
+	v := view{Title: page, Nav: page, User: p.user, Now: time.Now(), Data: data, Flash: r.URL.Query().Get("flash")}
+	if p.seed != "" {
+		v.CSRF = s.auth.csrfToken(p.seed)
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout", v); err != nil {
+		s.log.Error("admin: rendering", "page", page, "err", err)
+		http.Error(w, "500 the page could not be rendered; see the frontend's log", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = buf.WriteTo(w)
+}
+
+// record writes an operator action to the audit log; a failure is logged
+// loudly but does not undo the action, which already happened.
+func (s *Server) record(ctx context.Context, p principal, action, subject, detail string) {
+	ev := store.AuditEvent{Actor: "admin:" + p.user, Action: action, Subject: subject, Detail: detail}
+	if err := s.st.AuditRecord(ctx, ev); err != nil {
+		s.log.Error("admin: recording an audit event failed", "action", action, "subject", subject, "user", p.user, "err", err)
+	}
+}

@@ -1,0 +1,231 @@
+package admin_test
+
+import (
+	"context"
+	"encoding/base64"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/hallmark-ca/hallmark/admin"
+	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol/revocation"
+	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/store/open"
+	"github.com/hallmark-ca/hallmark/tests/testdb"
+)
+
+const token = "test-operator-token-0123456789abcdef"
+
+// panel serves the admin panel over a real, migrated SQLite store on a
+// loopback listener.
+func panel(t *testing.T) (*httptest.Server, store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	url := testdb.SQLite(t)
+	if err := open.Migrate(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	db, err := open.Open(ctx, url, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	p, err := admin.New(admin.Options{Store: db.Store, Queue: db.Queue, Token: token,
+		Revoker: revocation.New(db.Store, config.Default().Profiles)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p.Handler())
+	t.Cleanup(srv.Close)
+	return srv, db.Store
+}
+
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+func do(t *testing.T, c *http.Client, method, u, auth string, form url.Values) (*http.Response, string) {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, u, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func csrfOf(t *testing.T, page string) string {
+	t.Helper()
+	m := csrfRE.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no CSRF token in the page:\n%s", page)
+	}
+	return m[1]
+}
+
+func TestRefusesWithoutCredentials(t *testing.T) {
+	t.Parallel()
+	srv, _ := panel(t)
+	c := &http.Client{CheckRedirect: noRedirect}
+	for _, tc := range []struct {
+		name, method, path, auth string
+		want                     int
+	}{
+		{"no credentials", "GET", "/", "", 401},
+		{"no credentials, a list", "GET", "/certs", "", 401},
+		{"no credentials, a form post", "POST", "/certs/abcd/revoke", "", 401},
+		{"wrong bearer", "GET", "/", "Bearer not-the-token-at-all-nope", 401},
+		{"wrong basic password", "GET", "/", "Basic " + b64("alice:wrong"), 401},
+		{"forged session", "GET", "/audit", "", 401},
+		{"bearer", "GET", "/", "Bearer " + token, 200},
+		{"basic with the token as password", "GET", "/jobs", "Basic " + b64("alice:"+token), 200},
+		{"login page is public", "GET", "/login", "", 200},
+		{"static is public", "GET", "/static/style.css", "", 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var form url.Values
+			if tc.method == "POST" {
+				form = url.Values{"reason": {"4"}}
+			}
+			resp, body := do(t, c, tc.method, srv.URL+tc.path, tc.auth, form)
+			if resp.StatusCode != tc.want {
+				t.Fatalf("%s %s: status %d, want %d\n%s", tc.method, tc.path, resp.StatusCode, tc.want, body)
+			}
+			if tc.want == 401 && !strings.Contains(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+				t.Fatalf("401 without a WWW-Authenticate challenge: %v", resp.Header)
+			}
+			if tc.want == 401 && strings.Contains(body, "Overview") {
+				t.Fatalf("a refused request saw the panel:\n%s", body)
+			}
+		})
+	}
+}
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+func TestFormPostNeedsCSRF(t *testing.T) {
+	t.Parallel()
+	srv, st := panel(t)
+	c := &http.Client{CheckRedirect: noRedirect}
+	bearer := "Bearer " + token
+	_, page := do(t, c, "GET", srv.URL+"/", bearer, nil)
+	good := csrfOf(t, page)
+	for _, tc := range []struct {
+		name string
+		form url.Values
+		want int
+	}{
+		{"no token", url.Values{"reason": {"4"}}, 403},
+		{"wrong token", url.Values{"reason": {"4"}, "csrf": {"AAAA" + good[4:]}}, 403},
+		{"the principal's token", url.Values{"reason": {"4"}, "csrf": {good}}, 303},
+	} {
+		resp, body := do(t, c, "POST", srv.URL+"/certs/abcd/revoke", bearer, tc.form)
+		if resp.StatusCode != tc.want {
+			t.Fatalf("%s: status %d, want %d\n%s", tc.name, resp.StatusCode, tc.want, body)
+		}
+	}
+	// A post with the right token from another origin is refused too.
+	req, _ := http.NewRequest("POST", srv.URL+"/jobs/1/retry", strings.NewReader(url.Values{"csrf": {good}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", bearer)
+	req.Header.Set("Origin", "http://evil.example")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 {
+		t.Fatalf("cross-origin post: status %d, want 403", resp.StatusCode)
+	}
+	// The refused revocations changed nothing and recorded nothing.
+	if evs, _, _ := st.AuditList(context.Background(), store.Page{}); len(evs) != 0 {
+		t.Fatalf("audit events after refused posts: %+v", evs)
+	}
+}
+
+// TestLoginSession: the login form trades the token for a session cookie;
+// the session's forms carry its own CSRF token, a wrong token is refused,
+// and login and logout are audited.
+func TestLoginSession(t *testing.T) {
+	t.Parallel()
+	srv, st := panel(t)
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, CheckRedirect: noRedirect}
+	_, page := do(t, c, "GET", srv.URL+"/login", "", nil)
+	loginCSRF := csrfOf(t, page)
+
+	resp, _ := do(t, c, "POST", srv.URL+"/login", "", url.Values{"user": {"alice"}, "token": {token}})
+	if resp.StatusCode != 403 {
+		t.Fatalf("login without its CSRF token: %d, want 403", resp.StatusCode)
+	}
+	resp, _ = do(t, c, "POST", srv.URL+"/login", "", url.Values{"user": {"alice"}, "token": {"wrong-token-wrong-token"}, "csrf": {loginCSRF}})
+	if resp.StatusCode != 401 {
+		t.Fatalf("login with a wrong token: %d, want 401", resp.StatusCode)
+	}
+	resp, _ = do(t, c, "POST", srv.URL+"/login", "", url.Values{"user": {"alice"}, "token": {token}, "csrf": {loginCSRF}, "next": {"//evil.example/"}})
+	if resp.StatusCode != 303 || resp.Header.Get("Location") != "/" {
+		t.Fatalf("login: %d to %q, want 303 to /", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	resp, page = do(t, c, "GET", srv.URL+"/", "", nil)
+	if resp.StatusCode != 200 || !strings.Contains(page, "alice") {
+		t.Fatalf("overview after login: %d\n%s", resp.StatusCode, page)
+	}
+	sessionCSRF := csrfOf(t, page)
+	if sessionCSRF == loginCSRF {
+		t.Fatal("the session's CSRF token is the login form's")
+	}
+	resp, _ = do(t, c, "POST", srv.URL+"/logout", "", url.Values{"csrf": {loginCSRF}})
+	if resp.StatusCode != 403 {
+		t.Fatalf("logout with the login form's token: %d, want 403", resp.StatusCode)
+	}
+	resp, _ = do(t, c, "POST", srv.URL+"/logout", "", url.Values{"csrf": {sessionCSRF}})
+	if resp.StatusCode != 303 {
+		t.Fatalf("logout: %d, want 303", resp.StatusCode)
+	}
+	if resp, _ = do(t, c, "GET", srv.URL+"/", "", nil); resp.StatusCode != 401 {
+		t.Fatalf("overview after logout: %d, want 401", resp.StatusCode)
+	}
+	evs, _, err := st.AuditList(context.Background(), store.Page{})
+	if err != nil || len(evs) != 2 || evs[0].Action != "admin.logout" || evs[1].Action != "admin.login" || evs[1].Actor != "admin:alice" {
+		t.Fatalf("audit = %+v, %v; want login then logout by admin:alice", evs, err)
+	}
+}
+
+// TestPagesRender: every page renders for an empty store.
+func TestPagesRender(t *testing.T) {
+	t.Parallel()
+	srv, _ := panel(t)
+	c := &http.Client{CheckRedirect: noRedirect}
+	for _, p := range []string{"/", "/accounts", "/orders?status=valid", "/certs?revoked=yes", "/jobs?state=available", "/crls", "/audit"} {
+		resp, body := do(t, c, "GET", srv.URL+p, "Bearer "+token, nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %d\n%s", p, resp.StatusCode, body)
+		}
+	}
+	for _, p := range []string{"/certs/ffff", "/orders/nope", "/accounts/nope", "/jobs/999999", "/jobs/x", "/audit?after=bogus"} {
+		if resp, body := do(t, c, "GET", srv.URL+p, "Bearer "+token, nil); resp.StatusCode != 404 {
+			t.Fatalf("GET %s: %d, want 404\n%s", p, resp.StatusCode, body)
+		}
+	}
+}

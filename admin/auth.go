@@ -1,0 +1,197 @@
+package admin
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/cmd/config"
+)
+
+// MinTokenLength is the shortest operator token accepted: 16 bytes of
+// anything is still guessable only by brute force against a constant-time
+// compare, and anything shorter is a password someone chose.
+const MinTokenLength = 16
+
+const (
+	sessionCookie = "hallmark_admin_session"
+	loginCookie   = "hallmark_admin_login" // binds the login form's CSRF token
+	sessionTTL    = 12 * time.Hour
+	csrfField     = "csrf"
+)
+
+// LoadToken reads the operator token named by the [admin] section: the
+// file's contents (trimmed) or else the environment variable's value.
+func LoadToken(a config.Admin) (string, error) {
+	var tok string
+	switch {
+	case a.TokenFile != "":
+		b, err := os.ReadFile(a.TokenFile)
+		if err != nil {
+			return "", fmt.Errorf("reading admin.token_file: %w", err)
+		}
+		tok = strings.TrimSpace(string(b))
+	case a.TokenEnv != "":
+		tok = strings.TrimSpace(os.Getenv(a.TokenEnv))
+		if tok == "" {
+			return "", fmt.Errorf("admin.token_env names %s, which is empty or unset; export the operator token in it", a.TokenEnv)
+		}
+	default:
+		return "", errors.New("the admin panel needs a token: set admin.token_file or admin.token_env")
+	}
+	if len(tok) < MinTokenLength {
+		return "", fmt.Errorf("the admin token is %d bytes; use at least %d (e.g. `openssl rand -hex 32`)", len(tok), MinTokenLength)
+	}
+	return tok, nil
+}
+
+// auth checks credentials and mints and checks sessions and CSRF tokens.
+// Every secret is derived from the operator token, so every frontend
+// replica with the same token accepts the same sessions, and changing the
+// token logs everyone out.
+type auth struct {
+	tokenSum [32]byte // SHA-256 of the token: compared, never the token itself
+	key      []byte   // HMAC key for sessions and CSRF tokens
+	secure   bool     // cookies only over TLS
+	now      func() time.Time
+}
+
+func newAuth(token string, secure bool) *auth {
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte("hallmark admin session key v1"))
+	return &auth{tokenSum: sha256.Sum256([]byte(token)), key: m.Sum(nil), secure: secure, now: time.Now}
+}
+
+// tokenOK compares in constant time; hashing first makes the comparison
+// independent of the presented token's length too.
+func (a *auth) tokenOK(presented string) bool {
+	sum := sha256.Sum256([]byte(presented))
+	return subtle.ConstantTimeCompare(sum[:], a.tokenSum[:]) == 1
+}
+
+// principal is an authenticated operator for one request. seed binds the
+// CSRF token: the session id for a browser session, the user for header
+// credentials.
+type principal struct {
+	user string
+	seed string
+}
+
+// authenticate accepts "Authorization: Bearer <token>", basic auth with the
+// token as password (the user name is recorded as the operator), or a
+// session cookie minted by the login form.
+func (a *auth) authenticate(r *http.Request) (principal, bool) {
+	if h := r.Header.Get("Authorization"); h != "" {
+		if tok, ok := strings.CutPrefix(h, "Bearer "); ok {
+			if a.tokenOK(strings.TrimSpace(tok)) {
+				return principal{user: "token", seed: "header:token"}, true
+			}
+			return principal{}, false
+		}
+		if user, pass, ok := r.BasicAuth(); ok {
+			user = cleanUser(user)
+			if a.tokenOK(pass) {
+				return principal{user: user, seed: "header:" + user}, true
+			}
+		}
+		return principal{}, false
+	}
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		return a.parseSession(c.Value)
+	}
+	return principal{}, false
+}
+
+// cleanUser keeps an operator name printable and short for the audit log.
+func cleanUser(u string) string {
+	u = strings.Map(func(r rune) rune {
+		if r < 0x21 || r == 0x7f || r == '|' {
+			return -1
+		}
+		return r
+	}, u)
+	if len(u) > 64 {
+		u = u[:64]
+	}
+	if u == "" {
+		u = "operator"
+	}
+	return u
+}
+
+func (a *auth) mac(parts ...string) string {
+	m := hmac.New(sha256.New, a.key)
+	m.Write([]byte(strings.Join(parts, "\x00")))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+func randomID() string {
+	b := make([]byte, 18)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// newSession returns a cookie value: user|session id|expiry, then its MAC.
+func (a *auth) newSession(user string) string {
+	payload := cleanUser(user) + "|" + randomID() + "|" + strconv.FormatInt(a.now().Add(sessionTTL).Unix(), 10)
+	enc := base64.RawURLEncoding.EncodeToString([]byte(payload))
+	return enc + "." + a.mac("session", enc)
+}
+
+func (a *auth) parseSession(v string) (principal, bool) {
+	enc, sig, ok := strings.Cut(v, ".")
+	if !ok || !hmac.Equal([]byte(sig), []byte(a.mac("session", enc))) {
+		return principal{}, false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil {
+		return principal{}, false
+	}
+	f := strings.Split(string(raw), "|")
+	if len(f) != 3 {
+		return principal{}, false
+	}
+	exp, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil || a.now().Unix() > exp {
+		return principal{}, false
+	}
+	return principal{user: f[0], seed: "session:" + f[1]}, true
+}
+
+// csrfToken is the token every form of this principal carries: an HMAC of
+// its seed, so it needs no server-side state and is useless to anyone
+// without the session it belongs to.
+func (a *auth) csrfToken(seed string) string { return a.mac("csrf", seed) }
+
+// csrfOK checks a state-changing request: the form's token must match the
+// seed's, and a browser's Origin (when sent) must be this panel.
+func (a *auth) csrfOK(r *http.Request, seed string) bool {
+	if o := r.Header.Get("Origin"); o != "" && o != "null" {
+		u, err := url.Parse(o)
+		if err != nil || u.Host != r.Host {
+			return false
+		}
+	}
+	got := r.PostFormValue(csrfField)
+	return got != "" && hmac.Equal([]byte(got), []byte(a.csrfToken(seed)))
+}
+
+func (a *auth) cookie(name, value string, ttl time.Duration) *http.Cookie {
+	c := &http.Cookie{Name: name, Value: value, Path: "/", HttpOnly: true, Secure: a.secure, SameSite: http.SameSiteStrictMode}
+	if ttl < 0 {
+		c.MaxAge = -1
+	} else if ttl > 0 {
+		c.MaxAge = int(ttl.Seconds())
+	}
+	return c
+}

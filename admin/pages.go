@@ -1,0 +1,478 @@
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/revocation"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// pageSize is how many rows a list page shows.
+const pageSize = 50
+
+var pageNames = []string{"login", "error", "overview", "accounts", "account", "orders", "order", "certs", "cert", "jobs", "job", "crls", "audit"}
+
+func (s *Server) parseTemplates() error {
+	funcs := template.FuncMap{
+		"time": func(t any) string {
+			switch v := t.(type) {
+			case time.Time:
+				if v.IsZero() {
+					return "—"
+				}
+				return v.UTC().Format("2006-01-02 15:04:05Z")
+			case *time.Time:
+				if v == nil || v.IsZero() {
+					return "—"
+				}
+				return v.UTC().Format("2006-01-02 15:04:05Z")
+			}
+			return fmt.Sprint(t)
+		},
+		"ago": func(t time.Time) string {
+			if t.IsZero() {
+				return ""
+			}
+			d := time.Since(t).Round(time.Second)
+			if d < 0 {
+				return "in " + (-d).String()
+			}
+			return d.String() + " ago"
+		},
+		"join":   strings.Join,
+		"reason": func(n int) string { return revocation.Reason(n).String() },
+		"idents": func(ids []acme.Identifier) string {
+			parts := make([]string, len(ids))
+			for i, id := range ids {
+				parts[i] = id.Value
+			}
+			return strings.Join(parts, ", ")
+		},
+		"json": func(b []byte) string {
+			var v any
+			if json.Unmarshal(b, &v) != nil {
+				return string(b)
+			}
+			out, _ := json.MarshalIndent(v, "", "  ")
+			return string(out)
+		},
+		"lastErr": func(j jobs.JobInfo) string {
+			if len(j.Errors) == 0 {
+				return ""
+			}
+			return j.Errors[len(j.Errors)-1].Error
+		},
+		// nextpage is the query string of the next page, keeping the
+		// filters; "" when there is none.
+		"nextpage": func(next string, kv ...string) template.URL {
+			if next == "" {
+				return ""
+			}
+			return query(append(kv, "after", next)...)
+		},
+		"query": query,
+	}
+	s.pages = map[string]*template.Template{}
+	for _, name := range pageNames {
+		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return fmt.Errorf("admin: parsing template %s: %w", name, err)
+		}
+		s.pages[name] = t
+	}
+	return nil
+}
+
+// query builds a query string from key/value pairs, leaving out empty values.
+func query(kv ...string) template.URL {
+	q := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			q.Set(kv[i], kv[i+1])
+		}
+	}
+	return template.URL(q.Encode())
+}
+
+// --- overview ---
+
+type crlRow struct {
+	Issuer    string
+	CRL       *store.CRL
+	Revoked   int
+	NotListed int // revocations newer than the newest CRL
+	Stale     bool
+	URL       string
+	Problem   string
+}
+
+func (s *Server) overview(w http.ResponseWriter, r *http.Request, p principal) error {
+	ctx := r.Context()
+	counts, err := s.st.Counts(ctx)
+	if err != nil {
+		return err
+	}
+	depth, err := s.st.QueueDepth(ctx)
+	if err != nil {
+		return err
+	}
+	var oldest *jobs.JobInfo
+	if depth.OldestWaitingID != 0 {
+		if j, err := jobs.Show(ctx, s.q, depth.OldestWaitingID); err == nil {
+			oldest = &j
+		}
+	}
+	failing, err := jobs.List(ctx, s.q, jobs.ListFilter{States: []string{"retryable", "discarded"}, Limit: 10})
+	if err != nil {
+		return err
+	}
+	crls, err := s.crlRows(r)
+	if err != nil {
+		return err
+	}
+	s.render(w, r, p, http.StatusOK, "overview", map[string]any{
+		"Counts": counts, "Depth": depth.Rows, "Oldest": oldest, "Failing": failing, "CRLs": crls,
+	})
+	return nil
+}
+
+func (s *Server) crlRows(r *http.Request) ([]crlRow, error) {
+	ctx := r.Context()
+	issuers, err := s.st.Issuers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now, err := s.st.Now(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var rows []crlRow
+	for _, id := range issuers {
+		row := crlRow{Issuer: id}
+		if s.crlBase != "" {
+			row.URL = s.crlBase + "/crl/" + id
+		}
+		c, err := s.st.CRLLatest(ctx, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			row.CRL = c
+		}
+		revs, err := s.st.Revocations(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		row.Revoked = len(revs)
+		for _, rv := range revs {
+			if row.CRL == nil || rv.RevokedAt.After(row.CRL.ThisUpdate) {
+				row.NotListed++
+			}
+		}
+		switch {
+		case row.CRL == nil && row.Revoked > 0:
+			row.Stale, row.Problem = true, "no CRL signed yet; is a worker mounting this issuer running?"
+		case row.CRL != nil && now.After(row.CRL.NextUpdate):
+			row.Stale, row.Problem = true, "past nextUpdate: relying parties will reject it"
+		case row.NotListed > 0:
+			row.Problem = "revocations waiting for the next CRL"
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+func (s *Server) crls(w http.ResponseWriter, r *http.Request, p principal) error {
+	rows, err := s.crlRows(r)
+	if err != nil {
+		return err
+	}
+	s.render(w, r, p, http.StatusOK, "crls", map[string]any{"CRLs": rows})
+	return nil
+}
+
+// --- accounts ---
+
+func (s *Server) accounts(w http.ResponseWriter, r *http.Request, p principal) error {
+	list, next, err := s.st.AccountsList(r.Context(), pageOf(r))
+	if err != nil {
+		return pageErr(err)
+	}
+	s.render(w, r, p, http.StatusOK, "accounts", map[string]any{"Accounts": list, "Next": next})
+	return nil
+}
+
+func (s *Server) account(w http.ResponseWriter, r *http.Request, p principal) error {
+	ctx := r.Context()
+	a, err := s.st.AccountByID(ctx, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	orders, moreOrders, err := s.st.OrdersList(ctx, store.OrderFilter{AccountID: a.ID}, store.Page{Limit: 10})
+	if err != nil {
+		return err
+	}
+	certs, moreCerts, err := s.st.CertificatesList(ctx, store.CertFilter{AccountID: a.ID}, store.Page{Limit: 10})
+	if err != nil {
+		return err
+	}
+	s.render(w, r, p, http.StatusOK, "account", map[string]any{"Account": a, "Orders": orders, "MoreOrders": moreOrders != "",
+		"Certs": certs, "MoreCerts": moreCerts != "", "JWK": string(a.KeyJWK)})
+	return nil
+}
+
+// --- orders ---
+
+func (s *Server) orders(w http.ResponseWriter, r *http.Request, p principal) error {
+	q := r.URL.Query()
+	f := store.OrderFilter{AccountID: strings.TrimSpace(q.Get("account")), Identifier: strings.ToLower(strings.TrimSpace(q.Get("identifier"))), Status: acme.Status(q.Get("status"))}
+	list, next, err := s.st.OrdersList(r.Context(), f, pageOf(r))
+	if err != nil {
+		return pageErr(err)
+	}
+	s.render(w, r, p, http.StatusOK, "orders", map[string]any{"Orders": list, "Next": next, "Filter": f,
+		"Statuses": []string{"pending", "ready", "processing", "valid", "invalid"}})
+	return nil
+}
+
+func (s *Server) order(w http.ResponseWriter, r *http.Request, p principal) error {
+	ctx := r.Context()
+	o, err := s.st.OrderByID(ctx, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	var authzs []*store.Authorization
+	for _, id := range o.AuthzIDs {
+		a, err := s.st.AuthzByID(ctx, id)
+		if err != nil {
+			return err
+		}
+		authzs = append(authzs, a)
+	}
+	s.render(w, r, p, http.StatusOK, "order", map[string]any{"Order": o, "Authzs": authzs})
+	return nil
+}
+
+// --- certificates ---
+
+func (s *Server) certs(w http.ResponseWriter, r *http.Request, p principal) error {
+	q := r.URL.Query()
+	f := store.CertFilter{AccountID: strings.TrimSpace(q.Get("account")), Name: strings.ToLower(strings.TrimSpace(q.Get("name")))}
+	switch q.Get("revoked") {
+	case "yes":
+		f.Revoked = ptr(true)
+	case "no":
+		f.Revoked = ptr(false)
+	}
+	if e := q.Get("expiring"); e != "" {
+		t, err := time.Parse("2006-01-02", e)
+		if err != nil {
+			return errNotFound("the expiring date must be YYYY-MM-DD")
+		}
+		f.ExpiringBefore = &t
+	}
+	// A serial typed into the search box goes straight to its page.
+	if serial := strings.ToLower(strings.TrimSpace(strings.ReplaceAll(q.Get("serial"), ":", ""))); serial != "" {
+		http.Redirect(w, r, "/certs/"+url.PathEscape(serial), http.StatusSeeOther)
+		return nil
+	}
+	list, next, err := s.st.CertificatesList(r.Context(), f, pageOf(r))
+	if err != nil {
+		return pageErr(err)
+	}
+	s.render(w, r, p, http.StatusOK, "certs", map[string]any{"Certs": list, "Next": next, "Name": q.Get("name"),
+		"Account": f.AccountID, "Revoked": q.Get("revoked"), "Expiring": q.Get("expiring")})
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func (s *Server) cert(w http.ResponseWriter, r *http.Request, p principal) error {
+	c, err := s.st.CertificateBySerial(r.Context(), r.PathValue("serial"))
+	if err != nil {
+		return err
+	}
+	s.render(w, r, p, http.StatusOK, "cert", map[string]any{"Cert": c, "Reasons": revocation.Allowed(),
+		"Backend": s.rev.Backend(c), "Remote": s.rev.Remote(c)})
+	return nil
+}
+
+// revoke revokes through protocol/revocation, the path the ACME API and the
+// CLI use; the audit event is written in the revocation's transaction.
+func (s *Server) revoke(w http.ResponseWriter, r *http.Request, p principal) error {
+	serial := r.PathValue("serial")
+	reason, err := revocation.ParseReason(r.PostFormValue("reason"))
+	if err == nil {
+		var res revocation.Result
+		res, err = s.rev.Revoke(r.Context(), revocation.Request{Serial: serial, Reason: reason, Actor: "admin:" + p.user, Via: "admin panel", Wait: s.wait})
+		if err == nil {
+			msg := fmt.Sprintf("Revoked (%s). The issuer's next CRL is queued and will list it.", reason)
+			if res.Remote && !res.Done {
+				msg = fmt.Sprintf("Revocation (%s) queued with the %s backend; this page shows it once the backend confirms.", reason, res.Backend)
+			}
+			http.Redirect(w, r, "/certs/"+url.PathEscape(serial)+"?"+url.Values{"flash": {msg}}.Encode(), http.StatusSeeOther)
+			return nil
+		}
+	}
+	var ae *acme.Error
+	if errors.As(err, &ae) {
+		s.log.Info("admin: revocation refused", "serial", serial, "user", p.user, "problem", ae.Problem.Detail)
+		http.Redirect(w, r, "/certs/"+url.PathEscape(serial)+"?"+url.Values{"flash": {"Not revoked: " + ae.Problem.Detail}}.Encode(), http.StatusSeeOther)
+		return nil
+	}
+	return err
+}
+
+// --- jobs ---
+
+func (s *Server) jobsPage(w http.ResponseWriter, r *http.Request, p principal) error {
+	ctx := r.Context()
+	q := r.URL.Query()
+	f := store.JobFilter{Kind: q.Get("kind"), State: q.Get("state")}
+	ids, next, err := s.st.JobIDs(ctx, f, pageOf(r))
+	if err != nil {
+		return pageErr(err)
+	}
+	list := make([]jobs.JobInfo, 0, len(ids))
+	for _, id := range ids {
+		j, err := jobs.Show(ctx, s.q, id)
+		if errors.Is(err, jobs.ErrJobNotFound) {
+			continue // deleted by River's cleaner meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		list = append(list, j)
+	}
+	s.render(w, r, p, http.StatusOK, "jobs", map[string]any{"Jobs": list, "Next": next, "Filter": f,
+		"Kinds":  []string{jobs.KindChallengeValidate, jobs.KindSignerIssue, jobs.KindSignerRevoke, jobs.KindCRLGenerate, jobs.KindHousekeeping},
+		"States": []string{"available", "scheduled", "running", "retryable", "pending", "completed", "cancelled", "discarded"}})
+	return nil
+}
+
+func jobID(r *http.Request) (int64, error) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		return 0, errNotFound("a job id is a number")
+	}
+	return id, nil
+}
+
+func (s *Server) job(w http.ResponseWriter, r *http.Request, p principal) error {
+	id, err := jobID(r)
+	if err != nil {
+		return err
+	}
+	j, err := jobs.Show(r.Context(), s.q, id)
+	if err != nil {
+		return err
+	}
+	subj, hasSubj := subjectOf(j)
+	s.render(w, r, p, http.StatusOK, "job", map[string]any{"Job": j, "Subject": subj, "HasSubject": hasSubj,
+		"Finished": j.State == "completed" || j.State == "cancelled" || j.State == "discarded"})
+	return nil
+}
+
+func (s *Server) jobRetry(w http.ResponseWriter, r *http.Request, p principal) error {
+	id, err := jobID(r)
+	if err != nil {
+		return err
+	}
+	j, err := jobs.Retry(r.Context(), s.q, id)
+	if err != nil {
+		return err
+	}
+	s.record(r.Context(), p, "job.retry", strconv.FormatInt(id, 10), j.Kind+" now "+j.State)
+	http.Redirect(w, r, fmt.Sprintf("/jobs/%d?%s", id, url.Values{"flash": {"Job made available to run now (state " + j.State + ")."}}.Encode()), http.StatusSeeOther)
+	return nil
+}
+
+// jobAbandon cancels a job and records a serverInternal failure on its
+// subject (store.Abandon), so the client polling that challenge or order
+// sees a final answer instead of processing forever.
+func (s *Server) jobAbandon(w http.ResponseWriter, r *http.Request, p principal) error {
+	ctx := r.Context()
+	id, err := jobID(r)
+	if err != nil {
+		return err
+	}
+	j, err := jobs.Cancel(ctx, s.q, id)
+	if err != nil {
+		return err
+	}
+	msg := "Job cancelled; it has no subject a client polls."
+	detail := j.Kind + " cancelled"
+	if subj, ok := subjectOf(j); ok {
+		prob := acme.Problem{Type: acme.ProblemServerInternal, Detail: "the CA's operator abandoned this work; submit a new order"}
+		if err := s.st.Abandon(ctx, subj, prob); err != nil {
+			s.record(ctx, p, "job.abandon", strconv.FormatInt(id, 10), detail+"; abandoning "+subj.Kind+" "+subj.ID+" failed: "+err.Error())
+			return fmt.Errorf("abandoning %s %s of job %d: %w", subj.Kind, subj.ID, id, err)
+		}
+		msg = "Job cancelled and its " + subjectNoun(subj) + " " + subj.ID + " failed with serverInternal."
+		detail += "; " + subjectNoun(subj) + " " + subj.ID + " abandoned"
+	}
+	s.record(ctx, p, "job.abandon", strconv.FormatInt(id, 10), detail)
+	http.Redirect(w, r, fmt.Sprintf("/jobs/%d?%s", id, url.Values{"flash": {msg}}.Encode()), http.StatusSeeOther)
+	return nil
+}
+
+// subjectOf names the challenge or order a job works on, from its args.
+func subjectOf(j jobs.JobInfo) (jobs.Subject, bool) {
+	switch j.Kind {
+	case jobs.KindChallengeValidate:
+		var a jobs.ChallengeValidateArgs
+		if json.Unmarshal(j.Args, &a) == nil && a.ChallengeID != "" {
+			return a.SubjectOf(), true
+		}
+	case jobs.KindSignerIssue:
+		var a jobs.SignerIssueArgs
+		if json.Unmarshal(j.Args, &a) == nil && a.OrderID != "" {
+			return a.SubjectOf(), true
+		}
+	}
+	return jobs.Subject{}, false
+}
+
+func subjectNoun(s jobs.Subject) string {
+	if s.Kind == jobs.KindChallengeValidate {
+		return "challenge"
+	}
+	return "order"
+}
+
+// --- audit ---
+
+func (s *Server) audit(w http.ResponseWriter, r *http.Request, p principal) error {
+	list, next, err := s.st.AuditList(r.Context(), pageOf(r))
+	if err != nil {
+		return pageErr(err)
+	}
+	s.render(w, r, p, http.StatusOK, "audit", map[string]any{"Events": list, "Next": next})
+	return nil
+}
+
+// --- pagination ---
+
+func pageOf(r *http.Request) store.Page {
+	return store.Page{After: r.URL.Query().Get("after"), Limit: pageSize}
+}
+
+// pageErr turns a cursor the store did not issue into a 404 rather than a
+// logged server error.
+func pageErr(err error) error {
+	if strings.Contains(err.Error(), "page cursor") {
+		return errNotFound("that page cursor is not one this panel issued; start from the first page")
+	}
+	return err
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/admin"
+	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol/revocation"
+	"github.com/hallmark-ca/hallmark/store/open"
+)
+
+// serveAdmin starts the operator panel on admin.listen — its own listener,
+// never the public ACME one — when configured. It returns once listening;
+// the panel stops with ctx.
+func serveAdmin(ctx context.Context, cfg config.Config, db *open.DB, log *slog.Logger) error {
+	if cfg.Admin.Listen == "" {
+		return nil
+	}
+	token, err := admin.LoadToken(cfg.Admin)
+	if err != nil {
+		return err
+	}
+	panel, err := admin.New(admin.Options{
+		Store: db.Store, Queue: db.Queue, Token: token,
+		Revoker:    revocation.New(db.Store, cfg.Profiles),
+		CRLBase:    cfg.CA.URLBase,
+		RevokeWait: 5 * time.Second,
+		Logger:     log.With("component", "admin"),
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Admin.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on admin.listen %s: %w", cfg.Admin.Listen, err)
+	}
+	hs := &http.Server{Handler: panel.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 32 << 10,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	go func() {
+		if err := config.Serve(ctx, hs, ln, "", "", 5*time.Second); err != nil {
+			log.Error("admin listener", "err", err)
+		}
+	}()
+	log.Info("admin panel", "url", "http://"+ln.Addr().String()+"/")
+	return nil
+}

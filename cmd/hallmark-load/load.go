@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// loadSpec is one load run against one ACME directory.
+type loadSpec struct {
+	Directory   string
+	Roots       *x509.CertPool
+	Concurrency int
+	Count       int
+	Timeout     time.Duration
+	Poll        time.Duration
+	Responders  *responders
+	// Procs are the server's processes, measured before and after.
+	Procs procSet
+}
+
+// result is what a load run measured.
+type result struct {
+	Label      string
+	Spec       loadSpec
+	OK         int
+	Wall       time.Duration
+	Steps      map[string][]time.Duration
+	Errors     map[string]int
+	CPU        map[string]time.Duration // per process group, during the timed part
+	PeakRSSKiB map[string]int64
+	TimedOut   bool
+}
+
+func (r *result) CertsPerSec() float64 {
+	if r.Wall <= 0 {
+		return 0
+	}
+	return float64(r.OK) / r.Wall.Seconds()
+}
+
+// CPUPerCert is the server CPU over every group per issued certificate.
+func (r *result) CPUPerCert(groups ...string) time.Duration {
+	if r.OK == 0 {
+		return 0
+	}
+	var sum time.Duration
+	for g, d := range r.CPU {
+		if strings.HasPrefix(g, sharedPrefix) {
+			continue
+		}
+		if len(groups) == 0 || contains(groups, g) {
+			sum += d
+		}
+	}
+	return sum / time.Duration(r.OK)
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// runLoad creates one account per concurrent client (untimed), then runs
+// Count issuances on Concurrency goroutines, each for a fresh name, until
+// done or Timeout.
+func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
+	hc := newHTTPClient(spec.Roots, spec.Concurrency)
+	dir, err := fetchDirectory(ctx, hc, spec.Directory)
+	if err != nil {
+		return nil, err
+	}
+	clients := make([]*client, spec.Concurrency)
+	keys := make([]*ecdsa.PrivateKey, spec.Concurrency)
+	for i := range clients {
+		if clients[i], err = newAccount(ctx, hc, dir, spec.Poll); err != nil {
+			return nil, err
+		}
+		// One certificate key per client: generating a key per issuance
+		// would measure the generator.
+		if keys[i], err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+			return nil, err
+		}
+	}
+	run := make([]byte, 4)
+	_, _ = rand.Read(run)
+	prefix := hex.EncodeToString(run)
+
+	res := &result{Spec: spec, Steps: map[string][]time.Duration{}, Errors: map[string]int{}}
+	var mu sync.Mutex
+	var next atomic.Int64
+	tctx, cancel := context.WithTimeout(ctx, spec.Timeout)
+	defer cancel()
+
+	before, err := spec.Procs.sample()
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Add(1)
+		go func(c *client, key *ecdsa.PrivateKey) {
+			defer wg.Done()
+			for {
+				n := next.Add(1)
+				if n > int64(spec.Count) || tctx.Err() != nil {
+					return
+				}
+				name := fmt.Sprintf("i%d-%s.load.test", n, prefix)
+				d, err := c.issue(tctx, name, key, spec.Responders.Tokens)
+				mu.Lock()
+				if err != nil {
+					res.Errors[errorKind(err, tctx)]++
+				} else {
+					res.OK++
+					for k, v := range d {
+						res.Steps[k] = append(res.Steps[k], v)
+					}
+				}
+				mu.Unlock()
+				if err != nil {
+					// A failed request may have left no nonce; fetch one.
+					c.nonce = ""
+				}
+			}
+		}(clients[i], keys[i])
+	}
+	wg.Wait()
+	res.Wall = time.Since(start)
+	res.TimedOut = tctx.Err() != nil && next.Load() <= int64(spec.Count)
+	after, err := spec.Procs.sample()
+	if err != nil {
+		return nil, err
+	}
+	res.CPU = diffCPU(before, after)
+	res.PeakRSSKiB = after.rss
+	return res, nil
+}
+
+// errorKind names a failure by its problem type, or by what went wrong
+// when the server sent no problem document.
+func errorKind(err error, ctx context.Context) string {
+	var pe *problemError
+	switch {
+	case errors.As(err, &pe):
+		return strings.TrimPrefix(pe.Type, "urn:ietf:params:acme:error:")
+	case ctx.Err() != nil:
+		return "timeout (--timeout reached)"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	default:
+		return "transport/other"
+	}
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(p*float64(len(s))+0.5) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
+
+// print writes one run's report.
+func (r *result) print(w io.Writer) {
+	fmt.Fprintf(w, "== %s: concurrency %d, count %d, poll ≤ %s\n", r.Label, r.Spec.Concurrency, r.Spec.Count, r.Spec.Poll)
+	fmt.Fprintf(w, "issued %d in %.2fs: %.1f certificates/s", r.OK, r.Wall.Seconds(), r.CertsPerSec())
+	if r.TimedOut {
+		fmt.Fprintf(w, " (stopped by --timeout %s)", r.Spec.Timeout)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  %-16s %9s %9s\n", "step (ms)", "p50", "p99")
+	for _, s := range steps {
+		fmt.Fprintf(w, "  %-16s %9s %9s\n", s, ms(percentile(r.Steps[s], 0.5)), ms(percentile(r.Steps[s], 0.99)))
+	}
+	if len(r.Errors) == 0 {
+		fmt.Fprintln(w, "  errors: none")
+	}
+	for _, k := range sortedKeys(r.Errors) {
+		fmt.Fprintf(w, "  error %-40s %d\n", k, r.Errors[k])
+	}
+	for _, g := range sortedKeys(r.CPU) {
+		per := time.Duration(0)
+		if r.OK > 0 {
+			per = r.CPU[g] / time.Duration(r.OK)
+		}
+		rss := ""
+		if kib, ok := r.PeakRSSKiB[g]; ok {
+			rss = fmt.Sprintf(", peak RSS %.1f MiB", float64(kib)/1024)
+		}
+		fmt.Fprintf(w, "  cpu %-22s %8.2fs = %6.2f ms/cert%s\n", g, r.CPU[g].Seconds(), float64(per)/float64(time.Millisecond), rss)
+	}
+	if len(r.CPU) > 0 {
+		fmt.Fprintf(w, "  cpu %-22s %6.2f ms/cert (shared groups excluded)\n", "server total", float64(r.CPUPerCert())/float64(time.Millisecond))
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

@@ -1,0 +1,352 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// target is a CA the orchestrator started: where its directory is, what
+// to trust, which processes to measure, and how to stop it.
+type target struct {
+	Label     string
+	Directory string
+	Roots     *x509.CertPool
+	Procs     procSet
+	stop      func()
+}
+
+// benchEnv is what every target shares: the binaries, the generator's
+// responders, and where to keep files.
+type benchEnv struct {
+	BinDir      string
+	Pebble      string
+	PostgresURL string // admin URL; a fresh database is created per run
+	WorkDir     string
+	Resp        *responders
+	Keep        bool // keep the work directory and logs
+	Log         io.Writer
+	// Server tuning.
+	WorkerConcurrency int
+	MaxConns          int
+	RetryAfterSeconds int
+	ExtraConfig       string // appended to Hallmark's configuration (e.g. pprof listeners)
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startHallmark writes a configuration, creates the database (a fresh
+// PostgreSQL database, or a SQLite file), migrates, creates the CA and
+// starts hallmark-worker and hallmark-frontend.
+func (e *benchEnv) startHallmark(ctx context.Context, storeKind, backend string) (*target, error) {
+	dir, err := os.MkdirTemp(e.WorkDir, "hallmark-"+storeKind+"-")
+	if err != nil {
+		return nil, err
+	}
+	var cleanups []func()
+	t := &target{Label: fmt.Sprintf("hallmark %s %s", storeKind, backend)}
+	t.stop = func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+		if !e.Keep {
+			os.RemoveAll(dir)
+		}
+	}
+	fail := func(err error) (*target, error) { t.stop(); return nil, err }
+
+	dbURL := "sqlite:" + filepath.Join(dir, "hallmark.db")
+	if storeKind == "postgres" {
+		u, drop, err := createDatabase(ctx, e.PostgresURL)
+		if err != nil {
+			return fail(err)
+		}
+		cleanups = append(cleanups, drop)
+		dbURL = u
+		t.Procs.pgDatabase = strings.TrimPrefix(mustURL(u).Path, "/")
+	}
+	ports := make([]int, 3)
+	for i := range ports {
+		if ports[i], err = freePort(); err != nil {
+			return fail(err)
+		}
+	}
+	listen := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	profile := ""
+	if backend == "pkcs11" {
+		return fail(fmt.Errorf("the pkcs11 dimension needs a SoftHSM token set up by hand: pass its profile with --hallmark-config-extra and --backend local"))
+	}
+	cfg := fmt.Sprintf(`[database]
+url = %q
+max_conns = %d
+
+[server]
+listen = %q
+tls_cert = "frontend.pem"
+tls_key = "frontend.key"
+public_http_listen = "127.0.0.1:%d"
+caa_identities = ["hallmark.test"]
+retry_after_seconds = %d
+max_concurrent_requests = 1024
+
+[worker]
+concurrency = %d
+health_listen = "127.0.0.1:%d"
+
+[challenge]
+resolvers = [%q]
+http_port = %d
+timeout_ms = 5000
+
+[ca]
+dir = "ca"
+%s
+%s`, dbURL, e.MaxConns, listen, ports[1], e.RetryAfterSeconds, e.WorkerConcurrency, ports[2],
+		e.Resp.DNSAddr, e.Resp.HTTPPort, profile, e.ExtraConfig)
+	cfgPath := filepath.Join(dir, "hallmark.toml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		return fail(err)
+	}
+	run := func(bin string, args ...string) error {
+		cmd := exec.CommandContext(ctx, filepath.Join(e.BinDir, bin), args...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	if err := run("hallmark", "--config", cfgPath, "migrate"); err != nil {
+		return fail(err)
+	}
+	if err := run("hallmark-worker", "--config", cfgPath, "ca", "init", "--tls-cert", "frontend.pem", "--tls-key", "frontend.key"); err != nil {
+		return fail(err)
+	}
+	t.Procs.pids = map[string][]int{}
+	for _, which := range []string{"worker", "frontend"} {
+		pid, stop, err := e.startProcess(dir, which+".log", nil, filepath.Join(e.BinDir, "hallmark-"+which), "--config", cfgPath)
+		if err != nil {
+			return fail(err)
+		}
+		cleanups = append(cleanups, stop)
+		t.Procs.pids[which] = []int{pid}
+	}
+	root, err := os.ReadFile(filepath.Join(dir, "ca", "root.pem"))
+	if err != nil {
+		return fail(err)
+	}
+	t.Roots = x509.NewCertPool()
+	t.Roots.AppendCertsFromPEM(root)
+	t.Directory = "https://" + listen + "/directory"
+	if err := waitDirectory(ctx, t); err != nil {
+		return fail(fmt.Errorf("%w (logs in %s)", err, dir))
+	}
+	return t, nil
+}
+
+// startPebble runs Let's Encrypt's Pebble with the generator's DNS server
+// and http-01 port, no validation sleep and no random nonce rejection.
+func (e *benchEnv) startPebble(ctx context.Context) (*target, error) {
+	if e.Pebble == "" {
+		return nil, fmt.Errorf("no pebble binary: GOBIN=<dir> go install github.com/letsencrypt/pebble/v2/cmd/pebble@v2.10.3 and pass --pebble")
+	}
+	dir, err := os.MkdirTemp(e.WorkDir, "pebble-")
+	if err != nil {
+		return nil, err
+	}
+	t := &target{Label: "pebble (in memory)"}
+	var stopProc func()
+	t.stop = func() {
+		if stopProc != nil {
+			stopProc()
+		}
+		if !e.Keep {
+			os.RemoveAll(dir)
+		}
+	}
+	fail := func(err error) (*target, error) { t.stop(); return nil, err }
+	certPEM, err := selfSigned(dir)
+	if err != nil {
+		return fail(err)
+	}
+	ports := make([]int, 3)
+	for i := range ports {
+		if ports[i], err = freePort(); err != nil {
+			return fail(err)
+		}
+	}
+	listen := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	cfg, _ := json.Marshal(map[string]any{"pebble": map[string]any{
+		"listenAddress":                  listen,
+		"managementListenAddress":        fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		"certificate":                    filepath.Join(dir, "tls.pem"),
+		"privateKey":                     filepath.Join(dir, "tls.key"),
+		"httpPort":                       e.Resp.HTTPPort,
+		"tlsPort":                        ports[2],
+		"ocspResponderURL":               "",
+		"externalAccountBindingRequired": false,
+	}})
+	cfgPath := filepath.Join(dir, "pebble.json")
+	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
+		return fail(err)
+	}
+	env := []string{"PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0"}
+	pid, stop, err := e.startProcess(dir, "pebble.log", env, e.Pebble, "-config", cfgPath, "-dnsserver", e.Resp.DNSAddr, "-strict=false")
+	if err != nil {
+		return fail(err)
+	}
+	stopProc = stop
+	t.Procs.pids = map[string][]int{"pebble": {pid}}
+	t.Roots = x509.NewCertPool()
+	t.Roots.AppendCertsFromPEM(certPEM)
+	t.Directory = "https://" + listen + "/dir"
+	if err := waitDirectory(ctx, t); err != nil {
+		return fail(fmt.Errorf("%w (log in %s)", err, dir))
+	}
+	return t, nil
+}
+
+// startProcess starts a server process with its output in logName; stop
+// sends SIGTERM and waits (SIGKILL after 15 s).
+func (e *benchEnv) startProcess(dir, logName string, env []string, bin string, args ...string) (int, func(), error) {
+	logf, err := os.Create(filepath.Join(dir, logName))
+	if err != nil {
+		return 0, nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return 0, nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+	}
+	return cmd.Process.Pid, stop, nil
+}
+
+func waitDirectory(ctx context.Context, t *target) error {
+	hc := newHTTPClient(t.Roots, 1)
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, t.Directory, nil)
+		if resp, err := hc.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%s did not serve %s within 30s", t.Label, t.Directory)
+}
+
+// createDatabase creates a fresh PostgreSQL database on the admin URL's
+// server and returns its URL and a function that drops it.
+func createDatabase(ctx context.Context, admin string) (string, func(), error) {
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", nil, fmt.Errorf("connecting to PostgreSQL at %s (set --postgres): %w", admin, err)
+	}
+	defer conn.Close(ctx)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "hallmark_load_" + hex.EncodeToString(b)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", nil, fmt.Errorf("creating database %s: %w", name, err)
+	}
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			return
+		}
+		defer c.Close(ctx)
+		_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	}
+	u := mustURL(admin)
+	u.Path = "/" + name
+	return u.String(), drop, nil
+}
+
+func mustURL(s string) *url.URL {
+	u, err := url.Parse(s)
+	if err != nil {
+		panic(err)
+	}
+	return u
+}
+
+// selfSigned writes tls.pem and tls.key for Pebble's listener on
+// 127.0.0.1 and returns the certificate, which the generator trusts.
+func selfSigned(dir string) ([]byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "pebble load"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true, IsCA: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, err
+	}
+	kd, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	if err := os.WriteFile(filepath.Join(dir, "tls.pem"), certPEM, 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kd}), 0o600); err != nil {
+		return nil, err
+	}
+	return certPEM, nil
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// clockTick is USER_HZ, the unit of utime and stime in /proc/<pid>/stat:
+// 100 on every Linux architecture Go supports (the kernel fixes it for
+// userspace regardless of CONFIG_HZ).
+const clockTick = 10 * time.Millisecond
+
+// procSet names the server processes whose CPU time and peak RSS a run
+// reports, by group ("frontend", "worker", "pebble"), plus, when
+// pgDatabase is set, the PostgreSQL backends connected to that database.
+type procSet struct {
+	pids       map[string][]int
+	pgDatabase string
+}
+
+type procSample struct {
+	cpu map[string]time.Duration
+	rss map[string]int64 // VmHWM, KiB
+}
+
+// sharedPrefix marks groups that are reported but not counted in a run's
+// total: PostgreSQL's WAL writer serves every database of the cluster,
+// including other users' on a shared machine.
+const sharedPrefix = "(shared) "
+
+func (p procSet) sample() (procSample, error) {
+	s := procSample{cpu: map[string]time.Duration{}, rss: map[string]int64{}}
+	for group, pids := range p.pids {
+		for _, pid := range pids {
+			cpu, err := procCPU(pid)
+			if err != nil {
+				return s, fmt.Errorf("measuring %s (pid %d): %w", group, pid, err)
+			}
+			s.cpu[group] += cpu
+			s.rss[group] += procHWM(pid)
+		}
+	}
+	if p.pgDatabase == "" {
+		return s, nil
+	}
+	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range dirs {
+		b, err := os.ReadFile(f)
+		if err != nil || !bytes.HasPrefix(b, []byte("postgres: ")) {
+			continue
+		}
+		cmd := string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+		group := ""
+		switch {
+		case strings.Contains(cmd, " "+p.pgDatabase+" "):
+			group = "postgres"
+		case strings.Contains(cmd, "walwriter"):
+			group = sharedPrefix + "postgres walwriter"
+		default:
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+		if cpu, err := procCPU(pid); err == nil {
+			s.cpu[group] += cpu
+		}
+	}
+	return s, nil
+}
+
+func diffCPU(before, after procSample) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for g, a := range after.cpu {
+		out[g] = a - before.cpu[g]
+	}
+	return out
+}
+
+// procCPU is utime+stime of pid.
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("unreadable /proc/%d/stat", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("unreadable times in /proc/%d/stat", pid)
+	}
+	return time.Duration(ut+st) * clockTick, nil
+}
+
+// procHWM is VmHWM (peak resident set) of pid in KiB, 0 if unknown.
+func procHWM(pid int) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/signer"
+	"github.com/hallmark-ca/hallmark/signer/custom"
+	"github.com/hallmark-ca/hallmark/signer/pkcs11"
+	"github.com/hallmark-ca/hallmark/signer/relay"
+	"github.com/hallmark-ca/hallmark/worker"
+)
+
+// tokens are the PKCS#11 issuers opened so far, by backend name: profiles
+// naming the same [backends.<name>] share one login and session pool.
+var tokens = struct {
+	sync.Mutex
+	m map[string]*signer.Issuer
+}{m: map[string]*signer.Issuer{}}
+
+// mountToken opens the token of [backends.<name>] once.
+func mountToken(cfg config.Config, name string) (*signer.Issuer, error) {
+	tokens.Lock()
+	defer tokens.Unlock()
+	if iss, ok := tokens.m[name]; ok {
+		return iss, nil
+	}
+	b := cfg.Backends[name]
+	pc, err := pkcs11Config(b)
+	if err != nil {
+		return nil, fmt.Errorf("backends.%s: %w", name, err)
+	}
+	iss, _, err := pkcs11.LoadIssuer(pc, b.Cert)
+	if err != nil {
+		return nil, fmt.Errorf("backends.%s (run `hallmark-worker ca init --pkcs11 %s` to create the key and certificate): %w", name, name, err)
+	}
+	tokens.m[name] = iss
+	return iss, nil
+}
+
+// mountBackends builds the relay and custom backends of the profiles this
+// worker serves (worker.profiles, or all when empty). Profiles naming the
+// same [backends.<name>] share one backend. Neither contacts anything here.
+func mountBackends(cfg config.Config, log *slog.Logger) (map[string]worker.Backend, error) {
+	want := map[string]bool{}
+	for _, p := range cfg.Worker.Profiles {
+		want[p] = true
+	}
+	out := map[string]worker.Backend{}
+	byName := map[string]worker.Backend{}
+	for name, p := range cfg.Profiles {
+		if (len(want) > 0 && !want[name]) || (p.Backend != "relay" && p.Backend != "custom") {
+			continue
+		}
+		if b, ok := byName[p.Signer]; ok {
+			out[name] = b
+			continue
+		}
+		bc := cfg.Backends[p.Signer]
+		var b worker.Backend
+		var err error
+		switch p.Backend {
+		case "relay":
+			b, err = relay.New(relay.Config{Name: p.Signer, DirectoryURL: bc.DirectoryURL, AccountKey: bc.AccountKey,
+				Contact: bc.Contact, CACert: bc.CACert, Challenge: bc.Challenge,
+				Timeout: time.Duration(bc.TimeoutMS) * time.Millisecond, Logger: log})
+		case "custom":
+			b, err = custom.New(custom.Config{Name: p.Signer, IssueCommand: bc.IssueCommand, RevokeCommand: bc.RevokeCommand,
+				Timeout: time.Duration(bc.TimeoutMS) * time.Millisecond, Logger: log})
+		}
+		if err != nil {
+			return nil, fmt.Errorf("profiles.%s: %w", name, err)
+		}
+		byName[p.Signer], out[name] = b, b
+	}
+	return out, nil
+}
+
+// pkcs11Config turns [backends.<name>] into the token's config, reading
+// the PIN from its environment variable or file.
+func pkcs11Config(b config.Backend) (pkcs11.Config, error) {
+	pin, err := b.PIN()
+	if err != nil {
+		return pkcs11.Config{}, err
+	}
+	var id []byte
+	if b.KeyID != "" {
+		if id, err = hex.DecodeString(b.KeyID); err != nil {
+			return pkcs11.Config{}, fmt.Errorf("key_id: %w", err)
+		}
+	}
+	return pkcs11.Config{Module: b.Module, TokenLabel: b.TokenLabel, Slot: b.Slot, PIN: pin,
+		KeyLabel: b.KeyLabel, KeyID: id, MaxSessions: b.MaxSessions}, nil
+}
+
+// initPKCS11 generates the key of [backends.<name>] on its token and writes
+// the intermediate certificate the local root signs for it (ca.dir/root.pem
+// and root.key, made by `ca init`).
+func initPKCS11(c *cli.Context, cfg config.Config, name string) error {
+	b, ok := cfg.Backends[name]
+	if !ok || b.Type != "pkcs11" {
+		return cli.Exit(fmt.Sprintf("--pkcs11 %s: there is no [backends.%s] of type pkcs11", name, name), 2)
+	}
+	pc, err := pkcs11Config(b)
+	if err != nil {
+		return fmt.Errorf("backends.%s: %w", name, err)
+	}
+	cert, err := pkcs11.Init(pc, c.String("key-type"), c.String("name")+" HSM Intermediate CA "+name,
+		filepath.Join(cfg.CA.Dir, signer.RootCertFile), filepath.Join(cfg.CA.Dir, signer.RootKeyFile), b.Cert)
+	if errors.Is(err, signer.ErrExists) {
+		fmt.Printf("PKCS#11 backend %s is already initialised (left unchanged): %v\n", name, err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Printf("generated a %s key on PKCS#11 %s and wrote its certificate %s (issuer %x)\n", c.String("key-type"), pc, b.Cert, cert.SubjectKeyId)
+	return nil
+}

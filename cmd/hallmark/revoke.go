@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hallmark-ca/hallmark/admin/operator"
+	"github.com/hallmark-ca/hallmark/protocol/revocation"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+func revokeCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "revoke",
+		Usage:     "revoke a certificate, an order's certificate or every certificate of an account",
+		ArgsUsage: "[serial]",
+		Description: "Revokes through the same code path as the ACME API and records an audit event (actor cli:<os user>).\n" +
+			"Local and pkcs11 certificates are revoked at once and the issuer's next CRL is queued;\n" +
+			"relay and custom certificates are queued for their backend (use --wait to see the outcome).\n" +
+			"Reasons: " + reasonList() + ".",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "serial", Usage: "the certificate's serial (hex; colons allowed)"},
+			&cli.StringFlag{Name: "order", Usage: "revoke the certificate of this order"},
+			&cli.StringFlag{Name: "account", Usage: "revoke every unrevoked certificate of this account"},
+			&cli.StringFlag{Name: "reason", Value: "unspecified", Usage: "RFC 5280 reason, by name or code"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "list what would be revoked and change nothing"},
+			&cli.DurationFlag{Name: "wait", Usage: "for relay/custom certificates, wait this long for the backend's confirmation"},
+			jsonFlag,
+		},
+		Action: withSession(revoke),
+	}
+}
+
+func reasonList() string {
+	var parts []string
+	for _, r := range revocation.Allowed() {
+		parts = append(parts, fmt.Sprintf("%d %s", int(r), r))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// revokeRow is one certificate in revoke's output.
+type revokeRow struct {
+	Serial   string   `json:"serial"`
+	Names    []string `json:"names"`
+	Issuer   string   `json:"issuer"`
+	Profile  string   `json:"profile"`
+	Backend  string   `json:"backend"`
+	NotAfter string   `json:"not_after"`
+	// Outcome is would-revoke, revoked, queued, already-revoked or failed.
+	Outcome string `json:"outcome"`
+	Error   string `json:"error,omitempty"`
+}
+
+type revokeReport struct {
+	DryRun       bool        `json:"dry_run"`
+	Target       string      `json:"target"`
+	Reason       int         `json:"reason"`
+	ReasonName   string      `json:"reason_name"`
+	Actor        string      `json:"actor"`
+	Certificates []revokeRow `json:"certificates"`
+	// CRLQueued lists the issuers whose next CRL is queued by this run.
+	CRLQueued []string `json:"crl_queued"`
+}
+
+func revoke(ctx context.Context, s *session, c *cli.Context) error {
+	t := revocation.Target{Serial: normalSerial(c.String("serial")), OrderID: c.String("order"), AccountID: c.String("account")}
+	if err := flagsFirst(c); err != nil {
+		return err
+	}
+	if c.NArg() > 1 || (c.NArg() == 1 && t.Serial != "") {
+		return usage("revoke takes one serial, as an argument or with --serial")
+	}
+	if c.NArg() == 1 {
+		t.Serial = c.Args().First()
+	}
+	if t.Serial != "" {
+		t.Serial = resolveSerial(ctx, s.st, t.Serial)
+	}
+	n := 0
+	for _, v := range []string{t.Serial, t.OrderID, t.AccountID} {
+		if v != "" {
+			n++
+		}
+	}
+	if n != 1 {
+		return usage("name exactly one of a serial, --order or --account to revoke")
+	}
+	reason, err := revocation.ParseReason(c.String("reason"))
+	if err != nil {
+		return exitErr(err)
+	}
+	svc := revocation.New(s.st, s.cfg.Profiles)
+	certs, err := svc.Select(ctx, t)
+	if err != nil {
+		return exitErr(err)
+	}
+	rep := revokeReport{DryRun: c.Bool("dry-run"), Target: t.String(), Reason: int(reason), ReasonName: reason.String(), Actor: operator.CLIActor(), Certificates: []revokeRow{}, CRLQueued: []string{}}
+	crl := map[string]bool{}
+	var failed, done, skipped int
+	var firstErr error
+	for _, cert := range certs {
+		row := revokeRow{Serial: cert.Serial, Names: cert.Names, Issuer: cert.IssuerID, Profile: cert.Profile, Backend: svc.Backend(cert), NotAfter: when(cert.NotAfter)}
+		switch {
+		case cert.RevokedAt != nil:
+			row.Outcome = "already-revoked"
+			row.Error = fmt.Sprintf("revoked at %s with reason %s", when(*cert.RevokedAt), revocation.Reason(cert.RevocationReason))
+			skipped++
+		case rep.DryRun:
+			row.Outcome = "would-revoke"
+			done++
+		default:
+			res, err := svc.Revoke(ctx, revocation.Request{Serial: cert.Serial, Reason: reason, Actor: rep.Actor, Via: "hallmark revoke", Wait: c.Duration("wait")})
+			switch {
+			case err != nil:
+				row.Outcome, row.Error = "failed", exitErr(err).Error()
+				if firstErr == nil {
+					firstErr = err
+				}
+				failed++
+			case res.Remote && !res.Done:
+				row.Outcome = "queued"
+				done++
+			default:
+				row.Outcome = "revoked"
+				if !res.Remote {
+					crl[cert.IssuerID] = true
+				}
+				done++
+			}
+		}
+		rep.Certificates = append(rep.Certificates, row)
+	}
+	for id := range crl {
+		rep.CRLQueued = append(rep.CRLQueued, id)
+	}
+	sort.Strings(rep.CRLQueued)
+
+	if s.json {
+		if err := s.emit(rep); err != nil {
+			return err
+		}
+	} else {
+		printRevoke(s, rep)
+	}
+	switch {
+	case len(certs) == 0:
+		return cli.Exit(fmt.Sprintf("%s has no certificates; nothing to revoke", t), exitNothing)
+	case failed > 0 && done == 0 && len(certs) == 1:
+		return exitErr(firstErr)
+	case failed > 0:
+		return cli.Exit(fmt.Sprintf("%d of %d revocations failed (see above); fix the cause and run the command again: done ones are skipped", failed, failed+done), exitNothing)
+	case done == 0 && len(certs) == 1:
+		return cli.Exit(fmt.Sprintf("certificate %s is already revoked; nothing to do", certs[0].Serial), exitNothing)
+	case done == 0:
+		return cli.Exit(fmt.Sprintf("every certificate of %s is already revoked; nothing to do", t), exitNothing)
+	}
+	return nil
+}
+
+func printRevoke(s *session, rep revokeReport) {
+	verb := "revoking"
+	if rep.DryRun {
+		verb = "dry run: would revoke"
+	}
+	s.printf("%s %s with reason %d (%s) as %s\n", verb, rep.Target, rep.Reason, rep.ReasonName, rep.Actor)
+	if len(rep.Certificates) == 0 {
+		return
+	}
+	rows := make([][]string, len(rep.Certificates))
+	for i, r := range rep.Certificates {
+		note := r.Error
+		rows[i] = []string{r.Serial, strings.Join(r.Names, ","), r.Backend, r.NotAfter, r.Outcome, orDash(note)}
+	}
+	s.table([]string{"SERIAL", "NAMES", "BACKEND", "NOT AFTER", "OUTCOME", "NOTE"}, rows)
+	if rep.DryRun {
+		s.printf("nothing was changed; run again without --dry-run to revoke\n")
+		return
+	}
+	for _, id := range rep.CRLQueued {
+		s.printf("the next CRL of issuer %s is queued and will list the revocation once a worker signs it\n", id)
+	}
+	for _, r := range rep.Certificates {
+		if r.Outcome == "queued" {
+			s.printf("certificate %s is queued for its %s backend; a worker asks it to revoke, and `hallmark certs show %s` shows the outcome\n", r.Serial, r.Backend, r.Serial)
+		}
+	}
+}
+
+// normalSerial accepts a serial as openssl prints it (upper case, colons)
+// and returns lower-case hex.
+func normalSerial(s string) string {
+	s = strings.ToLower(strings.NewReplacer(":", "", " ", "").Replace(strings.TrimSpace(s)))
+	return strings.TrimPrefix(s, "0x")
+}
+
+// resolveSerial finds the stored form of a serial: signers differ on a
+// leading zero nibble, so both the minimal and the whole-bytes form are
+// tried. It returns s unchanged when neither exists.
+func resolveSerial(ctx context.Context, st store.Store, s string) string {
+	s = normalSerial(s)
+	min := strings.TrimLeft(s, "0")
+	for _, cand := range []string{s, min, "0" + min} {
+		if cand == "" {
+			continue
+		}
+		if _, err := st.CertificateBySerial(ctx, cand); err == nil {
+			return cand
+		}
+	}
+	return s
+}
+
+// certRow is a certificate as list and show print it.
+type certRow struct {
+	Serial    string     `json:"serial"`
+	Names     []string   `json:"names"`
+	Account   string     `json:"account"`
+	Order     string     `json:"order"`
+	Issuer    string     `json:"issuer"`
+	Profile   string     `json:"profile"`
+	NotBefore time.Time  `json:"not_before"`
+	NotAfter  time.Time  `json:"not_after"`
+	IssuedAt  time.Time  `json:"issued_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	Reason    *int       `json:"revocation_reason,omitempty"`
+	ReasonStr string     `json:"revocation_reason_name,omitempty"`
+}
+
+func certRowOf(c *store.Certificate) certRow {
+	r := certRow{Serial: c.Serial, Names: c.Names, Account: c.AccountID, Order: c.OrderID, Issuer: c.IssuerID, Profile: c.Profile,
+		NotBefore: c.NotBefore.UTC(), NotAfter: c.NotAfter.UTC(), IssuedAt: c.IssuedAt.UTC()}
+	if r.Names == nil {
+		r.Names = []string{}
+	}
+	if c.RevokedAt != nil {
+		at := c.RevokedAt.UTC()
+		reason := c.RevocationReason
+		r.RevokedAt, r.Reason, r.ReasonStr = &at, &reason, revocation.Reason(reason).String()
+	}
+	return r
+}

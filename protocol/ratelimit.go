@@ -1,0 +1,153 @@
+package protocol
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/net/publicsuffix"
+
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// Rate limits ([limits]) are counted in the database from the records
+// themselves, so every frontend enforces the same limit. A limited request
+// gets rateLimited with Retry-After set to when a slot opens and a detail
+// naming the limit. A limit that cannot be read (the database failed) never
+// blocks issuance: the request goes on and the failure is logged, because
+// a broken counter must not become an outage.
+
+const (
+	defaultOrdersWindow = 3 * time.Hour
+	defaultCertsWindow  = 7 * 24 * time.Hour
+	failedWindow        = time.Hour
+)
+
+func seconds(n int, def time.Duration) time.Duration {
+	if n <= 0 {
+		return def
+	}
+	return time.Duration(n) * time.Second
+}
+
+// limited is the rateLimited problem for a count at or over limit; the slot
+// opens at opens (at least a second from now).
+func limited(rc store.RateCount, opens time.Time, format string, args ...any) error {
+	wait := opens.Sub(rc.Now)
+	if wait < time.Second {
+		wait = time.Second
+	}
+	return acme.RateLimited(wait, "%s; retry after %s", fmt.Sprintf(format, args...), rfc3339(rc.Now.Add(wait)))
+}
+
+// limitUnread logs a limit the database could not count and lets the
+// request through.
+func (s *Server) limitUnread(limit string, err error) {
+	s.log.Warn("rate limit could not be read; allowing the request", "limit", limit, "err", err)
+}
+
+// limitNewOrder applies the limits a new order meets: orders per account,
+// pending authorizations per account (counting the ones this order would
+// create), failed validations per account and name, and certificates per
+// registered domain, so a client learns before it validates anything.
+func (s *Server) limitNewOrder(ctx context.Context, acctID string, no store.NewOrder) error {
+	l := s.cfg.Limits
+	if n := l.OrdersPerAccount; n > 0 {
+		window := seconds(l.OrdersWindowSeconds, defaultOrdersWindow)
+		rc, err := s.st.RateOrders(ctx, acctID, window)
+		switch {
+		case err != nil:
+			s.limitUnread("orders_per_account", err)
+		case rc.Count >= n:
+			return limited(rc, rc.Oldest.Add(window), "too many new orders: the limit is %d per account per %s", n, window)
+		}
+	}
+	if n := l.PendingAuthorizationsPerAccount; n > 0 {
+		fresh := 0
+		for _, a := range no.Authzs {
+			if a.ID == "" {
+				fresh++
+			}
+		}
+		if fresh > 0 {
+			rc, err := s.st.RatePendingAuthzs(ctx, acctID)
+			switch {
+			case err != nil:
+				s.limitUnread("pending_authorizations_per_account", err)
+			case rc.Count+fresh > n:
+				return limited(rc, rc.Oldest, "too many pending authorizations: the limit is %d per account, the account has %d and this order needs %d more; complete or deactivate pending ones",
+					n, rc.Count, fresh)
+			}
+		}
+	}
+	for _, id := range no.Identifiers {
+		if err := s.limitFailedValidations(ctx, acctID, id); err != nil {
+			return err
+		}
+	}
+	return s.limitCertificates(ctx, no.Identifiers)
+}
+
+// limitFailedValidations applies failed validations per account and name
+// per hour.
+func (s *Server) limitFailedValidations(ctx context.Context, acctID string, id acme.Identifier) error {
+	n := s.cfg.Limits.FailedValidationsPerHour
+	if n <= 0 {
+		return nil
+	}
+	base := id.Base()
+	rc, err := s.st.RateFailedValidations(ctx, acctID, base, failedWindow)
+	switch {
+	case err != nil:
+		s.limitUnread("failed_validations_per_hour", err)
+	case rc.Count >= n:
+		return limited(rc, rc.Oldest.Add(failedWindow), "too many failed validations for %s: the limit is %d per account and name per hour", base.Value, n)
+	}
+	return nil
+}
+
+// limitCertificates applies certificates per registered domain: each
+// distinct registered domain (eTLD+1 by the public suffix list) of ids.
+func (s *Server) limitCertificates(ctx context.Context, ids []acme.Identifier) error {
+	n := s.cfg.Limits.CertificatesPerDomain
+	if n <= 0 {
+		return nil
+	}
+	window := seconds(s.cfg.Limits.CertificatesWindowSeconds, defaultCertsWindow)
+	for _, d := range registeredDomains(ids) {
+		rc, err := s.st.RateCertificates(ctx, d, window)
+		switch {
+		case err != nil:
+			s.limitUnread("certificates_per_domain", err)
+		case rc.Count >= n:
+			return limited(rc, rc.Oldest.Add(window), "too many certificates for the registered domain %s: the limit is %d per %s", d, n, window)
+		}
+	}
+	return nil
+}
+
+// registeredDomains are the distinct registered domains of ids, sorted: the
+// public suffix list's eTLD+1 of each DNS name (a name that is itself a
+// public suffix counts as its own), and each IP address as itself.
+func registeredDomains(ids []acme.Identifier) []string {
+	seen := map[string]bool{}
+	for _, id := range ids {
+		v := strings.ToLower(strings.TrimSuffix(id.Base().Value, "."))
+		if id.Type == acme.IdentifierDNS && net.ParseIP(v) == nil {
+			if d, err := publicsuffix.EffectiveTLDPlusOne(v); err == nil {
+				v = d
+			}
+		}
+		seen[v] = true
+	}
+	out := make([]string, 0, len(seen))
+	for d := range seen {
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	return out
+}

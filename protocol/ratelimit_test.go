@@ -1,0 +1,137 @@
+package protocol_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// wantLimited asserts a rateLimited answer (429) whose Retry-After is within
+// [lo, hi] seconds and whose detail names the limit.
+func wantLimited(t *testing.T, e *env, r *response, lo, hi int, names string) {
+	t.Helper()
+	p := wantProblem(t, e, r, acme.ProblemRateLimited, http.StatusTooManyRequests)
+	ra, err := strconv.Atoi(r.header.Get("Retry-After"))
+	if err != nil || ra < lo || ra > hi {
+		t.Errorf("Retry-After = %q, want %d..%d seconds", r.header.Get("Retry-After"), lo, hi)
+	}
+	if !strings.Contains(p.Detail, names) {
+		t.Errorf("detail %q does not name the limit (%q)", p.Detail, names)
+	}
+}
+
+// TestRateLimitOrdersPerAccount: the third order in the window is refused
+// with Retry-After = when the oldest leaves the window; another account is
+// not affected.
+func TestRateLimitOrdersPerAccount(t *testing.T) {
+	t.Parallel()
+	withStores(t, func(c *config.Config) {
+		c.Limits.OrdersPerAccount, c.Limits.OrdersWindowSeconds = 2, 600
+	}, func(t *testing.T, e *env) {
+		a, b := e.register(t), e.register(t)
+		e.newOrder(t, a, dnsIDs("one.example"))
+		e.newOrder(t, a, dnsIDs("two.example"))
+		r := e.post(t, a, e.base+"/acme/new-order", map[string]any{"identifiers": dnsIDs("three.example")})
+		wantLimited(t, e, r, 590, 600, "2 per account per 10m0s")
+		e.newOrder(t, b, dnsIDs("three.example"))
+	})
+}
+
+// TestRateLimitCertificatesPerDomain: certificates count per registered
+// domain by the public suffix list: a.example.co.uk and b.example.co.uk
+// share example.co.uk; other.co.uk is its own.
+func TestRateLimitCertificatesPerDomain(t *testing.T) {
+	t.Parallel()
+	withStores(t, func(c *config.Config) {
+		c.Limits.CertificatesPerDomain, c.Limits.CertificatesWindowSeconds = 1, 3600
+	}, func(t *testing.T, e *env) {
+		a := e.register(t)
+		// An order made before the first certificate may still finalize
+		// only until the limit is reached.
+		late, _ := e.newOrder(t, a, dnsIDs("c.example.co.uk"))
+		e.issue(t, a, "", "a.example.co.uk")
+		r := e.post(t, a, e.base+"/acme/new-order", map[string]any{"identifiers": dnsIDs("b.example.co.uk")})
+		wantLimited(t, e, r, 3590, 3600, "registered domain example.co.uk")
+		e.newOrder(t, a, dnsIDs("other.co.uk"))
+
+		e.validate(t, a, late)
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		r = e.post(t, a, late.Finalize, map[string]any{"csr": b64(csrFor(t, key, "c.example.co.uk"))})
+		wantLimited(t, e, r, 3590, 3600, "the limit is 1 per 1h0m0s")
+	})
+}
+
+// TestRateLimitFailedValidations: after a failed validation for a name, the
+// account's next order and challenge for it are refused for the hour.
+func TestRateLimitFailedValidations(t *testing.T) {
+	t.Parallel()
+	withStores(t, func(c *config.Config) { c.Limits.FailedValidationsPerHour = 1 }, func(t *testing.T, e *env) {
+		a, b := e.register(t), e.register(t)
+		pending, _ := e.newOrder(t, a, dnsIDs("flaky.example"))
+		o, _ := e.newOrder(t, a, dnsIDs("flaky.example", "fine.example"))
+		az := e.authz(t, a, o.Authorizations[0])
+		r := e.post(t, a, az.Challenges[0].URL, map[string]any{})
+		wantStatus(t, r, http.StatusOK)
+		if err := e.st.ChallengeVerdict(context.Background(), store.Verdict{ChallengeID: lastSegment(az.Challenges[0].URL), Status: acme.StatusInvalid,
+			Error: &acme.Problem{Type: acme.ProblemIncorrectResponse, Detail: "wrong"}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		r = e.post(t, a, e.base+"/acme/new-order", map[string]any{"identifiers": dnsIDs("flaky.example")})
+		wantLimited(t, e, r, 3590, 3600, "failed validations for flaky.example")
+		// The other pending authorization for the name cannot be tried
+		// either; the limit is per account, so b is not affected.
+		paz := e.authz(t, a, pending.Authorizations[0])
+		r = e.post(t, a, paz.Challenges[0].URL, map[string]any{})
+		wantLimited(t, e, r, 3590, 3600, "per account and name per hour")
+		e.newOrder(t, b, dnsIDs("flaky.example"))
+		e.newOrder(t, a, dnsIDs("fine-too.example"))
+	})
+}
+
+// TestRateLimitPendingAuthorizations: an order that would take the account
+// past its pending authorizations is refused; reusing none is counted.
+func TestRateLimitPendingAuthorizations(t *testing.T) {
+	t.Parallel()
+	withStores(t, func(c *config.Config) { c.Limits.PendingAuthorizationsPerAccount = 2 }, func(t *testing.T, e *env) {
+		a := e.register(t)
+		e.newOrder(t, a, dnsIDs("p1.example", "p2.example"))
+		r := e.post(t, a, e.base+"/acme/new-order", map[string]any{"identifiers": dnsIDs("p3.example")})
+		// A slot opens at the latest when the first pending one expires
+		// (30 days by default).
+		wantLimited(t, e, r, 29*24*3600, 30*24*3600, "too many pending authorizations: the limit is 2 per account")
+	})
+}
+
+// failingLimits is the real store whose rate counts fail.
+type failingLimits struct{ store.Store }
+
+func (failingLimits) RateOrders(context.Context, string, time.Duration) (store.RateCount, error) {
+	return store.RateCount{}, errors.New("rate table on fire")
+}
+
+// TestRateLimitUnreadableAllows: a limit the database cannot count never
+// blocks issuance; the failure is logged.
+func TestRateLimitUnreadableAllows(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	withWrappedStores(t, func(c *config.Config) { c.Limits.OrdersPerAccount = 1 },
+		func(s store.Store) store.Store { return failingLimits{s} }, &logs, func(t *testing.T, e *env) {
+			a := e.register(t)
+			e.newOrder(t, a, dnsIDs("x1.example"))
+			e.newOrder(t, a, dnsIDs("x2.example"))
+			if !strings.Contains(logs.String(), "rate table on fire") {
+				t.Errorf("the unreadable limit was not logged; log:\n%s", logs.String())
+			}
+		})
+}

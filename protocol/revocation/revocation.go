@@ -1,0 +1,257 @@
+package revocation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// ActionRevoke is the audit action of a revocation (recorded or queued).
+const ActionRevoke = "revoke"
+
+// poll is how often a relay/custom revocation's outcome is checked while
+// waiting for it.
+const poll = 100 * time.Millisecond
+
+// Store is what revocation needs of the store.
+type Store interface {
+	CertificateBySerial(ctx context.Context, serial string) (*store.Certificate, error)
+	CertificatesList(ctx context.Context, f store.CertFilter, p store.Page) ([]*store.Certificate, string, error)
+	OrderByID(ctx context.Context, id string) (*store.Order, error)
+	AccountByID(ctx context.Context, id string) (*store.Account, error)
+	Revoke(ctx context.Context, serial string, reason int, ev store.AuditEvent) (*store.Certificate, error)
+	RevokeQueue(ctx context.Context, serial string, reason int, ev store.AuditEvent) error
+}
+
+// Service revokes certificates. It is safe for concurrent use.
+type Service struct {
+	st       Store
+	profiles map[string]config.Profile
+}
+
+// New builds the service over st; profiles (config.Config.Profiles) say
+// which backend issued a certificate of each profile.
+func New(st Store, profiles map[string]config.Profile) *Service {
+	return &Service{st: st, profiles: profiles}
+}
+
+// Request is one revocation.
+type Request struct {
+	Serial string // lower-case hex, as the store keeps it
+	Reason Reason
+	// Actor is who asks, for the audit log: "acme:<account id>",
+	// "acme:certificate-key", "cli:<os user>", "admin:<user>".
+	Actor string
+	// Via says through what, for the audit detail: "ACME revokeCert",
+	// "hallmark revoke", "admin panel".
+	Via string
+	// Wait bounds how long Revoke waits for a relay/custom backend to
+	// confirm; 0 returns as soon as the job is queued.
+	Wait time.Duration
+}
+
+// Result is what a revocation did.
+type Result struct {
+	// Certificate is the certificate as it stands after the call.
+	Certificate *store.Certificate
+	// Backend is the backend of the certificate's profile ("local" when
+	// the profile is no longer configured: its issuer was ours).
+	Backend string
+	// Remote is true for relay/custom backends: a signer_revoke job was
+	// queued and the backend revokes it.
+	Remote bool
+	// Done is true once the revocation is recorded: always for local
+	// backends (the next CRL, queued in the same transaction, will list
+	// it); for remote ones when the worker confirmed within Wait.
+	Done bool
+}
+
+// Backend names the backend that issued c: its profile's, or "local" when
+// the profile was removed from the configuration.
+func (s *Service) Backend(c *store.Certificate) string {
+	if p, ok := s.profiles[c.Profile]; ok && p.Backend != "" {
+		return p.Backend
+	}
+	return "local"
+}
+
+// Remote reports whether c's backend revokes it itself (relay, custom)
+// rather than Hallmark recording the revocation for its own CRL.
+func (s *Service) Remote(c *store.Certificate) bool {
+	b := s.Backend(c)
+	return b == "relay" || b == "custom"
+}
+
+// Revoke revokes one certificate and writes the audit event in the same
+// transaction. Errors a caller should show are *acme.Error:
+// badRevocationReason; alreadyRevoked (wrapping store.ErrConflict);
+// malformed "not issued by this CA" (wrapping store.ErrNotFound). Any other
+// error is the store's, wrapped with what was being done.
+func (s *Service) Revoke(ctx context.Context, r Request) (Result, error) {
+	if err := r.Reason.Check(); err != nil {
+		return Result{}, err
+	}
+	c, err := s.st.CertificateBySerial(ctx, r.Serial)
+	if err != nil {
+		return Result{}, certErr(r.Serial, err, "reading certificate")
+	}
+	res := Result{Certificate: c, Backend: s.Backend(c), Remote: s.Remote(c)}
+	if c.RevokedAt != nil {
+		return res, alreadyRevoked(c, store.ErrConflict)
+	}
+	detail := fmt.Sprintf("reason %d (%s)", int(r.Reason), r.Reason)
+	if r.Via != "" {
+		detail += " via " + r.Via
+	}
+	if res.Remote {
+		detail += "; queued for the " + res.Backend + " backend"
+	}
+	ev := store.AuditEvent{Actor: r.Actor, Action: ActionRevoke, Subject: c.Serial, Detail: detail}
+	if !res.Remote {
+		// local and pkcs11: Hallmark is the CA; the revocation row is the
+		// revocation and the store queues the issuer's next CRL.
+		got, err := s.st.Revoke(ctx, c.Serial, int(r.Reason), ev)
+		if err != nil {
+			return res, certErr(c.Serial, err, "recording the revocation of")
+		}
+		res.Certificate, res.Done = got, true
+		return res, nil
+	}
+	if err := s.st.RevokeQueue(ctx, c.Serial, int(r.Reason), ev); err != nil {
+		return res, certErr(c.Serial, err, "queueing the revocation of")
+	}
+	return s.wait(ctx, res, r.Wait)
+}
+
+// wait polls until the worker records the backend's revocation, wait runs
+// out or ctx ends; running out is not an error (Done stays false).
+func (s *Service) wait(ctx context.Context, res Result, wait time.Duration) (Result, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		cur, err := s.st.CertificateBySerial(ctx, res.Certificate.Serial)
+		if err != nil {
+			if ctx.Err() != nil {
+				return res, nil
+			}
+			return res, fmt.Errorf("checking the revocation of certificate %s: %w", res.Certificate.Serial, err)
+		}
+		res.Certificate = cur
+		if cur.RevokedAt != nil {
+			res.Done = true
+			return res, nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return res, nil
+		}
+		select {
+		case <-ctx.Done():
+			return res, nil
+		case <-time.After(min(left, poll)):
+		}
+	}
+}
+
+func certErr(serial string, err error, doing string) error {
+	var ae *acme.Error
+	switch {
+	case errors.As(err, &ae):
+		return err
+	case errors.Is(err, store.ErrNotFound):
+		return &acme.Error{Problem: acme.Problem{Type: acme.ProblemMalformed,
+			Detail: fmt.Sprintf("certificate %s was not issued by this CA; check the serial", serial)}, Cause: err}
+	case errors.Is(err, store.ErrConflict):
+		return &acme.Error{Problem: acme.Problem{Type: acme.ProblemAlreadyRevoked,
+			Detail: fmt.Sprintf("certificate %s is already revoked", serial)}, Cause: err}
+	}
+	return fmt.Errorf("%s certificate %s: %w", doing, serial, err)
+}
+
+func alreadyRevoked(c *store.Certificate, cause error) error {
+	return &acme.Error{Problem: acme.Problem{Type: acme.ProblemAlreadyRevoked,
+		Detail: fmt.Sprintf("certificate %s was already revoked at %s", c.Serial, c.RevokedAt.UTC().Format(time.RFC3339))}, Cause: cause}
+}
+
+// Target names the certificates an operator revokes: exactly one of a
+// serial, an order (its certificate) or an account (every certificate it
+// ordered).
+type Target struct {
+	Serial    string
+	OrderID   string
+	AccountID string
+}
+
+func (t Target) String() string {
+	switch {
+	case t.Serial != "":
+		return "certificate " + t.Serial
+	case t.OrderID != "":
+		return "order " + t.OrderID
+	}
+	return "account " + t.AccountID
+}
+
+// Select returns the certificates t names, newest first, revoked ones
+// included (a bulk revocation skips them; Revoke refuses them). An unknown
+// serial, order or account is a malformed *acme.Error wrapping
+// store.ErrNotFound; an order without a certificate yields none.
+func (s *Service) Select(ctx context.Context, t Target) ([]*store.Certificate, error) {
+	n := 0
+	for _, v := range []string{t.Serial, t.OrderID, t.AccountID} {
+		if v != "" {
+			n++
+		}
+	}
+	if n != 1 {
+		return nil, acme.Malformed("name exactly one of a serial, an order or an account to revoke")
+	}
+	switch {
+	case t.Serial != "":
+		c, err := s.st.CertificateBySerial(ctx, t.Serial)
+		if err != nil {
+			return nil, certErr(t.Serial, err, "reading")
+		}
+		return []*store.Certificate{c}, nil
+	case t.OrderID != "":
+		o, err := s.st.OrderByID(ctx, t.OrderID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, &acme.Error{Problem: acme.Problem{Type: acme.ProblemMalformed,
+				Detail: fmt.Sprintf("order %s does not exist; check the id", t.OrderID)}, Cause: err}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading order %s: %w", t.OrderID, err)
+		}
+		if o.CertSerial == "" {
+			return nil, nil
+		}
+		c, err := s.st.CertificateBySerial(ctx, o.CertSerial)
+		if err != nil {
+			return nil, certErr(o.CertSerial, err, "reading")
+		}
+		return []*store.Certificate{c}, nil
+	}
+	if _, err := s.st.AccountByID(ctx, t.AccountID); errors.Is(err, store.ErrNotFound) {
+		return nil, &acme.Error{Problem: acme.Problem{Type: acme.ProblemMalformed,
+			Detail: fmt.Sprintf("account %s does not exist; check the id", t.AccountID)}, Cause: err}
+	} else if err != nil {
+		return nil, fmt.Errorf("reading account %s: %w", t.AccountID, err)
+	}
+	var out []*store.Certificate
+	p := store.Page{Limit: 500}
+	for {
+		cs, next, err := s.st.CertificatesList(ctx, store.CertFilter{AccountID: t.AccountID}, p)
+		if err != nil {
+			return nil, fmt.Errorf("listing the certificates of account %s: %w", t.AccountID, err)
+		}
+		out = append(out, cs...)
+		if next == "" {
+			return out, nil
+		}
+		p.After = next
+	}
+}

@@ -1,0 +1,185 @@
+package revocation_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/revocation"
+	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/store/open"
+	"github.com/hallmark-ca/hallmark/tests/testdb"
+)
+
+func TestParseReason(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want revocation.Reason
+		ok   bool
+	}{
+		{"0", revocation.Unspecified, true},
+		{"unspecified", revocation.Unspecified, true},
+		{"keyCompromise", revocation.KeyCompromise, true},
+		{"key-compromise", revocation.KeyCompromise, true},
+		{"KEY_COMPROMISE", revocation.KeyCompromise, true},
+		{"4", revocation.Superseded, true},
+		{"cessationOfOperation", revocation.CessationOfOperation, true},
+		{"9", revocation.PrivilegeWithdrawn, true},
+		{"affiliationchanged", revocation.AffiliationChanged, true},
+		{"2", 0, false}, // cACompromise: about a CA, not a subscriber
+		{"certificateHold", 0, false},
+		{"7", 0, false},  // unused code
+		{"8", 0, false},  // removeFromCRL: delta CRLs only
+		{"10", 0, false}, // aACompromise
+		{"-1", 0, false},
+		{"sideways", 0, false},
+	} {
+		got, err := revocation.ParseReason(tc.in)
+		if tc.ok != (err == nil) || (tc.ok && got != tc.want) {
+			t.Errorf("ParseReason(%q) = %v, %v; want %v ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
+		if !tc.ok && acme.AsError(err).Problem.Type != acme.ProblemBadRevocationReason {
+			t.Errorf("ParseReason(%q) error %v is not badRevocationReason", tc.in, err)
+		}
+	}
+	if s := revocation.Reason(7).String(); s != "reason(7)" {
+		t.Errorf("Reason(7).String() = %q", s)
+	}
+}
+
+// seed stores a certificate of profile on a fresh SQLite store.
+func seed(t *testing.T, profile string) (store.Store, *store.Certificate) {
+	t.Helper()
+	ctx := context.Background()
+	url := testdb.SQLite(t)
+	if err := open.Migrate(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	db, err := open.Open(ctx, url, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	st := db.Store
+	a, err := st.AccountCreate(ctx, &store.Account{KeyJWK: []byte(`{}`), Thumbprint: "tp", TermsAgreed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, _ := st.Now(ctx)
+	id := acme.Identifier{Type: acme.IdentifierDNS, Value: "a.example.com"}
+	o, err := st.OrderCreate(ctx, store.NewOrder{AccountID: a.ID, Profile: profile, Expires: now.Add(time.Hour), Identifiers: []acme.Identifier{id},
+		Authzs: []*store.Authorization{{Identifier: id, Expires: now.Add(time.Hour), Challenges: []store.Challenge{{Type: acme.ChallengeDNS01}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	az, _ := st.AuthzByID(ctx, o.AuthzIDs[0])
+	if _, _, err := st.ChallengeClaim(ctx, az.Challenges[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ChallengeVerdict(ctx, store.Verdict{ChallengeID: az.Challenges[0].ID, Status: acme.StatusValid}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.OrderFinalizeBegin(ctx, o.ID, []byte("csr")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: "5e", IssuerID: "iss", Profile: profile,
+		DER: []byte{0x30}, Names: []string{id.Value}, NotBefore: now, NotAfter: now.Add(time.Hour)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	c, err := st.CertificateBySerial(ctx, "5e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, c
+}
+
+var profiles = map[string]config.Profile{"default": {Backend: "local"}, "hsm": {Backend: "pkcs11"}, "up": {Backend: "relay"}}
+
+// TestRevokeLocal: the revocation is recorded at once with the audit event,
+// and a second one is alreadyRevoked wrapping store.ErrConflict.
+func TestRevokeLocal(t *testing.T) {
+	t.Parallel()
+	for _, profile := range []string{"default", "hsm", "removed-from-config"} {
+		t.Run(profile, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			st, c := seed(t, profile)
+			svc := revocation.New(st, profiles)
+			res, err := svc.Revoke(ctx, revocation.Request{Serial: c.Serial, Reason: revocation.KeyCompromise, Actor: "cli:alice", Via: "hallmark revoke"})
+			if err != nil || !res.Done || res.Remote || res.Certificate.RevokedAt == nil || res.Certificate.RevocationReason != 1 {
+				t.Fatalf("Revoke = %+v, %v", res, err)
+			}
+			evs, _, _ := st.AuditList(ctx, store.Page{})
+			if len(evs) != 1 || evs[0].Actor != "cli:alice" || evs[0].Action != revocation.ActionRevoke || evs[0].Subject != c.Serial || evs[0].Detail != "reason 1 (keyCompromise) via hallmark revoke" {
+				t.Fatalf("audit = %+v", evs)
+			}
+			_, err = svc.Revoke(ctx, revocation.Request{Serial: c.Serial, Actor: "cli:alice"})
+			if acme.AsError(err).Problem.Type != acme.ProblemAlreadyRevoked || !errors.Is(err, store.ErrConflict) {
+				t.Fatalf("second Revoke: %v", err)
+			}
+			_, err = svc.Revoke(ctx, revocation.Request{Serial: "ffff", Actor: "cli:alice"})
+			if !errors.Is(err, store.ErrNotFound) || acme.AsError(err).Problem.Type != acme.ProblemMalformed {
+				t.Fatalf("Revoke of an unknown serial: %v", err)
+			}
+			_, err = svc.Revoke(ctx, revocation.Request{Serial: c.Serial, Reason: revocation.CertificateHold})
+			if acme.AsError(err).Problem.Type != acme.ProblemBadRevocationReason {
+				t.Fatalf("Revoke with certificateHold: %v", err)
+			}
+		})
+	}
+}
+
+// TestRevokeRemote: a relay certificate is queued, not revoked; Wait sees
+// the worker's outcome when it comes in time.
+func TestRevokeRemote(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, c := seed(t, "up")
+	svc := revocation.New(st, profiles)
+	res, err := svc.Revoke(ctx, revocation.Request{Serial: c.Serial, Reason: revocation.Superseded, Actor: "admin:bob"})
+	if err != nil || !res.Remote || res.Done || res.Backend != "relay" || res.Certificate.RevokedAt != nil {
+		t.Fatalf("Revoke with no wait = %+v, %v", res, err)
+	}
+	// The worker records the backend's answer a little later.
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_ = st.RevokeRecorded(ctx, c.Serial, 4, store.AuditEvent{Actor: "worker:test", Action: "revoke", Subject: c.Serial}, nil)
+	}()
+	start := time.Now()
+	res, err = svc.Revoke(ctx, revocation.Request{Serial: c.Serial, Reason: revocation.Superseded, Actor: "admin:bob", Wait: 5 * time.Second})
+	if err != nil || !res.Done || res.Certificate.RevokedAt == nil {
+		t.Fatalf("Revoke with wait = %+v, %v", res, err)
+	}
+	t.Logf("remote outcome seen after %v", time.Since(start))
+}
+
+func TestSelect(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, c := seed(t, "default")
+	svc := revocation.New(st, profiles)
+	for name, tc := range map[string]struct {
+		t    revocation.Target
+		n    int
+		errs error
+	}{
+		"serial":          {revocation.Target{Serial: c.Serial}, 1, nil},
+		"order":           {revocation.Target{OrderID: c.OrderID}, 1, nil},
+		"account":         {revocation.Target{AccountID: c.AccountID}, 1, nil},
+		"unknown serial":  {revocation.Target{Serial: "ab"}, 0, store.ErrNotFound},
+		"unknown order":   {revocation.Target{OrderID: "nope"}, 0, store.ErrNotFound},
+		"unknown account": {revocation.Target{AccountID: "nope"}, 0, store.ErrNotFound},
+	} {
+		got, err := svc.Select(ctx, tc.t)
+		if len(got) != tc.n || !errors.Is(err, tc.errs) {
+			t.Errorf("%s: Select = %d certificates, %v", name, len(got), err)
+		}
+	}
+	if _, err := svc.Select(ctx, revocation.Target{Serial: "a", OrderID: "b"}); err == nil {
+		t.Error("Select with two targets did not fail")
+	}
+}

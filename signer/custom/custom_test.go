@@ -1,0 +1,205 @@
+package custom_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/signer"
+	"github.com/hallmark-ca/hallmark/signer/custom"
+)
+
+// When HALLMARK_TEST_HOOK is set, this test binary is the hook: a real
+// executable that reads the JSON request on stdin and signs with a local CA
+// in HALLMARK_TEST_HOOK_CA (or revokes by writing a file there).
+func TestMain(m *testing.M) {
+	if mode := os.Getenv("HALLMARK_TEST_HOOK"); mode != "" {
+		os.Exit(hook(mode))
+	}
+	os.Exit(m.Run())
+}
+
+func hook(mode string) int {
+	fmt.Fprintln(os.Stderr, "hook", mode, "running")
+	in, _ := io.ReadAll(os.Stdin)
+	dir := os.Getenv("HALLMARK_TEST_HOOK_CA")
+	switch mode {
+	case "issue":
+		var req custom.IssueRequest
+		if err := json.Unmarshal(in, &req); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		blk, _ := pem.Decode([]byte(req.CSR))
+		csr, err := x509.ParseCertificateRequest(blk.Bytes)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		if strings.HasPrefix(req.Identifiers[0].Value, "refuse.") {
+			json.NewEncoder(os.Stdout).Encode(map[string]any{"error": map[string]string{"type": "rejectedIdentifier", "detail": "policy says no"}})
+			return 0
+		}
+		iss, err := signer.LoadLocal(dir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		var names []acme.Identifier
+		for _, id := range req.Identifiers {
+			names = append(names, acme.Identifier{Type: acme.IdentifierType(id.Type), Value: id.Value})
+		}
+		if strings.HasPrefix(req.Identifiers[0].Value, "liar.") {
+			names = append(names, acme.Identifier{Type: acme.IdentifierDNS, Value: "extra.example.test"})
+		}
+		issued, err := iss.Issue(context.Background(), signer.Request{
+			Profile:   config.Profile{ValidityHours: req.ValidityHours, KeyUsages: []string{"digitalSignature"}, ExtKeyUsages: []string{"serverAuth"}},
+			Names:     names,
+			PublicKey: csr.PublicKey,
+			IssuerURL: "http://127.0.0.1:1/issuer", CRLURL: "http://127.0.0.1:1/crl",
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		json.NewEncoder(os.Stdout).Encode(custom.Response{CertificateChain: string(issued.ChainPEM)})
+	case "revoke":
+		var req custom.RevokeRequest
+		if err := json.Unmarshal(in, &req); err != nil {
+			return 2
+		}
+		os.WriteFile(filepath.Join(dir, "revoked-"+req.Serial), []byte(fmt.Sprint(req.Reason)), 0o600)
+		fmt.Println(`{"status":"revoked"}`)
+	case "fail":
+		fmt.Fprintln(os.Stderr, "upstream CA is down: connection refused")
+		return 3
+	case "slow":
+		time.Sleep(10 * time.Second)
+	case "garbage":
+		fmt.Println("certificate: yes")
+	}
+	return 0
+}
+
+func backend(t *testing.T, mode string, timeout time.Duration) (*custom.Backend, string) {
+	t.Helper()
+	dir := t.TempDir()
+	if _, err := signer.InitLocal(dir, "Hook CA"); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The hook's own environment selects its mode: write a wrapper script,
+	// as an operator would install an executable.
+	script := filepath.Join(dir, "hook-"+mode)
+	body := fmt.Sprintf("#!/bin/sh\nHALLMARK_TEST_HOOK=%s HALLMARK_TEST_HOOK_CA=%s exec %s \"$@\"\n", mode, dir, self)
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	revoke := filepath.Join(dir, "hook-revoke")
+	body = fmt.Sprintf("#!/bin/sh\nHALLMARK_TEST_HOOK=revoke HALLMARK_TEST_HOOK_CA=%s exec %s \"$@\"\n", dir, self)
+	if err := os.WriteFile(revoke, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := custom.New(custom.Config{Name: "hooks", IssueCommand: []string{script}, RevokeCommand: []string{revoke}, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, dir
+}
+
+func order(t *testing.T, names ...string) (signer.Request, *x509.CertificateRequest) {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{DNSNames: names}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, _ := x509.ParseCertificateRequest(der)
+	var ids []acme.Identifier
+	for _, n := range names {
+		ids = append(ids, acme.Identifier{Type: acme.IdentifierDNS, Value: n})
+	}
+	return signer.Request{Profile: config.Profile{ValidityHours: 48}, ProfileName: "hooks", Names: ids, PublicKey: key.Public()}, csr
+}
+
+func TestIssueAndRevokeThroughHooks(t *testing.T) {
+	t.Parallel()
+	b, dir := backend(t, "issue", 10*time.Second)
+	r, csr := order(t, "hook.example.test", "www.hook.example.test")
+	issued, err := b.Issue(context.Background(), r, csr)
+	if err != nil {
+		t.Fatalf("Issue: %v", err)
+	}
+	leaf, err := x509.ParseCertificate(issued.DER)
+	if err != nil || len(leaf.DNSNames) != 2 {
+		t.Fatalf("issued %v, %v", leaf, err)
+	}
+	if got := leaf.NotAfter.Sub(leaf.NotBefore); got > 48*time.Hour {
+		t.Fatalf("validity %s, want the profile's 48h passed to the hook", got)
+	}
+	if err := b.Revoke(context.Background(), issued.SerialHex, issued.DER, 4); err != nil {
+		t.Fatalf("Revoke: %v", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "revoked-"+issued.SerialHex)); err != nil || string(got) != "4" {
+		t.Fatalf("the revoke hook saw %q, %v; want reason 4", got, err)
+	}
+}
+
+func TestHookOutcomes(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, mode, host string
+		timeout          time.Duration
+		unavailable      bool             // retried
+		problem          acme.ProblemType // a verdict
+		inErr            string
+	}{
+		{"refusal is a verdict", "issue", "refuse.example.test", 10 * time.Second, false, acme.ProblemRejectedIdentifier, "policy says no"},
+		{"a certificate for other names is refused", "issue", "liar.example.test", 10 * time.Second, false, acme.ProblemServerInternal, "extra.example.test"},
+		{"non-zero exit is retried with stderr", "fail", "a.example.test", 10 * time.Second, true, "", "connection refused"},
+		{"timeout kills and retries", "slow", "a.example.test", 300 * time.Millisecond, true, "", "ran longer than 300ms"},
+		{"garbage output is retried", "garbage", "a.example.test", 10 * time.Second, true, "", "no valid JSON"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b, _ := backend(t, tc.mode, tc.timeout)
+			r, csr := order(t, tc.host)
+			start := time.Now()
+			_, err := b.Issue(context.Background(), r, csr)
+			if err == nil {
+				t.Fatal("Issue succeeded")
+			}
+			if time.Since(start) > 5*time.Second {
+				t.Fatalf("took %s: the timeout did not kill the hook", time.Since(start))
+			}
+			if got := errors.Is(err, signer.ErrUnavailable); got != tc.unavailable {
+				t.Fatalf("ErrUnavailable = %v, want %v: %v", got, tc.unavailable, err)
+			}
+			var ae *acme.Error
+			if tc.problem != "" && (!errors.As(err, &ae) || ae.Problem.Type != tc.problem) {
+				t.Fatalf("error %v, want problem %s", err, tc.problem)
+			}
+			if !strings.Contains(err.Error(), tc.inErr) && (ae == nil || !strings.Contains(ae.Problem.Detail, tc.inErr)) {
+				t.Fatalf("error %q does not mention %q", err, tc.inErr)
+			}
+		})
+	}
+}

@@ -1,0 +1,218 @@
+package pkcs11
+
+import (
+	"crypto"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/big"
+	"os"
+	"time"
+
+	"github.com/ThalesGroup/crypto11"
+
+	"github.com/hallmark-ca/hallmark/signer"
+)
+
+// LoadIssuer opens the token and builds the issuer from certFile: the
+// certificate of the token's key first, then any further intermediates
+// (PEM). signer.NewIssuer checks that the key on the token belongs to it.
+func LoadIssuer(cfg Config, certFile string) (*signer.Issuer, *Token, error) {
+	chain, err := readCerts(certFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading the PKCS#11 issuer certificate: %w", err)
+	}
+	tok, err := Open(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	iss, err := signer.NewIssuer(chain[0], chain, tok)
+	if err != nil {
+		_ = tok.Close()
+		return nil, nil, fmt.Errorf("PKCS#11 %s with %s: %w", cfg, certFile, err)
+	}
+	return iss, tok, nil
+}
+
+// intermediateValidity matches the local development CA's intermediate.
+const intermediateValidity = 5 * 365 * 24 * time.Hour
+
+// KeyTypes are the issuing key types Init can generate.
+var KeyTypes = []string{"p256", "p384", "rsa2048", "rsa3072", "rsa4096"}
+
+// Init generates a new issuing key pair on the token under cfg.KeyLabel (or
+// cfg.KeyID), has the root in rootCertFile/rootKeyFile sign its intermediate
+// CA certificate, and writes it to certFile. It refuses when certFile exists
+// or the token already holds a key with that label or id, so a re-run never
+// replaces a key that certificates chain to. It returns the certificate.
+func Init(cfg Config, keyType, commonName, rootCertFile, rootKeyFile, certFile string) (*x509.Certificate, error) {
+	if _, err := os.Lstat(certFile); err == nil {
+		return nil, fmt.Errorf("initialising PKCS#11 issuer: %s: %w", certFile, signer.ErrExists)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	roots, err := readCerts(rootCertFile)
+	if err != nil {
+		return nil, fmt.Errorf("initialising PKCS#11 issuer: reading the root: %w", err)
+	}
+	rootKey, err := readKey(rootKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("initialising PKCS#11 issuer: reading the root key: %w", err)
+	}
+	root := roots[0]
+	ctx, err := crypto11.Configure(cfg.crypto11())
+	if err != nil {
+		return nil, fmt.Errorf("opening PKCS#11 %s: %w", cfg, err)
+	}
+	defer ctx.Close()
+	id, label := cfg.KeyID, []byte(cfg.KeyLabel)
+	if len(id) == 0 {
+		id = idFor(cfg.KeyLabel)
+	}
+	if len(label) == 0 {
+		label = []byte(fmt.Sprintf("hallmark-%x", id))
+	}
+	for _, q := range [][2][]byte{{id, nil}, {nil, label}} {
+		if k, err := ctx.FindKeyPair(q[0], q[1]); err == nil && k != nil {
+			return nil, fmt.Errorf("initialising PKCS#11 issuer: the token already holds a key pair labelled %q or with id %x: %w", label, id, signer.ErrExists)
+		}
+	}
+	var key crypto11.Signer
+	switch keyType {
+	case "p256":
+		key, err = ctx.GenerateECDSAKeyPairWithLabel(id, label, elliptic.P256())
+	case "p384":
+		key, err = ctx.GenerateECDSAKeyPairWithLabel(id, label, elliptic.P384())
+	case "rsa2048", "rsa3072", "rsa4096":
+		bits := map[string]int{"rsa2048": 2048, "rsa3072": 3072, "rsa4096": 4096}[keyType]
+		key, err = ctx.GenerateRSAKeyPairWithLabel(id, label, bits)
+	default:
+		return nil, fmt.Errorf("initialising PKCS#11 issuer: key type %q is not one of %v", keyType, KeyTypes)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("generating a %s key on PKCS#11 %s: %w", keyType, cfg, err)
+	}
+	now := time.Now().Truncate(time.Second).UTC()
+	notAfter := now.Add(intermediateValidity)
+	if notAfter.After(root.NotAfter) {
+		notAfter = root.NotAfter
+	}
+	serial := make([]byte, 16)
+	if _, err := rand.Read(serial); err != nil {
+		return nil, err
+	}
+	serial[0] = serial[0]&0x7f | 0x01
+	skid, err := subjectKeyID(key.Public())
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          new(big.Int).SetBytes(serial),
+		Subject:               pkix.Name{CommonName: commonName, Organization: root.Subject.Organization},
+		NotBefore:             now,
+		NotAfter:              notAfter,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLen:            0,
+		MaxPathLenZero:        true,
+		SubjectKeyId:          skid,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+		// As for the local intermediate (CABF BR §7.1.2.10.6).
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, root, key.Public(), rootKey)
+	if err != nil {
+		return nil, fmt.Errorf("signing the PKCS#11 intermediate with the root: %w", err)
+	}
+	f, err := os.OpenFile(certFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := pem.Encode(f, &pem.Block{Type: "CERTIFICATE", Bytes: der}); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	return x509.ParseCertificate(der)
+}
+
+// subjectKeyID is RFC 7093 §2 method 1, as the signer uses for its CAs.
+func subjectKeyID(pub crypto.PublicKey) ([]byte, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return nil, err
+	}
+	var spki struct {
+		Algorithm pkix.AlgorithmIdentifier
+		PublicKey asn1.BitString
+	}
+	if _, err := asn1.Unmarshal(der, &spki); err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(spki.PublicKey.Bytes)
+	return sum[:20], nil
+}
+
+func readCerts(path string) ([]*x509.Certificate, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []*x509.Certificate
+	for {
+		var b *pem.Block
+		b, data = pem.Decode(data)
+		if b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no PEM CERTIFICATE block", path)
+	}
+	return out, nil
+}
+
+func readKey(path string) (crypto.Signer, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	b, _ := pem.Decode(data)
+	if b == nil {
+		return nil, fmt.Errorf("%s: no PEM block", path)
+	}
+	var key any
+	switch b.Type {
+	case "PRIVATE KEY":
+		key, err = x509.ParsePKCS8PrivateKey(b.Bytes)
+	case "EC PRIVATE KEY":
+		key, err = x509.ParseECPrivateKey(b.Bytes)
+	default:
+		return nil, fmt.Errorf("%s: PEM block %q is not a supported private key", path, b.Type)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	s, ok := key.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("%s: key of type %T cannot sign", path, key)
+	}
+	return s, nil
+}

@@ -1,0 +1,223 @@
+package pkcs11
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/ThalesGroup/crypto11"
+
+	"github.com/hallmark-ca/hallmark/signer"
+)
+
+// Config selects a key on a token.
+type Config struct {
+	Module      string // path of the PKCS#11 module (.so)
+	TokenLabel  string // the token's label, or
+	Slot        *int   // its slot number
+	PIN         string // the user PIN; never logged
+	KeyLabel    string // the key pair's CKA_LABEL, or
+	KeyID       []byte // its CKA_ID
+	MaxSessions int    // session pool size (at least 2: one stays logged in)
+}
+
+func (c Config) String() string {
+	sel := "token " + c.TokenLabel
+	if c.Slot != nil {
+		sel = fmt.Sprintf("slot %d", *c.Slot)
+	}
+	key := "key " + c.KeyLabel
+	if c.KeyLabel == "" {
+		key = fmt.Sprintf("key id %x", c.KeyID)
+	}
+	return fmt.Sprintf("%s, %s, %s", c.Module, sel, key)
+}
+
+func (c Config) crypto11() *crypto11.Config {
+	max := c.MaxSessions
+	if max < 2 {
+		max = 2
+	}
+	return &crypto11.Config{Path: c.Module, TokenLabel: c.TokenLabel, SlotNumber: c.Slot, Pin: c.PIN, MaxSessions: max}
+}
+
+// Token is a crypto.Signer whose key lives on a PKCS#11 token. It opens the
+// module again after the token went away; its public key is fixed when it
+// is opened, so a different key under the same label is refused rather
+// than used.
+type Token struct {
+	cfg Config
+	pub crypto.PublicKey
+
+	// conn serialises opening and closing the module: a reconnect must not
+	// reuse a module instance that a close is about to finalize.
+	conn sync.Mutex
+	mu   sync.Mutex
+	ctx  *crypto11.Context // nil while the token is away
+	key  crypto.Signer
+}
+
+// Open opens the module, logs in and finds the key pair.
+func Open(cfg Config) (*Token, error) {
+	t := &Token{cfg: cfg}
+	ctx, key, err := connect(cfg)
+	if err != nil {
+		return nil, err
+	}
+	t.ctx, t.key, t.pub = ctx, key, key.Public()
+	return t, nil
+}
+
+func connect(cfg Config) (*crypto11.Context, crypto.Signer, error) {
+	ctx, err := crypto11.Configure(cfg.crypto11())
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening PKCS#11 %s: %w", cfg, err)
+	}
+	var label []byte
+	if cfg.KeyLabel != "" {
+		label = []byte(cfg.KeyLabel)
+	}
+	key, err := ctx.FindKeyPair(cfg.KeyID, label)
+	if err == nil && key == nil {
+		err = errors.New("no such key pair")
+	}
+	if err != nil {
+		_ = ctx.Close()
+		return nil, nil, fmt.Errorf("finding the key on PKCS#11 %s: %w", cfg, err)
+	}
+	return ctx, key, nil
+}
+
+// Public is the key's public half, read when the token was opened.
+func (t *Token) Public() crypto.PublicKey { return t.pub }
+
+// Sign signs digest on the token. Any failure is the token's, not the
+// request's (the digest is always well-formed), so it wraps
+// signer.ErrUnavailable, and the module is closed so the next call opens it
+// afresh.
+func (t *Token) Sign(rand io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
+	key, err := t.signer()
+	if err != nil {
+		return nil, err
+	}
+	sig, err := key.Sign(rand, digest, opts)
+	if err != nil {
+		t.drop(key)
+		return nil, fmt.Errorf("%w: signing on PKCS#11 %s: %v", signer.ErrUnavailable, t.cfg, err)
+	}
+	return sig, nil
+}
+
+// signer returns the live key, reconnecting if the token was away.
+func (t *Token) signer() (crypto.Signer, error) {
+	if key := t.live(); key != nil {
+		return key, nil
+	}
+	t.conn.Lock()
+	defer t.conn.Unlock()
+	if key := t.live(); key != nil {
+		return key, nil
+	}
+	ctx, key, err := connect(t.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", signer.ErrUnavailable, err)
+	}
+	if !samePublic(key.Public(), t.pub) {
+		_ = ctx.Close()
+		return nil, fmt.Errorf("%w: the key on PKCS#11 %s is not the key the worker started with; refusing to sign with it", signer.ErrUnavailable, t.cfg)
+	}
+	t.mu.Lock()
+	t.ctx, t.key = ctx, key
+	t.mu.Unlock()
+	return key, nil
+}
+
+func (t *Token) live() crypto.Signer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.key
+}
+
+// drop forgets key after it failed, closing its context (which finalizes
+// the module when it was the last user) unless another call already did.
+func (t *Token) drop(key crypto.Signer) {
+	t.conn.Lock()
+	defer t.conn.Unlock()
+	t.mu.Lock()
+	if t.key != key {
+		t.mu.Unlock()
+		return
+	}
+	ctx := t.ctx
+	t.ctx, t.key = nil, nil
+	t.mu.Unlock()
+	// Close waits for sessions in use to come back, so never under mu;
+	// those calls fail too and find the key already dropped.
+	_ = ctx.Close()
+}
+
+// Ready checks that the token answers: it reconnects if needed and looks the
+// key up again in a fresh session (a PKCS#11 round trip that signs nothing).
+func (t *Token) Ready(ctx context.Context) error {
+	key, err := t.signer()
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	c := t.ctx
+	t.mu.Unlock()
+	if c == nil {
+		return fmt.Errorf("%w: PKCS#11 %s is closed", signer.ErrUnavailable, t.cfg)
+	}
+	done := make(chan error, 1)
+	go func() {
+		var label []byte
+		if t.cfg.KeyLabel != "" {
+			label = []byte(t.cfg.KeyLabel)
+		}
+		k, err := c.FindKeyPair(t.cfg.KeyID, label)
+		if err == nil && (k == nil || !samePublic(k.Public(), t.pub)) {
+			err = errors.New("the key is no longer on the token")
+		}
+		done <- err
+	}()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: PKCS#11 %s did not answer: %v", signer.ErrUnavailable, t.cfg, ctx.Err())
+	}
+	if err != nil {
+		t.drop(key)
+		return fmt.Errorf("%w: PKCS#11 %s: %v", signer.ErrUnavailable, t.cfg, err)
+	}
+	return nil
+}
+
+// Close logs out and releases the module.
+func (t *Token) Close() error {
+	t.conn.Lock()
+	defer t.conn.Unlock()
+	t.mu.Lock()
+	ctx := t.ctx
+	t.ctx, t.key = nil, nil
+	t.mu.Unlock()
+	if ctx == nil {
+		return nil
+	}
+	return ctx.Close()
+}
+
+func samePublic(a, b crypto.PublicKey) bool {
+	ak, ok := a.(interface{ Equal(crypto.PublicKey) bool })
+	return ok && ak.Equal(b)
+}
+
+// idFor derives a CKA_ID for a new key from its label, since crypto11 finds
+// key pairs only by a non-empty CKA_ID.
+func idFor(label string) []byte {
+	return bytes.Clone([]byte("hallmark:" + label))
+}

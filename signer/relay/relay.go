@@ -1,0 +1,296 @@
+package relay
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	xacme "golang.org/x/crypto/acme"
+
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/signer"
+)
+
+// Config is one [backends.<name>] of type relay.
+type Config struct {
+	Name         string
+	DirectoryURL string
+	AccountKey   string // PEM file; created (P-256, 0600) if missing
+	Contact      []string
+	CACert       string // extra PEM trust anchors for the upstream's TLS
+	Challenge    string // accepted on pending upstream authorizations
+	Timeout      time.Duration
+	Logger       *slog.Logger
+}
+
+// Backend relays orders to the upstream CA.
+type Backend struct {
+	cfg    Config
+	client *xacme.Client
+
+	mu         sync.Mutex
+	registered bool
+}
+
+// New loads (or creates) the account key and builds the client. It does not
+// contact the upstream: a worker starts while the upstream is down, and its
+// /readyz says so.
+func New(cfg Config) (*Backend, error) {
+	key, err := accountKey(cfg.AccountKey)
+	if err != nil {
+		return nil, fmt.Errorf("backends.%s.account_key: %w", cfg.Name, err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if cfg.CACert != "" {
+		pemBytes, err := os.ReadFile(cfg.CACert)
+		if err != nil {
+			return nil, fmt.Errorf("backends.%s.ca_cert: %w", cfg.Name, err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil || pool == nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pemBytes) {
+			return nil, fmt.Errorf("backends.%s.ca_cert: %s holds no PEM certificate", cfg.Name, cfg.CACert)
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 20 * time.Second
+	}
+	if cfg.Challenge == "" {
+		cfg.Challenge = "http-01"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Backend{cfg: cfg, client: &xacme.Client{
+		Key: key, DirectoryURL: cfg.DirectoryURL,
+		HTTPClient: &http.Client{Transport: tr, Timeout: cfg.Timeout},
+		UserAgent:  "hallmark-relay",
+	}}, nil
+}
+
+// IssuerID names the backend in certificate rows.
+func (b *Backend) IssuerID() string { return "relay:" + b.cfg.Name }
+
+// Ready fetches the upstream's directory.
+func (b *Backend) Ready(ctx context.Context) error {
+	if _, err := b.client.Discover(ctx); err != nil {
+		return fmt.Errorf("%w: the upstream ACME directory %s: %v", signer.ErrUnavailable, b.cfg.DirectoryURL, err)
+	}
+	return nil
+}
+
+// register creates the upstream account once (an existing one is fine).
+func (b *Backend) register(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.registered {
+		return nil
+	}
+	contact := make([]string, 0, len(b.cfg.Contact))
+	for _, c := range b.cfg.Contact {
+		if !strings.Contains(c, ":") {
+			c = "mailto:" + c
+		}
+		contact = append(contact, c)
+	}
+	_, err := b.client.Register(ctx, &xacme.Account{Contact: contact}, xacme.AcceptTOS)
+	if err != nil && !errors.Is(err, xacme.ErrAccountAlreadyExists) {
+		return b.classify("registering the upstream account", err)
+	}
+	b.registered = true
+	return nil
+}
+
+// Issue places the upstream order and finalizes it with the order's CSR.
+func (b *Backend) Issue(ctx context.Context, r signer.Request, csr *x509.CertificateRequest) (*signer.Issued, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
+	if err := b.register(ctx); err != nil {
+		return nil, err
+	}
+	var ids []xacme.AuthzID
+	for _, id := range r.Names {
+		ids = append(ids, xacme.AuthzID{Type: string(id.Type), Value: id.Value})
+	}
+	var opts []xacme.OrderOption
+	if r.Profile.AllowValidityRequest && r.NotBefore != nil {
+		opts = append(opts, xacme.WithOrderNotBefore(*r.NotBefore))
+	}
+	if r.Profile.AllowValidityRequest && r.NotAfter != nil {
+		opts = append(opts, xacme.WithOrderNotAfter(*r.NotAfter))
+	}
+	o, err := b.client.AuthorizeOrder(ctx, ids, opts...)
+	if err != nil {
+		return nil, b.classify("placing the upstream order", err)
+	}
+	for _, u := range o.AuthzURLs {
+		z, err := b.client.GetAuthorization(ctx, u)
+		if err != nil {
+			return nil, b.classify("reading an upstream authorization", err)
+		}
+		if z.Status != xacme.StatusPending {
+			continue
+		}
+		var chal *xacme.Challenge
+		for _, c := range z.Challenges {
+			if c.Type == b.cfg.Challenge {
+				chal = c
+			}
+		}
+		if chal == nil {
+			return nil, acme.New(acme.ProblemRejectedIdentifier, "the upstream CA offers no %s challenge for %s", b.cfg.Challenge, z.Identifier.Value)
+		}
+		if _, err := b.client.Accept(ctx, chal); err != nil {
+			return nil, b.classify("accepting an upstream challenge", err)
+		}
+		if _, err := b.client.WaitAuthorization(ctx, u); err != nil {
+			return nil, b.classify("waiting for an upstream authorization", err)
+		}
+	}
+	orderURL := o.URI // responses to POST-as-GET carry no Location
+	if o, err = b.client.WaitOrder(ctx, orderURL); err != nil {
+		return nil, b.classify("waiting for the upstream order", err)
+	}
+	chain, _, err := b.client.CreateOrderCert(ctx, o.FinalizeURL, csr.Raw, true)
+	var ae *xacme.Error
+	if err != nil && !errors.As(err, &ae) {
+		// x/crypto/acme follows a Location header on the finalize response,
+		// which RFC 8555 §7.4 does not require (Pebble sends none): wait on
+		// the order URL we already know and fetch the certificate.
+		fo, werr := b.client.WaitOrder(ctx, orderURL)
+		if werr != nil {
+			return nil, b.classify("waiting for the finalized upstream order", werr)
+		}
+		chain, err = b.client.FetchCert(ctx, fo.CertURL, true)
+	}
+	if err != nil {
+		return nil, b.classify("finalizing the upstream order", err)
+	}
+	if len(chain) == 0 {
+		return nil, fmt.Errorf("%w: the upstream returned an empty chain", signer.ErrUnavailable)
+	}
+	leaf, err := x509.ParseCertificate(chain[0])
+	if err != nil {
+		return nil, acme.Internal(fmt.Errorf("the upstream's certificate does not parse: %w", err))
+	}
+	if pub, ok := leaf.PublicKey.(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(csr.PublicKey) {
+		return nil, acme.Internal(errors.New("the upstream returned a certificate for another key than the CSR's"))
+	}
+	var sb strings.Builder
+	for _, der := range chain {
+		_ = pem.Encode(&sb, &pem.Block{Type: "CERTIFICATE", Bytes: der})
+	}
+	b.cfg.Logger.Info("certificate obtained from the upstream CA", "backend", b.cfg.Name, "serial", signer.SerialHex(leaf.SerialNumber), "profile", r.ProfileName)
+	return &signer.Issued{Serial: leaf.SerialNumber, SerialHex: signer.SerialHex(leaf.SerialNumber), DER: leaf.Raw,
+		ChainPEM: []byte(sb.String()), NotBefore: leaf.NotBefore, NotAfter: leaf.NotAfter}, nil
+}
+
+// Revoke revokes at the upstream with the account key.
+func (b *Backend) Revoke(ctx context.Context, serial string, der []byte, reason int) error {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
+	if err := b.register(ctx); err != nil {
+		return err
+	}
+	if err := b.client.RevokeCert(ctx, nil, der, xacme.CRLReasonCode(reason)); err != nil {
+		return b.classify("revoking "+serial+" at the upstream", err)
+	}
+	return nil
+}
+
+// verdicts are upstream problems about the request itself: passed on to the
+// order (or the revocation) as they are. Anything else (rate limits, server
+// errors, network errors, bad nonces) means the attempt could not happen.
+var verdicts = map[string]bool{
+	"badCSR": true, "rejectedIdentifier": true, "unsupportedIdentifier": true, "caa": true,
+	"badRevocationReason": true, "alreadyRevoked": true, "unauthorized": true, "malformed": true,
+	"badSignatureAlgorithm": true, "badPublicKey": true, "invalidProfile": true, "compound": true,
+	"dns": true, "connection": true, "incorrectResponse": true, "tls": true,
+}
+
+func (b *Backend) classify(what string, err error) error {
+	var ae *xacme.Error
+	if errors.As(err, &ae) {
+		short := strings.TrimPrefix(ae.ProblemType, "urn:ietf:params:acme:error:")
+		if verdicts[short] && ae.StatusCode < 500 {
+			return acme.New(acme.ProblemType("urn:ietf:params:acme:error:"+short), "the upstream CA refused (%s): %s", what, ae.Detail)
+		}
+		return fmt.Errorf("%w: %s at %s: %v", signer.ErrUnavailable, what, b.cfg.DirectoryURL, err)
+	}
+	var azErr *xacme.AuthorizationError
+	if errors.As(err, &azErr) {
+		return acme.New(acme.ProblemUnauthorized, "the upstream CA did not authorize %s: %v", azErr.Identifier, azErr)
+	}
+	var oe *xacme.OrderError
+	if errors.As(err, &oe) {
+		return acme.New(acme.ProblemUnauthorized, "the upstream order became %s", oe.Status)
+	}
+	return fmt.Errorf("%w: %s at %s: %v", signer.ErrUnavailable, what, b.cfg.DirectoryURL, err)
+}
+
+// accountKey reads the PEM account key at path, creating it if missing.
+func accountKey(path string) (crypto.Signer, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		der, err := x509.MarshalPKCS8PrivateKey(key)
+		if err != nil {
+			return nil, err
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		if err := pem.Encode(f, &pem.Block{Type: "PRIVATE KEY", Bytes: der}); err != nil {
+			f.Close()
+			return nil, err
+		}
+		return key, f.Close()
+	}
+	if err != nil {
+		return nil, err
+	}
+	blk, _ := pem.Decode(data)
+	if blk == nil {
+		return nil, fmt.Errorf("%s: no PEM block", path)
+	}
+	var k any
+	switch blk.Type {
+	case "PRIVATE KEY":
+		k, err = x509.ParsePKCS8PrivateKey(blk.Bytes)
+	case "EC PRIVATE KEY":
+		k, err = x509.ParseECPrivateKey(blk.Bytes)
+	case "RSA PRIVATE KEY":
+		k, err = x509.ParsePKCS1PrivateKey(blk.Bytes)
+	default:
+		return nil, fmt.Errorf("%s: PEM block %q is not a private key", path, blk.Type)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	s, ok := k.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("%s: a %T cannot sign", path, k)
+	}
+	return s, nil
+}

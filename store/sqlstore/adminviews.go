@@ -1,0 +1,122 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// The admin panel's summaries. The queue queries read River's own
+// river_job table (the same one Stranded reads): counting there is one
+// GROUP BY, where River's client API would page through every job.
+
+// waitingStates are the River states of a job that has not run to its end
+// and is not running: the queue's backlog.
+const waitingStates = `('available', 'scheduled', 'retryable', 'pending')`
+
+func (s *Store) Counts(ctx context.Context) (store.Counts, error) {
+	c := store.Counts{Accounts: map[string]int64{}, Orders: map[string]int64{}}
+	err := s.inTx(ctx, func(t *txn) error {
+		c.Accounts, c.Orders = map[string]int64{}, map[string]int64{}
+		for _, g := range []struct {
+			q string
+			m map[string]int64
+		}{
+			{`SELECT status, count(*) FROM accounts GROUP BY status`, c.Accounts},
+			{`SELECT status, count(*) FROM orders GROUP BY status`, c.Orders},
+		} {
+			if err := collect(ctx, t, func(r Rows) error {
+				var st string
+				var n int64
+				if err := r.Scan(&st, &n); err != nil {
+					return err
+				}
+				g.m[st] = n
+				return nil
+			}, g.q); err != nil {
+				return err
+			}
+		}
+		return t.queryRow(ctx, `SELECT count(*),
+  COALESCE(SUM(CASE WHEN revoked_at IS NOT NULL THEN 1 ELSE 0 END), 0),
+  COALESCE(SUM(CASE WHEN not_after < {now} THEN 1 ELSE 0 END), 0)
+FROM certificates`).Scan(&c.Certificates, &c.Revoked, &c.Expired)
+	})
+	if err != nil {
+		return store.Counts{}, fmt.Errorf("counting records: %w", err)
+	}
+	return c, nil
+}
+
+func (s *Store) QueueDepth(ctx context.Context) (store.QueueDepth, error) {
+	var d store.QueueDepth
+	err := s.inTx(ctx, func(t *txn) error {
+		d = store.QueueDepth{}
+		if err := collect(ctx, t, func(r Rows) error {
+			var qc store.QueueCount
+			if err := r.Scan(&qc.Kind, &qc.State, &qc.Count); err != nil {
+				return err
+			}
+			d.Rows = append(d.Rows, qc)
+			return nil
+		}, `SELECT kind, state, count(*) FROM river_job GROUP BY kind, state ORDER BY kind, state`); err != nil {
+			return err
+		}
+		return t.queryRow(ctx, `SELECT COALESCE(MIN(id), 0) FROM river_job WHERE state IN `+waitingStates).Scan(&d.OldestWaitingID)
+	})
+	if err != nil {
+		return store.QueueDepth{}, fmt.Errorf("measuring the job queue: %w", err)
+	}
+	return d, nil
+}
+
+func (s *Store) JobIDs(ctx context.Context, f store.JobFilter, p store.Page) ([]int64, string, error) {
+	before, limit, err := page(p)
+	if err != nil {
+		return nil, "", err
+	}
+	var ids []int64
+	err = s.inTx(ctx, func(t *txn) error {
+		ids = nil
+		return collect(ctx, t, func(r Rows) error {
+			var id int64
+			if err := r.Scan(&id); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+			return nil
+		}, `SELECT id FROM river_job
+WHERE ($1 = '' OR kind = $1)
+  AND ($2 = '' OR CAST(state AS text) = $2)
+  AND id < $3
+ORDER BY id DESC LIMIT $4`, f.Kind, f.State, before, limit+1)
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("listing jobs: %w", err)
+	}
+	n, next := cursor(ids, limit)
+	return ids[:n], next, nil
+}
+
+func (s *Store) Issuers(ctx context.Context) ([]string, error) {
+	var out []string
+	err := s.inTx(ctx, func(t *txn) error {
+		out = nil
+		return collect(ctx, t, func(r Rows) error {
+			var id string
+			if err := r.Scan(&id); err != nil {
+				return err
+			}
+			out = append(out, id)
+			return nil
+		}, `SELECT substr(name, 8) FROM settings WHERE name LIKE 'issuer:%'
+UNION SELECT issuer_id FROM certificates
+UNION SELECT issuer_id FROM crls
+ORDER BY 1`)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing issuers: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,92 @@
+package sqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// selectMovable is the certificates a RenewalSelector chooses: live ones
+// (unexpired, unrevoked) matching every set field.
+const selectMovable = `SELECT serial FROM certificates
+WHERE ($1 = '' OR serial = $1) AND ($2 = '' OR issuer_id = $2) AND ($3 = '' OR profile = $3) AND ($4 = '' OR account_id = $4)
+  AND revoked_at IS NULL AND not_after > {now}`
+
+func (s *Store) RenewalMove(ctx context.Context, sel store.RenewalSelector, start, end time.Time, reason string, ev store.AuditEvent) ([]string, error) {
+	if sel.Empty() {
+		return nil, errors.New("moving renewal windows: name a serial, issuer, profile or account; an empty selection would move every certificate")
+	}
+	if !end.After(start) {
+		return nil, fmt.Errorf("moving renewal windows: the window end %v must be after its start %v", end, start)
+	}
+	var moved []string
+	err := s.inTx(ctx, func(t *txn) error {
+		moved = nil
+		args := []any{sel.Serial, sel.IssuerID, sel.Profile, sel.AccountID}
+		if err := collect(ctx, t, func(r Rows) error {
+			var serial string
+			if err := r.Scan(&serial); err != nil {
+				return err
+			}
+			moved = append(moved, serial)
+			return nil
+		}, selectMovable+` ORDER BY serial`, args...); err != nil {
+			return fmt.Errorf("selecting certificates to move: %w", err)
+		}
+		for _, serial := range moved {
+			if _, err := t.exec(ctx, `INSERT INTO renewal_windows (serial, window_start, window_end, reason, actor, moved_at)
+VALUES ($1, $2, $3, $4, $5, {now})
+ON CONFLICT (serial) DO UPDATE SET window_start = excluded.window_start, window_end = excluded.window_end,
+  reason = excluded.reason, actor = excluded.actor, moved_at = excluded.moved_at`,
+				serial, s.d.T(start), s.d.T(end), reason, ev.Actor); err != nil {
+				return fmt.Errorf("moving the renewal window of %s: %w", serial, err)
+			}
+		}
+		if ev.Detail == "" {
+			ev.Detail = reason
+		}
+		ev.Detail = strconv.Itoa(len(moved)) + " certificate(s): " + ev.Detail
+		return s.audit(ctx, t, ev)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return moved, nil
+}
+
+func (s *Store) RenewalWindowBySerial(ctx context.Context, serial string) (*store.RenewalWindow, error) {
+	var w store.RenewalWindow
+	err := s.inTx(ctx, func(t *txn) error {
+		return t.queryRow(ctx, `SELECT serial, window_start, window_end, reason, actor, moved_at FROM renewal_windows WHERE serial = $1`, serial).
+			Scan(&w.Serial, ts(&w.Start), ts(&w.End), &w.Reason, &w.Actor, ts(&w.MovedAt))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the renewal window of %s: %w", serial, err)
+	}
+	return &w, nil
+}
+
+// replace marks a certificate replaced by orderID inside OrderCreate's
+// transaction (RFC 9773 §5). A certificate whose replacing order failed
+// (invalid) may be replaced again: the client retries its renewal.
+func (s *Store) replace(ctx context.Context, t *txn, serial, accountID, orderID string) error {
+	n, err := t.exec(ctx, `UPDATE certificates SET replaced_by = $3
+WHERE serial = $1 AND account_id = $2
+  AND (replaced_by = '' OR replaced_by IN (SELECT id FROM orders WHERE status = 'invalid'))`, serial, accountID, orderID)
+	if err != nil {
+		return fmt.Errorf("marking certificate %s replaced: %w", serial, err)
+	}
+	if n == 1 {
+		return nil
+	}
+	var by string
+	err = t.queryRow(ctx, `SELECT replaced_by FROM certificates WHERE serial = $1 AND account_id = $2`, serial, accountID).Scan(&by)
+	if err != nil {
+		return fmt.Errorf("certificate %s of account %s to replace: %w", serial, accountID, err)
+	}
+	return fmt.Errorf("certificate %s is already replaced by order %s: %w", serial, by, store.ErrConflict)
+}

@@ -1,0 +1,177 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+const eabCols = `seq, id, mac_key, label, allowed_domains, allowed_ip_ranges, prevalidated, COALESCE(account_id, ''), created_at, bound_at`
+
+func scanEAB(r interface{ Scan(...any) error }, seq *int64) (*store.EABKey, error) {
+	var k store.EABKey
+	var domains, ips string
+	var dummy int64
+	if seq == nil {
+		seq = &dummy
+	}
+	if err := r.Scan(seq, &k.ID, &k.MACKey, &k.Label, &domains, &ips, &k.PreValidated, &k.AccountID, ts(&k.CreatedAt), tsNull(&k.BoundAt)); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(domains), &k.AllowedDomains); err != nil {
+		return nil, fmt.Errorf("decoding allowed domains of key %s: %w", k.ID, err)
+	}
+	if err := json.Unmarshal([]byte(ips), &k.AllowedIPRanges); err != nil {
+		return nil, fmt.Errorf("decoding allowed IP ranges of key %s: %w", k.ID, err)
+	}
+	return &k, nil
+}
+
+func (s *Store) EABCreate(ctx context.Context, k store.EABKey) (*store.EABKey, error) {
+	if k.ID == "" || len(k.MACKey) == 0 {
+		return nil, errors.New("creating an EAB key: it needs an id and a MAC key")
+	}
+	domains, ips := k.AllowedDomains, k.AllowedIPRanges
+	if domains == nil {
+		domains = []string{}
+	}
+	if ips == nil {
+		ips = []string{}
+	}
+	dt, err := jsonText(domains)
+	if err != nil {
+		return nil, err
+	}
+	it, err := jsonText(ips)
+	if err != nil {
+		return nil, err
+	}
+	var out *store.EABKey
+	err = s.inTx(ctx, func(t *txn) error {
+		if _, err := t.exec(ctx, `INSERT INTO eab_keys (id, mac_key, label, allowed_domains, allowed_ip_ranges, prevalidated, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, {now})`, k.ID, k.MACKey, k.Label, dt, it, k.PreValidated); err != nil {
+			return fmt.Errorf("creating EAB key %s: %w", k.ID, err)
+		}
+		var err error
+		out, err = scanEAB(t.queryRow(ctx, `SELECT `+eabCols+` FROM eab_keys WHERE id = $1`, k.ID), nil)
+		return err
+	})
+	return out, err
+}
+
+func (s *Store) EABByID(ctx context.Context, id string) (*store.EABKey, error) {
+	var out *store.EABKey
+	err := s.inTx(ctx, func(t *txn) (err error) {
+		out, err = scanEAB(t.queryRow(ctx, `SELECT `+eabCols+` FROM eab_keys WHERE id = $1`, id), nil)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading EAB key %s: %w", id, err)
+	}
+	return out, nil
+}
+
+func (s *Store) EABList(ctx context.Context, p store.Page) ([]*store.EABKey, string, error) {
+	before, limit, err := page(p)
+	if err != nil {
+		return nil, "", err
+	}
+	var out []*store.EABKey
+	var seqs []int64
+	err = s.inTx(ctx, func(t *txn) error {
+		out, seqs = nil, nil
+		return collect(ctx, t, func(r Rows) error {
+			var seq int64
+			k, err := scanEAB(r, &seq)
+			if err != nil {
+				return err
+			}
+			out, seqs = append(out, k), append(seqs, seq)
+			return nil
+		}, `SELECT `+eabCols+` FROM eab_keys WHERE seq < $1 ORDER BY seq DESC LIMIT $2`, before, limit+1)
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("listing EAB keys: %w", err)
+	}
+	n, next := cursor(seqs, limit)
+	return out[:n], next, nil
+}
+
+func (s *Store) AccountCreateBound(ctx context.Context, a *store.Account, keyID string) (*store.Account, error) {
+	contact := a.Contact
+	if contact == nil {
+		contact = []string{}
+	}
+	ct, err := jsonText(contact)
+	if err != nil {
+		return nil, err
+	}
+	status := a.Status
+	if status == "" {
+		status = acme.StatusValid
+	}
+	var out *store.Account
+	var bound bool
+	err = s.inTx(ctx, func(t *txn) error {
+		bound = false
+		id := randomID()
+		if _, err := t.exec(ctx, `INSERT INTO accounts (id, key_jwk, thumbprint, contact, status, terms_agreed, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, {now})`, id, string(a.KeyJWK), a.Thumbprint, ct, string(status), a.TermsAgreed); err != nil {
+			return fmt.Errorf("creating account: %w", err)
+		}
+		// RFC 8555 §7.3.4 leaves reuse to the server; a key that binds more
+		// than once is a shared secret no operator can revoke cleanly.
+		n, err := t.exec(ctx, `UPDATE eab_keys SET account_id = $2, bound_at = {now} WHERE id = $1 AND account_id IS NULL`, keyID, id)
+		if err != nil {
+			return fmt.Errorf("binding EAB key %s: %w", keyID, err)
+		}
+		if n == 0 {
+			var owner string
+			if err := t.queryRow(ctx, `SELECT COALESCE(account_id, '') FROM eab_keys WHERE id = $1`, keyID).Scan(&owner); err != nil {
+				return fmt.Errorf("binding EAB key %s: %w", keyID, err)
+			}
+			bound = true
+			return fmt.Errorf("EAB key %s already bound account %s: %w", keyID, owner, store.ErrConflict)
+		}
+		out, err = s.accountByID(ctx, t, id)
+		return err
+	})
+	if errors.Is(err, store.ErrConflict) && !bound {
+		if existing, e2 := s.AccountByThumbprint(ctx, a.Thumbprint); e2 == nil {
+			return existing, err
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (s *Store) AccountEAB(ctx context.Context, accountID string) (*store.EABKey, error) {
+	var out *store.EABKey
+	err := s.inTx(ctx, func(t *txn) (err error) {
+		out, err = scanEAB(t.queryRow(ctx, `SELECT `+eabCols+` FROM eab_keys WHERE account_id = $1`, accountID), nil)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the EAB key of account %s: %w", accountID, err)
+	}
+	return out, nil
+}
+
+func (s *Store) AuthzCreate(ctx context.Context, a *store.Authorization) (*store.Authorization, error) {
+	var out *store.Authorization
+	err := s.inTx(ctx, func(t *txn) error {
+		id, err := s.authzCreate(ctx, t, store.NewOrder{AccountID: a.AccountID, Expires: a.Expires}, a)
+		if err != nil {
+			return err
+		}
+		out, err = s.authzByID(ctx, t, id)
+		return err
+	})
+	return out, err
+}

@@ -1,0 +1,62 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// Rate limits count the records themselves (orders, certificates,
+// authorizations) on the database clock; there is no counter table to keep
+// in step. Migration 0002 adds the indexes these counts use.
+
+// rateCount runs a query selecting COUNT, MIN(time) and {now}.
+func (s *Store) rateCount(ctx context.Context, what, q string, args ...any) (store.RateCount, error) {
+	var rc store.RateCount
+	err := s.inTx(ctx, func(t *txn) error {
+		var oldest *time.Time
+		var n int64
+		if err := t.queryRow(ctx, q, args...).Scan(&n, tsNull(&oldest), ts(&rc.Now)); err != nil {
+			return err
+		}
+		rc.Count = int(n)
+		rc.Oldest = time.Time{}
+		if oldest != nil {
+			rc.Oldest = *oldest
+		}
+		return nil
+	})
+	if err != nil {
+		return store.RateCount{}, fmt.Errorf("counting %s for a rate limit: %w", what, err)
+	}
+	return rc, nil
+}
+
+func (s *Store) RateOrders(ctx context.Context, accountID string, window time.Duration) (store.RateCount, error) {
+	return s.rateCount(ctx, "orders", `SELECT COUNT(*), MIN(created_at), {now} FROM orders
+WHERE account_id = $1 AND created_at > {now+$2}`, accountID, -window.Microseconds())
+}
+
+func (s *Store) RateCertificates(ctx context.Context, registeredDomain string, window time.Duration) (store.RateCount, error) {
+	d := strings.ToLower(registeredDomain)
+	below := "%." + strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(d)
+	return s.rateCount(ctx, "certificates", `SELECT COUNT(*), MIN(c.issued_at), {now} FROM certificates c
+WHERE c.issued_at > {now+$1} AND EXISTS (
+  SELECT 1 FROM certificate_names n WHERE n.serial = c.serial AND (n.name = $2 OR n.name LIKE $3 ESCAPE '\'))`,
+		-window.Microseconds(), d, below)
+}
+
+func (s *Store) RateFailedValidations(ctx context.Context, accountID string, id acme.Identifier, window time.Duration) (store.RateCount, error) {
+	return s.rateCount(ctx, "failed validations", `SELECT COUNT(*), MIN(updated_at), {now} FROM authorizations
+WHERE account_id = $1 AND identifier_type = $2 AND identifier_value = $3 AND status = 'invalid' AND updated_at > {now+$4}`,
+		accountID, string(id.Type), id.Value, -window.Microseconds())
+}
+
+func (s *Store) RatePendingAuthzs(ctx context.Context, accountID string) (store.RateCount, error) {
+	return s.rateCount(ctx, "pending authorizations", `SELECT COUNT(*), MIN(expires_at), {now} FROM authorizations
+WHERE account_id = $1 AND status = 'pending' AND expires_at > {now}`, accountID)
+}

@@ -1,0 +1,144 @@
+package storetest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// testRenewalMove: selectors pick the right live certificates; a move
+// replaces an earlier one; an unmoved certificate has no window.
+func testRenewalMove(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a, b := newAccount(t, s), newAccount(t, s)
+	serials := []string{"a1" + rnd(4), "a2" + rnd(4), "b1" + rnd(4)}
+	for i, acct := range []*store.Account{a, a, b} {
+		if err := issue(t, s, readyOrder(t, s, acct, "ari.example.com"), serials[i]); err != nil {
+			t.Fatalf("issue: %v", err)
+		}
+	}
+	if _, err := s.Revoke(ctx, serials[1], 1, store.AuditEvent{Actor: "cli:test", Action: "revoke", Subject: serials[1]}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.RenewalWindowBySerial(ctx, serials[0])
+	wantErr(t, "RenewalWindowBySerial before a move", err, store.ErrNotFound)
+
+	now := dbNow(t, s)
+	ev := store.AuditEvent{Actor: "cli:test", Action: "ari.move"}
+	moved, err := s.RenewalMove(ctx, store.RenewalSelector{AccountID: a.ID}, now.Add(-2*time.Hour), now.Add(-time.Hour), "first", ev)
+	if err != nil || !slices.Equal(moved, []string{serials[0]}) {
+		t.Fatalf("move by account = %v, %v; want only the live certificate %s", moved, err, serials[0])
+	}
+	moved, err = s.RenewalMove(ctx, store.RenewalSelector{IssuerID: "issuer-1", Profile: "default"}, now.Add(-time.Hour), now, "second", ev)
+	if err != nil || len(moved) != 2 {
+		t.Fatalf("move by issuer and profile = %v, %v; want 2", moved, err)
+	}
+	w, err := s.RenewalWindowBySerial(ctx, serials[0])
+	if err != nil || w.Reason != "second" || w.Actor != "cli:test" || w.End.Sub(now).Abs() > time.Second {
+		t.Fatalf("window after the second move = %+v, %v", w, err)
+	}
+	if _, err := s.RenewalMove(ctx, store.RenewalSelector{}, now, now.Add(time.Hour), "all", ev); err == nil {
+		t.Errorf("an empty selector moved certificates")
+	}
+	evs, _, _ := s.AuditList(ctx, store.Page{Limit: 50})
+	n := 0
+	for _, e := range evs {
+		if e.Action == "ari.move" {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d ari.move audit events, want 2", n)
+	}
+}
+
+// testOrderReplaces: OrderCreate marks the replaced certificate; a second
+// replacement conflicts until the first replacing order is invalid.
+func testOrderReplaces(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a, other := newAccount(t, s), newAccount(t, s)
+	serial := "r" + rnd(6)
+	if err := issue(t, s, readyOrder(t, s, a, "r.example.com"), serial); err != nil {
+		t.Fatal(err)
+	}
+	spec := orderSpec(t, s, other, "r.example.com")
+	spec.Replaces, spec.ReplacesSerial = "cert-id", serial
+	_, err := s.OrderCreate(ctx, spec)
+	wantErr(t, "replacing another account's certificate", err, store.ErrNotFound)
+
+	spec = orderSpec(t, s, a, "r.example.com")
+	spec.Replaces, spec.ReplacesSerial = "cert-id", serial
+	o, err := s.OrderCreate(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := s.CertificateBySerial(ctx, serial); c.ReplacedBy != o.ID || o.Replaces != "cert-id" {
+		t.Fatalf("ReplacedBy = %q, order replaces %q", c.ReplacedBy, o.Replaces)
+	}
+	_, err = s.OrderCreate(ctx, spec)
+	wantErr(t, "replacing twice", err, store.ErrConflict)
+	if _, err := s.AuthzDeactivate(ctx, o.AuthzIDs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.OrderCreate(ctx, spec); err != nil {
+		t.Errorf("replacing after the first replacement failed: %v", err)
+	}
+}
+
+// testEABBindOnce: a key binds one account, atomically with creating it.
+func testEABBindOnce(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	k, err := s.EABCreate(ctx, store.EABKey{ID: "k-" + rnd(4), MACKey: []byte("secret-mac-key-0123456789abcdef"), Label: "team",
+		AllowedDomains: []string{"team.example"}, PreValidated: true})
+	if err != nil || !k.PreValidated || k.AccountID != "" || !slices.Equal(k.AllowedDomains, []string{"team.example"}) {
+		t.Fatalf("EABCreate = %+v, %v", k, err)
+	}
+	_, err = s.EABCreate(ctx, store.EABKey{ID: k.ID, MACKey: []byte("x")})
+	wantErr(t, "EABCreate twice", err, store.ErrConflict)
+
+	acct := &store.Account{KeyJWK: []byte(`{"kty":"OKP"}`), Thumbprint: rnd(32), TermsAgreed: true}
+	got, err := s.AccountCreateBound(ctx, acct, k.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kb, err := s.AccountEAB(ctx, got.ID); err != nil || kb.ID != k.ID || kb.BoundAt == nil {
+		t.Fatalf("AccountEAB = %+v, %v", kb, err)
+	}
+	second := &store.Account{KeyJWK: []byte(`{"kty":"OKP"}`), Thumbprint: rnd(32)}
+	out, err := s.AccountCreateBound(ctx, second, k.ID)
+	wantErr(t, "binding a key twice", err, store.ErrConflict)
+	if out != nil {
+		t.Errorf("binding twice returned account %+v", out)
+	}
+	if _, err := s.AccountByThumbprint(ctx, second.Thumbprint); err == nil {
+		t.Errorf("the refused binding left an account behind")
+	}
+	_, err = s.AccountCreateBound(ctx, second, "no-such-key")
+	wantErr(t, "binding a missing key", err, store.ErrNotFound)
+	_, err = s.AccountEAB(ctx, newAccount(t, s).ID)
+	wantErr(t, "AccountEAB of an unbound account", err, store.ErrNotFound)
+	keys, _, err := s.EABList(ctx, store.Page{Limit: 10})
+	if err != nil || len(keys) != 1 || keys[0].AccountID != got.ID {
+		t.Errorf("EABList = %+v, %v", keys, err)
+	}
+}
+
+// testAuthzCreate: a standalone authorization, reusable by a later order.
+func testAuthzCreate(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	now := dbNow(t, s)
+	az, err := s.AuthzCreate(ctx, &store.Authorization{AccountID: a.ID, Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: "pre.example.com"},
+		Expires: now.Add(time.Hour), Challenges: []store.Challenge{{Type: acme.ChallengeHTTP01}}})
+	if err != nil || az.Status != acme.StatusPending || len(az.Challenges) != 1 {
+		t.Fatalf("AuthzCreate = %+v, %v", az, err)
+	}
+	validate(t, s, az.ID, acme.StatusValid)
+	re, err := s.AuthzReusable(ctx, a.ID, az.Identifier, false, now.Add(time.Minute))
+	if err != nil || re.ID != az.ID {
+		t.Errorf("AuthzReusable = %+v, %v; want %s", re, err, az.ID)
+	}
+}

@@ -1,0 +1,54 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// testRevokeRecorded: a remote backend's revocation stamps the certificate,
+// writes no CRL entry and no crl_generate job, commits with its job, and is
+// refused the second time.
+func testRevokeRecorded(t *testing.T, s store.Store, x Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	o := readyOrder(t, s, a, "remote.example.com")
+	if err := issue(t, s, o, "f00d"); err != nil {
+		t.Fatal(err)
+	}
+	ev := store.AuditEvent{Actor: "worker:w1", Action: "revoke", Subject: "f00d", Detail: "relay"}
+	wantErr(t, "RevokeRecorded of an unknown serial", s.RevokeRecorded(ctx, "nope", 1, ev, nil), store.ErrNotFound)
+
+	// A failing done rolls the revocation back.
+	boom := errors.New("job lost")
+	err := s.RevokeRecorded(ctx, "f00d", 1, ev, func(context.Context, jobs.Tx) error { return boom })
+	if !errors.Is(err, boom) {
+		t.Fatalf("RevokeRecorded with a failing done = %v, want it returned", err)
+	}
+	if c, _ := s.CertificateBySerial(ctx, "f00d"); c.RevokedAt != nil {
+		t.Fatal("the revocation committed although its job could not be completed")
+	}
+
+	called := false
+	if err := s.RevokeRecorded(ctx, "f00d", 1, ev, func(context.Context, jobs.Tx) error { called = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.CertificateBySerial(ctx, "f00d")
+	if err != nil || c.RevokedAt == nil || c.RevocationReason != 1 || !called {
+		t.Fatalf("after RevokeRecorded: %+v, %v (done called: %v)", c, err, called)
+	}
+	if revs, _ := s.Revocations(ctx, c.IssuerID); len(revs) != 0 {
+		t.Fatalf("a remote revocation wrote CRL entries %v", revs)
+	}
+	if n := jobCount(t, x, jobs.KindCRLGenerate); n != 0 {
+		t.Fatalf("%d crl_generate jobs after a remote revocation, want 0", n)
+	}
+	evs, _, err := s.AuditList(ctx, store.Page{})
+	if err != nil || len(evs) != 1 || evs[0].Subject != "f00d" {
+		t.Fatalf("audit = %+v, %v", evs, err)
+	}
+	wantErr(t, "recording twice", s.RevokeRecorded(ctx, "f00d", 4, ev, nil), store.ErrConflict)
+}

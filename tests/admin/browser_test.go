@@ -1,0 +1,236 @@
+package admin
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// browser starts headless Chromium with a throwaway profile.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	bin := requireTool(t, "chromium", "apt-get install chromium")
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.NoFirstRun,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 1000),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
+	return ctx
+}
+
+func readCert(t *testing.T, path string) *x509.Certificate {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading the certificate lego saved: %v", err)
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		t.Fatalf("%s holds no PEM", path)
+	}
+	c, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestBrowserRevoke: an operator signs in, finds the certificate lego was
+// just issued, revokes it from the form, and sees the revocation in the
+// list, in the audit log and in the CRL the frontend serves.
+func TestBrowserRevoke(t *testing.T) {
+	lego := requireTool(t, "lego", "apt-get install lego")
+	ctx := browser(t)
+	c := startCA(t)
+
+	// A real certificate, issued over http-01 by the real binaries.
+	name := "www.admin-panel.test"
+	path := t.TempDir()
+	cmd := exec.Command(lego, "--server", c.baseURL+"/directory", "--email", "ops@hallmark.test", "--accept-tos", "--path", path,
+		"--domains", name, "--http", "--http.port", fmt.Sprintf("127.0.0.1:%d", c.httpPort), "run")
+	cmd.Env = append(os.Environ(), "LEGO_CA_CERTIFICATES="+c.root)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("lego run: %v\n%s", err, out)
+	}
+	cert := readCert(t, filepath.Join(path, "certificates", name+".crt"))
+
+	// Refused without credentials; a form post without the CSRF token is
+	// refused even with them.
+	resp, err := http.Get(c.adminURL + "/certs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("GET /certs without credentials: %d, want 401", resp.StatusCode)
+	}
+	req, _ := http.NewRequest("POST", c.adminURL+fmt.Sprintf("/certs/%x/revoke", cert.SerialNumber), strings.NewReader("reason=1"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("revoke post without the CSRF token: %d, want 403", resp.StatusCode)
+	}
+
+	// Sign in through the login form the 401 page shows.
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(c.adminURL+"/"),
+		chromedp.WaitVisible("#token"),
+		chromedp.SendKeys("#user", "browser-test"),
+		chromedp.SendKeys("#token", c.token),
+		chromedp.Click("#sign-in"),
+		chromedp.WaitVisible("#count-certs"),
+	); err != nil {
+		t.Fatalf("signing in: %v", err)
+	}
+
+	// Find the certificate by name and revoke it from its page.
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(c.adminURL+"/certs"),
+		chromedp.WaitVisible("#search-name"),
+		chromedp.SendKeys("#search-name", name),
+		chromedp.Click("#search"),
+		chromedp.WaitVisible(`#certs tr[data-serial]`),
+	); err != nil {
+		t.Fatalf("searching for %s: %v", name, err)
+	}
+	attr, err := chromedp.Run(ctx, chromedp.AttributeValue(`#certs tr[data-serial]`, "data-serial"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial := attr.Value
+	if err := chromedp.Do(ctx,
+		chromedp.Click(`#certs tr[data-serial] a`),
+		chromedp.WaitVisible("#revoke-form"),
+		chromedp.SetValue("#reason", "1"),
+		chromedp.Click("#revoke"),
+		chromedp.WaitVisible("#flash"),
+	); err != nil {
+		t.Fatalf("revoking %s: %v", serial, err)
+	}
+	flash := text(t, ctx, "#flash")
+	status := text(t, ctx, "#cert-status")
+	want, ok := new(big.Int).SetString(serial, 16)
+	if !ok || want.Cmp(cert.SerialNumber) != 0 {
+		t.Fatalf("the panel found serial %q for %s, want %x", serial, name, cert.SerialNumber)
+	}
+	if !strings.Contains(status, "revoked") || !strings.Contains(status, "keyCompromise") || !strings.Contains(flash, "Revoked") {
+		t.Fatalf("after revoking: status %q, flash %q", status, flash)
+	}
+
+	// The list shows it revoked, and the audit log names the operator.
+	navigate(t, ctx, c.adminURL+"/certs?"+url.Values{"name": {name}}.Encode())
+	listed := text(t, ctx, `#certs tr[data-serial] td.status`)
+	navigate(t, ctx, c.adminURL+"/audit")
+	audit := text(t, ctx, "#audit")
+	if !strings.Contains(listed, "revoked") {
+		t.Fatalf("certificate list shows %q, want revoked", listed)
+	}
+	if !strings.Contains(audit, "admin:browser-test") || !strings.Contains(audit, serial) || !strings.Contains(audit, "via admin panel") {
+		t.Fatalf("audit log lacks the revocation by admin:browser-test:\n%s", audit)
+	}
+
+	// The worker signs the next CRL; the frontend serves it at the
+	// certificate's distribution point.
+	crlNumber := waitInCRL(t, cert)
+
+	// The CRLs page and the overview show that CRL; the overview becomes
+	// the README's screenshot.
+	navigate(t, ctx, c.adminURL+"/crls")
+	crls := text(t, ctx, "#crls")
+	navigate(t, ctx, c.adminURL+"/")
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(crls, "fresh") || !strings.Contains(crls, crlNumber.String()) {
+		t.Fatalf("CRLs page does not show CRL number %v as fresh:\n%s", crlNumber, crls)
+	}
+	out := filepath.Join(t.TempDir(), "admin-overview.png")
+	if os.Getenv("HALLMARK_UPDATE_SCREENSHOT") == "1" {
+		out = "../../docs/admin-overview.png"
+	}
+	if err := os.WriteFile(out, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("revoked %s from the panel; in CRL number %v; overview screenshot %s (%d bytes)", serial, crlNumber, out, len(shot))
+}
+
+func navigate(t *testing.T, ctx context.Context, u string) {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.Navigate(u), chromedp.WaitVisible("main")); err != nil {
+		t.Fatalf("opening %s: %v", u, err)
+	}
+}
+
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Text(sel))
+	if err != nil {
+		t.Fatalf("reading %s: %v", sel, err)
+	}
+	return s
+}
+
+// waitInCRL polls the certificate's CRL distribution point until the CRL
+// lists it with reason keyCompromise, and returns the CRL's number.
+func waitInCRL(t *testing.T, cert *x509.Certificate) *big.Int {
+	t.Helper()
+	if len(cert.CRLDistributionPoints) != 1 {
+		t.Fatalf("certificate has CRL distribution points %v, want one", cert.CRLDistributionPoints)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(cert.CRLDistributionPoints[0])
+		if err == nil {
+			der, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				crl, err := x509.ParseRevocationList(der)
+				if err != nil {
+					t.Fatalf("the served CRL does not parse: %v", err)
+				}
+				for _, e := range crl.RevokedCertificateEntries {
+					if e.SerialNumber.Cmp(cert.SerialNumber) == 0 {
+						if e.ReasonCode != 1 {
+							t.Fatalf("CRL reason %d, want 1 (keyCompromise)", e.ReasonCode)
+						}
+						return crl.Number
+					}
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serial %x did not appear in the CRL at %s within 30s", cert.SerialNumber, cert.CRLDistributionPoints[0])
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -1,0 +1,167 @@
+package interop
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// certbotRunner drives the certbot binary (Debian's certbot 2.1.0) against
+// one CA with its own configuration, work and log directories.
+type certbotRunner struct {
+	ca  *CA
+	bin string
+	dir string
+}
+
+func (c certbotRunner) run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	base := []string{
+		"-n", "--server", c.ca.BaseURL + "/directory",
+		"--config-dir", filepath.Join(c.dir, "config"),
+		"--work-dir", filepath.Join(c.dir, "work"),
+		"--logs-dir", filepath.Join(c.dir, "logs"),
+	}
+	cmd := exec.Command(c.bin, append(args[:1:1], append(base, args[1:]...)...)...)
+	// certbot verifies the ACME server with requests, which reads its CA
+	// bundle from REQUESTS_CA_BUNDLE.
+	cmd.Env = append(os.Environ(), "REQUESTS_CA_BUNDLE="+c.ca.Root)
+	cmd.Env = append(cmd.Env, c.ca.hookEnv()...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (c certbotRunner) mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := c.run(t, args...)
+	if err != nil {
+		t.Fatalf("certbot %s: %v\n%s\n---- certbot log ----\n%s", strings.Join(args, " "), err, tail(out, 4000), c.logTail())
+	}
+	return out
+}
+
+// logTail is the end of certbot's debug log, which holds the traceback
+// and the HTTP exchange its console output leaves out.
+func (c certbotRunner) logTail() string {
+	b, _ := os.ReadFile(filepath.Join(c.dir, "logs", "letsencrypt.log"))
+	return tail(string(b), 6000)
+}
+
+// live is where certbot keeps a lineage's current full chain.
+func (c certbotRunner) live(name string) string {
+	return filepath.Join(c.dir, "config", "live", name, "fullchain.pem")
+}
+
+func (c certbotRunner) standalone() []string {
+	return []string{"--standalone", "--preferred-challenges", "http",
+		"--http-01-port", fmt.Sprint(c.ca.HTTPPort), "--http-01-address", "127.0.0.1"}
+}
+
+// manualDNS makes certbot call the test binary to publish and remove TXT
+// records in the test's DNS server.
+func (c certbotRunner) manualDNS(t *testing.T) []string {
+	hook := hookPath(t)
+	return []string{"--manual", "--preferred-challenges", "dns",
+		"--manual-auth-hook", hook + " certbot-auth", "--manual-cleanup-hook", hook + " certbot-cleanup"}
+}
+
+// TestCertbot runs certbot through every scenario against every store and
+// signing backend. Cells run in parallel: each has its own CA and ports.
+func TestCertbot(t *testing.T) {
+	t.Parallel()
+	for _, st := range stores {
+		for _, be := range backends {
+			t.Run(st.name+"/"+be.name, func(t *testing.T) {
+				t.Parallel()
+				bin := requireTool(t, "certbot", "apt-get install certbot")
+				ca := startCA(t, st.url(t), be.extra)
+				certbotScenarios(t, cell{"certbot", st.name, be.name}, certbotRunner{ca: ca, bin: bin, dir: t.TempDir()})
+			})
+		}
+	}
+}
+
+func certbotScenarios(t *testing.T, c cell, cb certbotRunner) {
+	ca := cb.ca
+	httpName := "http.certbot.test"
+
+	registered := c.scenario(t, "register", func(t *testing.T) {
+		cb.mustRun(t, "register", "--agree-tos", "--email", "interop@hallmark.test", "--no-eff-email")
+	})
+	if !registered {
+		return
+	}
+	c.scenario(t, "http-01/standalone", func(t *testing.T) {
+		cb.mustRun(t, append(append([]string{"certonly"}, cb.standalone()...), "-d", httpName)...)
+		ca.verifyChain(t, cb.live(httpName), httpName)
+	})
+	c.scenario(t, "dns-01/manual-hooks", func(t *testing.T) {
+		name := "dns.certbot.test"
+		cb.mustRun(t, append(append([]string{"certonly"}, cb.manualDNS(t)...), "-d", name)...)
+		ca.verifyChain(t, cb.live(name), name)
+	})
+	c.scenario(t, "dns-01/wildcard", func(t *testing.T) {
+		cb.mustRun(t, append(append([]string{"certonly"}, cb.manualDNS(t)...),
+			"--cert-name", "wild.certbot.test", "-d", "*.wild.certbot.test", "-d", "wild.certbot.test")...)
+		leaf := ca.verifyChain(t, cb.live("wild.certbot.test"), "any.wild.certbot.test")
+		if len(leaf.DNSNames) != 2 {
+			t.Fatalf("wildcard certificate names %v, want *.wild.certbot.test and wild.certbot.test", leaf.DNSNames)
+		}
+	})
+	c.scenario(t, "renew/force-renewal", func(t *testing.T) {
+		before := readCert(t, cb.live(httpName))
+		// certbot stored the standalone port in the lineage's renewal
+		// configuration; renew reuses it.
+		cb.mustRun(t, "renew", "--cert-name", httpName, "--force-renewal", "--no-random-sleep-on-renew")
+		after := ca.verifyChain(t, cb.live(httpName), httpName)
+		if after.SerialNumber.Cmp(before.SerialNumber) == 0 {
+			t.Fatal("renew --force-renewal left the same certificate in place")
+		}
+	})
+	c.scenario(t, "revoke/keyCompromise", func(t *testing.T) {
+		leaf := readCert(t, cb.live(httpName))
+		cb.mustRun(t, "revoke", "--cert-name", httpName, "--reason", "keycompromise", "--no-delete-after-revoke")
+		ca.waitRevoked(t, leaf, 1)
+	})
+
+	// Failures a user can cause, and the problem certbot must show them.
+	c.scenario(t, "fail/wrong-http-01", func(t *testing.T) {
+		// certbot --manual expects someone else to serve the answer; the
+		// test serves the wrong one.
+		ca.serveWrongHTTP01(t)
+		hook := hookPath(t)
+		out, err := cb.run(t, "certonly", "--manual", "--preferred-challenges", "http",
+			"--manual-auth-hook", hook+" noop", "-d", "wrong.certbot.test")
+		wantProblem(t, out, err, "unauthorized")
+	})
+	c.scenario(t, "fail/caa", func(t *testing.T) {
+		name := "caa.certbot.test"
+		ca.DNS.SetCAA(name, 0, "issue", otherCA)
+		out, err := cb.run(t, append(append([]string{"certonly"}, cb.manualDNS(t)...), "-d", name)...)
+		wantProblem(t, out, err, "caa")
+	})
+	c.scenario(t, "fail/policy", func(t *testing.T) {
+		out, err := cb.run(t, append(append([]string{"certonly"}, cb.manualDNS(t)...), "-d", "host."+deniedDomain)...)
+		wantProblem(t, out+cb.logTail(), err, "rejectedIdentifier")
+	})
+
+	// The account's life ends here.
+	c.scenario(t, "update_account", func(t *testing.T) {
+		cb.mustRun(t, "update_account", "--email", "changed@hallmark.test", "--no-eff-email")
+		out := cb.mustRun(t, "show_account")
+		if !strings.Contains(out, "changed@hallmark.test") {
+			t.Fatalf("show_account after update_account does not list the new contact:\n%s", out)
+		}
+	})
+	c.scenario(t, "unregister", func(t *testing.T) {
+		cb.mustRun(t, "unregister")
+		// A deactivated account cannot order (RFC 8555 §7.3.6).
+		out, err := cb.run(t, append(append([]string{"certonly"}, cb.manualDNS(t)...), "-d", "after.certbot.test")...)
+		if err == nil {
+			t.Fatalf("certbot ordered after unregister:\n%s", tail(out, 2000))
+		}
+	})
+}

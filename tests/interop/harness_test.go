@@ -1,0 +1,386 @@
+// Package interop proves that the ACME clients people actually use —
+// certbot and lego, the Debian packages — get, renew and revoke
+// certificates from the real hallmark-frontend and hallmark-worker binaries,
+// over every challenge type, against every store, and that the failures a
+// user can cause reach the client as the right ACME problem.
+//
+// The suite prints its matrix (one line per client, scenario, store and
+// signing backend) from TestMain. `go test ./...` hides a passing package's
+// output, so the matrix is also written to $HALLMARK_INTEROP_MATRIX when set;
+// `make test` sets it and prints the file.
+//
+// The test binary doubles as the clients' DNS hook (certbot's
+// --manual-auth-hook, lego's exec provider): run with HALLMARK_INTEROP_HOOK=1
+// it posts the TXT record to the test's control endpoint, which puts it in
+// the loopback DNS server the worker resolves through.
+package interop
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/tests/testdb"
+	"github.com/hallmark-ca/hallmark/tests/testdns"
+)
+
+// binDir holds the binaries TestMain builds once.
+var binDir string
+
+func TestMain(m *testing.M) {
+	if os.Getenv("HALLMARK_INTEROP_HOOK") == "1" {
+		os.Exit(runHook(os.Args[1:]))
+	}
+	os.Exit(runSuite(m))
+}
+
+// runSuite builds the binaries, runs the tests and prints the matrix.
+func runSuite(m *testing.M) int {
+	// HALLMARK_TEST_BIN_DIR runs prebuilt binaries (e.g. bin/ after make
+	// build) instead of building them here.
+	binDir = os.Getenv("HALLMARK_TEST_BIN_DIR")
+	if binDir == "" {
+		dir, err := os.MkdirTemp("", "hallmark-interop-bin-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		binDir = dir
+		defer func() { os.RemoveAll(dir) }()
+		for _, b := range []string{"hallmark", "hallmark-frontend", "hallmark-worker"} {
+			cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b), "../../cmd/"+b)
+			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+			if err := cmd.Run(); err != nil {
+				fmt.Fprintf(os.Stderr, "building %s: %v\n", b, err)
+				return 1
+			}
+		}
+	}
+	code := m.Run()
+	printMatrix()
+	return code
+}
+
+// requireTool finds an external client, failing in CI and skipping loudly
+// elsewhere when it is missing.
+func requireTool(t *testing.T, name, install string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	if os.Getenv("CI") == "true" || os.Getenv("HALLMARK_REQUIRE_TOOLS") == "1" {
+		t.Fatalf("%s is required here (CI) but not installed: %s", name, install)
+	}
+	t.Skipf("SKIPPING: %s is not installed (%s)", name, install)
+	return ""
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// stores are the databases every client runs against.
+var stores = []struct {
+	name string
+	url  func(t *testing.T) string
+}{
+	{"sqlite", func(t *testing.T) string { return testdb.SQLite(t) }},
+	{"postgres", func(t *testing.T) string { return testdb.Postgres(t) }},
+}
+
+// backends are the signing backends every client runs against: extra is
+// appended to the CA's configuration. The PKCS#11 backend (signer/pkcs11,
+// SoftHSM2 in tests) joins this table once it lands: a row whose extra
+// declares a profile with backend = "pkcs11" as default_profile, plus a
+// setup func that initialises a SoftHSM2 token in the CA's directory.
+var backends = []struct {
+	name  string
+	extra string
+}{
+	{"local", ""},
+}
+
+// deniedDomain is outside the CA's policy in every configuration here.
+const deniedDomain = "denied.test"
+
+// otherCA is a CAA issuer that is not Hallmark.
+const otherCA = "other-ca.test"
+
+// CA is a running Hallmark: one frontend and one worker process, a DNS
+// server the worker resolves through, and a control endpoint the clients'
+// DNS hooks post TXT records to.
+type CA struct {
+	Dir      string
+	Config   string
+	BaseURL  string
+	Root     string
+	HTTPPort int // where the worker looks for http-01 answers
+	ALPNPort int // where the worker looks for tls-alpn-01 answers
+	DNS      *testdns.Server
+	HookURL  string // the TXT control endpoint
+	procs    map[string]*exec.Cmd
+	logs     map[string]*os.File
+	t        *testing.T
+}
+
+// startCA writes a configuration, migrates, creates the CA and starts both
+// processes; everything stops when the test ends.
+func startCA(t *testing.T, dbURL string, extra string) *CA {
+	t.Helper()
+	dir := t.TempDir()
+	ca := &CA{Dir: dir, t: t, DNS: testdns.Start(t), HTTPPort: freePort(t), ALPNPort: freePort(t),
+		procs: map[string]*exec.Cmd{}, logs: map[string]*os.File{}}
+	ca.HookURL = startTXTControl(t, ca.DNS)
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	ca.BaseURL = "https://" + listen
+	ca.Root = filepath.Join(dir, "ca", "root.pem")
+	ca.Config = filepath.Join(dir, "hallmark.toml")
+	cfg := fmt.Sprintf(`[database]
+url = %q
+
+[server]
+listen = %q
+tls_cert = "frontend.pem"
+tls_key = "frontend.key"
+public_http_listen = "127.0.0.1:%d"
+caa_identities = ["hallmark.test"]
+retry_after_seconds = 1
+
+[worker]
+health_listen = "127.0.0.1:%d"
+job_timeout_ms = 8000
+rescue_after_ms = 15000
+
+[challenge]
+resolvers = [%q]
+http_port = %d
+https_port = %d
+tls_alpn_port = %d
+timeout_ms = 5000
+
+[policy]
+deny_domains = [%q]
+
+[ca]
+dir = "ca"
+%s`, dbURL, listen, freePort(t), freePort(t), ca.DNS.Addr, ca.HTTPPort, ca.ALPNPort, ca.ALPNPort, deniedDomain, extra)
+	if err := os.WriteFile(ca.Config, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ca.run("hallmark", "--config", ca.Config, "migrate")
+	ca.run("hallmark-worker", "--config", ca.Config, "ca", "init", "--tls-cert", "frontend.pem", "--tls-key", "frontend.key")
+	ca.start("worker")
+	ca.start("frontend")
+	t.Cleanup(ca.stopAll)
+	ca.waitReady()
+	return ca
+}
+
+// run runs a binary to completion, failing the test on error.
+func (ca *CA) run(bin string, args ...string) string {
+	ca.t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, bin), args...)
+	cmd.Dir = ca.Dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		ca.t.Fatalf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func (ca *CA) start(which string) {
+	ca.t.Helper()
+	logf, err := os.OpenFile(filepath.Join(ca.Dir, which+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		ca.t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(binDir, "hallmark-"+which), "--config", ca.Config)
+	cmd.Dir = ca.Dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		ca.t.Fatalf("starting %s: %v", which, err)
+	}
+	ca.procs[which], ca.logs[which] = cmd, logf
+}
+
+func (ca *CA) stopAll() {
+	for which, p := range ca.procs {
+		_ = p.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = p.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = p.Process.Kill()
+			<-done
+		}
+		ca.logs[which].Close()
+		delete(ca.procs, which)
+	}
+	if ca.t.Failed() {
+		for _, which := range []string{"frontend", "worker"} {
+			b, _ := os.ReadFile(filepath.Join(ca.Dir, which+".log"))
+			ca.t.Logf("---- %s log ----\n%s", which, tail(string(b), 6000))
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// HTTPClient trusts only the CA's root.
+func (ca *CA) HTTPClient() *http.Client {
+	pemBytes, err := os.ReadFile(ca.Root)
+	if err != nil {
+		ca.t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pemBytes)
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+}
+
+func (ca *CA) waitReady() {
+	ca.t.Helper()
+	c := ca.HTTPClient()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := c.Get(ca.BaseURL + "/directory")
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	ca.t.Fatalf("the frontend at %s did not become ready", ca.BaseURL)
+}
+
+// hookEnv is the environment a client needs to run the test binary as its
+// DNS hook against this CA's control endpoint.
+func (ca *CA) hookEnv() []string {
+	return []string{"HALLMARK_INTEROP_HOOK=1", "HALLMARK_INTEROP_HOOK_URL=" + ca.HookURL}
+}
+
+// hookPath is this test binary, which acts as the hook (see runHook).
+func hookPath(t *testing.T) string {
+	t.Helper()
+	p, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startTXTControl serves POST /txt?op=add|del&name=N&value=V on loopback
+// and keeps dns's TXT records in step: a name can hold several values at
+// once (a wildcard and its base name share _acme-challenge).
+func startTXTControl(t *testing.T, dns *testdns.Server) string {
+	t.Helper()
+	var mu sync.Mutex
+	records := map[string][]string{}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/txt", func(w http.ResponseWriter, r *http.Request) {
+		name := strings.TrimSuffix(strings.ToLower(r.FormValue("name")), ".")
+		value := r.FormValue("value")
+		if name == "" || value == "" {
+			http.Error(w, "name and value are required", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		vals := records[name]
+		switch r.FormValue("op") {
+		case "add":
+			vals = append(vals, value)
+		case "del":
+			kept := vals[:0]
+			for _, v := range vals {
+				if v != value {
+					kept = append(kept, v)
+				}
+			}
+			vals = kept
+		default:
+			http.Error(w, "op must be add or del", http.StatusBadRequest)
+			return
+		}
+		records[name] = vals
+		dns.SetTXT(name, vals...)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String()
+}
+
+// runHook is the test binary acting as a client's DNS hook:
+//
+//	certbot-auth | certbot-cleanup   (CERTBOT_DOMAIN, CERTBOT_VALIDATION in the environment)
+//	present | cleanup FQDN VALUE     (lego's exec provider; "timeout" is answered with nothing)
+//	noop                             (certbot --manual for http-01 when the test serves the answer)
+func runHook(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "hook: no mode")
+		return 2
+	}
+	var op, name, value string
+	switch args[0] {
+	case "noop", "timeout":
+		return 0
+	case "certbot-auth", "certbot-cleanup":
+		op = map[string]string{"certbot-auth": "add", "certbot-cleanup": "del"}[args[0]]
+		name, value = "_acme-challenge."+os.Getenv("CERTBOT_DOMAIN"), os.Getenv("CERTBOT_VALIDATION")
+	case "present", "cleanup":
+		if len(args) != 3 {
+			fmt.Fprintf(os.Stderr, "hook: %s wants FQDN VALUE, got %q\n", args[0], args[1:])
+			return 2
+		}
+		op = map[string]string{"present": "add", "cleanup": "del"}[args[0]]
+		name, value = args[1], args[2]
+	default:
+		fmt.Fprintf(os.Stderr, "hook: unknown mode %q\n", args[0])
+		return 2
+	}
+	resp, err := http.PostForm(os.Getenv("HALLMARK_INTEROP_HOOK_URL")+"/txt", url.Values{"op": {op}, "name": {name}, "value": {value}})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "hook: %v\n", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		fmt.Fprintf(os.Stderr, "hook: %s: %s\n", resp.Status, b)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,186 @@
+package interop
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// legoRunner drives the lego binary (Debian's lego 4.9.1) against one CA
+// with one account directory.
+type legoRunner struct {
+	ca   *CA
+	bin  string
+	path string
+}
+
+func (l legoRunner) run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	base := []string{"--server", l.ca.BaseURL + "/directory", "--email", "interop@hallmark.test", "--accept-tos", "--path", l.path}
+	cmd := exec.Command(l.bin, append(base, args...)...)
+	cmd.Env = append(os.Environ(), "LEGO_CA_CERTIFICATES="+l.ca.Root,
+		"EXEC_PATH="+hookPath(t), "EXEC_POLLING_INTERVAL=1", "EXEC_PROPAGATION_TIMEOUT=10",
+		// The exec provider solves authorizations one at a time, 60s
+		// apart by default.
+		"EXEC_SEQUENCE_INTERVAL=1")
+	cmd.Env = append(cmd.Env, l.ca.hookEnv()...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// mustRun runs lego and fails the test on error.
+func (l legoRunner) mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := l.run(t, args...)
+	if err != nil {
+		t.Fatalf("lego %s: %v\n%s", strings.Join(args, " "), err, tail(out, 4000))
+	}
+	return out
+}
+
+func (l legoRunner) certPath(name string) string {
+	return filepath.Join(l.path, "certificates", strings.ReplaceAll(name, "*", "_")+".crt")
+}
+
+func (l legoRunner) http() []string {
+	return []string{"--http", "--http.port", fmt.Sprintf("127.0.0.1:%d", l.ca.HTTPPort)}
+}
+
+func (l legoRunner) dns() []string {
+	return []string{"--dns", "exec", "--dns.resolvers", l.ca.DNS.Addr, "--dns.disable-cp"}
+}
+
+// TestLego runs lego through every scenario against every store and signing
+// backend. Cells run in parallel: each has its own CA and ports.
+func TestLego(t *testing.T) {
+	t.Parallel()
+	for _, st := range stores {
+		for _, be := range backends {
+			t.Run(st.name+"/"+be.name, func(t *testing.T) {
+				t.Parallel()
+				bin := requireTool(t, "lego", "apt-get install lego")
+				ca := startCA(t, st.url(t), be.extra)
+				legoScenarios(t, cell{"lego", st.name, be.name}, legoRunner{ca: ca, bin: bin, path: t.TempDir()})
+			})
+		}
+	}
+}
+
+func legoScenarios(t *testing.T, c cell, l legoRunner) {
+	ca := l.ca
+	var ecCert, rsaCert string
+
+	c.scenario(t, "http-01/ec256", func(t *testing.T) {
+		name := "ec.lego.test"
+		l.mustRun(t, append(append([]string{"--key-type", "ec256", "--domains", name}, l.http()...), "run")...)
+		leaf := ca.verifyChain(t, l.certPath(name), name)
+		if _, ok := leaf.PublicKey.(*ecdsa.PublicKey); !ok {
+			t.Fatalf("--key-type ec256 gave a %T key", leaf.PublicKey)
+		}
+		ecCert = name
+	})
+	c.scenario(t, "http-01/rsa2048", func(t *testing.T) {
+		name := "rsa.lego.test"
+		l.mustRun(t, append(append([]string{"--key-type", "rsa2048", "--domains", name}, l.http()...), "run")...)
+		leaf := ca.verifyChain(t, l.certPath(name), name)
+		if k, ok := leaf.PublicKey.(*rsa.PublicKey); !ok || k.N.BitLen() != 2048 {
+			t.Fatalf("--key-type rsa2048 gave %T", leaf.PublicKey)
+		}
+		rsaCert = name
+	})
+	c.scenario(t, "tls-alpn-01", func(t *testing.T) {
+		name := "alpn.lego.test"
+		l.mustRun(t, "--domains", name, "--tls", "--tls.port", fmt.Sprintf("127.0.0.1:%d", ca.ALPNPort), "run")
+		ca.verifyChain(t, l.certPath(name), name)
+	})
+	c.scenario(t, "dns-01/exec", func(t *testing.T) {
+		name := "dns.lego.test"
+		l.mustRun(t, append(append([]string{"--domains", name}, l.dns()...), "run")...)
+		ca.verifyChain(t, l.certPath(name), name)
+	})
+	c.scenario(t, "dns-01/wildcard", func(t *testing.T) {
+		l.mustRun(t, append(append([]string{"--domains", "*.wild.lego.test", "--domains", "wild.lego.test"}, l.dns()...), "run")...)
+		leaf := ca.verifyChain(t, l.certPath("*.wild.lego.test"), "any.wild.lego.test")
+		if len(leaf.DNSNames) != 2 {
+			t.Fatalf("wildcard certificate names %v, want *.wild.lego.test and wild.lego.test", leaf.DNSNames)
+		}
+	})
+	c.scenario(t, "fail/ip-as-dns-name", func(t *testing.T) {
+		// lego 4.9.1 predates its RFC 8738 support: it sends an address
+		// given to --domains as a "dns" identifier. Hallmark must refuse
+		// that with a problem that tells the user what to do instead.
+		out, err := l.run(t, append(append([]string{"--domains", "127.0.0.1"}, l.http()...), "run")...)
+		wantProblem(t, out, err, "malformed")
+		if !strings.Contains(out, `use an identifier of type \"ip\"`) && !strings.Contains(out, `use an identifier of type "ip"`) {
+			t.Fatalf("the problem does not point at the ip identifier type:\n%s", tail(out, 2000))
+		}
+	})
+	c.scenario(t, "csr", func(t *testing.T) {
+		name := "csr.lego.test"
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+			Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+		}, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		csrPath := filepath.Join(t.TempDir(), "req.csr")
+		if err := os.WriteFile(csrPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		l.mustRun(t, append(append([]string{"--csr", csrPath}, l.http()...), "run")...)
+		leaf := ca.verifyChain(t, l.certPath(name), name)
+		if !key.PublicKey.Equal(leaf.PublicKey) {
+			t.Fatal("the certificate does not carry the CSR's public key")
+		}
+	})
+	c.scenario(t, "renew", func(t *testing.T) {
+		if ecCert == "" {
+			t.Fatal("nothing to renew: http-01/ec256 failed")
+		}
+		before := readCert(t, l.certPath(ecCert))
+		// --days 1000: renew now, whatever the remaining lifetime.
+		l.mustRun(t, append(append([]string{"--domains", ecCert}, l.http()...), "renew", "--days", "1000", "--no-random-sleep")...)
+		after := ca.verifyChain(t, l.certPath(ecCert), ecCert)
+		if after.SerialNumber.Cmp(before.SerialNumber) == 0 {
+			t.Fatal("renew left the same certificate in place")
+		}
+	})
+	c.scenario(t, "revoke/keyCompromise", func(t *testing.T) {
+		if rsaCert == "" {
+			t.Fatal("nothing to revoke: http-01/rsa2048 failed")
+		}
+		leaf := readCert(t, l.certPath(rsaCert))
+		l.mustRun(t, "--domains", rsaCert, "revoke", "--reason", "1")
+		ca.waitRevoked(t, leaf, 1)
+	})
+
+	// Failures a user can cause, and the problem lego must show them.
+	c.scenario(t, "fail/wrong-http-01", func(t *testing.T) {
+		// lego's webroot mode writes the answer where we never serve it;
+		// the port answers with something else.
+		ca.serveWrongHTTP01(t)
+		out, err := l.run(t, "--domains", "wrong.lego.test", "--http", "--http.webroot", t.TempDir(), "run")
+		wantProblem(t, out, err, "unauthorized")
+	})
+	c.scenario(t, "fail/caa", func(t *testing.T) {
+		name := "caa.lego.test"
+		ca.DNS.SetCAA(name, 0, "issue", otherCA)
+		out, err := l.run(t, append(append([]string{"--domains", name}, l.dns()...), "run")...)
+		wantProblem(t, out, err, "caa")
+	})
+	c.scenario(t, "fail/policy", func(t *testing.T) {
+		out, err := l.run(t, append(append([]string{"--domains", "host." + deniedDomain}, l.dns()...), "run")...)
+		wantProblem(t, out, err, "rejectedIdentifier")
+	})
+}

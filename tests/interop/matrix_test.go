@@ -1,0 +1,191 @@
+package interop
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// outcome is one line of the interoperability matrix.
+type outcome struct {
+	client, scenario, store, backend, result string
+}
+
+var matrix struct {
+	sync.Mutex
+	rows []outcome
+}
+
+// cell names where a scenario runs: one client against one CA.
+type cell struct {
+	client, store, backend string
+}
+
+// scenario runs fn as a subtest and records its outcome in the matrix.
+func (c cell) scenario(t *testing.T, name string, fn func(t *testing.T)) bool {
+	t.Helper()
+	start := time.Now()
+	ran := false
+	ok := t.Run(name, func(t *testing.T) { ran = true; fn(t) })
+	if !ran {
+		return ok // filtered out by -run
+	}
+	res := "PASS"
+	switch {
+	case !ok:
+		res = "FAIL"
+	case skipped(t, name):
+		res = "SKIP"
+	}
+	res += fmt.Sprintf(" %5.1fs", time.Since(start).Seconds())
+	matrix.Lock()
+	matrix.rows = append(matrix.rows, outcome{c.client, name, c.store, c.backend, res})
+	matrix.Unlock()
+	return ok
+}
+
+// skips records subtests that skipped, by full name; t.Run cannot tell a
+// pass from a skip.
+var skips sync.Map
+
+func skipped(t *testing.T, name string) bool {
+	_, ok := skips.Load(t.Name() + "/" + name)
+	return ok
+}
+
+// skip marks t skipped in the matrix, then skips it.
+func skip(t *testing.T, format string, args ...any) {
+	t.Helper()
+	skips.Store(t.Name(), true)
+	t.Skipf(format, args...)
+}
+
+// printMatrix writes one line per client, scenario, store and backend to
+// stdout and, when HALLMARK_INTEROP_MATRIX names a file, to that file.
+func printMatrix() {
+	matrix.Lock()
+	defer matrix.Unlock()
+	if len(matrix.rows) == 0 {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintln(&b, "interoperability matrix (client, scenario, store, signing backend, outcome):")
+	for _, r := range matrix.rows {
+		fmt.Fprintf(&b, "INTEROP %-8s %-26s %-9s %-7s %s\n", r.client, r.scenario, r.store, r.backend, r.result)
+	}
+	fmt.Print(b.String())
+	if p := os.Getenv("HALLMARK_INTEROP_MATRIX"); p != "" {
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			fmt.Fprintf(os.Stderr, "writing the interop matrix to %s: %v\n", p, err)
+		}
+	}
+}
+
+// readCert parses the first certificate in a PEM file a client saved.
+func readCert(t *testing.T, path string) *x509.Certificate {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading the certificate the client saved: %v", err)
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		t.Fatalf("%s holds no PEM", path)
+	}
+	c, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// verifyChain checks that the leaf in chainPath verifies to the CA's root
+// for name (a DNS name or an IP address).
+func (ca *CA) verifyChain(t *testing.T, chainPath, name string) *x509.Certificate {
+	t.Helper()
+	leaf := readCert(t, chainPath)
+	roots, inter := x509.NewCertPool(), x509.NewCertPool()
+	rootPEM, err := os.ReadFile(ca.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots.AppendCertsFromPEM(rootPEM)
+	chain, _ := os.ReadFile(chainPath)
+	inter.AppendCertsFromPEM(chain)
+	if _, err := leaf.Verify(x509.VerifyOptions{DNSName: name, Roots: roots, Intermediates: inter}); err != nil {
+		t.Fatalf("the certificate in %s does not verify for %s to the CA's root: %v", chainPath, name, err)
+	}
+	return leaf
+}
+
+// waitRevoked polls the CRL at the certificate's distribution point until
+// its serial appears with reason, as a relying party would see it.
+func (ca *CA) waitRevoked(t *testing.T, cert *x509.Certificate, reason int) {
+	t.Helper()
+	if len(cert.CRLDistributionPoints) != 1 {
+		t.Fatalf("certificate has CRL distribution points %v, want one", cert.CRLDistributionPoints)
+	}
+	client := ca.HTTPClient()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := client.Get(cert.CRLDistributionPoints[0])
+		if err == nil {
+			der, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				crl, err := x509.ParseRevocationList(der)
+				if err != nil {
+					t.Fatalf("the served CRL does not parse: %v", err)
+				}
+				for _, e := range crl.RevokedCertificateEntries {
+					if e.SerialNumber.Cmp(cert.SerialNumber) == 0 {
+						if e.ReasonCode != reason {
+							t.Fatalf("CRL reason %d for serial %x, want %d", e.ReasonCode, cert.SerialNumber, reason)
+						}
+						return
+					}
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serial %x did not appear in the CRL at %s within 30s", cert.SerialNumber, cert.CRLDistributionPoints[0])
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// serveWrongHTTP01 answers every http-01 request on the worker's http-01
+// port with a key authorization that is not the client's, until the test
+// ends.
+func (ca *CA) serveWrongHTTP01(t *testing.T) {
+	t.Helper()
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", ca.HTTPPort))
+	if err != nil {
+		t.Fatalf("listening on the http-01 port: %v", err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "not-the-key-authorization.at-all")
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+}
+
+// wantProblem fails unless a client's failed run reports the ACME problem
+// type (its short name, as clients print it, or its URN).
+func wantProblem(t *testing.T, out string, err error, typ string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("the client succeeded; want it to fail with %s:\n%s", typ, tail(out, 3000))
+	}
+	if !strings.Contains(out, "urn:ietf:params:acme:error:"+typ) && !strings.Contains(out, "Type:   "+typ) {
+		t.Fatalf("the client's output does not name the %s problem:\n%s", typ, tail(out, 3000))
+	}
+}

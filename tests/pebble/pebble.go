@@ -1,0 +1,191 @@
+// Package pebble runs Let's Encrypt's test CA, Pebble, on loopback for
+// tests: the relay backend's upstream. The binary comes from the Go module
+// proxy (`go install github.com/letsencrypt/pebble/v2/cmd/pebble@Version`),
+// built once into a cache directory and reused by every later test binary;
+// HALLMARK_PEBBLE names a prebuilt binary instead.
+package pebble
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Version is the Pebble release the tests run.
+const Version = "v2.10.3"
+
+// Server is a running Pebble.
+type Server struct {
+	DirectoryURL string
+	CACert       string // PEM file: the trust anchor of Pebble's TLS listener
+}
+
+var (
+	buildOnce sync.Once
+	binary    string
+	buildErr  error
+)
+
+// Binary returns the Pebble binary, building it at most once per machine
+// (cached under the temp dir by version) within five minutes.
+func Binary() (string, error) {
+	buildOnce.Do(func() {
+		if p := os.Getenv("HALLMARK_PEBBLE"); p != "" {
+			binary = p
+			return
+		}
+		dir := filepath.Join(os.TempDir(), "hallmark-pebble-"+Version)
+		binary = filepath.Join(dir, "pebble")
+		if _, err := os.Stat(binary); err == nil {
+			return
+		}
+		tmp, err := os.MkdirTemp(os.TempDir(), "hallmark-pebble-build-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		defer os.RemoveAll(tmp)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "install", "github.com/letsencrypt/pebble/v2/cmd/pebble@"+Version)
+		cmd.Env = append(os.Environ(), "GOBIN="+tmp, "GOFLAGS=-mod=mod")
+		cmd.Dir = tmp
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go install github.com/letsencrypt/pebble/v2/cmd/pebble@%s: %v\n%s", Version, err, out)
+			return
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			buildErr = err
+			return
+		}
+		buildErr = os.Rename(filepath.Join(tmp, "pebble"), binary)
+	})
+	return binary, buildErr
+}
+
+// Start runs Pebble with validation switched off (PEBBLE_VA_ALWAYS_VALID:
+// the relay's subscriber was validated by Hallmark) and no random nonce
+// rejection, until the test ends. Without a Pebble it fails in CI and skips
+// loudly elsewhere.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin, err := Binary()
+	if err != nil {
+		if os.Getenv("CI") == "true" || os.Getenv("HALLMARK_REQUIRE_TOOLS") == "1" {
+			t.Fatalf("pebble is required here: %v", err)
+		}
+		t.Skipf("SKIPPING: pebble could not be built from the module proxy: %v", err)
+	}
+	dir := t.TempDir()
+	caFile, certFile, keyFile := tlsFiles(t, dir)
+	listen, mgmt := freeAddr(t), freeAddr(t)
+	cfg := map[string]any{"pebble": map[string]any{
+		"listenAddress": listen, "managementListenAddress": mgmt,
+		"certificate": certFile, "privateKey": keyFile,
+		"httpPort": 5002, "tlsPort": 5001, "ocspResponderURL": "",
+		"externalAccountBindingRequired": false,
+	}}
+	data, _ := json.Marshal(cfg)
+	cfgFile := filepath.Join(dir, "pebble.json")
+	if err := os.WriteFile(cfgFile, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(dir, "pebble.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-config", cfgFile, "-strict=false")
+	cmd.Env = append(os.Environ(), "PEBBLE_VA_ALWAYS_VALID=1", "PEBBLE_WFE_NONCEREJECT=0", "PEBBLE_VA_NOSLEEP=1", "PEBBLE_AUTHZREUSE=0")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			if len(b) > 4000 {
+				b = b[len(b)-4000:]
+			}
+			t.Logf("---- pebble log ----\n%s", b)
+		}
+	})
+	s := &Server{DirectoryURL: "https://" + listen + "/dir", CACert: caFile}
+	pool := x509.NewCertPool()
+	pemBytes, _ := os.ReadFile(caFile)
+	pool.AppendCertsFromPEM(pemBytes)
+	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := c.Get(s.DirectoryURL)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pebble did not answer at %s: %v", s.DirectoryURL, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func freeAddr(t testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// tlsFiles makes a CA and a 127.0.0.1/localhost server certificate for
+// Pebble's listener.
+func tlsFiles(t testing.TB, dir string) (ca, cert, key string) {
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "pebble test TLS CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caKey.Public(), caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	srvKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	srvTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "localhost"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), DNSNames: []string{"localhost"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, srvKey.Public(), caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalPKCS8PrivateKey(srvKey)
+	ca, cert, key = filepath.Join(dir, "tls-ca.pem"), filepath.Join(dir, "tls.pem"), filepath.Join(dir, "tls.key")
+	for path, blk := range map[string]*pem.Block{ca: {Type: "CERTIFICATE", Bytes: caDER}, cert: {Type: "CERTIFICATE", Bytes: srvDER}, key: {Type: "PRIVATE KEY", Bytes: keyDER}} {
+		if err := os.WriteFile(path, pem.EncodeToMemory(blk), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ca, cert, key
+}

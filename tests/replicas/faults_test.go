@@ -1,0 +1,405 @@
+package replicas
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hallmark-ca/hallmark/tests/testdb"
+)
+
+// runAsync starts n lego clients for prefix<i>, each retrying up to tries
+// times, and returns a function that waits for them and reports failures.
+func runAsync(ctx context.Context, c *cluster, prefix string, n, tries int, stagger time.Duration) func() (int, []string) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	ok, fails := 0, []string{}
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			name := fmt.Sprintf("%s%d.replicas.test", prefix, i)
+			_, out, err := c.legoUntil(ctx, filepath.Join(c.dir, "lego", name), name, tries)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				fails = append(fails, fmt.Sprintf("%s: %v\n%s", name, err, tail(out, 1500)))
+				return
+			}
+			ok++
+		}(i)
+		time.Sleep(stagger)
+	}
+	return func() (int, []string) { wg.Wait(); return ok, fails }
+}
+
+// held counts the running jobs of each kind whose current attempt is the
+// worker's.
+func held(ctx context.Context, conn *pgx.Conn, worker string) (map[string][]int64, error) {
+	rows, err := conn.Query(ctx, `SELECT kind, id FROM river_job WHERE state = 'running' AND attempted_by[array_length(attempted_by, 1)] = $1`, worker)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string][]int64{}
+	for rows.Next() {
+		var kind string
+		var id int64
+		if err := rows.Scan(&kind, &id); err != nil {
+			return nil, err
+		}
+		out[kind] = append(out[kind], id)
+	}
+	return out, rows.Err()
+}
+
+// TestWorkerKilledHoldingJobs: worker1 is frozen (SIGSTOP) at a moment it
+// holds both a challenge_validate and a signer_issue job, then killed
+// (SIGKILL); worker2, started afterwards, finishes them once River's
+// rescuer finds them stuck, and every client gets its certificate.
+func TestWorkerKilledHoldingJobs(t *testing.T) {
+	requireTool(t, "lego", "apt-get install lego")
+	c := startCluster(t, testdb.Postgres(t), options{frontends: 1, workers: 2, deferWorkers: true,
+		worker: "job_timeout_ms = 4000\nrescue_after_ms = 5000", challengeTimeoutMS: 3000})
+	ctx, cancel := context.WithTimeout(context.Background(), 170*time.Second)
+	defer cancel()
+	w1, w2 := c.workers[0], c.workers[1]
+	c.start(w1)
+	const n = 8
+	for i := 0; i < n; i++ {
+		// Validation is held about 1.5s at the target, so challenge jobs
+		// stay running while others' orders are signed.
+		c.slow(fmt.Sprintf("kill%d.replicas.test", i), 1500*time.Millisecond)
+	}
+	wait := runAsync(ctx, c, "kill", n, 2, 300*time.Millisecond)
+
+	conn := c.db(ctx)
+	var caught map[string][]int64
+	deadline := time.Now().Add(60 * time.Second)
+	for caught == nil && time.Now().Before(deadline) {
+		h, err := held(ctx, conn, w1.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(h["challenge_validate"]) == 0 || len(h["signer_issue"]) == 0 {
+			continue
+		}
+		_ = w1.cmd.Process.Signal(syscall.SIGSTOP)
+		// Frozen: what it holds now it holds until it dies.
+		h, err = held(ctx, conn, w1.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(h["challenge_validate"]) > 0 && len(h["signer_issue"]) > 0 {
+			caught = h
+			break
+		}
+		_ = w1.cmd.Process.Signal(syscall.SIGCONT)
+	}
+	if caught == nil {
+		t.Fatal("worker1 never held a challenge_validate and a signer_issue job at once within 60s")
+	}
+	c.kill(w1)
+	killedAt := time.Now()
+	t.Logf("worker1 killed holding challenge_validate %v and signer_issue %v", caught["challenge_validate"], caught["signer_issue"])
+	c.start(w2)
+
+	ok, fails := wait()
+	if ok != n {
+		t.Fatalf("%d of %d clients got no certificate; first:\n%s", n-ok, n, fails[0])
+	}
+	t.Logf("all %d clients got certificates %s after the kill", n, time.Since(killedAt).Round(time.Millisecond))
+	for kind, ids := range caught {
+		for _, id := range ids {
+			var state string
+			var by []string
+			if err := conn.QueryRow(ctx, `SELECT state, attempted_by FROM river_job WHERE id = $1`, id).Scan(&state, &by); err != nil {
+				t.Fatal(err)
+			}
+			if state != "completed" || by[len(by)-1] != w2.name {
+				t.Errorf("%s job %d: state %s attempted by %v, want completed by %s", kind, id, state, by, w2.name)
+			}
+		}
+	}
+	certs := c.checkBooks(ctx)
+	if certs != n {
+		t.Errorf("%d certificates stored, want %d", certs, n)
+	}
+	// worker2 signed what worker1 had not stored; together no more than n.
+	if s2 := c.signed(w2); s2 < 1 || s2 > n {
+		t.Errorf("worker2 signed %d certificates", s2)
+	}
+}
+
+// TestBlackholedTargetHoldsNoPermit: validations of a target that never
+// answers run in the worker, so they hold no frontend admission permit;
+// with max_concurrent_requests = 2, other clients keep getting
+// certificates at full speed meanwhile.
+func TestBlackholedTargetHoldsNoPermit(t *testing.T) {
+	requireTool(t, "lego", "apt-get install lego")
+	c := startCluster(t, testdb.Postgres(t), options{frontends: 1, workers: 1,
+		server: "max_concurrent_requests = 2", worker: "job_timeout_ms = 20000\nrescue_after_ms = 30000", challengeTimeoutMS: 15000})
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+
+	// Baseline: one certificate with nothing else going on.
+	start := time.Now()
+	if _, out, err := c.legoUntil(ctx, filepath.Join(c.dir, "lego", "base"), "base.replicas.test", 1); err != nil {
+		t.Fatalf("baseline lego: %v\n%s", err, out)
+	}
+	baseline := time.Since(start)
+
+	for i := 0; i < 4; i++ {
+		c.blackhole(fmt.Sprintf("hole%d.replicas.test", i))
+	}
+	holeCtx, holeCancel := context.WithCancel(ctx)
+	defer holeCancel()
+	waitHoles := runAsync(holeCtx, c, "hole", 4, 1, 0)
+	deadline := time.Now().Add(20 * time.Second)
+	for c.holeConns.Load() < 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of 4 black-holed validations started", c.holeConns.Load())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Four validations hang now. Others get certificates meanwhile.
+	start = time.Now()
+	ok, fails := issueMany(ctx, c, "busy", 6, 2, 1)
+	during := time.Since(start)
+	if ok != 6 {
+		t.Fatalf("%d of 6 clients failed while validations hung; first:\n%s", 6-ok, fails[0])
+	}
+	_, metrics := get("http://" + c.frontends[0].addr + "/metrics")
+	rejected := metricValue(metrics, "hallmark_frontend_admission_rejected_total")
+	t.Logf("baseline 1 certificate %s; 6 certificates (2 at a time) in %s while 4 validations hung; admission rejections %v",
+		baseline.Round(time.Millisecond), during.Round(time.Millisecond), rejected)
+	if c.holeConns.Load() < 4 {
+		t.Fatal("the black-holed validations ended early")
+	}
+	if rejected != "0" {
+		t.Errorf("the frontend rejected %s requests for lack of a permit while validations hung", rejected)
+	}
+	// Three rounds of two at baseline pace, with generous slack for 2 cores.
+	if limit := 3*baseline + 15*time.Second; during > limit {
+		t.Errorf("6 certificates took %s while validations hung, more than %s", during, limit)
+	}
+	holeCancel()
+	waitHoles()
+}
+
+func metricValue(metrics, name string) string {
+	for _, l := range strings.Split(metrics, "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == name {
+			return f[1]
+		}
+	}
+	return ""
+}
+
+// TestWorkerWithoutKey: a worker whose key file is unavailable does not
+// mount the profile, says so on /readyz, and leaves issuance jobs queued;
+// the worker that has the key issues them.
+func TestWorkerWithoutKey(t *testing.T) {
+	requireTool(t, "lego", "apt-get install lego")
+	c := startCluster(t, testdb.Postgres(t), options{frontends: 1, workers: 2, deferWorkers: true, noKey: map[int]bool{0: true}})
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	nokey, haskey := c.workers[0], c.workers[1]
+	c.start(nokey)
+	deadline := time.Now().Add(20 * time.Second)
+	var status int
+	var body string
+	for time.Now().Before(deadline) {
+		if status, body = get("http://" + nokey.addr + "/readyz"); status != 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if status != http.StatusServiceUnavailable || !strings.Contains(body, "database: ok") || !strings.Contains(body, "profile default: unavailable") {
+		t.Fatalf("/readyz of the worker without the key: %d %q, want 503 naming the unavailable profile", status, body)
+	}
+
+	wait := runAsync(ctx, c, "nokey", 3, 1, 0)
+	conn := c.db(ctx)
+	// The orders reach the signing queue and stay there: validation ran
+	// on the keyless worker, signing waits.
+	deadline = time.Now().Add(40 * time.Second)
+	for queuedIssues(t, ctx, conn) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d signer_issue jobs queued after 40s", queuedIssues(t, ctx, conn))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second)
+	if q := queuedIssues(t, ctx, conn); q != 3 {
+		t.Fatalf("%d signer_issue jobs still queued after 3s, want 3 (none taken by the keyless worker)", q)
+	}
+	if n := queryInt(t, ctx, conn, `SELECT count(*) FROM certificates`); n != 0 {
+		t.Fatalf("%d certificates issued with no worker holding the key", n)
+	}
+	c.start(haskey)
+	ok, fails := wait()
+	if ok != 3 {
+		t.Fatalf("%d of 3 clients got no certificate after the worker with the key started; first:\n%s", 3-ok, fails[0])
+	}
+	if s := c.signed(haskey); s != 3 {
+		t.Errorf("the worker with the key signed %d, want 3", s)
+	}
+	if status, body := get("http://" + haskey.addr + "/readyz"); status != 200 || !strings.Contains(body, "profile default: mounted") {
+		t.Errorf("/readyz of the worker with the key: %d %q", status, body)
+	}
+	c.checkBooks(ctx)
+}
+
+func queuedIssues(t *testing.T, ctx context.Context, conn *pgx.Conn) int {
+	return queryInt(t, ctx, conn, `SELECT count(*) FROM river_job WHERE kind = 'signer_issue' AND state IN ('available', 'retryable', 'scheduled')`)
+}
+
+// privatePostgres runs a PostgreSQL cluster of the test's own (initdb into a
+// temporary directory, on a free port), so the test can stop and start it
+// without touching the machine's shared server. It returns the URL and the
+// stop and start functions.
+func privatePostgres(t *testing.T) (string, func(), func()) {
+	t.Helper()
+	bin := os.Getenv("HALLMARK_PG_BIN")
+	if bin == "" {
+		matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+		if len(matches) > 0 {
+			bin = filepath.Dir(matches[len(matches)-1])
+		}
+	}
+	if _, err := os.Stat(filepath.Join(bin, "initdb")); err != nil {
+		requireTool(t, "initdb", "apt-get install postgresql (or set HALLMARK_PG_BIN to its bin directory)")
+	}
+	dir, err := os.MkdirTemp("", "hallmark-pg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	port := freePort(t)
+	data := filepath.Join(dir, "data")
+	// PostgreSQL refuses to run as root: run it as the postgres user then.
+	var cred *syscall.Credential
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			t.Fatalf("running as root and there is no postgres user to run PostgreSQL as: %v", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		if err := os.Chown(dir, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pg := func(name string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(bin, name), args...)
+		cmd.Dir = dir
+		if cred != nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+	}
+	pg("initdb", "-D", data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100", port, dir)
+	start := func() { pg("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "pg.log"), "-w", "-t", "30", "start") }
+	stop := func() { pg("pg_ctl", "-D", data, "-m", "fast", "-w", "-t", "30", "stop") }
+	start()
+	t.Cleanup(func() {
+		cmd := exec.Command(filepath.Join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop")
+		if cred != nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		}
+		_ = cmd.Run()
+	})
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port), stop, start
+}
+
+// TestPostgresRestart: the database is stopped in the middle of a run of
+// issuances and started again: while it is down the frontends answer 503
+// and the workers say they cannot claim; afterwards every client gets its
+// certificate, nothing stranded, nothing signed twice.
+func TestPostgresRestart(t *testing.T) {
+	requireTool(t, "lego", "apt-get install lego")
+	dbURL, stopDB, startDB := privatePostgres(t)
+	c := startCluster(t, dbURL, options{frontends: 2, workers: 2, worker: "job_timeout_ms = 5000\nrescue_after_ms = 8000"})
+	ctx, cancel := context.WithTimeout(context.Background(), 170*time.Second)
+	defer cancel()
+	const n = 12
+	wait := runAsync(ctx, c, "pg", n, 6, 400*time.Millisecond)
+	time.Sleep(2 * time.Second)
+
+	stopDB()
+	down := time.Now()
+	time.Sleep(time.Second)
+	for _, f := range c.frontends {
+		if status, body := get("http://" + f.addr + "/readyz"); status != http.StatusServiceUnavailable {
+			t.Errorf("%s /readyz with the database down: %d %q, want 503", f.name, status, body)
+		}
+		// A request that needs the database gets the RFC's error document.
+		if status, body := postAccountLookup(t, c, f); status < 500 || !strings.Contains(body, "serverInternal") {
+			t.Errorf("%s answered an ACME POST with the database down: %d %s, want 5xx serverInternal", f.name, status, body)
+		}
+	}
+	for _, w := range c.workers {
+		if status, body := get("http://" + w.addr + "/readyz"); status != http.StatusServiceUnavailable || !strings.Contains(body, "not claiming") {
+			t.Errorf("%s /readyz with the database down: %d %q, want 503 saying it is not claiming", w.name, status, body)
+		}
+	}
+	time.Sleep(3 * time.Second)
+	startDB()
+	t.Logf("database down for %s", time.Since(down).Round(time.Millisecond))
+
+	ok, fails := wait()
+	if ok != n {
+		t.Fatalf("%d of %d clients got no certificate after the database returned; first:\n%s", n-ok, n, fails[0])
+	}
+	for _, w := range c.workers {
+		if !strings.Contains(c.logOf(w), "database unreachable") {
+			t.Errorf("%s never said it lost the database", w.name)
+		}
+	}
+	certs := c.checkBooks(ctx, c.workers...)
+	if certs != n {
+		t.Errorf("%d certificates stored, want %d", certs, n)
+	}
+}
+
+// postAccountLookup posts a malformed-but-well-formed newAccount to a
+// frontend directly: it needs the database (the nonce), so with the
+// database down it must be a 5xx problem document.
+func postAccountLookup(t *testing.T, c *cluster, f *proc) (int, string) {
+	t.Helper()
+	hc := &http.Client{Timeout: 20 * time.Second}
+	resp, err := hc.Head("http://" + f.addr + "/acme/new-nonce")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	body := signedNewAccount(t, c.base+"/acme/new-account", resp.Header.Get("Replay-Nonce"))
+	req, _ := http.NewRequest(http.MethodPost, "http://"+f.addr+"/acme/new-account", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/jose+json")
+	resp, err = hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b := make([]byte, 4096)
+	k, _ := resp.Body.Read(b)
+	return resp.StatusCode, string(b[:k])
+}

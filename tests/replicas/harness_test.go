@@ -1,0 +1,554 @@
+// Package replicas runs several real hallmark-frontend and hallmark-worker
+// processes on one PostgreSQL database, with ACME clients sent round-robin
+// between the frontends through a reverse proxy in the test, and breaks
+// things while they work: a worker killed holding jobs, the database
+// restarted, a validation target that never answers, a worker without the
+// signing key.
+package replicas
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hallmark-ca/hallmark/tests/testdns"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "hallmark-replicas-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	for _, b := range []string{"hallmark", "hallmark-frontend", "hallmark-worker"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b), "../../cmd/"+b)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n", b, err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// requireTool finds an external tool: it fails in CI and skips loudly
+// elsewhere when the tool is missing.
+func requireTool(t *testing.T, name, install string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	if os.Getenv("CI") == "true" || os.Getenv("HALLMARK_REQUIRE_TOOLS") == "1" {
+		t.Fatalf("%s is required here (CI) but not installed: %s", name, install)
+	}
+	t.Skipf("SKIPPING: %s is not installed (%s)", name, install)
+	return ""
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// options shape a cluster.
+type options struct {
+	frontends, workers int
+	// worker is extra TOML for the [worker] table of every worker.
+	worker string
+	// challengeTimeoutMS bounds one validation attempt (default 3000).
+	challengeTimeoutMS int
+	// server is extra TOML for the [server] table of every frontend.
+	server string
+	// noKey lists workers (by index) whose ca.dir has no intermediate key.
+	noKey map[int]bool
+	// startWorkers false leaves the workers to the test to start.
+	deferWorkers bool
+}
+
+// proc is one running binary.
+type proc struct {
+	name, cfg string
+	cmd       *exec.Cmd
+	log       *os.File
+	addr      string // frontend: listen address; worker: health address
+}
+
+// cluster is N frontends and M workers on one database, behind a
+// round-robin reverse proxy that is the clients' one base URL.
+type cluster struct {
+	t         *testing.T
+	dir       string
+	dbURL     string
+	base      string // the proxy: https://127.0.0.1:port
+	root      string // the CA's root certificate (PEM file)
+	webroot   string // http-01 answers, written by lego --http.webroot
+	httpPort  int
+	dns       *testdns.Server
+	frontends []*proc
+	workers   []*proc
+	perFE     []atomic.Int64 // requests the proxy sent to each frontend
+
+	mu        sync.Mutex
+	slowHosts map[string]time.Duration // http-01 answers delayed per host
+	holes     map[string]bool          // hosts whose http-01 never answers
+	holeConns atomic.Int64
+}
+
+func startCluster(t *testing.T, dbURL string, o options) *cluster {
+	t.Helper()
+	if o.challengeTimeoutMS == 0 {
+		o.challengeTimeoutMS = 3000
+	}
+	dir := t.TempDir()
+	c := &cluster{t: t, dir: dir, dbURL: dbURL, dns: testdns.Start(t), webroot: filepath.Join(dir, "webroot"),
+		root: filepath.Join(dir, "ca", "root.pem"), slowHosts: map[string]time.Duration{}, holes: map[string]bool{}}
+	c.perFE = make([]atomic.Int64, o.frontends)
+	if err := os.MkdirAll(filepath.Join(c.webroot, ".well-known", "acme-challenge"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c.httpPort = c.serveChallenges()
+	proxyPort := freePort(t)
+	c.base = fmt.Sprintf("https://127.0.0.1:%d", proxyPort)
+	pub := freePort(t)
+
+	common := func(listen, publicListen, health, id, caDir string) string {
+		return fmt.Sprintf(`[database]
+url = %q
+max_conns = 8
+
+[server]
+listen = %q
+base_url = %q
+plain_http = true
+public_http_listen = %q
+caa_identities = ["hallmark.test"]
+retry_after_seconds = 1
+%s
+
+[worker]
+id = %q
+health_listen = %q
+concurrency = 8
+crl_interval_minutes = 60
+%s
+
+[challenge]
+resolvers = [%q]
+http_port = %d
+https_port = %d
+tls_alpn_port = %d
+timeout_ms = %d
+
+[ca]
+dir = %q
+url_base = "http://127.0.0.1:%d"
+`, dbURL, listen, c.base, publicListen, o.server, id, health, o.worker, c.dns.Addr, c.httpPort, c.httpPort, freePort(t), o.challengeTimeoutMS, caDir, pub)
+	}
+	for i := 0; i < o.frontends; i++ {
+		listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		publicListen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		if i == 0 {
+			publicListen = fmt.Sprintf("127.0.0.1:%d", pub)
+		}
+		p := &proc{name: fmt.Sprintf("frontend%d", i+1), addr: listen}
+		p.cfg = c.writeConfig(p.name, common(listen, publicListen, "", p.name, "ca"))
+		c.frontends = append(c.frontends, p)
+	}
+	for i := 0; i < o.workers; i++ {
+		health := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		caDir := "ca"
+		if o.noKey[i] {
+			caDir = "ca-nokey"
+		}
+		p := &proc{name: fmt.Sprintf("worker%d", i+1), addr: health}
+		p.cfg = c.writeConfig(p.name, common(fmt.Sprintf("127.0.0.1:%d", freePort(t)), "", health, p.name, caDir))
+		c.workers = append(c.workers, p)
+	}
+	cfg0 := c.frontends[0].cfg
+	c.run("hallmark", "--config", cfg0, "migrate")
+	c.run("hallmark-worker", "--config", cfg0, "ca", "init", "--tls-cert", "proxy.pem", "--tls-key", "proxy.key", "--tls-names", "127.0.0.1")
+	if len(o.noKey) > 0 {
+		// A copy of the CA without the intermediate's key: the key file is
+		// unavailable on that worker.
+		if err := os.MkdirAll(filepath.Join(dir, "ca-nokey"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"root.pem", "intermediate.pem"} {
+			b, err := os.ReadFile(filepath.Join(dir, "ca", f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "ca-nokey", f), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Cleanup(c.stopAll)
+	c.startProxy(proxyPort)
+	if !o.deferWorkers {
+		for i := range c.workers {
+			c.start(c.workers[i])
+		}
+	}
+	for _, f := range c.frontends {
+		c.start(f)
+	}
+	c.waitReady()
+	return c
+}
+
+func (c *cluster) writeConfig(name, body string) string {
+	p := filepath.Join(c.dir, name+".toml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	return p
+}
+
+func (c *cluster) run(bin string, args ...string) string {
+	c.t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, bin), args...)
+	cmd.Dir = c.dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		c.t.Fatalf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// start starts (or restarts) a process; its log appends to <name>.log.
+func (c *cluster) start(p *proc) {
+	c.t.Helper()
+	logf, err := os.OpenFile(filepath.Join(c.dir, p.name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	bin := "hallmark-frontend"
+	if strings.HasPrefix(p.name, "worker") {
+		bin = "hallmark-worker"
+	}
+	cmd := exec.Command(filepath.Join(binDir, bin), "--config", p.cfg)
+	cmd.Dir = c.dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		c.t.Fatalf("starting %s: %v", p.name, err)
+	}
+	p.cmd, p.log = cmd, logf
+}
+
+// kill sends SIGKILL, as a crash would.
+func (c *cluster) kill(p *proc) {
+	if p.cmd != nil && p.cmd.Process != nil {
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		_ = p.cmd.Process.Kill()
+		_ = p.cmd.Wait()
+		p.cmd = nil
+		p.log.Close()
+	}
+}
+
+func (c *cluster) stopAll() {
+	var wg sync.WaitGroup
+	for _, p := range append(append([]*proc{}, c.frontends...), c.workers...) {
+		if p.cmd == nil {
+			continue
+		}
+		wg.Add(1)
+		go func(p *proc) {
+			defer wg.Done()
+			_ = p.cmd.Process.Signal(syscall.SIGCONT)
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { _ = p.cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(15 * time.Second):
+				_ = p.cmd.Process.Kill()
+				<-done
+			}
+			p.log.Close()
+		}(p)
+	}
+	wg.Wait()
+	if c.t.Failed() {
+		for _, p := range append(append([]*proc{}, c.frontends...), c.workers...) {
+			b, _ := os.ReadFile(filepath.Join(c.dir, p.name+".log"))
+			s := string(b)
+			if len(s) > 5000 {
+				s = "…" + s[len(s)-5000:]
+			}
+			c.t.Logf("---- %s log ----\n%s", p.name, s)
+		}
+	}
+}
+
+// logOf is a process's log so far.
+func (c *cluster) logOf(p *proc) string {
+	b, _ := os.ReadFile(filepath.Join(c.dir, p.name+".log"))
+	return string(b)
+}
+
+// startProxy is the load balancer: TLS with a certificate from the CA,
+// each request to the next frontend in turn.
+func (c *cluster) startProxy(port int) {
+	c.t.Helper()
+	cert, err := tls.LoadX509KeyPair(filepath.Join(c.dir, "proxy.pem"), filepath.Join(c.dir, "proxy.key"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var next atomic.Int64
+	targets := make([]*url.URL, len(c.frontends))
+	for i, f := range c.frontends {
+		targets[i], _ = url.Parse("http://" + f.addr)
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			i := int(next.Add(1)-1) % len(targets)
+			c.perFE[i].Add(1)
+			r.SetURL(targets[i])
+			r.Out.Host = r.In.Host
+		},
+		ErrorLog: nil,
+	}
+	ln, err := tls.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port), &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	srv := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	c.t.Cleanup(func() { _ = srv.Close() })
+}
+
+// serveChallenges answers http-01 from the webroot lego writes, on one
+// port for every name (the DNS server answers 127.0.0.1 for all). A slow
+// host's answer is delayed; a black-holed host's connection is held open
+// and never answered.
+func (c *cluster) serveChallenges() int {
+	c.t.Helper()
+	files := http.FileServer(http.Dir(c.webroot))
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.Host)
+		if err != nil {
+			host = r.Host
+		}
+		c.mu.Lock()
+		delay, hole := c.slowHosts[host], c.holes[host]
+		c.mu.Unlock()
+		if hole {
+			c.holeConns.Add(1)
+			<-r.Context().Done()
+			return
+		}
+		if delay > 0 {
+			time.Sleep(delay)
+		}
+		files.ServeHTTP(w, r)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	c.t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func (c *cluster) slow(host string, d time.Duration) {
+	c.mu.Lock()
+	c.slowHosts[host] = d
+	c.mu.Unlock()
+}
+
+func (c *cluster) blackhole(host string) {
+	c.mu.Lock()
+	c.holes[host] = true
+	c.mu.Unlock()
+}
+
+// httpClient trusts only the CA's root.
+func (c *cluster) httpClient() *http.Client {
+	pemBytes, err := os.ReadFile(c.root)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pemBytes)
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+}
+
+func (c *cluster) waitReady() {
+	c.t.Helper()
+	hc := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, f := range c.frontends {
+		for {
+			resp, err := hc.Get("http://" + f.addr + "/readyz")
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				c.t.Fatalf("%s at %s did not become ready", f.name, f.addr)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// get fetches a plain-http URL and returns the status and body ("" and 0
+// when it cannot connect).
+func get(u string) (int, string) {
+	hc := &http.Client{Timeout: 5 * time.Second}
+	resp, err := hc.Get(u)
+	if err != nil {
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+var signedRE = regexp.MustCompile(`(?m)^hallmark_worker_certificates_signed_total ([0-9.e+]+)$`)
+
+// signed is the worker's count of certificates signed, from its /metrics.
+func (c *cluster) signed(w *proc) int {
+	c.t.Helper()
+	status, body := get("http://" + w.addr + "/metrics")
+	if status != 200 {
+		c.t.Fatalf("%s /metrics: status %d", w.name, status)
+	}
+	m := signedRE.FindStringSubmatch(body)
+	if m == nil {
+		c.t.Fatalf("%s /metrics has no hallmark_worker_certificates_signed_total", w.name)
+	}
+	f, _ := strconv.ParseFloat(m[1], 64)
+	return int(f)
+}
+
+// lego runs the lego binary once for name through the proxy, answering
+// http-01 through the webroot.
+func (c *cluster) lego(ctx context.Context, path, name string, extra ...string) (string, error) {
+	args := []string{"--server", c.base + "/directory", "--email", "replicas@hallmark.test", "--accept-tos", "--path", path,
+		"--domains", name, "--http", "--http.webroot", c.webroot}
+	args = append(args, extra...)
+	args = append(args, "run", "--no-bundle")
+	return legoCmd(ctx, c, args...)
+}
+
+func legoCmd(ctx context.Context, c *cluster, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "lego", args...)
+	cmd.Env = append(os.Environ(), "LEGO_CA_CERTIFICATES="+c.root)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// legoUntil runs lego for name until it gets a certificate, at most tries
+// times (a run that met an outage fails; its retry must succeed).
+func (c *cluster) legoUntil(ctx context.Context, path, name string, tries int) (int, string, error) {
+	var out string
+	var err error
+	for i := 1; i <= tries; i++ {
+		out, err = c.lego(ctx, path, name)
+		if err == nil {
+			return i, out, nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	return tries, out, err
+}
+
+// db opens a connection to the cluster's database for the checks.
+func (c *cluster) db(ctx context.Context) *pgx.Conn {
+	c.t.Helper()
+	conn, err := pgx.Connect(ctx, c.dbURL)
+	if err != nil {
+		c.t.Fatalf("connecting to the database: %v", err)
+	}
+	c.t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
+func queryInt(t *testing.T, ctx context.Context, conn *pgx.Conn, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := conn.QueryRow(ctx, q, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+// checkBooks asserts nothing was lost or duplicated: no order left
+// processing, one certificate per valid order and none without one, each
+// CRL number once per issuer, and the workers' signing counters add up to
+// the certificates stored. It returns the number of certificates.
+func (c *cluster) checkBooks(ctx context.Context, workers ...*proc) int {
+	t := c.t
+	t.Helper()
+	conn := c.db(ctx)
+	if n := queryInt(t, ctx, conn, `SELECT count(*) FROM orders WHERE status = 'processing'`); n != 0 {
+		t.Errorf("%d orders stranded in processing", n)
+	}
+	if n := queryInt(t, ctx, conn, `SELECT count(*) FROM challenges WHERE status = 'processing'`); n != 0 {
+		t.Errorf("%d challenges stranded in processing", n)
+	}
+	if n := queryInt(t, ctx, conn, `SELECT count(*) FROM (SELECT order_id FROM certificates GROUP BY order_id HAVING count(*) > 1) d`); n != 0 {
+		t.Errorf("%d orders have more than one certificate", n)
+	}
+	if n := queryInt(t, ctx, conn, `SELECT count(*) FROM orders o WHERE o.status = 'valid' AND NOT EXISTS (SELECT 1 FROM certificates c WHERE c.order_id = o.id)`); n != 0 {
+		t.Errorf("%d valid orders without a certificate", n)
+	}
+	if n := queryInt(t, ctx, conn, `SELECT count(*) FROM certificates c WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = c.order_id AND o.status = 'valid' AND o.cert_serial = c.serial)`); n != 0 {
+		t.Errorf("%d certificates without a valid order naming them", n)
+	}
+	if n := queryInt(t, ctx, conn, `SELECT count(*) FROM (SELECT issuer_id, number FROM crls GROUP BY issuer_id, number HAVING count(*) > 1) d`); n != 0 {
+		t.Errorf("%d CRL numbers used twice", n)
+	}
+	certs := queryInt(t, ctx, conn, `SELECT count(*) FROM certificates`)
+	if len(workers) > 0 {
+		total := 0
+		for _, w := range workers {
+			total += c.signed(w)
+		}
+		if total != certs {
+			t.Errorf("the workers signed %d certificates, the database holds %d: a signing was lost or duplicated", total, certs)
+		}
+	}
+	return certs
+}

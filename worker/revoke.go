@@ -1,0 +1,76 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/signer"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// revokeCert runs one signer_revoke job: it asks the profile's relay or
+// custom backend to revoke the certificate and records the revocation with
+// the job's completion in one transaction. The frontend's revokeCert is
+// polling the certificate row meanwhile (protocol revokeRemote).
+//
+// A backend that could not be reached is retried with backoff; a backend
+// that refuses (a client problem other than alreadyRevoked) is logged and
+// audited, and the certificate stays unrevoked: the client sees 503 and may
+// ask again, and the operator has the backend's answer.
+func (w *Worker) revokeCert(ctx context.Context, job jobs.Job[jobs.SignerRevokeArgs], done jobs.Done) error {
+	args := job.Args
+	m, ok := w.mounts[args.Profile]
+	if !ok {
+		return jobs.CouldNotRun(fmt.Errorf("profile %q is not mounted on worker %s", args.Profile, w.id))
+	}
+	c, err := w.store.CertificateBySerial(ctx, args.Serial)
+	if errors.Is(err, store.ErrNotFound) {
+		w.log.Error("signer_revoke for a certificate that does not exist", "serial", args.Serial)
+		return nil
+	}
+	if err != nil {
+		return jobs.CouldNotRun(fmt.Errorf("loading certificate %s: %w", args.Serial, err))
+	}
+	if c.RevokedAt != nil {
+		return nil
+	}
+	ev := store.AuditEvent{Actor: "worker:" + w.id, Action: "revoke.backend", Subject: args.Serial,
+		Detail: fmt.Sprintf("reason %d confirmed by the %s backend of profile %s", args.Reason, m.profile.Backend, args.Profile)}
+	if m.issuer != nil {
+		// A local or PKCS#11 certificate queued here (by an older frontend
+		// or an operator): the revocation row is the revocation.
+		if _, err := w.store.Revoke(ctx, args.Serial, args.Reason, ev); err != nil && !errors.Is(err, store.ErrConflict) {
+			return jobs.CouldNotRun(fmt.Errorf("recording the revocation of %s: %w", args.Serial, err))
+		}
+		return nil
+	}
+	err = m.backend.Revoke(ctx, args.Serial, c.DER, args.Reason)
+	var ae *acme.Error
+	switch {
+	case err == nil:
+	case errors.As(err, &ae) && ae.Problem.Type == acme.ProblemAlreadyRevoked:
+		ev.Detail += " (the backend says it was already revoked)"
+	case errors.As(err, &ae) && ae.Problem.Type != acme.ProblemServerInternal:
+		w.log.Warn("the backend refused the revocation", "serial", args.Serial, "profile", args.Profile, "problem", ae.Problem.Type, "detail", ae.Problem.Detail)
+		ev.Action, ev.Detail = "revoke.refused", fmt.Sprintf("the %s backend refused: %s", m.profile.Backend, ae.Problem.Detail)
+		if err := w.store.AuditRecord(ctx, ev); err != nil {
+			return jobs.CouldNotRun(fmt.Errorf("recording the refused revocation of %s: %w", args.Serial, err))
+		}
+		return nil
+	case errors.Is(err, signer.ErrUnavailable):
+		return jobs.CouldNotRun(fmt.Errorf("revoking %s: %w", args.Serial, err))
+	default:
+		// A revocation must not be dropped: anything else is retried too,
+		// and lands in the job's attempt log.
+		return jobs.CouldNotRun(fmt.Errorf("revoking %s: %w", args.Serial, err))
+	}
+	err = w.store.RevokeRecorded(ctx, args.Serial, args.Reason, ev, done)
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		return jobs.CouldNotRun(fmt.Errorf("recording the revocation of %s: %w", args.Serial, err))
+	}
+	w.log.Info("certificate revoked by its backend", "serial", args.Serial, "profile", args.Profile, "reason", args.Reason)
+	return nil
+}
