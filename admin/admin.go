@@ -102,6 +102,7 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /{$}", s.authed(s.overview))
 	s.mux.Handle("GET /accounts", s.authed(s.accounts))
 	s.mux.Handle("GET /accounts/{id}", s.authed(s.account))
+	s.mux.Handle("POST /accounts/{id}/deactivate", s.authed(s.accountDeactivate))
 	s.mux.Handle("GET /orders", s.authed(s.orders))
 	s.mux.Handle("GET /orders/{id}", s.authed(s.order))
 	s.mux.Handle("GET /certs", s.authed(s.certs))

@@ -9,11 +9,14 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hallmark-ca/hallmark/admin"
 	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/open"
@@ -227,5 +230,58 @@ func TestPagesRender(t *testing.T) {
 		if resp, body := do(t, c, "GET", srv.URL+p, "Bearer "+token, nil); resp.StatusCode != 404 {
 			t.Fatalf("GET %s: %d, want 404\n%s", p, resp.StatusCode, body)
 		}
+	}
+}
+
+// TestAbandonJob: abandoning a waiting challenge_validate job from the
+// panel fails the challenge with serverInternal (the client polling it gets
+// an answer), shows the error on the order's page, and is audited.
+func TestAbandonJob(t *testing.T) {
+	t.Parallel()
+	srv, st := panel(t)
+	ctx := context.Background()
+	acct, err := st.AccountCreate(ctx, &store.Account{KeyJWK: []byte(`{"kty":"OKP","crv":"Ed25519","x":"abandon"}`), Thumbprint: "abandon-thumb", TermsAgreed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, _ := st.Now(ctx)
+	id := acme.Identifier{Type: acme.IdentifierDNS, Value: "stuck.example.com"}
+	o, err := st.OrderCreate(ctx, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: now.Add(time.Hour), Identifiers: []acme.Identifier{id},
+		Authzs: []*store.Authorization{{Identifier: id, Expires: now.Add(time.Hour), Challenges: []store.Challenge{{Type: acme.ChallengeHTTP01}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	az, err := st.AuthzByID(ctx, o.AuthzIDs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, claimed, err := st.ChallengeClaim(ctx, az.Challenges[0].ID); err != nil || !claimed {
+		t.Fatalf("ChallengeClaim: %v %v", claimed, err)
+	}
+	ids, _, err := st.JobIDs(ctx, store.JobFilter{Kind: "challenge_validate"}, store.Page{})
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("JobIDs = %v, %v", ids, err)
+	}
+	c := &http.Client{CheckRedirect: noRedirect}
+	bearer := "Bearer " + token
+	jobURL := srv.URL + "/jobs/" + strconv.FormatInt(ids[0], 10)
+	_, page := do(t, c, "GET", jobURL, bearer, nil)
+	if !strings.Contains(page, `id="abandon"`) {
+		t.Fatalf("the job page offers no abandon button:\n%s", page)
+	}
+	resp, body := do(t, c, "POST", jobURL+"/abandon", bearer, url.Values{"csrf": {csrfOf(t, page)}})
+	if resp.StatusCode != 303 {
+		t.Fatalf("abandon: %d\n%s", resp.StatusCode, body)
+	}
+	ch, err := st.ChallengeByID(ctx, az.Challenges[0].ID)
+	if err != nil || ch.Status != acme.StatusInvalid || ch.Error == nil || ch.Error.Type != acme.ProblemServerInternal {
+		t.Fatalf("challenge after abandon = %+v, %v; want invalid with serverInternal", ch, err)
+	}
+	if _, page = do(t, c, "GET", srv.URL+"/orders/"+o.ID, bearer, nil); !strings.Contains(page, "abandoned this work") {
+		t.Fatalf("the order page does not show the error the client sees:\n%s", page)
+	}
+	evs, _, err := st.AuditList(ctx, store.Page{})
+	if err != nil || len(evs) == 0 || evs[0].Action != "job.abandon" || evs[0].Actor != "admin:token" {
+		t.Fatalf("audit = %+v, %v; want job.abandon by admin:token first", evs, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hallmark-ca/hallmark/admin/operator"
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
@@ -378,7 +379,7 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request, p principal) error 
 	if err != nil {
 		return err
 	}
-	subj, hasSubj := subjectOf(j)
+	subj, hasSubj := operator.SubjectOf(j)
 	s.render(w, r, p, http.StatusOK, "job", map[string]any{"Job": j, "Subject": subj, "HasSubject": hasSubj,
 		"Finished": j.State == "completed" || j.State == "cancelled" || j.State == "discarded"})
 	return nil
@@ -389,66 +390,55 @@ func (s *Server) jobRetry(w http.ResponseWriter, r *http.Request, p principal) e
 	if err != nil {
 		return err
 	}
-	j, err := jobs.Retry(r.Context(), s.q, id)
+	j, err := operator.RetryJob(r.Context(), s.st, s.q, id, "admin:"+p.user)
+	msg := "Job made available to run now (state " + j.State + ")."
+	if errors.Is(err, operator.ErrNothingToDo) {
+		msg, err = "Not retried: "+err.Error(), nil
+	}
 	if err != nil {
 		return err
 	}
-	s.record(r.Context(), p, "job.retry", strconv.FormatInt(id, 10), j.Kind+" now "+j.State)
-	http.Redirect(w, r, fmt.Sprintf("/jobs/%d?%s", id, url.Values{"flash": {"Job made available to run now (state " + j.State + ")."}}.Encode()), http.StatusSeeOther)
-	return nil
-}
-
-// jobAbandon cancels a job and records a serverInternal failure on its
-// subject (store.Abandon), so the client polling that challenge or order
-// sees a final answer instead of processing forever.
-func (s *Server) jobAbandon(w http.ResponseWriter, r *http.Request, p principal) error {
-	ctx := r.Context()
-	id, err := jobID(r)
-	if err != nil {
-		return err
-	}
-	j, err := jobs.Cancel(ctx, s.q, id)
-	if err != nil {
-		return err
-	}
-	msg := "Job cancelled; it has no subject a client polls."
-	detail := j.Kind + " cancelled"
-	if subj, ok := subjectOf(j); ok {
-		prob := acme.Problem{Type: acme.ProblemServerInternal, Detail: "the CA's operator abandoned this work; submit a new order"}
-		if err := s.st.Abandon(ctx, subj, prob); err != nil {
-			s.record(ctx, p, "job.abandon", strconv.FormatInt(id, 10), detail+"; abandoning "+subj.Kind+" "+subj.ID+" failed: "+err.Error())
-			return fmt.Errorf("abandoning %s %s of job %d: %w", subj.Kind, subj.ID, id, err)
-		}
-		msg = "Job cancelled and its " + subjectNoun(subj) + " " + subj.ID + " failed with serverInternal."
-		detail += "; " + subjectNoun(subj) + " " + subj.ID + " abandoned"
-	}
-	s.record(ctx, p, "job.abandon", strconv.FormatInt(id, 10), detail)
 	http.Redirect(w, r, fmt.Sprintf("/jobs/%d?%s", id, url.Values{"flash": {msg}}.Encode()), http.StatusSeeOther)
 	return nil
 }
 
-// subjectOf names the challenge or order a job works on, from its args.
-func subjectOf(j jobs.JobInfo) (jobs.Subject, bool) {
-	switch j.Kind {
-	case jobs.KindChallengeValidate:
-		var a jobs.ChallengeValidateArgs
-		if json.Unmarshal(j.Args, &a) == nil && a.ChallengeID != "" {
-			return a.SubjectOf(), true
-		}
-	case jobs.KindSignerIssue:
-		var a jobs.SignerIssueArgs
-		if json.Unmarshal(j.Args, &a) == nil && a.OrderID != "" {
-			return a.SubjectOf(), true
-		}
+// jobAbandon cancels a job and records a serverInternal failure on its
+// subject (operator.AbandonJob, shared with the CLI), so the client polling
+// that challenge or order sees a final answer instead of processing forever.
+func (s *Server) jobAbandon(w http.ResponseWriter, r *http.Request, p principal) error {
+	id, err := jobID(r)
+	if err != nil {
+		return err
 	}
-	return jobs.Subject{}, false
+	j, err := operator.AbandonJob(r.Context(), s.st, s.q, id, "admin:"+p.user, "the CA's operator abandoned this work; submit a new order")
+	msg := "Job abandoned (state " + j.State + ")."
+	if sub, ok := operator.SubjectOf(j); ok && err == nil {
+		msg = fmt.Sprintf("Job abandoned (state %s); %s %s failed with serverInternal.", j.State, sub.Kind, sub.ID)
+	}
+	if errors.Is(err, operator.ErrNothingToDo) {
+		msg, err = "Not abandoned: "+err.Error(), nil
+	}
+	if err != nil {
+		return err
+	}
+	http.Redirect(w, r, fmt.Sprintf("/jobs/%d?%s", id, url.Values{"flash": {msg}}.Encode()), http.StatusSeeOther)
+	return nil
 }
 
-func subjectNoun(s jobs.Subject) string {
-	if s.Kind == jobs.KindChallengeValidate {
-		return "challenge"
+// accountDeactivate deactivates an account through operator.DeactivateAccount,
+// the CLI's path, which records the audit event.
+func (s *Server) accountDeactivate(w http.ResponseWriter, r *http.Request, p principal) error {
+	id := r.PathValue("id")
+	_, err := operator.DeactivateAccount(r.Context(), s.st, id, "admin:"+p.user)
+	msg := "Account deactivated; its authorizations no longer authorize and its pending orders are invalid."
+	if errors.Is(err, operator.ErrNothingToDo) {
+		msg, err = "Not deactivated: "+err.Error(), nil
 	}
-	return "order"
+	if err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/accounts/"+url.PathEscape(id)+"?"+url.Values{"flash": {msg}}.Encode(), http.StatusSeeOther)
+	return nil
 }
 
 // --- audit ---

@@ -40,8 +40,10 @@ func TestDirectory(t *testing.T) {
 				t.Errorf("directory URL %q, want %q", got, e.base+path)
 			}
 		}
-		if d.NewAuthz != "" || d.RenewalInfo != "" {
-			t.Errorf("directory advertises unimplemented newAuthz %q / renewalInfo %q", d.NewAuthz, d.RenewalInfo)
+		// newAuthz only when the default profile allows it (ari_eab_test.go);
+		// renewalInfo (RFC 9773) always.
+		if d.NewAuthz != "" || d.RenewalInfo != e.base+"/acme/renewal-info" {
+			t.Errorf("directory newAuthz %q / renewalInfo %q", d.NewAuthz, d.RenewalInfo)
 		}
 		m := d.Meta
 		if m.TermsOfService != e.cfg.Server.TermsOfService || m.Website != e.cfg.Server.Website {
@@ -131,8 +133,8 @@ func TestUnknownPath(t *testing.T) {
 	withStores(t, nil, func(t *testing.T, e *env) {
 		r := e.get(t, http.MethodGet, "/acme/nothing-here")
 		wantProblem(t, e, r, acme.ProblemMalformed, http.StatusNotFound)
-		// ARI is not implemented: no renewal-info route.
-		r = e.get(t, http.MethodGet, "/acme/renewal-info/abc")
+		// A certID that names no certificate of this CA (RFC 9773 §4.1).
+		r = e.get(t, http.MethodGet, "/acme/renewal-info/YWJj.AQI")
 		wantProblem(t, e, r, acme.ProblemMalformed, http.StatusNotFound)
 	})
 }

@@ -65,6 +65,8 @@ type Server struct {
 	// RenewalInfoRetryAfterSeconds is the Retry-After of renewalInfo
 	// answers (RFC 9773 §4.3); 0 means 6 hours.
 	RenewalInfoRetryAfterSeconds int `toml:"renewal_info_retry_after_seconds"`
+	// PprofListen serves net/http/pprof (pprof.go); empty, the default, disables it.
+	PprofListen string `toml:"pprof_listen"`
 }
 
 // Admin is the operator panel's own listener. Empty Listen disables it.
@@ -84,6 +86,8 @@ type Worker struct {
 	CRLIntervalMinutes int    `toml:"crl_interval_minutes"`
 	// Backends lists the profiles this worker mounts; empty means all.
 	Profiles []string `toml:"profiles"`
+	// PprofListen serves net/http/pprof (pprof.go); empty, the default, disables it.
+	PprofListen string `toml:"pprof_listen"`
 }
 
 // Challenge configures validation (worker only).
@@ -326,6 +330,7 @@ func (c Config) Validate() error {
 	c.validateLimits(add)
 	c.validateRenewal(add)
 	c.validateAdmin(add)
+	c.validatePprof(add)
 	if len(errs) > 0 {
 		return errors.New("invalid configuration:\n  " + strings.Join(errs, "\n  "))
 	}

@@ -97,6 +97,9 @@ func run(c *cli.Context) error {
 		}()
 		log.Info("CRLs and issuer certificates over plain http", "url", cfg.CA.URLBase)
 	}
+	if err := config.ServeProfiling(ctx, cfg.Server.PprofListen, log); err != nil {
+		return err
+	}
 	if err := serveAdmin(ctx, cfg, db, log); err != nil {
 		return err
 	}

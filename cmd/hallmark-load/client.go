@@ -194,7 +194,16 @@ func (c *client) postOnce(ctx context.Context, url string, payload any) (*http.R
 	if err != nil {
 		return nil, nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(jws.FullSerialize()))
+	// The flattened JSON serialization (RFC 7515 §7.2.2) built from the
+	// compact one: go-jose's FullSerialize omits an empty payload, and a
+	// POST-as-GET needs "payload": "" (RFC 8555 §6.3).
+	compact, err := jws.CompactSerialize()
+	if err != nil {
+		return nil, nil, err
+	}
+	parts := strings.Split(compact, ".")
+	flat, _ := json.Marshal(map[string]string{"protected": parts[0], "payload": parts[1], "signature": parts[2]})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(flat))
 	if err != nil {
 		return nil, nil, err
 	}

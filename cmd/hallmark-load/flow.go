@@ -25,10 +25,10 @@ const (
 var steps = []string{stepTotal, stepNewOrder, stepChallenge, stepFinalize, stepDownload}
 
 type order struct {
-	Status         string   `json:"status"`
-	Authorizations []string `json:"authorizations"`
-	Finalize       string   `json:"finalize"`
-	Certificate    string   `json:"certificate"`
+	Status         string        `json:"status"`
+	Authorizations []string      `json:"authorizations"`
+	Finalize       string        `json:"finalize"`
+	Certificate    string        `json:"certificate"`
 	Error          *problemError `json:"error"`
 }
 

@@ -38,6 +38,7 @@ type result struct {
 	Wall       time.Duration
 	Steps      map[string][]time.Duration
 	Errors     map[string]int
+	Example    map[string]string // the first error of each kind, in full
 	CPU        map[string]time.Duration // per process group, during the timed part
 	PeakRSSKiB map[string]int64
 	TimedOut   bool
@@ -101,7 +102,7 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	_, _ = rand.Read(run)
 	prefix := hex.EncodeToString(run)
 
-	res := &result{Spec: spec, Steps: map[string][]time.Duration{}, Errors: map[string]int{}}
+	res := &result{Spec: spec, Steps: map[string][]time.Duration{}, Errors: map[string]int{}, Example: map[string]string{}}
 	var mu sync.Mutex
 	var next atomic.Int64
 	tctx, cancel := context.WithTimeout(ctx, spec.Timeout)
@@ -126,7 +127,10 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 				d, err := c.issue(tctx, name, key, spec.Responders.Tokens)
 				mu.Lock()
 				if err != nil {
-					res.Errors[errorKind(err, tctx)]++
+					k := errorKind(err, tctx)
+					if res.Errors[k]++; res.Errors[k] == 1 {
+						res.Example[k] = err.Error()
+					}
 				} else {
 					res.OK++
 					for k, v := range d {
@@ -197,7 +201,7 @@ func (r *result) print(w io.Writer) {
 		fmt.Fprintln(w, "  errors: none")
 	}
 	for _, k := range sortedKeys(r.Errors) {
-		fmt.Fprintf(w, "  error %-40s %d\n", k, r.Errors[k])
+		fmt.Fprintf(w, "  error %-40s %d (first: %.300s)\n", k, r.Errors[k], r.Example[k])
 	}
 	for _, g := range sortedKeys(r.CPU) {
 		per := time.Duration(0)

@@ -99,9 +99,8 @@ func (e *benchEnv) startHallmark(ctx context.Context, storeKind, backend string)
 		}
 	}
 	listen := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	profile := ""
-	if backend == "pkcs11" {
-		return fail(fmt.Errorf("the pkcs11 dimension needs a SoftHSM token set up by hand: pass its profile with --hallmark-config-extra and --backend local"))
+	if backend != "local" {
+		return fail(fmt.Errorf("backend %q: only local is automated here", backend))
 	}
 	cfg := fmt.Sprintf(`[database]
 url = %q
@@ -127,9 +126,8 @@ timeout_ms = 5000
 
 [ca]
 dir = "ca"
-%s
 %s`, dbURL, e.MaxConns, listen, ports[1], e.RetryAfterSeconds, e.WorkerConcurrency, ports[2],
-		e.Resp.DNSAddr, e.Resp.HTTPPort, profile, e.ExtraConfig)
+		e.Resp.DNSAddr, e.Resp.HTTPPort, e.ExtraConfig)
 	cfgPath := filepath.Join(dir, "hallmark.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return fail(err)

@@ -46,9 +46,9 @@ type responders struct {
 	close    func()
 }
 
-func startResponders() (*responders, error) {
+func startResponders(httpAddr, dnsAddr string) (*responders, error) {
 	r := &responders{Tokens: &tokenStore{}}
-	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	hl, err := net.Listen("tcp", httpAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listening for http-01: %w", err)
 	}
@@ -56,7 +56,7 @@ func startResponders() (*responders, error) {
 	hs := &http.Server{Handler: r.Tokens, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = hs.Serve(hl) }()
 
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	pc, err := net.ListenPacket("udp", dnsAddr)
 	if err != nil {
 		hl.Close()
 		return nil, fmt.Errorf("listening for DNS: %w", err)

@@ -254,6 +254,9 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := config.ServeProfiling(ctx, cfg.Worker.PprofListen, log); err != nil {
+		return err
+	}
 	log.Info("worker started", "queues", w.Queues())
 	ready := &readiness{mounted: issuers, unavailable: unavailable, ping: w.Ready}
 	go ready.watchDatabase(ctx, log, 2*time.Second)

@@ -145,6 +145,10 @@ func certbotScenarios(t *testing.T, c cell, cb certbotRunner) {
 	})
 	c.scenario(t, "fail/policy", func(t *testing.T) {
 		out, err := cb.run(t, append(append([]string{"certonly"}, cb.manualDNS(t)...), "-d", "host."+deniedDomain)...)
+		// certbot 2.1.0 on Python 3.11 (Debian's) crashes with
+		// "AttributeError: can't set attribute" on any problem document
+		// answering newOrder, from any CA (certbot issue #9539, fixed in
+		// 2.2.0), so the problem reaches its debug log, not its console.
 		wantProblem(t, out+cb.logTail(), err, "rejectedIdentifier")
 	})
 

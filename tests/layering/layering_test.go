@@ -25,6 +25,8 @@ var never = []struct{ from, to, why string }{
 	{"cmd/hallmark", "github.com/miekg/pkcs11/...", "the CLI never touches the HSM"},
 	{"cmd/hallmark", module + "/worker/...", "the CLI enqueues and records; it never runs a job's handler"},
 	{"cmd/hallmark", module + "/protocol", "the CLI shares service packages (protocol/revocation, operator), not the HTTP frontend"},
+	{"admin", module + "/signer/...", "the admin panel runs inside the internet-facing frontend; it never holds key material"},
+	{"admin", module + "/worker/...", "the admin panel queues and records; it never runs a job's handler"},
 	{"admin/operator/...", module + "/signer/...", "operator actions queue work for a worker; they never sign"},
 	{"admin/operator/...", module + "/worker/...", "operator actions queue work for a worker; they never do it"},
 	{"protocol/...", module + "/signer/...", "the ACME frontend code never holds key material"},

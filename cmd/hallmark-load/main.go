@@ -1,0 +1,233 @@
+// Command hallmark-load measures a CA by whole issuances: it drives complete
+// RFC 8555 flows (newOrder, authorization, http-01 answered by its own
+// responder, challenge, polling, finalize, polling, download) at a given
+// concurrency and count and reports certificates per second, p50/p99 of
+// the whole issuance and of each step, errors by problem type, and the
+// server processes' CPU time and peak RSS.
+//
+// `hallmark-load run` drives a CA that is already running; `hallmark-load
+// bench` starts Hallmark (SQLite or a fresh PostgreSQL database) and Pebble
+// itself, one fresh instance per run, and prints a table of all runs.
+//
+// Every socket it opens or dials is on loopback: the client refuses other
+// addresses, and its DNS server answers 127.0.0.1 for every name.
+package main
+
+import (
+	"context"
+	"crypto/x509"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "run":
+		err = cmdRun(ctx, os.Args[2:])
+	case "bench":
+		err = cmdBench(ctx, os.Args[2:])
+	default:
+		usage()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hallmark-load:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprint(os.Stderr, `usage:
+  hallmark-load run   --directory URL --ca-cert PEM [--http-listen ADDR --dns-listen ADDR] [load flags]
+  hallmark-load bench [--targets LIST] [--concurrency 1,8,32] [load flags] [server flags]
+run "hallmark-load run -h" or "hallmark-load bench -h" for the flags
+`)
+	os.Exit(2)
+}
+
+type loadFlags struct {
+	count   int
+	timeout time.Duration
+	poll    time.Duration
+}
+
+func (l *loadFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&l.count, "count", 200, "issuances per run")
+	fs.DurationVar(&l.timeout, "timeout", 2*time.Minute, "stop a run after this long, whatever the count")
+	fs.DurationVar(&l.poll, "poll", 50*time.Millisecond, "poll no slower than this (the server's Retry-After is honoured when shorter)")
+}
+
+func cmdRun(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("run", flag.ExitOnError)
+	var lf loadFlags
+	lf.register(fs)
+	directory := fs.String("directory", "", "the CA's ACME directory URL (loopback)")
+	caCert := fs.String("ca-cert", "", "PEM file of the CA's TLS trust anchor (empty: the system roots)")
+	concurrency := fs.Int("concurrency", 8, "concurrent issuances (one account each)")
+	httpListen := fs.String("http-listen", "127.0.0.1:5002", "where the http-01 responder listens: the CA's http-01 port")
+	dnsListen := fs.String("dns-listen", "127.0.0.1:8053", "where the DNS server listens (every name is A 127.0.0.1): the CA's resolver")
+	pids := fs.String("pids", "", "server processes to measure: group=pid,group=pid")
+	pgdb := fs.String("pg-database", "", "also measure the PostgreSQL backends connected to this database")
+	_ = fs.Parse(args)
+	if *directory == "" {
+		return fmt.Errorf("--directory is required")
+	}
+	var roots *x509.CertPool
+	if *caCert != "" {
+		b, err := os.ReadFile(*caCert)
+		if err != nil {
+			return err
+		}
+		roots = x509.NewCertPool()
+		roots.AppendCertsFromPEM(b)
+	}
+	procs := procSet{pids: map[string][]int{}, pgDatabase: *pgdb}
+	for _, kv := range splitList(*pids) {
+		g, p, ok := strings.Cut(kv, "=")
+		pid, err := strconv.Atoi(p)
+		if !ok || err != nil {
+			return fmt.Errorf("--pids: %q is not group=pid", kv)
+		}
+		procs.pids[g] = append(procs.pids[g], pid)
+	}
+	resp, err := startResponders(*httpListen, *dnsListen)
+	if err != nil {
+		return err
+	}
+	defer resp.Close()
+	fmt.Printf("http-01 responder on 127.0.0.1:%d, DNS on %s\n", resp.HTTPPort, resp.DNSAddr)
+	r, err := runLoad(ctx, loadSpec{Directory: *directory, Roots: roots, Concurrency: *concurrency, Count: lf.count,
+		Timeout: lf.timeout, Poll: lf.poll, Responders: resp, Procs: procs})
+	if err != nil {
+		return err
+	}
+	r.Label = *directory
+	r.print(os.Stdout)
+	return nil
+}
+
+func cmdBench(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ExitOnError)
+	var lf loadFlags
+	lf.register(fs)
+	targets := fs.String("targets", "hallmark-sqlite,hallmark-postgres,pebble", "comma-separated: hallmark-sqlite, hallmark-postgres, pebble")
+	conc := fs.String("concurrency", "1,8,32", "comma-separated concurrencies; each is a fresh server and database")
+	binDir := fs.String("bin", "bin", "directory holding hallmark, hallmark-frontend and hallmark-worker")
+	pebble := fs.String("pebble", os.Getenv("HALLMARK_PEBBLE"), "Pebble binary (go install github.com/letsencrypt/pebble/v2/cmd/pebble@v2.10.3)")
+	pg := fs.String("postgres", envOr("HALLMARK_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "PostgreSQL admin URL; each run creates and drops its own database")
+	workerConc := fs.Int("worker-concurrency", 32, "Hallmark worker.concurrency")
+	maxConns := fs.Int("max-conns", 20, "Hallmark database.max_conns")
+	retryAfter := fs.Int("retry-after", 1, "Hallmark server.retry_after_seconds (the generator polls at --poll when that is sooner)")
+	extra := fs.String("hallmark-config-extra", "", "TOML appended to Hallmark's configuration")
+	keep := fs.Bool("keep", false, "keep each run's directory and logs")
+	_ = fs.Parse(args)
+
+	work, err := os.MkdirTemp("", "hallmark-load-")
+	if err != nil {
+		return err
+	}
+	if !*keep {
+		defer os.RemoveAll(work)
+	}
+	resp, err := startResponders("127.0.0.1:0", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer resp.Close()
+	env := &benchEnv{BinDir: *binDir, Pebble: *pebble, PostgresURL: *pg, WorkDir: work, Resp: resp, Keep: *keep,
+		Log: os.Stderr, WorkerConcurrency: *workerConc, MaxConns: *maxConns, RetryAfterSeconds: *retryAfter, ExtraConfig: *extra}
+	var results []*result
+	for _, c := range splitList(*conc) {
+		n, err := strconv.Atoi(c)
+		if err != nil || n < 1 {
+			return fmt.Errorf("--concurrency: %q is not a positive number", c)
+		}
+		for _, tg := range splitList(*targets) {
+			var t *target
+			switch tg {
+			case "hallmark-sqlite":
+				t, err = env.startHallmark(ctx, "sqlite", "local")
+			case "hallmark-postgres":
+				t, err = env.startHallmark(ctx, "postgres", "local")
+			case "pebble":
+				t, err = env.startPebble(ctx)
+			default:
+				err = fmt.Errorf("--targets: unknown target %q", tg)
+			}
+			if err != nil {
+				return err
+			}
+			r, err := runLoad(ctx, loadSpec{Directory: t.Directory, Roots: t.Roots, Concurrency: n, Count: lf.count,
+				Timeout: lf.timeout, Poll: lf.poll, Responders: resp, Procs: t.Procs})
+			t.stop()
+			if err != nil {
+				return fmt.Errorf("%s: %w", t.Label, err)
+			}
+			r.Label = t.Label
+			r.print(os.Stdout)
+			results = append(results, r)
+		}
+	}
+	printTable(os.Stdout, results)
+	return nil
+}
+
+// printTable is the summary of every run, each Hallmark figure beside
+// Pebble's at the same concurrency when Pebble ran.
+func printTable(w *os.File, rs []*result) {
+	pebble := map[int]*result{}
+	for _, r := range rs {
+		if strings.HasPrefix(r.Label, "pebble") {
+			pebble[r.Spec.Concurrency] = r
+		}
+	}
+	fmt.Fprintln(w, "\n| target | c | n ok | certs/s | vs Pebble | total p50/p99 ms | newOrder p50 | chall→valid p50 | finalize→valid p50 | download p50 | server CPU ms/cert | peak RSS MiB | errors |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range rs {
+		ratio := "—"
+		if p := pebble[r.Spec.Concurrency]; p != nil && p.CertsPerSec() > 0 {
+			ratio = fmt.Sprintf("%.2f×", r.CertsPerSec()/p.CertsPerSec())
+		}
+		var rss int64
+		for _, v := range r.PeakRSSKiB {
+			rss += v
+		}
+		errs := 0
+		for _, v := range r.Errors {
+			errs += v
+		}
+		p50 := func(s string) string { return ms(percentile(r.Steps[s], 0.5)) }
+		fmt.Fprintf(w, "| %s | %d | %d | %.1f | %s | %s / %s | %s | %s | %s | %s | %.2f | %.0f | %d |\n",
+			r.Label, r.Spec.Concurrency, r.OK, r.CertsPerSec(), ratio,
+			p50(stepTotal), ms(percentile(r.Steps[stepTotal], 0.99)), p50(stepNewOrder), p50(stepChallenge), p50(stepFinalize), p50(stepDownload),
+			float64(r.CPUPerCert())/float64(time.Millisecond), float64(rss)/1024, errs)
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
