@@ -20,10 +20,16 @@ run: build ## start a local CA on loopback (SQLite, dev CA created on first run)
 
 test: ## run every test (PostgreSQL tests skip loudly without a database, fail in CI)
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 30m ./...
+	@mkdir -p $(BIN) && rm -f $(BIN)/interop-matrix.txt
+	HALLMARK_INTEROP_MATRIX=$(CURDIR)/$(BIN)/interop-matrix.txt $(GO) test -count=1 -timeout 30m ./...
+	@cat $(BIN)/interop-matrix.txt 2>/dev/null || true # go test hides a passing package's output
 
-bench: ## run the Go benchmarks (queue, signing, CRL, hot paths)
-	$(GO) test -run '^$$' -bench . -benchtime 2s ./jobs/... ./signer/... ./protocol/...
+BENCH_TARGETS ?= hallmark-sqlite,hallmark-postgres,pebble
+BENCH_COUNT   ?= 300
+bench: build ## load benchmark of whole issuances (Hallmark and Pebble, c=1,8,32; docs/performance.md), then the Go benchmarks
+	$(GO) build -o $(BIN)/hallmark-load ./cmd/hallmark-load
+	$(BIN)/hallmark-load bench --bin $(BIN) --targets $(BENCH_TARGETS) --concurrency 1,8,32 --count $(BENCH_COUNT) --timeout 90s
+	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 20m ./jobs/... ./signer/... ./protocol/... ./store/open/...
 
 fuzz: ## run each fuzzer for a minute
 	$(GO) test ./protocol/jws -run '^$$' -fuzz FuzzParse -fuzztime 60s

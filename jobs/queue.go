@@ -33,7 +33,8 @@ const (
 	DefaultRetryBase         = time.Second
 	DefaultRetryMax          = 5 * time.Minute
 	// DefaultMaxAttempts bounds CouldNotRun retries (and rescues of jobs
-	// whose worker died); after the last one the subject is abandoned.
+	// whose worker died); after the last retry the subject is abandoned, and
+	// one the rescuer discards is left to Recover.
 	DefaultMaxAttempts = 10
 
 	defaultMaxWorkersPostgres = 200

@@ -200,23 +200,28 @@ func (i *Issuer) lintCertificate(tmpl *x509.Certificate, pub crypto.PublicKey) e
 	return lintFailure("the certificate", zlint.LintCertificateEx(zc, reg))
 }
 
-// lintCRL does the same for a CRL.
-func (i *Issuer) lintCRL(tmpl *x509.RevocationList) error {
+// lintCRL does the same for a CRL and returns the linted CRL, signed by
+// the throwaway key: its tbsCertList is exactly what the issuer's key signs
+// next (resignCRL), so a large CRL is encoded once, not twice.
+func (i *Issuer) lintCRL(tmpl *x509.RevocationList) ([]byte, error) {
 	reg, err := lintRegistry()
 	if err != nil {
-		return acme.Internal(err)
+		return nil, acme.Internal(err)
 	}
 	li, err := i.linter()
 	if err != nil {
-		return acme.Internal(err)
+		return nil, acme.Internal(err)
 	}
 	der, err := x509.CreateRevocationList(rand.Reader, tmpl, li.cert, li.key)
 	if err != nil {
-		return acme.Internal(fmt.Errorf("building the CRL to lint: %w", err))
+		return nil, acme.Internal(fmt.Errorf("building the CRL to lint: %w", err))
 	}
 	zr, err := zx509.ParseRevocationList(der)
 	if err != nil {
-		return acme.Internal(fmt.Errorf("parsing the CRL to lint: %w", err))
+		return nil, acme.Internal(fmt.Errorf("parsing the CRL to lint: %w", err))
 	}
-	return lintFailure("the CRL", zlint.LintRevocationListEx(zr, reg))
+	if err := lintFailure("the CRL", zlint.LintRevocationListEx(zr, reg)); err != nil {
+		return nil, err
+	}
+	return der, nil
 }

@@ -158,13 +158,19 @@ func (w *Worker) Periodic(crlEvery time.Duration) []*river.PeriodicJob {
 	return pj
 }
 
-// Ready reports whether the worker can do its work: the database answers
-// and every mounted backend that can tell (a PKCS#11 token, an upstream CA)
-// is reachable.
+// Ready reports whether the worker can do its work: the database answers.
 func (w *Worker) Ready(ctx context.Context) error {
 	if err := w.store.Ping(ctx); err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
+	return nil
+}
+
+// BackendsReady reports whether every mounted backend that can tell (a
+// PKCS#11 token, an upstream CA) is reachable. It is separate from Ready:
+// a token that went away makes the worker not ready, but the worker keeps
+// claiming jobs (validation, other profiles; the token's jobs are retried).
+func (w *Worker) BackendsReady(ctx context.Context) error {
 	names := make([]string, 0, len(w.mounts))
 	for n := range w.mounts {
 		names = append(names, n)

@@ -38,7 +38,7 @@ type result struct {
 	Wall       time.Duration
 	Steps      map[string][]time.Duration
 	Errors     map[string]int
-	Example    map[string]string // the first error of each kind, in full
+	Example    map[string]string        // the first error of each kind, in full
 	CPU        map[string]time.Duration // per process group, during the timed part
 	PeakRSSKiB map[string]int64
 	TimedOut   bool

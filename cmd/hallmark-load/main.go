@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -124,13 +125,15 @@ func cmdBench(ctx context.Context, args []string) error {
 	targets := fs.String("targets", "hallmark-sqlite,hallmark-postgres,pebble", "comma-separated: hallmark-sqlite, hallmark-postgres, pebble")
 	conc := fs.String("concurrency", "1,8,32", "comma-separated concurrencies; each is a fresh server and database")
 	binDir := fs.String("bin", "bin", "directory holding hallmark, hallmark-frontend and hallmark-worker")
-	pebble := fs.String("pebble", os.Getenv("HALLMARK_PEBBLE"), "Pebble binary (go install github.com/letsencrypt/pebble/v2/cmd/pebble@v2.10.3)")
+	pebble := fs.String("pebble", defaultPebble(), "Pebble binary (GOBIN=<dir> go install github.com/letsencrypt/pebble/v2/cmd/pebble@v2.10.3); default $HALLMARK_PEBBLE or tests/pebble's cache")
 	pg := fs.String("postgres", envOr("HALLMARK_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "PostgreSQL admin URL; each run creates and drops its own database")
 	workerConc := fs.Int("worker-concurrency", 32, "Hallmark worker.concurrency")
 	maxConns := fs.Int("max-conns", 20, "Hallmark database.max_conns")
 	retryAfter := fs.Int("retry-after", 1, "Hallmark server.retry_after_seconds (the generator polls at --poll when that is sooner)")
 	extra := fs.String("hallmark-config-extra", "", "TOML appended to Hallmark's configuration")
 	keep := fs.Bool("keep", false, "keep each run's directory and logs")
+	profDir := fs.String("profile-dir", "", "serve pprof from Hallmark's frontend and worker and save a CPU profile of each run here")
+	profSecs := fs.Int("profile-seconds", 10, "length of each CPU profile")
 	_ = fs.Parse(args)
 
 	work, err := os.MkdirTemp("", "hallmark-load-")
@@ -146,7 +149,8 @@ func cmdBench(ctx context.Context, args []string) error {
 	}
 	defer resp.Close()
 	env := &benchEnv{BinDir: *binDir, Pebble: *pebble, PostgresURL: *pg, WorkDir: work, Resp: resp, Keep: *keep,
-		Log: os.Stderr, WorkerConcurrency: *workerConc, MaxConns: *maxConns, RetryAfterSeconds: *retryAfter, ExtraConfig: *extra}
+		Log: os.Stderr, WorkerConcurrency: *workerConc, MaxConns: *maxConns, RetryAfterSeconds: *retryAfter, ExtraConfig: *extra,
+		ProfileDir: *profDir, ProfileSeconds: *profSecs}
 	var results []*result
 	for _, c := range splitList(*conc) {
 		n, err := strconv.Atoi(c)
@@ -161,6 +165,10 @@ func cmdBench(ctx context.Context, args []string) error {
 			case "hallmark-postgres":
 				t, err = env.startHallmark(ctx, "postgres", "local")
 			case "pebble":
+				if env.Pebble == "" {
+					fmt.Fprintln(os.Stderr, "SKIPPING pebble: no binary; GOBIN=<dir> go install github.com/letsencrypt/pebble/v2/cmd/pebble@v2.10.3 and pass --pebble <dir>/pebble")
+					continue
+				}
 				t, err = env.startPebble(ctx)
 			default:
 				err = fmt.Errorf("--targets: unknown target %q", tg)
@@ -168,8 +176,13 @@ func cmdBench(ctx context.Context, args []string) error {
 			if err != nil {
 				return err
 			}
+			wait := func() {}
+			if *profDir != "" {
+				wait = t.profile(ctx, *profDir, fmt.Sprintf("%s-c%d", t.Label, n), *profSecs)
+			}
 			r, err := runLoad(ctx, loadSpec{Directory: t.Directory, Roots: t.Roots, Concurrency: n, Count: lf.count,
 				Timeout: lf.timeout, Poll: lf.poll, Responders: resp, Procs: t.Procs})
+			wait()
 			t.stop()
 			if err != nil {
 				return fmt.Errorf("%s: %w", t.Label, err)
@@ -230,4 +243,17 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
+}
+
+// defaultPebble is $HALLMARK_PEBBLE, else the binary tests/pebble caches
+// under the temporary directory, else "".
+func defaultPebble() string {
+	if p := os.Getenv("HALLMARK_PEBBLE"); p != "" {
+		return p
+	}
+	p := filepath.Join(os.TempDir(), "hallmark-pebble-v2.10.3", "pebble")
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	return ""
 }

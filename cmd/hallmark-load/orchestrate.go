@@ -33,7 +33,50 @@ type target struct {
 	Directory string
 	Roots     *x509.CertPool
 	Procs     procSet
-	stop      func()
+	// Profiles maps a process group to its pprof listener.
+	Profiles map[string]string
+	stop     func()
+}
+
+// profile saves a CPU profile of every process of t with a pprof listener,
+// taken over the next seconds, as <dir>/<label>-<group>.pprof; it returns
+// at once and the returned function waits for the files.
+func (t *target) profile(ctx context.Context, dir, label string, seconds int) func() {
+	done := make(chan struct{}, len(t.Profiles))
+	for group, addr := range t.Profiles {
+		go func(group, addr string) {
+			defer func() { done <- struct{}{} }()
+			u := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds)
+			var resp *http.Response
+			var err error
+			// The worker may open its listener a moment after the
+			// frontend answers.
+			for try := 0; try < 50; try++ {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+				if resp, err = http.DefaultClient.Do(req); err == nil {
+					break
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "profiling %s: %v\n", group, err)
+				return
+			}
+			defer resp.Body.Close()
+			f, err := os.Create(filepath.Join(dir, strings.ReplaceAll(label, " ", "-")+"-"+group+".pprof"))
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "profiling %s: %v\n", group, err)
+				return
+			}
+			defer f.Close()
+			_, _ = io.Copy(f, resp.Body)
+		}(group, addr)
+	}
+	return func() {
+		for range t.Profiles {
+			<-done
+		}
+	}
 }
 
 // benchEnv is what every target shares: the binaries, the generator's
@@ -50,7 +93,11 @@ type benchEnv struct {
 	WorkerConcurrency int
 	MaxConns          int
 	RetryAfterSeconds int
-	ExtraConfig       string // appended to Hallmark's configuration (e.g. pprof listeners)
+	ExtraConfig       string // appended to Hallmark's configuration
+	// ProfileDir, when set, makes the frontend and worker serve pprof and
+	// each run save ProfileSeconds of CPU profile of both there.
+	ProfileDir     string
+	ProfileSeconds int
 }
 
 func freePort() (int, error) {
@@ -92,13 +139,18 @@ func (e *benchEnv) startHallmark(ctx context.Context, storeKind, backend string)
 		dbURL = u
 		t.Procs.pgDatabase = strings.TrimPrefix(mustURL(u).Path, "/")
 	}
-	ports := make([]int, 3)
+	ports := make([]int, 5)
 	for i := range ports {
 		if ports[i], err = freePort(); err != nil {
 			return fail(err)
 		}
 	}
 	listen := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	pprofServer, pprofWorker := "", ""
+	if e.ProfileDir != "" {
+		pprofServer, pprofWorker = fmt.Sprintf("127.0.0.1:%d", ports[3]), fmt.Sprintf("127.0.0.1:%d", ports[4])
+		t.Profiles = map[string]string{"frontend": pprofServer, "worker": pprofWorker}
+	}
 	if backend != "local" {
 		return fail(fmt.Errorf("backend %q: only local is automated here", backend))
 	}
@@ -114,10 +166,12 @@ public_http_listen = "127.0.0.1:%d"
 caa_identities = ["hallmark.test"]
 retry_after_seconds = %d
 max_concurrent_requests = 1024
+pprof_listen = %q
 
 [worker]
 concurrency = %d
 health_listen = "127.0.0.1:%d"
+pprof_listen = %q
 
 [challenge]
 resolvers = [%q]
@@ -126,7 +180,7 @@ timeout_ms = 5000
 
 [ca]
 dir = "ca"
-%s`, dbURL, e.MaxConns, listen, ports[1], e.RetryAfterSeconds, e.WorkerConcurrency, ports[2],
+%s`, dbURL, e.MaxConns, listen, ports[1], e.RetryAfterSeconds, pprofServer, e.WorkerConcurrency, ports[2], pprofWorker,
 		e.Resp.DNSAddr, e.Resp.HTTPPort, e.ExtraConfig)
 	cfgPath := filepath.Join(dir, "hallmark.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"sync"
 	"time"
@@ -124,4 +126,19 @@ func initPKCS11(c *cli.Context, cfg config.Config, name string) error {
 	}
 	fmt.Printf("generated a %s key on PKCS#11 %s and wrote its certificate %s (issuer %x)\n", c.String("key-type"), pc, b.Cert, cert.SubjectKeyId)
 	return nil
+}
+
+// backendsReady puts the mounted backends' health in front of /readyz: a
+// token that went away or an upstream CA that does not answer makes the
+// worker not ready, while its jobs are retried.
+func backendsReady(w *worker.Worker, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		if err := w.BackendsReady(ctx); err != nil {
+			http.Error(rw, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		next.ServeHTTP(rw, r)
+	})
 }

@@ -264,7 +264,7 @@ func run(c *cli.Context) error {
 	if cfg.Worker.HealthListen != "" {
 		mux := http.NewServeMux()
 		mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) { fmt.Fprintln(rw, "ok") })
-		mux.Handle("/readyz", ready)
+		mux.Handle("/readyz", backendsReady(w, ready))
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		ln, err := net.Listen("tcp", cfg.Worker.HealthListen)
 		if err != nil {

@@ -76,7 +76,7 @@ VALUES ($1, $2, $3, $4, $5, $6, {now})`, id, string(a.KeyJWK), a.Thumbprint, ct,
 
 func (s *Store) AccountByID(ctx context.Context, id string) (*store.Account, error) {
 	var out *store.Account
-	err := s.inTx(ctx, func(t *txn) (err error) {
+	err := s.autocommit(ctx, func(t *txn) (err error) {
 		out, err = s.accountByID(ctx, t, id)
 		return err
 	})

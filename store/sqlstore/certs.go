@@ -63,7 +63,7 @@ func (s *Store) certBySerial(ctx context.Context, t *txn, serial string) (*store
 
 func (s *Store) CertificateBySerial(ctx context.Context, serial string) (*store.Certificate, error) {
 	var out *store.Certificate
-	err := s.inTx(ctx, func(t *txn) (err error) {
+	err := s.autocommit(ctx, func(t *txn) (err error) {
 		out, err = s.certBySerial(ctx, t, serial)
 		return err
 	})

@@ -64,7 +64,7 @@ func (s *Store) orderByID(ctx context.Context, t *txn, id string) (*store.Order,
 
 func (s *Store) OrderByID(ctx context.Context, id string) (*store.Order, error) {
 	var out *store.Order
-	err := s.inTx(ctx, func(t *txn) (err error) {
+	err := s.autocommit(ctx, func(t *txn) (err error) {
 		out, err = s.orderByID(ctx, t, id)
 		return err
 	})
@@ -157,7 +157,7 @@ func (s *Store) authzByID(ctx context.Context, t *txn, id string) (*store.Author
 
 func (s *Store) AuthzByID(ctx context.Context, id string) (*store.Authorization, error) {
 	var out *store.Authorization
-	err := s.inTx(ctx, func(t *txn) (err error) {
+	err := s.autocommit(ctx, func(t *txn) (err error) {
 		out, err = s.authzByID(ctx, t, id)
 		return err
 	})
@@ -209,7 +209,7 @@ func (s *Store) challengeByID(ctx context.Context, t *txn, id string) (*store.Ch
 
 func (s *Store) ChallengeByID(ctx context.Context, id string) (*store.Challenge, error) {
 	var out *store.Challenge
-	err := s.inTx(ctx, func(t *txn) (err error) {
+	err := s.autocommit(ctx, func(t *txn) (err error) {
 		out, err = s.challengeByID(ctx, t, id)
 		return err
 	})

@@ -83,7 +83,7 @@ func (s *Store) NonceKey(ctx context.Context) ([]byte, error) {
 }
 
 func (s *Store) NonceConsume(ctx context.Context, nonce string, expires time.Time) error {
-	return s.inTx(ctx, func(t *txn) error {
+	return s.autocommit(ctx, func(t *txn) error {
 		_, err := t.exec(ctx, `INSERT INTO nonces_consumed (nonce, expires_at) VALUES ($1, $2)`, nonce, s.d.T(expires))
 		return err
 	})

@@ -18,6 +18,7 @@ package interop
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -68,6 +69,15 @@ func runSuite(m *testing.M) int {
 			}
 		}
 	}
+	// Each cell (client × store × backend) mostly waits on a client
+	// process and the CA's polling; run all of them at once rather than
+	// GOMAXPROCS at a time, unless -parallel was given.
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		_ = flag.Set("test.parallel", fmt.Sprint(len(stores)*len(backends)*2))
+	}
 	code := m.Run()
 	printMatrix()
 	return code
@@ -108,16 +118,83 @@ var stores = []struct {
 	{"postgres", func(t *testing.T) string { return testdb.Postgres(t) }},
 }
 
-// backends are the signing backends every client runs against: extra is
-// appended to the CA's configuration. The PKCS#11 backend (signer/pkcs11,
-// SoftHSM2 in tests) joins this table once it lands: a row whose extra
-// declares a profile with backend = "pkcs11" as default_profile, plus a
-// setup func that initialises a SoftHSM2 token in the CA's directory.
+// backends are the signing backends every client runs against. setup
+// prepares the backend in the CA's directory before `ca init` and returns
+// top-level configuration keys, configuration tables, extra `ca init`
+// arguments and environment for the CA's processes.
 var backends = []struct {
 	name  string
-	extra string
+	setup func(t *testing.T, dir string) caBackend
 }{
-	{"local", ""},
+	{"local", func(*testing.T, string) caBackend { return caBackend{} }},
+	{"pkcs11", softHSM},
+}
+
+// caBackend is what a signing backend adds to a CA's configuration.
+type caBackend struct {
+	top, tables string   // TOML before the first table, and further tables
+	issuer      string   // the issuing certificate, relative to the CA's directory
+	initArgs    []string // for `hallmark-worker ca init`
+	env         []string // for every CA process
+}
+
+// softHSM initialises a SoftHSM2 token in dir and makes a profile signed
+// by a key on it the default: every certificate in the cell comes from
+// signer/pkcs11 through crypto11.
+func softHSM(t *testing.T, dir string) caBackend {
+	t.Helper()
+	util := requireTool(t, "softhsm2-util", "apt-get install softhsm2")
+	module := "/usr/lib/softhsm/libsofthsm2.so"
+	if p := os.Getenv("HALLMARK_PKCS11_MODULE"); p != "" {
+		module = p
+	}
+	if _, err := os.Stat(module); err != nil {
+		if os.Getenv("CI") == "true" || os.Getenv("HALLMARK_REQUIRE_TOOLS") == "1" {
+			t.Fatalf("the SoftHSM2 module is required here (CI): %v", err)
+		}
+		t.Skipf("SKIPPING: the SoftHSM2 module %s is missing (apt-get install softhsm2)", module)
+	}
+	tokens := filepath.Join(dir, "softhsm-tokens")
+	if err := os.Mkdir(tokens, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "softhsm2.conf")
+	if err := os.WriteFile(conf, []byte("directories.tokendir = "+tokens+"\nobjectstore.backend = file\nlog.level = ERROR\nslots.removable = false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"SOFTHSM2_CONF=" + conf, "HALLMARK_INTEROP_PIN=123456"}
+	cmd := exec.Command(util, "--init-token", "--free", "--label", "hallmark-interop", "--pin", "123456", "--so-pin", "654321")
+	cmd.Env = append(os.Environ(), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("softhsm2-util --init-token: %v\n%s", err, out)
+	}
+	return caBackend{
+		top: "default_profile = \"hsm\"\n",
+		tables: fmt.Sprintf(`
+[backends.hsm]
+type = "pkcs11"
+module = %q
+token_label = "hallmark-interop"
+pin_env = "HALLMARK_INTEROP_PIN"
+key_label = "hallmark-interop-issuer"
+cert = "hsm-issuer.pem"
+
+[profiles.hsm]
+description = "90-day TLS server certificate, key on a PKCS#11 token"
+backend = "pkcs11"
+signer = "hsm"
+validity_hours = 2160
+key_types = ["rsa2048", "rsa3072", "rsa4096", "p256", "p384"]
+challenges = ["http-01", "dns-01", "tls-alpn-01"]
+identifier_types = ["dns", "ip"]
+allow_wildcards = true
+key_usages = ["digitalSignature", "keyEncipherment"]
+ext_key_usages = ["serverAuth"]
+`, module),
+		issuer:   "hsm-issuer.pem",
+		initArgs: []string{"--pkcs11", "hsm"},
+		env:      env,
+	}
 }
 
 // deniedDomain is outside the CA's policy in every configuration here.
@@ -137,7 +214,9 @@ type CA struct {
 	HTTPPort int // where the worker looks for http-01 answers
 	ALPNPort int // where the worker looks for tls-alpn-01 answers
 	DNS      *testdns.Server
-	HookURL  string // the TXT control endpoint
+	HookURL  string   // the TXT control endpoint
+	Issuer   string   // when set, the PEM certificate every leaf must be signed by
+	env      []string // the backend's, for every CA process
 	procs    map[string]*exec.Cmd
 	logs     map[string]*os.File
 	t        *testing.T
@@ -145,17 +224,22 @@ type CA struct {
 
 // startCA writes a configuration, migrates, creates the CA and starts both
 // processes; everything stops when the test ends.
-func startCA(t *testing.T, dbURL string, extra string) *CA {
+func startCA(t *testing.T, dbURL string, backend func(t *testing.T, dir string) caBackend) *CA {
 	t.Helper()
 	dir := t.TempDir()
+	be := backend(t, dir)
 	ca := &CA{Dir: dir, t: t, DNS: testdns.Start(t), HTTPPort: freePort(t), ALPNPort: freePort(t),
-		procs: map[string]*exec.Cmd{}, logs: map[string]*os.File{}}
+		env: be.env, procs: map[string]*exec.Cmd{}, logs: map[string]*os.File{}}
 	ca.HookURL = startTXTControl(t, ca.DNS)
+	if be.issuer != "" {
+		ca.Issuer = filepath.Join(dir, be.issuer)
+	}
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	ca.BaseURL = "https://" + listen
 	ca.Root = filepath.Join(dir, "ca", "root.pem")
 	ca.Config = filepath.Join(dir, "hallmark.toml")
-	cfg := fmt.Sprintf(`[database]
+	cfg := fmt.Sprintf(`%s
+[database]
 url = %q
 
 [server]
@@ -183,12 +267,12 @@ deny_domains = [%q]
 
 [ca]
 dir = "ca"
-%s`, dbURL, listen, freePort(t), freePort(t), ca.DNS.Addr, ca.HTTPPort, ca.ALPNPort, ca.ALPNPort, deniedDomain, extra)
+%s`, be.top, dbURL, listen, freePort(t), freePort(t), ca.DNS.Addr, ca.HTTPPort, ca.ALPNPort, ca.ALPNPort, deniedDomain, be.tables)
 	if err := os.WriteFile(ca.Config, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ca.run("hallmark", "--config", ca.Config, "migrate")
-	ca.run("hallmark-worker", "--config", ca.Config, "ca", "init", "--tls-cert", "frontend.pem", "--tls-key", "frontend.key")
+	ca.run("hallmark-worker", append([]string{"--config", ca.Config, "ca", "init", "--tls-cert", "frontend.pem", "--tls-key", "frontend.key"}, be.initArgs...)...)
 	ca.start("worker")
 	ca.start("frontend")
 	t.Cleanup(ca.stopAll)
@@ -201,6 +285,7 @@ func (ca *CA) run(bin string, args ...string) string {
 	ca.t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, bin), args...)
 	cmd.Dir = ca.Dir
+	cmd.Env = append(os.Environ(), ca.env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		ca.t.Fatalf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
@@ -216,6 +301,7 @@ func (ca *CA) start(which string) {
 	}
 	cmd := exec.Command(filepath.Join(binDir, "hallmark-"+which), "--config", ca.Config)
 	cmd.Dir = ca.Dir
+	cmd.Env = append(os.Environ(), ca.env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		ca.t.Fatalf("starting %s: %v", which, err)

@@ -69,7 +69,7 @@ func TestLego(t *testing.T) {
 			t.Run(st.name+"/"+be.name, func(t *testing.T) {
 				t.Parallel()
 				bin := requireTool(t, "lego", "apt-get install lego")
-				ca := startCA(t, st.url(t), be.extra)
+				ca := startCA(t, st.url(t), be.setup)
 				legoScenarios(t, cell{"lego", st.name, be.name}, legoRunner{ca: ca, bin: bin, path: t.TempDir()})
 			})
 		}

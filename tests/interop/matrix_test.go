@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -76,6 +77,18 @@ func printMatrix() {
 	if len(matrix.rows) == 0 {
 		return
 	}
+	// Cells run in parallel; group the lines by cell, scenarios in the
+	// order they ran.
+	sort.SliceStable(matrix.rows, func(i, j int) bool {
+		a, b := matrix.rows[i], matrix.rows[j]
+		if a.client != b.client {
+			return a.client < b.client
+		}
+		if a.store != b.store {
+			return a.store > b.store // sqlite first
+		}
+		return a.backend < b.backend
+	})
 	var b strings.Builder
 	fmt.Fprintln(&b, "interoperability matrix (client, scenario, store, signing backend, outcome):")
 	for _, r := range matrix.rows {
@@ -122,6 +135,13 @@ func (ca *CA) verifyChain(t *testing.T, chainPath, name string) *x509.Certificat
 	inter.AppendCertsFromPEM(chain)
 	if _, err := leaf.Verify(x509.VerifyOptions{DNSName: name, Roots: roots, Intermediates: inter}); err != nil {
 		t.Fatalf("the certificate in %s does not verify for %s to the CA's root: %v", chainPath, name, err)
+	}
+	if ca.Issuer != "" {
+		// The cell's backend, not another mounted issuer, signed it.
+		issuer := readCert(t, ca.Issuer)
+		if err := leaf.CheckSignatureFrom(issuer); err != nil {
+			t.Fatalf("the certificate was not signed by the backend's issuer %s (%s): %v", ca.Issuer, issuer.Subject, err)
+		}
 	}
 	return leaf
 }

@@ -121,7 +121,9 @@ type cluster struct {
 	mu        sync.Mutex
 	slowHosts map[string]time.Duration // http-01 answers delayed per host
 	holes     map[string]bool          // hosts whose http-01 never answers
-	holeConns atomic.Int64
+	holeConns atomic.Int64             // black-holed validations started
+	holeOpen  atomic.Int64             // black-holed validations still hanging
+	legoExtra []string                 // extra lego flags for every run
 }
 
 func startCluster(t *testing.T, dbURL string, o options) *cluster {
@@ -366,6 +368,8 @@ func (c *cluster) serveChallenges() int {
 		c.mu.Unlock()
 		if hole {
 			c.holeConns.Add(1)
+			c.holeOpen.Add(1)
+			defer c.holeOpen.Add(-1)
 			<-r.Context().Done()
 			return
 		}
@@ -464,7 +468,7 @@ func (c *cluster) signed(w *proc) int {
 func (c *cluster) lego(ctx context.Context, path, name string, extra ...string) (string, error) {
 	args := []string{"--server", c.base + "/directory", "--email", "replicas@hallmark.test", "--accept-tos", "--path", path,
 		"--domains", name, "--http", "--http.webroot", c.webroot}
-	args = append(args, extra...)
+	args = append(append(args, c.legoExtra...), extra...)
 	args = append(args, "run", "--no-bundle")
 	return legoCmd(ctx, c, args...)
 }

@@ -1,0 +1,138 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hallmark-ca/hallmark/cmd/config"
+)
+
+const hsmProfile = `
+[profiles.hsm]
+description = "on the HSM"
+backend = "pkcs11"
+signer = "token"
+validity_hours = 72
+challenges = ["dns-01"]
+`
+
+func load(t *testing.T, body string) (config.Config, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "hallmark.toml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return config.Load(path)
+}
+
+func TestBackendsConfig(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, body string
+		wantErr    []string // each must appear; none means valid
+	}{
+		{"pkcs11 valid", hsmProfile + `
+[backends.token]
+type = "pkcs11"
+module = "/usr/lib/softhsm/libsofthsm2.so"
+token_label = "ca"
+pin_env = "HSM_PIN"
+key_label = "issuer"
+cert = "hsm.pem"
+`, nil},
+		{"pkcs11 missing pieces", hsmProfile + `
+[backends.token]
+type = "pkcs11"
+pin_env = "A"
+pin_file = "b"
+`, []string{"backends.token.module", "backends.token.token_label", "backends.token.pin_env: set exactly one", "backends.token.key_label", "backends.token.cert"}},
+		{"a field of another type", hsmProfile + `
+[backends.token]
+type = "pkcs11"
+module = "m.so"
+slot = 0
+pin_file = "pin"
+key_id = "0a0b"
+cert = "c.pem"
+issue_command = ["/bin/true"]
+`, []string{"backends.token.issue_command: does not apply to a pkcs11 backend"}},
+		{"profile names no backend", hsmProfile, []string{"profiles.hsm.signer: there is no [backends.token]"}},
+		{"type mismatch", hsmProfile + `
+[backends.token]
+type = "custom"
+issue_command = ["/bin/true"]
+revoke_command = ["/bin/true"]
+`, []string{"profiles.hsm.signer: backends.token is a custom backend"}},
+		{"custom hook outlasting the request", `
+[server]
+request_timeout_ms = 5000
+[profiles.hooks]
+backend = "custom"
+signer = "h"
+validity_hours = 1
+challenges = ["http-01"]
+[backends.h]
+type = "custom"
+issue_command = ["/bin/true"]
+revoke_command = ["/bin/true"]
+timeout_ms = 4500
+`, []string{"backends.h.timeout_ms: must be shorter than server.request_timeout_ms - 1000 (4000)"}},
+		{"relay", `
+[profiles.up]
+backend = "relay"
+signer = "le"
+validity_hours = 1
+challenges = ["http-01"]
+[backends.le]
+type = "relay"
+directory_url = "ftp://x"
+`, []string{"backends.le.directory_url", "backends.le.account_key"}},
+		{"unknown key", `
+[backends.x]
+type = "relay"
+pin = "1234"
+`, []string{"unknown keys: backends.x.pin"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := load(t, tc.body)
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("valid configuration refused: %v", err)
+				}
+				b := cfg.Backends["token"]
+				if b.MaxSessions != cfg.Worker.Concurrency+2 || !filepath.IsAbs(b.Cert) {
+					t.Fatalf("defaults not applied: %+v", b)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("accepted; want errors %v", tc.wantErr)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not contain %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestPINFromEnvAndFile(t *testing.T) {
+	t.Setenv("HALLMARK_TEST_PIN", "1234")
+	if pin, err := (config.Backend{PINEnv: "HALLMARK_TEST_PIN"}).PIN(); err != nil || pin != "1234" {
+		t.Fatalf("PIN from env = %q, %v", pin, err)
+	}
+	f := filepath.Join(t.TempDir(), "pin")
+	os.WriteFile(f, []byte("5678\n"), 0o600)
+	if pin, err := (config.Backend{PINFile: f}).PIN(); err != nil || pin != "5678" {
+		t.Fatalf("PIN from file = %q, %v", pin, err)
+	}
+	_, err := (config.Backend{PINEnv: "HALLMARK_TEST_PIN_UNSET"}).PIN()
+	if err == nil || strings.Contains(err.Error(), "1234") {
+		t.Fatalf("missing env: %v", err)
+	}
+}

@@ -1,0 +1,44 @@
+package jws
+
+import (
+	"testing"
+
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+// BenchmarkParseVerify is the JWS work of every ACME POST: parse the
+// flattened JSON, check the protected header, verify the signature with
+// the account key (kid, as every request after newAccount is).
+//
+//	go test ./protocol/jws -run '^$' -bench . -benchmem
+func BenchmarkParseVerify(b *testing.B) {
+	for _, alg := range []struct {
+		key string
+		alg jose.SignatureAlgorithm
+	}{{"p256", jose.ES256}, {"rsa2048", jose.RS256}, {"ed25519", jose.EdDSA}} {
+		b.Run(alg.key, func(b *testing.B) {
+			k := keys()[alg.key]
+			signer, err := jose.NewSigner(jose.SigningKey{Algorithm: alg.alg, Key: jose.JSONWebKey{Key: k, KeyID: "https://ca.example/acme/acct/1"}},
+				&jose.SignerOptions{ExtraHeaders: map[jose.HeaderKey]any{"nonce": "bm9uY2U", "url": "https://ca.example/acme/new-order"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			sig, err := signer.Sign([]byte(`{"identifiers":[{"type":"dns","value":"www.example.com"}]}`))
+			if err != nil {
+				b.Fatal(err)
+			}
+			body := []byte(sig.FullSerialize())
+			pub := &jose.JSONWebKey{Key: k.Public()}
+			b.ReportAllocs()
+			for b.Loop() {
+				m, err := Parse(body)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := m.Verify(pub); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,102 @@
+package open_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"testing"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/store/open"
+	"github.com/hallmark-ca/hallmark/tests/testdb"
+)
+
+// BenchmarkOrderCreate is newOrder's write: an order with one
+// authorization and its http-01 and dns-01 challenges, in one transaction.
+// BenchmarkChallengeClaim is a challenge POST's write: the compare-and-swap
+// pending → processing and the challenge_validate job inserted in the same
+// transaction (claim + enqueue). Both on a real SQLite file and a fresh
+// PostgreSQL database, one commit per operation, as a request makes.
+//
+//	go test ./store/open -run '^$' -bench . -benchtime 2s
+func BenchmarkOrderCreate(b *testing.B) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		b.Run(kind, func(b *testing.B) {
+			s, acct := benchStore(b, kind)
+			ctx := context.Background()
+			for b.Loop() {
+				if _, err := s.OrderCreate(ctx, benchOrder(acct)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkChallengeClaim(b *testing.B) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		b.Run(kind, func(b *testing.B) {
+			s, acct := benchStore(b, kind)
+			ctx := context.Background()
+			challenges := make([]string, b.N)
+			for i := range challenges {
+				o, err := s.OrderCreate(ctx, benchOrder(acct))
+				if err != nil {
+					b.Fatal(err)
+				}
+				az, err := s.AuthzByID(ctx, o.AuthzIDs[0])
+				if err != nil {
+					b.Fatal(err)
+				}
+				challenges[i] = az.Challenges[0].ID
+			}
+			b.ResetTimer()
+			for _, id := range challenges {
+				if _, claimed, err := s.ChallengeClaim(ctx, id); err != nil || !claimed {
+					b.Fatalf("ChallengeClaim = %v, %v", claimed, err)
+				}
+			}
+		})
+	}
+}
+
+func benchStore(b *testing.B, kind string) (store.Store, *store.Account) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := testdb.SQLite(b)
+	if kind == "postgres" {
+		url = testdb.Postgres(b)
+	}
+	if err := open.Migrate(ctx, url); err != nil {
+		b.Fatal(err)
+	}
+	db, err := open.Open(ctx, url, 4)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(db.Close)
+	acct, err := db.Store.AccountCreate(ctx, &store.Account{
+		KeyJWK: []byte(`{"kty":"OKP","crv":"Ed25519","x":"` + rnd() + `"}`), Thumbprint: rnd(), TermsAgreed: true,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return db.Store, acct
+}
+
+func benchOrder(acct *store.Account) store.NewOrder {
+	exp := time.Now().Add(time.Hour)
+	id := acme.Identifier{Type: acme.IdentifierDNS, Value: "b" + rnd()[:12] + ".example.com"}
+	return store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: exp, Identifiers: []acme.Identifier{id},
+		Authzs: []*store.Authorization{{Identifier: id, Expires: exp,
+			Challenges: []store.Challenge{{Type: acme.ChallengeHTTP01}, {Type: acme.ChallengeDNS01}}}}}
+}
+
+func rnd() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}

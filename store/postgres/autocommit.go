@@ -1,0 +1,39 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/store/sqlstore"
+)
+
+// Autocommit runs fn on one pooled connection with no BEGIN or COMMIT:
+// each statement is its own transaction (sqlstore.Autocommitter).
+func (c conn) Autocommit(ctx context.Context, fn func(sqlstore.Tx) error) error {
+	pc, err := c.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer pc.Release()
+	return fn(pgAuto{pc})
+}
+
+type pgAuto struct{ c *pgxpool.Conn }
+
+func (t pgAuto) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	tag, err := t.c.Exec(ctx, q, args...)
+	return tag.RowsAffected(), err
+}
+
+func (t pgAuto) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
+	rows, err := t.c.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// Raw is nil: jobs are only ever inserted inside a transaction.
+func (t pgAuto) Raw() jobs.Tx { return nil }

@@ -1,0 +1,36 @@
+package sqlite
+
+import (
+	"context"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/store/sqlstore"
+)
+
+// Autocommit runs fn's statements on the handle outside a transaction, so
+// a read takes only a WAL read lock instead of queuing for the write lock
+// that BEGIN IMMEDIATE takes (sqlstore.Autocommitter).
+func (c conn) Autocommit(ctx context.Context, fn func(sqlstore.Tx) error) error {
+	return fn(sqlAuto{c})
+}
+
+type sqlAuto struct{ c conn }
+
+func (t sqlAuto) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	res, err := t.c.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (t sqlAuto) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
+	rows, err := t.c.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rows}, nil
+}
+
+// Raw is nil: jobs are only ever inserted inside a transaction.
+func (t sqlAuto) Raw() jobs.Tx { return nil }
