@@ -10,8 +10,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/admin/operator"
+	"github.com/hallmark-ca/hallmark/jobs"
 )
 
 func jobsCommand() *cli.Command {
