@@ -41,6 +41,7 @@ type result struct {
 	Example    map[string]string        // the first error of each kind, in full
 	CPU        map[string]time.Duration // per process group, during the timed part
 	PeakRSSKiB map[string]int64
+	PGCommits  int64 // transactions the run's PostgreSQL database committed
 	TimedOut   bool
 }
 
@@ -148,12 +149,16 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	wg.Wait()
 	res.Wall = time.Since(start)
 	res.TimedOut = tctx.Err() != nil && next.Load() <= int64(spec.Count)
+	if spec.Procs.pgAdmin != "" {
+		time.Sleep(1500 * time.Millisecond) // let the statistics collector catch up
+	}
 	after, err := spec.Procs.sample()
 	if err != nil {
 		return nil, err
 	}
 	res.CPU = diffCPU(before, after)
 	res.PeakRSSKiB = after.rss
+	res.PGCommits = after.commits - before.commits
 	return res, nil
 }
 
@@ -213,6 +218,9 @@ func (r *result) print(w io.Writer) {
 			rss = fmt.Sprintf(", peak RSS %.1f MiB", float64(kib)/1024)
 		}
 		fmt.Fprintf(w, "  cpu %-22s %8.2fs = %6.2f ms/cert%s\n", g, r.CPU[g].Seconds(), float64(per)/float64(time.Millisecond), rss)
+	}
+	if r.PGCommits > 0 && r.OK > 0 {
+		fmt.Fprintf(w, "  postgres commits %d = %.1f per certificate (includes the worker's idle housekeeping)\n", r.PGCommits, float64(r.PGCommits)/float64(r.OK))
 	}
 	if len(r.CPU) > 0 {
 		fmt.Fprintf(w, "  cpu %-22s %6.2f ms/cert (shared groups excluded)\n", "server total", float64(r.CPUPerCert())/float64(time.Millisecond))

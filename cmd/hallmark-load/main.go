@@ -122,7 +122,7 @@ func cmdBench(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	var lf loadFlags
 	lf.register(fs)
-	targets := fs.String("targets", "hallmark-sqlite,hallmark-postgres,pebble", "comma-separated: hallmark-sqlite, hallmark-postgres, pebble")
+	targets := fs.String("targets", "hallmark-sqlite,hallmark-postgres,pebble", "comma-separated: hallmark-sqlite, hallmark-postgres, hallmark-sqlite-pkcs11, hallmark-postgres-pkcs11 (SoftHSM2), pebble")
 	conc := fs.String("concurrency", "1,8,32", "comma-separated concurrencies; each is a fresh server and database")
 	binDir := fs.String("bin", "bin", "directory holding hallmark, hallmark-frontend and hallmark-worker")
 	pebble := fs.String("pebble", defaultPebble(), "Pebble binary (GOBIN=<dir> go install github.com/letsencrypt/pebble/v2/cmd/pebble@v2.10.3); default $HALLMARK_PEBBLE or tests/pebble's cache")
@@ -164,6 +164,10 @@ func cmdBench(ctx context.Context, args []string) error {
 				t, err = env.startHallmark(ctx, "sqlite", "local")
 			case "hallmark-postgres":
 				t, err = env.startHallmark(ctx, "postgres", "local")
+			case "hallmark-sqlite-pkcs11":
+				t, err = env.startHallmark(ctx, "sqlite", "pkcs11")
+			case "hallmark-postgres-pkcs11":
+				t, err = env.startHallmark(ctx, "postgres", "pkcs11")
 			case "pebble":
 				if env.Pebble == "" {
 					fmt.Fprintln(os.Stderr, "SKIPPING pebble: no binary; GOBIN=<dir> go install github.com/letsencrypt/pebble/v2/cmd/pebble@v2.10.3 and pass --pebble <dir>/pebble")

@@ -138,6 +138,7 @@ func (e *benchEnv) startHallmark(ctx context.Context, storeKind, backend string)
 		cleanups = append(cleanups, drop)
 		dbURL = u
 		t.Procs.pgDatabase = strings.TrimPrefix(mustURL(u).Path, "/")
+		t.Procs.pgAdmin = e.PostgresURL
 	}
 	ports := make([]int, 5)
 	for i := range ports {
@@ -151,10 +152,17 @@ func (e *benchEnv) startHallmark(ctx context.Context, storeKind, backend string)
 		pprofServer, pprofWorker = fmt.Sprintf("127.0.0.1:%d", ports[3]), fmt.Sprintf("127.0.0.1:%d", ports[4])
 		t.Profiles = map[string]string{"frontend": pprofServer, "worker": pprofWorker}
 	}
-	if backend != "local" {
-		return fail(fmt.Errorf("backend %q: only local is automated here", backend))
+	top, tables, initArgs, env := "", "", []string(nil), []string(nil)
+	switch backend {
+	case "local":
+	case "pkcs11":
+		if top, tables, initArgs, env, err = softHSM(dir); err != nil {
+			return fail(err)
+		}
+	default:
+		return fail(fmt.Errorf("backend %q: local or pkcs11", backend))
 	}
-	cfg := fmt.Sprintf(`[database]
+	cfg := top + fmt.Sprintf(`[database]
 url = %q
 max_conns = %d
 
@@ -180,8 +188,9 @@ timeout_ms = 5000
 
 [ca]
 dir = "ca"
+%s
 %s`, dbURL, e.MaxConns, listen, ports[1], e.RetryAfterSeconds, pprofServer, e.WorkerConcurrency, ports[2], pprofWorker,
-		e.Resp.DNSAddr, e.Resp.HTTPPort, e.ExtraConfig)
+		e.Resp.DNSAddr, e.Resp.HTTPPort, tables, e.ExtraConfig)
 	cfgPath := filepath.Join(dir, "hallmark.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return fail(err)
@@ -189,6 +198,7 @@ dir = "ca"
 	run := func(bin string, args ...string) error {
 		cmd := exec.CommandContext(ctx, filepath.Join(e.BinDir, bin), args...)
 		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), env...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
@@ -198,12 +208,12 @@ dir = "ca"
 	if err := run("hallmark", "--config", cfgPath, "migrate"); err != nil {
 		return fail(err)
 	}
-	if err := run("hallmark-worker", "--config", cfgPath, "ca", "init", "--tls-cert", "frontend.pem", "--tls-key", "frontend.key"); err != nil {
+	if err := run("hallmark-worker", append([]string{"--config", cfgPath, "ca", "init", "--tls-cert", "frontend.pem", "--tls-key", "frontend.key"}, initArgs...)...); err != nil {
 		return fail(err)
 	}
 	t.Procs.pids = map[string][]int{}
 	for _, which := range []string{"worker", "frontend"} {
-		pid, stop, err := e.startProcess(dir, which+".log", nil, filepath.Join(e.BinDir, "hallmark-"+which), "--config", cfgPath)
+		pid, stop, err := e.startProcess(dir, which+".log", env, filepath.Join(e.BinDir, "hallmark-"+which), "--config", cfgPath)
 		if err != nil {
 			return fail(err)
 		}
@@ -401,4 +411,50 @@ func selfSigned(dir string) ([]byte, error) {
 		return nil, err
 	}
 	return certPEM, nil
+}
+
+// softHSM initialises a SoftHSM2 token in dir and returns the configuration
+// that makes a profile signed by a key on it the default (as tests/interop
+// does), the `ca init` arguments that create the key, and the environment
+// (SoftHSM's configuration and the PIN) for the worker.
+func softHSM(dir string) (top, tables string, initArgs, env []string, err error) {
+	module := envOr("HALLMARK_PKCS11_MODULE", "/usr/lib/softhsm/libsofthsm2.so")
+	if _, err := os.Stat(module); err != nil {
+		return "", "", nil, nil, fmt.Errorf("the SoftHSM2 module %s is missing (apt-get install softhsm2): %w", module, err)
+	}
+	tokens := filepath.Join(dir, "softhsm-tokens")
+	if err := os.Mkdir(tokens, 0o700); err != nil {
+		return "", "", nil, nil, err
+	}
+	conf := filepath.Join(dir, "softhsm2.conf")
+	if err := os.WriteFile(conf, []byte("directories.tokendir = "+tokens+"\nobjectstore.backend = file\nlog.level = ERROR\nslots.removable = false\n"), 0o600); err != nil {
+		return "", "", nil, nil, err
+	}
+	env = []string{"SOFTHSM2_CONF=" + conf, "HALLMARK_LOAD_PIN=123456"}
+	cmd := exec.Command("softhsm2-util", "--init-token", "--free", "--label", "hallmark-load", "--pin", "123456", "--so-pin", "654321")
+	cmd.Env = append(os.Environ(), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", "", nil, nil, fmt.Errorf("softhsm2-util --init-token: %v\n%s", err, out)
+	}
+	tables = fmt.Sprintf(`
+[backends.hsm]
+type = "pkcs11"
+module = %q
+token_label = "hallmark-load"
+pin_env = "HALLMARK_LOAD_PIN"
+key_label = "hallmark-load-issuer"
+cert = "hsm-issuer.pem"
+
+[profiles.hsm]
+description = "90-day TLS server certificate, key on a PKCS#11 token"
+backend = "pkcs11"
+signer = "hsm"
+validity_hours = 2160
+key_types = ["rsa2048", "p256", "p384"]
+challenges = ["http-01"]
+identifier_types = ["dns", "ip"]
+key_usages = ["digitalSignature", "keyEncipherment"]
+ext_key_usages = ["serverAuth"]
+`, module)
+	return "default_profile = \"hsm\"\n", tables, []string{"--pkcs11", "hsm"}, env, nil
 }

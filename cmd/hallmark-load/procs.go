@@ -3,12 +3,15 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // clockTick is USER_HZ, the unit of utime and stime in /proc/<pid>/stat:
@@ -22,11 +25,32 @@ const clockTick = 10 * time.Millisecond
 type procSet struct {
 	pids       map[string][]int
 	pgDatabase string
+	pgAdmin    string // where to read pg_stat_database for pgDatabase
 }
 
 type procSample struct {
-	cpu map[string]time.Duration
-	rss map[string]int64 // VmHWM, KiB
+	cpu     map[string]time.Duration
+	rss     map[string]int64 // VmHWM, KiB
+	commits int64            // pg_stat_database.xact_commit of pgDatabase
+}
+
+// pgCommits reads how many transactions pgDatabase has committed. The
+// statistics collector publishes a backend's counts within about a second
+// of its transaction, so callers wait a moment before the final reading.
+func (p procSet) pgCommits() int64 {
+	if p.pgAdmin == "" || p.pgDatabase == "" {
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, p.pgAdmin)
+	if err != nil {
+		return 0
+	}
+	defer conn.Close(ctx)
+	var n int64
+	_ = conn.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = $1`, p.pgDatabase).Scan(&n)
+	return n
 }
 
 // sharedPrefix marks groups that are reported but not counted in a run's
@@ -35,7 +59,7 @@ type procSample struct {
 const sharedPrefix = "(shared) "
 
 func (p procSet) sample() (procSample, error) {
-	s := procSample{cpu: map[string]time.Duration{}, rss: map[string]int64{}}
+	s := procSample{cpu: map[string]time.Duration{}, rss: map[string]int64{}, commits: p.pgCommits()}
 	for group, pids := range p.pids {
 		for _, pid := range pids {
 			cpu, err := procCPU(pid)

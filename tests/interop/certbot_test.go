@@ -116,7 +116,6 @@ func certbotScenarios(t *testing.T, c cell, cb certbotRunner) {
 		// certbot stored the standalone port in the lineage's renewal
 		// configuration; renew reuses it.
 		cb.mustRun(t, "renew", "--cert-name", httpName, "--force-renewal", "--no-random-sleep-on-renew")
-		b, _ := os.ReadFile(filepath.Join(cb.dir, "logs", "letsencrypt.log")); t.Log(string(b))
 		after := ca.verifyChain(t, cb.live(httpName), httpName)
 		if after.SerialNumber.Cmp(before.SerialNumber) == 0 {
 			t.Fatal("renew --force-renewal left the same certificate in place")
