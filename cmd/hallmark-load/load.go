@@ -42,6 +42,7 @@ type result struct {
 	CPU        map[string]time.Duration // per process group, during the timed part
 	PeakRSSKiB map[string]int64
 	PGCommits  int64 // transactions the run's PostgreSQL database committed
+	JobLatency string
 	TimedOut   bool
 }
 
@@ -222,6 +223,7 @@ func (r *result) print(w io.Writer) {
 	if r.PGCommits > 0 && r.OK > 0 {
 		fmt.Fprintf(w, "  postgres commits %d = %.1f per certificate (includes the worker's idle housekeeping)\n", r.PGCommits, float64(r.PGCommits)/float64(r.OK))
 	}
+	fmt.Fprint(w, r.JobLatency)
 	if len(r.CPU) > 0 {
 		fmt.Fprintf(w, "  cpu %-22s %6.2f ms/cert (shared groups excluded)\n", "server total", float64(r.CPUPerCert())/float64(time.Millisecond))
 	}

@@ -187,6 +187,11 @@ func cmdBench(ctx context.Context, args []string) error {
 			r, err := runLoad(ctx, loadSpec{Directory: t.Directory, Roots: t.Roots, Concurrency: n, Count: lf.count,
 				Timeout: lf.timeout, Poll: lf.poll, Responders: resp, Procs: t.Procs})
 			wait()
+			if t.DBURL != "" && err == nil {
+				if jl, jerr := jobLatency(ctx, t.DBURL); jerr == nil {
+					r.JobLatency = jl
+				}
+			}
 			t.stop()
 			if err != nil {
 				return fmt.Errorf("%s: %w", t.Label, err)

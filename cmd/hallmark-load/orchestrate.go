@@ -33,6 +33,8 @@ type target struct {
 	Directory string
 	Roots     *x509.CertPool
 	Procs     procSet
+	// DBURL is Hallmark's PostgreSQL database, "" otherwise.
+	DBURL string
 	// Profiles maps a process group to its pprof listener.
 	Profiles map[string]string
 	stop     func()
@@ -139,6 +141,7 @@ func (e *benchEnv) startHallmark(ctx context.Context, storeKind, backend string)
 		dbURL = u
 		t.Procs.pgDatabase = strings.TrimPrefix(mustURL(u).Path, "/")
 		t.Procs.pgAdmin = e.PostgresURL
+		t.DBURL = u
 	}
 	ports := make([]int, 5)
 	for i := range ports {
@@ -279,7 +282,7 @@ func (e *benchEnv) startPebble(ctx context.Context) (*target, error) {
 	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
 		return fail(err)
 	}
-	env := []string{"PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0"}
+	env := []string{"PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0", "PEBBLE_AUTHZREUSE=0"}
 	pid, stop, err := e.startProcess(dir, "pebble.log", env, e.Pebble, "-config", cfgPath, "-dnsserver", e.Resp.DNSAddr, "-strict=false")
 	if err != nil {
 		return fail(err)
@@ -457,4 +460,43 @@ key_usages = ["digitalSignature", "keyEncipherment"]
 ext_key_usages = ["serverAuth"]
 `, module)
 	return "default_profile = \"hsm\"\n", tables, []string{"--pkcs11", "hsm"}, env, nil
+}
+
+// jobLatency reads, from River's own table, how long each kind of job
+// waited from its insert to its start and how long it ran (p50 and p99 in
+// ms). River stamps created_at with the inserting transaction's start, so
+// the wait includes the rest of that transaction and its commit.
+func jobLatency(ctx context.Context, dbURL string) (string, error) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT kind, count(*),
+  percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM attempted_at - created_at)) * 1000,
+  percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM attempted_at - created_at)) * 1000,
+  percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finalized_at - attempted_at)) * 1000,
+  percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM finalized_at - attempted_at)) * 1000
+FROM river_job WHERE attempted_at IS NOT NULL GROUP BY kind ORDER BY kind`)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var kind string
+		var n int64
+		var w50, w99, r50, r99 *float64
+		if err := rows.Scan(&kind, &n, &w50, &w99, &r50, &r99); err != nil {
+			return "", err
+		}
+		f := func(p *float64) string {
+			if p == nil {
+				return "     -"
+			}
+			return fmt.Sprintf("%6.1f", *p)
+		}
+		fmt.Fprintf(&b, "  job %-20s n=%-5d insert→start p50 %s p99 %s ms; run p50 %s p99 %s ms\n", kind, n, f(w50), f(w99), f(r50), f(r99))
+	}
+	return b.String(), rows.Err()
 }

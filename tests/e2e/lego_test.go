@@ -15,7 +15,12 @@ import (
 // lego runs the lego binary against ca with its own account directory.
 func lego(t *testing.T, ca *CA, path string, args ...string) (string, error) {
 	t.Helper()
-	bin := requireTool(t, "lego", "apt-get install lego")
+	return legoWith(t, requireTool(t, "lego", "apt-get install lego"), ca, path, args...)
+}
+
+// legoWith runs the given lego binary against ca.
+func legoWith(t *testing.T, bin string, ca *CA, path string, args ...string) (string, error) {
+	t.Helper()
 	base := []string{"--server", ca.BaseURL + "/directory", "--email", "e2e@hallmark.test", "--accept-tos", "--path", path}
 	cmd := exec.Command(bin, append(base, args...)...)
 	cmd.Env = append(os.Environ(), "LEGO_CA_CERTIFICATES="+ca.Root)

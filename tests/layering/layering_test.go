@@ -35,6 +35,7 @@ var never = []struct{ from, to, why string }{
 	{"jobs/...", module + "/store/...", "jobs is below the store: the store inserts and completes jobs"},
 	{"jobs/...", module + "/protocol", "jobs knows job kinds, not the ACME frontend"},
 	{"protocol/acme", module + "/...", "acme is the leaf vocabulary: standard library only"},
+	{"cmd/hallmark-load", module + "/...", "the load generator is an outside ACME client: it measures the built binaries and links none of their code"},
 }
 
 type pkg struct {

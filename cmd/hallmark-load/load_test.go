@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// TestResponders checks what a CA validating against the generator sees:
+// every name is A 127.0.0.1 with no AAAA, and a published token is served
+// at its http-01 path until dropped.
+func TestResponders(t *testing.T) {
+	t.Parallel()
+	r, err := startResponders("127.0.0.1:0", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, tc := range []struct {
+		qtype uint16
+		want  int
+	}{{dns.TypeA, 1}, {dns.TypeAAAA, 0}, {dns.TypeCAA, 0}} {
+		m := new(dns.Msg)
+		m.SetQuestion("i1-abc.load.test.", tc.qtype)
+		in, err := dns.Exchange(m, r.DNSAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.Rcode != dns.RcodeSuccess || len(in.Answer) != tc.want {
+			t.Fatalf("%s: rcode %d, %d answers, want NOERROR and %d", dns.TypeToString[tc.qtype], in.Rcode, len(in.Answer), tc.want)
+		}
+		if tc.want == 1 && in.Answer[0].(*dns.A).A.String() != "127.0.0.1" {
+			t.Fatalf("A = %s", in.Answer[0])
+		}
+	}
+	r.Tokens.put("tok", "tok.thumb")
+	url := "http://127.0.0.1:" + strconv.Itoa(r.HTTPPort) + challengePrefix + "tok"
+	if got := get(t, url); got != "tok.thumb" {
+		t.Fatalf("token body %q", got)
+	}
+	r.Tokens.drop("tok")
+	if got := get(t, url); !strings.Contains(got, "404") {
+		t.Fatalf("dropped token still served: %q", got)
+	}
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return resp.Status
+	}
+	return string(b)
+}
+
+// TestClientStaysOnLoopback: the generator's HTTP client refuses to dial
+// anything but loopback, whatever a directory names.
+func TestClientStaysOnLoopback(t *testing.T) {
+	t.Parallel()
+	hc := newHTTPClient(nil, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://192.0.2.1/directory", nil)
+	_, err := hc.Do(req)
+	if err == nil || !strings.Contains(err.Error(), "only talks to loopback") {
+		t.Fatalf("dialing 192.0.2.1: %v, want a refusal", err)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	t.Parallel()
+	ds := []time.Duration{5, 1, 4, 2, 3, 6, 7, 8, 9, 10}
+	for _, tc := range []struct {
+		p    float64
+		want time.Duration
+	}{{0.5, 5}, {0.99, 10}, {0.1, 1}} {
+		if got := percentile(ds, tc.p); got != tc.want {
+			t.Errorf("p%.0f = %d, want %d", tc.p*100, got, tc.want)
+		}
+	}
+	if percentile(nil, 0.5) != 0 {
+		t.Error("percentile of nothing is not 0")
+	}
+}
+
+// TestProcReadings reads this process's own CPU time and peak RSS.
+func TestProcReadings(t *testing.T) {
+	t.Parallel()
+	end := time.Now().Add(50 * time.Millisecond)
+	for time.Now().Before(end) { // burn a little CPU
+	}
+	cpu, err := procCPU(os.Getpid())
+	if err != nil || cpu <= 0 {
+		t.Fatalf("procCPU = %s, %v", cpu, err)
+	}
+	if procHWM(os.Getpid()) <= 0 {
+		t.Fatal("no VmHWM for this process")
+	}
+}
