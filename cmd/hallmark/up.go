@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -45,6 +47,12 @@ tls_alpn_port = 5001
 
 [ca]
 dir = "ca"
+
+[admin]
+# The operator panel, on its own loopback listener; sign in with the token
+# in admin.token (created on first run).
+listen = "127.0.0.1:14090"
+token_file = "admin.token"
 `
 
 func upCommand() *cli.Command {
@@ -74,6 +82,17 @@ func up(c *cli.Context) error {
 	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
+	}
+	if tf := cfg.Admin.TokenFile; tf != "" {
+		if _, err := os.Stat(tf); errors.Is(err, os.ErrNotExist) {
+			tok := make([]byte, 24)
+			if _, err := rand.Read(tok); err != nil {
+				return err
+			}
+			if err := os.WriteFile(tf, []byte(hex.EncodeToString(tok)+"\n"), 0o600); err != nil {
+				return fmt.Errorf("writing the admin token %s: %w", tf, err)
+			}
+		}
 	}
 	ctx, stop := config.SignalContext()
 	defer stop()
@@ -133,13 +152,14 @@ Hallmark is running.
   ACME directory:   %s/directory
   root certificate: %s
   names that work:  anything under .localhost (the dev DNS answers 127.0.0.1)
+  admin panel:      http://%s/ (token in %s)
 
   lego --server %s/directory --email you@example.com --accept-tos \
        --domains test.localhost --http --http.port :5002 run
   (with LEGO_CA_CERTIFICATES=%s)
 
 Press Ctrl-C to stop.
-`, cfg.Server.BaseURL, root, cfg.Server.BaseURL, root)
+`, cfg.Server.BaseURL, root, cfg.Admin.Listen, cfg.Admin.TokenFile, cfg.Server.BaseURL, root)
 
 	select {
 	case <-ctx.Done():
