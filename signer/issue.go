@@ -248,7 +248,7 @@ func (i *Issuer) template(r Request, now time.Time) (*x509.Certificate, error) {
 	if err != nil {
 		return nil, acme.Internal(err)
 	}
-	skid, err := subjectKeyID(r.PublicKey)
+	skid, err := SubjectKeyID(r.PublicKey)
 	if err != nil {
 		return nil, acme.New(acme.ProblemBadCSR, "the CSR's public key cannot be encoded: %v", err)
 	}

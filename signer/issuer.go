@@ -101,10 +101,10 @@ func publicKeysEqual(a, b crypto.PublicKey) bool {
 	return ok && ak.Equal(b)
 }
 
-// subjectKeyID is RFC 7093 §2 method 1: the leftmost 160 bits of the SHA-256
+// SubjectKeyID is RFC 7093 §2 method 1: the leftmost 160 bits of the SHA-256
 // of the subjectPublicKey BIT STRING. (Go fills SubjectKeyId only for CA
 // certificates, so leaves get theirs here.)
-func subjectKeyID(pub crypto.PublicKey) ([]byte, error) {
+func SubjectKeyID(pub crypto.PublicKey) ([]byte, error) {
 	der, err := x509.MarshalPKIXPublicKey(pub)
 	if err != nil {
 		return nil, err

@@ -130,7 +130,7 @@ func caTemplate(cn, org string, pub crypto.PublicKey, notBefore, notAfter time.T
 	if err != nil {
 		return nil, err
 	}
-	skid, err := subjectKeyID(pub)
+	skid, err := SubjectKeyID(pub)
 	if err != nil {
 		return nil, err
 	}
@@ -171,15 +171,15 @@ func writeNew(path string, mode os.FileMode, b *pem.Block) error {
 // intermediates) and root.pem. It checks that the key matches the
 // intermediate and that the chain verifies to the root.
 func LoadLocal(dir string) (*Issuer, error) {
-	chain, err := readCerts(filepath.Join(dir, IntermediateCertFile))
+	chain, err := ReadCertificates(filepath.Join(dir, IntermediateCertFile))
 	if err != nil {
 		return nil, fmt.Errorf("loading local CA: %w", err)
 	}
-	roots, err := readCerts(filepath.Join(dir, RootCertFile))
+	roots, err := ReadCertificates(filepath.Join(dir, RootCertFile))
 	if err != nil {
 		return nil, fmt.Errorf("loading local CA: %w", err)
 	}
-	key, err := readKey(filepath.Join(dir, IntermediateKeyFile))
+	key, err := ReadKey(filepath.Join(dir, IntermediateKeyFile))
 	if err != nil {
 		return nil, fmt.Errorf("loading local CA: %w", err)
 	}
@@ -205,7 +205,8 @@ func LoadLocal(dir string) (*Issuer, error) {
 	return iss, nil
 }
 
-func readCerts(path string) ([]*x509.Certificate, error) {
+// ReadCertificates reads every CERTIFICATE block of a PEM file, in order.
+func ReadCertificates(path string) ([]*x509.Certificate, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -232,7 +233,8 @@ func readCerts(path string) ([]*x509.Certificate, error) {
 	return out, nil
 }
 
-func readKey(path string) (crypto.Signer, error) {
+// ReadKey reads a PEM private key (PKCS#8, SEC 1 EC or PKCS#1 RSA) that can sign.
+func ReadKey(path string) (crypto.Signer, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err

@@ -48,7 +48,7 @@ func TestInitLocalThenLoadLocal(t *testing.T) {
 	if len(iss.Chain) != 1 || !iss.Chain[0].Equal(iss.Cert) {
 		t.Errorf("chain should be just the intermediate, got %d certs", len(iss.Chain))
 	}
-	roots, err := readCerts(rootPath)
+	roots, err := ReadCertificates(rootPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,13 +1,10 @@
 package pkcs11
 
 import (
-	"crypto"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/asn1"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -25,7 +22,7 @@ import (
 // certificate of the token's key first, then any further intermediates
 // (PEM). signer.NewIssuer checks that the key on the token belongs to it.
 func LoadIssuer(cfg Config, certFile string) (*signer.Issuer, *Token, error) {
-	chain, err := readCerts(certFile)
+	chain, err := signer.ReadCertificates(certFile)
 	if err != nil {
 		return nil, nil, fmt.Errorf("loading the PKCS#11 issuer certificate: %w", err)
 	}
@@ -58,11 +55,11 @@ func Init(cfg Config, keyType, commonName, rootCertFile, rootKeyFile, certFile s
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	roots, err := readCerts(rootCertFile)
+	roots, err := signer.ReadCertificates(rootCertFile)
 	if err != nil {
 		return nil, fmt.Errorf("initialising PKCS#11 issuer: reading the root: %w", err)
 	}
-	rootKey, err := readKey(rootKeyFile)
+	rootKey, err := signer.ReadKey(rootKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("initialising PKCS#11 issuer: reading the root key: %w", err)
 	}
@@ -109,7 +106,7 @@ func Init(cfg Config, keyType, commonName, rootCertFile, rootKeyFile, certFile s
 		return nil, err
 	}
 	serial[0] = serial[0]&0x7f | 0x01
-	skid, err := subjectKeyID(key.Public())
+	skid, err := signer.SubjectKeyID(key.Public())
 	if err != nil {
 		return nil, err
 	}
@@ -143,76 +140,4 @@ func Init(cfg Config, keyType, commonName, rootCertFile, rootKeyFile, certFile s
 		return nil, err
 	}
 	return x509.ParseCertificate(der)
-}
-
-// subjectKeyID is RFC 7093 §2 method 1, as the signer uses for its CAs.
-func subjectKeyID(pub crypto.PublicKey) ([]byte, error) {
-	der, err := x509.MarshalPKIXPublicKey(pub)
-	if err != nil {
-		return nil, err
-	}
-	var spki struct {
-		Algorithm pkix.AlgorithmIdentifier
-		PublicKey asn1.BitString
-	}
-	if _, err := asn1.Unmarshal(der, &spki); err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(spki.PublicKey.Bytes)
-	return sum[:20], nil
-}
-
-func readCerts(path string) ([]*x509.Certificate, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var out []*x509.Certificate
-	for {
-		var b *pem.Block
-		b, data = pem.Decode(data)
-		if b == nil {
-			break
-		}
-		if b.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		out = append(out, c)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: no PEM CERTIFICATE block", path)
-	}
-	return out, nil
-}
-
-func readKey(path string) (crypto.Signer, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	b, _ := pem.Decode(data)
-	if b == nil {
-		return nil, fmt.Errorf("%s: no PEM block", path)
-	}
-	var key any
-	switch b.Type {
-	case "PRIVATE KEY":
-		key, err = x509.ParsePKCS8PrivateKey(b.Bytes)
-	case "EC PRIVATE KEY":
-		key, err = x509.ParseECPrivateKey(b.Bytes)
-	default:
-		return nil, fmt.Errorf("%s: PEM block %q is not a supported private key", path, b.Type)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	s, ok := key.(crypto.Signer)
-	if !ok {
-		return nil, fmt.Errorf("%s: key of type %T cannot sign", path, key)
-	}
-	return s, nil
 }
