@@ -3,20 +3,19 @@ package admin
 import (
 	"context"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
-	"io"
 	"math/big"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/hallmark-ca/hallmark/tests/harness"
 )
 
 // browser starts headless Chromium with a throwaway profile.
@@ -42,23 +41,6 @@ func browser(t *testing.T) context.Context {
 	return ctx
 }
 
-func readCert(t *testing.T, path string) *x509.Certificate {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading the certificate lego saved: %v", err)
-	}
-	blk, _ := pem.Decode(b)
-	if blk == nil {
-		t.Fatalf("%s holds no PEM", path)
-	}
-	c, err := x509.ParseCertificate(blk.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 // TestBrowserRevoke: an operator signs in, finds the certificate lego was
 // just issued, revokes it from the form, and sees the revocation in the
 // list, in the audit log and in the CRL the frontend serves.
@@ -70,13 +52,11 @@ func TestBrowserRevoke(t *testing.T) {
 	// A real certificate, issued over http-01 by the real binaries.
 	name := "www.admin-panel.test"
 	path := t.TempDir()
-	cmd := exec.Command(lego, "--server", c.baseURL+"/directory", "--email", "ops@hallmark.test", "--accept-tos", "--path", path,
-		"--domains", name, "--http", "--http.port", fmt.Sprintf("127.0.0.1:%d", c.httpPort), "run")
-	cmd.Env = append(os.Environ(), "LEGO_CA_CERTIFICATES="+c.root)
-	if out, err := cmd.CombinedOutput(); err != nil {
+	l := harness.Lego{Bin: lego, Directory: c.BaseURL + "/directory", Root: c.Root, Email: "ops@hallmark.test", Path: path}
+	if out, err := l.Run(context.Background(), "--domains", name, "--http", "--http.port", fmt.Sprintf("127.0.0.1:%d", c.HTTPPort), "run"); err != nil {
 		t.Fatalf("lego run: %v\n%s", err, out)
 	}
-	cert := readCert(t, filepath.Join(path, "certificates", name+".crt"))
+	cert := harness.ReadCert(t, filepath.Join(path, "certificates", name+".crt"))
 
 	// Refused without credentials; a form post without the CSRF token is
 	// refused even with them.
@@ -204,33 +184,5 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 // lists it with reason keyCompromise, and returns the CRL's number.
 func waitInCRL(t *testing.T, cert *x509.Certificate) *big.Int {
 	t.Helper()
-	if len(cert.CRLDistributionPoints) != 1 {
-		t.Fatalf("certificate has CRL distribution points %v, want one", cert.CRLDistributionPoints)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(cert.CRLDistributionPoints[0])
-		if err == nil {
-			der, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				crl, err := x509.ParseRevocationList(der)
-				if err != nil {
-					t.Fatalf("the served CRL does not parse: %v", err)
-				}
-				for _, e := range crl.RevokedCertificateEntries {
-					if e.SerialNumber.Cmp(cert.SerialNumber) == 0 {
-						if e.ReasonCode != 1 {
-							t.Fatalf("CRL reason %d, want 1 (keyCompromise)", e.ReasonCode)
-						}
-						return crl.Number
-					}
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serial %x did not appear in the CRL at %s within 30s", cert.SerialNumber, cert.CRLDistributionPoints[0])
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	return harness.WaitRevoked(t, http.DefaultClient, cert, 1)
 }

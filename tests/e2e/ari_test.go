@@ -81,11 +81,11 @@ func legoARI(t *testing.T) string {
 // command then renews it.
 func TestARIOperatorMovesWindow(t *testing.T) {
 	for _, d := range dialects {
-		t.Run(d.name, func(t *testing.T) {
+		t.Run(d.Name, func(t *testing.T) {
 			requireTool(t, "lego", "apt-get install lego")
-			ca := startCA(t, d.url(t), "")
+			ca := startCA(t, d.URL(t), "")
 			path := t.TempDir()
-			name := "ari.e2e-" + d.name + ".test"
+			name := "ari.e2e-" + d.Name + ".test"
 			httpArgs := []string{"--domains", name, "--http", "--http.port", fmt.Sprintf("127.0.0.1:%d", ca.HTTPPort)}
 			out, err := lego(t, ca, path, append(httpArgs, "run")...)
 			if err != nil {
@@ -100,8 +100,8 @@ func TestARIOperatorMovesWindow(t *testing.T) {
 				t.Fatalf("default window %v–%v (explanation %q), want the middle third of %v–%v", start, end, expl, cert.NotBefore, cert.NotAfter)
 			}
 
-			reason := "issuing key rotation drill " + d.name
-			out = ca.run("hallmark", "--config", ca.Config, "ari", "move", "--serial", hex.EncodeToString(cert.SerialNumber.Bytes()), "--reason", reason)
+			reason := "issuing key rotation drill " + d.Name
+			out = ca.Run("hallmark", "--config", ca.Config, "ari", "move", "--serial", hex.EncodeToString(cert.SerialNumber.Bytes()), "--reason", reason)
 			if !strings.Contains(out, "1 certificate") {
 				t.Fatalf("hallmark ari move: %s", out)
 			}

@@ -264,7 +264,7 @@ timeout_ms = 6000
 	ca := startCA(t, dbURL, extra)
 	// The HSM key is made after the root exists; the worker mounts it when
 	// it starts again.
-	out := ca.run("hallmark-worker", "--config", ca.Config, "ca", "init", "--pkcs11", "softhsm", "--key-type", "p256")
+	out := ca.Run("hallmark-worker", "--config", ca.Config, "ca", "init", "--pkcs11", "softhsm", "--key-type", "p256")
 	t.Log(strings.TrimSpace(out))
 	ca.Kill("worker")
 	ca.Start("worker")

@@ -74,11 +74,11 @@ func TestCertbot(t *testing.T) {
 	t.Parallel()
 	for _, st := range stores {
 		for _, be := range backends {
-			t.Run(st.name+"/"+be.name, func(t *testing.T) {
+			t.Run(st.Name+"/"+be.name, func(t *testing.T) {
 				t.Parallel()
 				bin := requireTool(t, "certbot", "apt-get install certbot")
-				ca := startCA(t, st.url(t), be.setup)
-				certbotScenarios(t, cell{"certbot", st.name, be.name}, certbotRunner{ca: ca, bin: bin, dir: t.TempDir()})
+				ca := startCA(t, st.URL(t), be.setup)
+				certbotScenarios(t, cell{"certbot", st.Name, be.name}, certbotRunner{ca: ca, bin: bin, dir: t.TempDir()})
 			})
 		}
 	}

@@ -16,8 +16,6 @@
 package interop
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"flag"
 	"fmt"
 	"io"
@@ -29,16 +27,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/tests/testdb"
+	"github.com/hallmark-ca/hallmark/tests/harness"
 	"github.com/hallmark-ca/hallmark/tests/testdns"
 )
-
-// binDir holds the binaries TestMain builds once.
-var binDir string
 
 func TestMain(m *testing.M) {
 	if os.Getenv("HALLMARK_INTEROP_HOOK") == "1" {
@@ -49,26 +43,13 @@ func TestMain(m *testing.M) {
 
 // runSuite builds the binaries, runs the tests and prints the matrix.
 func runSuite(m *testing.M) int {
-	// HALLMARK_TEST_BIN_DIR runs prebuilt binaries (e.g. bin/ after make
-	// build) instead of building them here.
-	binDir = os.Getenv("HALLMARK_TEST_BIN_DIR")
-	if binDir == "" {
-		dir, err := os.MkdirTemp("", "hallmark-interop-bin-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		binDir = dir
-		defer func() { os.RemoveAll(dir) }()
-		for _, b := range []string{"hallmark", "hallmark-frontend", "hallmark-worker"} {
-			cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b), "../../cmd/"+b)
-			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-			if err := cmd.Run(); err != nil {
-				fmt.Fprintf(os.Stderr, "building %s: %v\n", b, err)
-				return 1
-			}
-		}
+	// The binaries, or the prebuilt ones HALLMARK_TEST_BIN_DIR names.
+	cleanup, err := harness.Build()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
+	defer cleanup()
 	// Each cell (client × store × backend) mostly waits on a client
 	// process and the CA's polling; run all of them at once rather than
 	// GOMAXPROCS at a time, unless -parallel was given.
@@ -83,40 +64,13 @@ func runSuite(m *testing.M) int {
 	return code
 }
 
-// requireTool finds an external client, failing in CI and skipping loudly
-// elsewhere when it is missing.
-func requireTool(t *testing.T, name, install string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
-	}
-	if os.Getenv("CI") == "true" || os.Getenv("HALLMARK_REQUIRE_TOOLS") == "1" {
-		t.Fatalf("%s is required here (CI) but not installed: %s", name, install)
-	}
-	t.Skipf("SKIPPING: %s is not installed (%s)", name, install)
-	return ""
-}
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// stores are the databases every client runs against.
-var stores = []struct {
-	name string
-	url  func(t *testing.T) string
-}{
-	{"sqlite", func(t *testing.T) string { return testdb.SQLite(t) }},
-	{"postgres", func(t *testing.T) string { return testdb.Postgres(t) }},
-}
+var (
+	requireTool = harness.RequireTool
+	readCert    = harness.ReadCert
+	tail        = harness.Tail
+	// stores are the databases every client runs against.
+	stores = harness.Dialects
+)
 
 // backends are the signing backends every client runs against. setup
 // prepares the backend in the CA's directory before `ca init` and returns
@@ -149,7 +103,7 @@ func softHSM(t *testing.T, dir string) caBackend {
 		module = p
 	}
 	if _, err := os.Stat(module); err != nil {
-		if os.Getenv("CI") == "true" || os.Getenv("HALLMARK_REQUIRE_TOOLS") == "1" {
+		if harness.Required() {
 			t.Fatalf("the SoftHSM2 module is required here (CI): %v", err)
 		}
 		t.Skipf("SKIPPING: the SoftHSM2 module %s is missing (apt-get install softhsm2)", module)
@@ -203,168 +157,35 @@ const deniedDomain = "denied.test"
 // otherCA is a CAA issuer that is not Hallmark.
 const otherCA = "other-ca.test"
 
-// CA is a running Hallmark: one frontend and one worker process, a DNS
-// server the worker resolves through, and a control endpoint the clients'
-// DNS hooks post TXT records to.
+// CA is a running Hallmark (see harness.CA) with a control endpoint the
+// clients' DNS hooks post TXT records to.
 type CA struct {
-	Dir      string
-	Config   string
-	BaseURL  string
-	Root     string
-	HTTPPort int // where the worker looks for http-01 answers
-	ALPNPort int // where the worker looks for tls-alpn-01 answers
-	DNS      *testdns.Server
-	HookURL  string   // the TXT control endpoint
-	Issuer   string   // when set, the PEM certificate every leaf must be signed by
-	env      []string // the backend's, for every CA process
-	procs    map[string]*exec.Cmd
-	logs     map[string]*os.File
-	t        *testing.T
+	*harness.CA
+	HookURL string // the TXT control endpoint
+	Issuer  string // when set, the PEM certificate every leaf must be signed by
 }
 
-// startCA writes a configuration, migrates, creates the CA and starts both
-// processes; everything stops when the test ends.
+// startCA starts a CA on the store at dbURL with the signing backend
+// backend prepares in its directory; everything stops when the test ends.
 func startCA(t *testing.T, dbURL string, backend func(t *testing.T, dir string) caBackend) *CA {
 	t.Helper()
 	dir := t.TempDir()
 	be := backend(t, dir)
-	ca := &CA{Dir: dir, t: t, DNS: testdns.Start(t), HTTPPort: freePort(t), ALPNPort: freePort(t),
-		env: be.env, procs: map[string]*exec.Cmd{}, logs: map[string]*os.File{}}
+	ca := &CA{CA: harness.StartCA(t, dbURL, harness.Options{
+		Dir: dir,
+		Top: be.top,
+		Tables: fmt.Sprintf(`
+[policy]
+deny_domains = [%q]
+%s`, deniedDomain, be.tables),
+		InitArgs: be.initArgs,
+		Env:      be.env,
+	})}
 	ca.HookURL = startTXTControl(t, ca.DNS)
 	if be.issuer != "" {
 		ca.Issuer = filepath.Join(dir, be.issuer)
 	}
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	ca.BaseURL = "https://" + listen
-	ca.Root = filepath.Join(dir, "ca", "root.pem")
-	ca.Config = filepath.Join(dir, "hallmark.toml")
-	cfg := fmt.Sprintf(`%s
-[database]
-url = %q
-
-[server]
-listen = %q
-tls_cert = "frontend.pem"
-tls_key = "frontend.key"
-public_http_listen = "127.0.0.1:%d"
-caa_identities = ["hallmark.test"]
-retry_after_seconds = 1
-
-[worker]
-health_listen = "127.0.0.1:%d"
-job_timeout_ms = 8000
-rescue_after_ms = 15000
-
-[challenge]
-resolvers = [%q]
-http_port = %d
-https_port = %d
-tls_alpn_port = %d
-timeout_ms = 5000
-
-[policy]
-deny_domains = [%q]
-
-[ca]
-dir = "ca"
-%s`, be.top, dbURL, listen, freePort(t), freePort(t), ca.DNS.Addr, ca.HTTPPort, ca.ALPNPort, ca.ALPNPort, deniedDomain, be.tables)
-	if err := os.WriteFile(ca.Config, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ca.run("hallmark", "--config", ca.Config, "migrate")
-	ca.run("hallmark-worker", append([]string{"--config", ca.Config, "ca", "init", "--tls-cert", "frontend.pem", "--tls-key", "frontend.key"}, be.initArgs...)...)
-	ca.start("worker")
-	ca.start("frontend")
-	t.Cleanup(ca.stopAll)
-	ca.waitReady()
 	return ca
-}
-
-// run runs a binary to completion, failing the test on error.
-func (ca *CA) run(bin string, args ...string) string {
-	ca.t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, bin), args...)
-	cmd.Dir = ca.Dir
-	cmd.Env = append(os.Environ(), ca.env...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		ca.t.Fatalf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
-func (ca *CA) start(which string) {
-	ca.t.Helper()
-	logf, err := os.OpenFile(filepath.Join(ca.Dir, which+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		ca.t.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(binDir, "hallmark-"+which), "--config", ca.Config)
-	cmd.Dir = ca.Dir
-	cmd.Env = append(os.Environ(), ca.env...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		ca.t.Fatalf("starting %s: %v", which, err)
-	}
-	ca.procs[which], ca.logs[which] = cmd, logf
-}
-
-func (ca *CA) stopAll() {
-	for which, p := range ca.procs {
-		_ = p.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = p.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = p.Process.Kill()
-			<-done
-		}
-		ca.logs[which].Close()
-		delete(ca.procs, which)
-	}
-	if ca.t.Failed() {
-		for _, which := range []string{"frontend", "worker"} {
-			b, _ := os.ReadFile(filepath.Join(ca.Dir, which+".log"))
-			ca.t.Logf("---- %s log ----\n%s", which, tail(string(b), 6000))
-		}
-	}
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
-	return s
-}
-
-// HTTPClient trusts only the CA's root.
-func (ca *CA) HTTPClient() *http.Client {
-	pemBytes, err := os.ReadFile(ca.Root)
-	if err != nil {
-		ca.t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pemBytes)
-	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-}
-
-func (ca *CA) waitReady() {
-	ca.t.Helper()
-	c := ca.HTTPClient()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := c.Get(ca.BaseURL + "/directory")
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	ca.t.Fatalf("the frontend at %s did not become ready", ca.BaseURL)
 }
 
 // hookEnv is the environment a client needs to run the test binary as its

@@ -1,6 +1,7 @@
 package interop
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -10,10 +11,11 @@ import (
 	"encoding/pem"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hallmark-ca/hallmark/tests/harness"
 )
 
 // legoRunner drives the lego binary (Debian's lego 4.9.1) against one CA
@@ -26,16 +28,12 @@ type legoRunner struct {
 
 func (l legoRunner) run(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	base := []string{"--server", l.ca.BaseURL + "/directory", "--email", "interop@hallmark.test", "--accept-tos", "--path", l.path}
-	cmd := exec.Command(l.bin, append(base, args...)...)
-	cmd.Env = append(os.Environ(), "LEGO_CA_CERTIFICATES="+l.ca.Root,
-		"EXEC_PATH="+hookPath(t), "EXEC_POLLING_INTERVAL=1", "EXEC_PROPAGATION_TIMEOUT=10",
+	env := append([]string{"EXEC_PATH=" + hookPath(t), "EXEC_POLLING_INTERVAL=1", "EXEC_PROPAGATION_TIMEOUT=10",
 		// The exec provider solves authorizations one at a time, 60s
 		// apart by default.
-		"EXEC_SEQUENCE_INTERVAL=1")
-	cmd.Env = append(cmd.Env, l.ca.hookEnv()...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+		"EXEC_SEQUENCE_INTERVAL=1"}, l.ca.hookEnv()...)
+	lego := harness.Lego{Bin: l.bin, Directory: l.ca.BaseURL + "/directory", Root: l.ca.Root, Email: "interop@hallmark.test", Path: l.path, Env: env}
+	return lego.Run(context.Background(), args...)
 }
 
 // mustRun runs lego and fails the test on error.
@@ -66,11 +64,11 @@ func TestLego(t *testing.T) {
 	t.Parallel()
 	for _, st := range stores {
 		for _, be := range backends {
-			t.Run(st.name+"/"+be.name, func(t *testing.T) {
+			t.Run(st.Name+"/"+be.name, func(t *testing.T) {
 				t.Parallel()
 				bin := requireTool(t, "lego", "apt-get install lego")
-				ca := startCA(t, st.url(t), be.setup)
-				legoScenarios(t, cell{"lego", st.name, be.name}, legoRunner{ca: ca, bin: bin, path: t.TempDir()})
+				ca := startCA(t, st.URL(t), be.setup)
+				legoScenarios(t, cell{"lego", st.Name, be.name}, legoRunner{ca: ca, bin: bin, path: t.TempDir()})
 			})
 		}
 	}

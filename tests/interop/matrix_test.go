@@ -2,7 +2,6 @@ package interop
 
 import (
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hallmark-ca/hallmark/tests/harness"
 )
 
 // outcome is one line of the interoperability matrix.
@@ -102,24 +103,6 @@ func printMatrix() {
 	}
 }
 
-// readCert parses the first certificate in a PEM file a client saved.
-func readCert(t *testing.T, path string) *x509.Certificate {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading the certificate the client saved: %v", err)
-	}
-	blk, _ := pem.Decode(b)
-	if blk == nil {
-		t.Fatalf("%s holds no PEM", path)
-	}
-	c, err := x509.ParseCertificate(blk.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 // verifyChain checks that the leaf in chainPath verifies to the CA's root
 // for name (a DNS name or an IP address).
 func (ca *CA) verifyChain(t *testing.T, chainPath, name string) *x509.Certificate {
@@ -150,36 +133,7 @@ func (ca *CA) verifyChain(t *testing.T, chainPath, name string) *x509.Certificat
 // its serial appears with reason, as a relying party would see it.
 func (ca *CA) waitRevoked(t *testing.T, cert *x509.Certificate, reason int) {
 	t.Helper()
-	if len(cert.CRLDistributionPoints) != 1 {
-		t.Fatalf("certificate has CRL distribution points %v, want one", cert.CRLDistributionPoints)
-	}
-	client := ca.HTTPClient()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := client.Get(cert.CRLDistributionPoints[0])
-		if err == nil {
-			der, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				crl, err := x509.ParseRevocationList(der)
-				if err != nil {
-					t.Fatalf("the served CRL does not parse: %v", err)
-				}
-				for _, e := range crl.RevokedCertificateEntries {
-					if e.SerialNumber.Cmp(cert.SerialNumber) == 0 {
-						if e.ReasonCode != reason {
-							t.Fatalf("CRL reason %d for serial %x, want %d", e.ReasonCode, cert.SerialNumber, reason)
-						}
-						return
-					}
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serial %x did not appear in the CRL at %s within 30s", cert.SerialNumber, cert.CRLDistributionPoints[0])
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	harness.WaitRevoked(t, ca.HTTPClient(), cert, reason)
 }
 
 // serveWrongHTTP01 answers every http-01 request on the worker's http-01

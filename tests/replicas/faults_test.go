@@ -95,16 +95,16 @@ func TestWorkerKilledHoldingJobs(t *testing.T) {
 	var caught map[string][]int64
 	deadline := time.Now().Add(60 * time.Second)
 	for caught == nil && time.Now().Before(deadline) {
-		h, err := held(ctx, conn, w1.name)
+		h, err := held(ctx, conn, w1.Name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(h["challenge_validate"]) == 0 || len(h["signer_issue"]) == 0 {
 			continue
 		}
-		_ = w1.cmd.Process.Signal(syscall.SIGSTOP)
+		_ = w1.Cmd.Process.Signal(syscall.SIGSTOP)
 		// Frozen: what it holds now it holds until it dies.
-		h, err = held(ctx, conn, w1.name)
+		h, err = held(ctx, conn, w1.Name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +112,7 @@ func TestWorkerKilledHoldingJobs(t *testing.T) {
 			caught = h
 			break
 		}
-		_ = w1.cmd.Process.Signal(syscall.SIGCONT)
+		_ = w1.Cmd.Process.Signal(syscall.SIGCONT)
 	}
 	if caught == nil {
 		t.Fatal("worker1 never held a challenge_validate and a signer_issue job at once within 60s")
@@ -134,8 +134,8 @@ func TestWorkerKilledHoldingJobs(t *testing.T) {
 			if err := conn.QueryRow(ctx, `SELECT state, attempted_by FROM river_job WHERE id = $1`, id).Scan(&state, &by); err != nil {
 				t.Fatal(err)
 			}
-			if state != "completed" || by[len(by)-1] != w2.name {
-				t.Errorf("%s job %d: state %s attempted by %v, want completed by %s", kind, id, state, by, w2.name)
+			if state != "completed" || by[len(by)-1] != w2.Name {
+				t.Errorf("%s job %d: state %s attempted by %v, want completed by %s", kind, id, state, by, w2.Name)
 			}
 		}
 	}
@@ -368,16 +368,16 @@ func TestPostgresRestart(t *testing.T) {
 	time.Sleep(time.Second)
 	for _, f := range c.frontends {
 		if status, body := get("http://" + f.addr + "/readyz"); status != http.StatusServiceUnavailable {
-			t.Errorf("%s /readyz with the database down: %d %q, want 503", f.name, status, body)
+			t.Errorf("%s /readyz with the database down: %d %q, want 503", f.Name, status, body)
 		}
 		// A request that needs the database gets the RFC's error document.
 		if status, body := postAccountLookup(t, c, f); status < 500 || !strings.Contains(body, "serverInternal") {
-			t.Errorf("%s answered an ACME POST with the database down: %d %s, want 5xx serverInternal", f.name, status, body)
+			t.Errorf("%s answered an ACME POST with the database down: %d %s, want 5xx serverInternal", f.Name, status, body)
 		}
 	}
 	for _, w := range c.workers {
 		if status, body := get("http://" + w.addr + "/readyz"); status != http.StatusServiceUnavailable || !strings.Contains(body, "not claiming") {
-			t.Errorf("%s /readyz with the database down: %d %q, want 503 saying it is not claiming", w.name, status, body)
+			t.Errorf("%s /readyz with the database down: %d %q, want 503 saying it is not claiming", w.Name, status, body)
 		}
 	}
 	time.Sleep(3 * time.Second)
@@ -390,7 +390,7 @@ func TestPostgresRestart(t *testing.T) {
 	}
 	for _, w := range c.workers {
 		if !strings.Contains(c.logOf(w), "database unreachable") {
-			t.Errorf("%s never said it lost the database", w.name)
+			t.Errorf("%s never said it lost the database", w.Name)
 		}
 	}
 	certs := c.checkBooks(ctx, c.workers...)

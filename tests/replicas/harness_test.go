@@ -9,7 +9,6 @@ package replicas
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -17,68 +16,27 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/hallmark-ca/hallmark/tests/harness"
 	"github.com/hallmark-ca/hallmark/tests/testdns"
 )
 
-var binDir string
+func TestMain(m *testing.M) { os.Exit(harness.Main(m)) }
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "hallmark-replicas-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	for _, b := range []string{"hallmark", "hallmark-frontend", "hallmark-worker"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b), "../../cmd/"+b)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n", b, err)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// requireTool finds an external tool: it fails in CI and skips loudly
-// elsewhere when the tool is missing.
-func requireTool(t *testing.T, name, install string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
-	}
-	if os.Getenv("CI") == "true" || os.Getenv("HALLMARK_REQUIRE_TOOLS") == "1" {
-		t.Fatalf("%s is required here (CI) but not installed: %s", name, install)
-	}
-	t.Skipf("SKIPPING: %s is not installed (%s)", name, install)
-	return ""
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+var (
+	requireTool = harness.RequireTool
+	freePort    = harness.FreePort
+	tail        = harness.Tail
+)
 
 // options shape a cluster.
 type options struct {
@@ -95,12 +53,10 @@ type options struct {
 	deferWorkers bool
 }
 
-// proc is one running binary.
+// proc is one frontend or worker process.
 type proc struct {
-	name, cfg string
-	cmd       *exec.Cmd
-	log       *os.File
-	addr      string // frontend: listen address; worker: health address
+	*harness.Proc
+	addr string // frontend: listen address; worker: health address
 }
 
 // cluster is N frontends and M workers on one database, behind a
@@ -143,38 +99,27 @@ func startCluster(t *testing.T, dbURL string, o options) *cluster {
 	c.base = fmt.Sprintf("https://127.0.0.1:%d", proxyPort)
 	pub := freePort(t)
 
-	common := func(listen, publicListen, health, id, caDir string) string {
-		return fmt.Sprintf(`[database]
-url = %q
-max_conns = 8
-
-[server]
-listen = %q
-base_url = %q
-plain_http = true
-public_http_listen = %q
-caa_identities = ["hallmark.test"]
-retry_after_seconds = 1
-%s
-
-[worker]
-id = %q
-health_listen = %q
-concurrency = 8
-crl_interval_minutes = 60
-%s
-
-[challenge]
-resolvers = [%q]
-http_port = %d
-https_port = %d
-tls_alpn_port = %d
-timeout_ms = %d
-
-[ca]
-dir = %q
-url_base = "http://127.0.0.1:%d"
-`, dbURL, listen, c.base, publicListen, o.server, id, health, o.worker, c.dns.Addr, c.httpPort, c.httpPort, freePort(t), o.challengeTimeoutMS, caDir, pub)
+	common := func(listen, publicListen, health, id, caDir string) harness.Config {
+		return harness.Config{
+			DatabaseURL:        dbURL,
+			DatabaseExtra:      "max_conns = 8",
+			Listen:             listen,
+			PublicHTTPListen:   publicListen,
+			ServerExtra:        fmt.Sprintf("base_url = %q\nplain_http = true\n%s", c.base, o.server),
+			HealthListen:       health,
+			WorkerExtra:        fmt.Sprintf("id = %q\nconcurrency = 8\ncrl_interval_minutes = 60\n%s", id, o.worker),
+			Resolver:           c.dns.Addr,
+			HTTPPort:           c.httpPort,
+			HTTPSPort:          c.httpPort,
+			ALPNPort:           freePort(t),
+			ChallengeTimeoutMS: o.challengeTimeoutMS,
+			CADir:              caDir,
+			CAExtra:            fmt.Sprintf("url_base = \"http://127.0.0.1:%d\"", pub),
+		}
+	}
+	newProc := func(name, bin, addr string, cfg harness.Config) *proc {
+		path := harness.WriteConfig(t, dir, name, cfg)
+		return &proc{Proc: &harness.Proc{Name: name, Dir: dir, Bin: bin, Args: []string{"--config", path}}, addr: addr}
 	}
 	for i := 0; i < o.frontends; i++ {
 		listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
@@ -182,9 +127,8 @@ url_base = "http://127.0.0.1:%d"
 		if i == 0 {
 			publicListen = fmt.Sprintf("127.0.0.1:%d", pub)
 		}
-		p := &proc{name: fmt.Sprintf("frontend%d", i+1), addr: listen}
-		p.cfg = c.writeConfig(p.name, common(listen, publicListen, "", p.name, "ca"))
-		c.frontends = append(c.frontends, p)
+		name := fmt.Sprintf("frontend%d", i+1)
+		c.frontends = append(c.frontends, newProc(name, "hallmark-frontend", listen, common(listen, publicListen, "", name, "ca")))
 	}
 	for i := 0; i < o.workers; i++ {
 		health := fmt.Sprintf("127.0.0.1:%d", freePort(t))
@@ -192,11 +136,10 @@ url_base = "http://127.0.0.1:%d"
 		if o.noKey[i] {
 			caDir = "ca-nokey"
 		}
-		p := &proc{name: fmt.Sprintf("worker%d", i+1), addr: health}
-		p.cfg = c.writeConfig(p.name, common(fmt.Sprintf("127.0.0.1:%d", freePort(t)), "", health, p.name, caDir))
-		c.workers = append(c.workers, p)
+		name := fmt.Sprintf("worker%d", i+1)
+		c.workers = append(c.workers, newProc(name, "hallmark-worker", health, common(fmt.Sprintf("127.0.0.1:%d", freePort(t)), "", health, name, caDir)))
 	}
-	cfg0 := c.frontends[0].cfg
+	cfg0 := c.frontends[0].Args[1]
 	c.run("hallmark", "--config", cfg0, "migrate")
 	c.run("hallmark-worker", "--config", cfg0, "ca", "init", "--tls-cert", "proxy.pem", "--tls-key", "proxy.key", "--tls-names", "127.0.0.1")
 	if len(o.noKey) > 0 {
@@ -229,96 +172,30 @@ url_base = "http://127.0.0.1:%d"
 	return c
 }
 
-func (c *cluster) writeConfig(name, body string) string {
-	p := filepath.Join(c.dir, name+".toml")
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		c.t.Fatal(err)
-	}
-	return p
-}
-
 func (c *cluster) run(bin string, args ...string) string {
 	c.t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, bin), args...)
-	cmd.Dir = c.dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		c.t.Fatalf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return harness.Run(c.t, c.dir, nil, bin, args...)
 }
 
 // start starts (or restarts) a process; its log appends to <name>.log.
 func (c *cluster) start(p *proc) {
 	c.t.Helper()
-	logf, err := os.OpenFile(filepath.Join(c.dir, p.name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	bin := "hallmark-frontend"
-	if strings.HasPrefix(p.name, "worker") {
-		bin = "hallmark-worker"
-	}
-	cmd := exec.Command(filepath.Join(binDir, bin), "--config", p.cfg)
-	cmd.Dir = c.dir
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		c.t.Fatalf("starting %s: %v", p.name, err)
-	}
-	p.cmd, p.log = cmd, logf
+	p.Start(c.t)
 }
 
 // kill sends SIGKILL, as a crash would.
-func (c *cluster) kill(p *proc) {
-	if p.cmd != nil && p.cmd.Process != nil {
-		_ = p.cmd.Process.Signal(syscall.SIGCONT)
-		_ = p.cmd.Process.Kill()
-		_ = p.cmd.Wait()
-		p.cmd = nil
-		p.log.Close()
-	}
-}
+func (c *cluster) kill(p *proc) { p.Kill() }
 
 func (c *cluster) stopAll() {
-	var wg sync.WaitGroup
+	var all []*harness.Proc
 	for _, p := range append(append([]*proc{}, c.frontends...), c.workers...) {
-		if p.cmd == nil {
-			continue
-		}
-		wg.Add(1)
-		go func(p *proc) {
-			defer wg.Done()
-			_ = p.cmd.Process.Signal(syscall.SIGCONT)
-			_ = p.cmd.Process.Signal(syscall.SIGTERM)
-			done := make(chan struct{})
-			go func() { _ = p.cmd.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(15 * time.Second):
-				_ = p.cmd.Process.Kill()
-				<-done
-			}
-			p.log.Close()
-		}(p)
+		all = append(all, p.Proc)
 	}
-	wg.Wait()
-	if c.t.Failed() {
-		for _, p := range append(append([]*proc{}, c.frontends...), c.workers...) {
-			b, _ := os.ReadFile(filepath.Join(c.dir, p.name+".log"))
-			s := string(b)
-			if len(s) > 5000 {
-				s = "…" + s[len(s)-5000:]
-			}
-			c.t.Logf("---- %s log ----\n%s", p.name, s)
-		}
-	}
+	harness.StopAll(c.t, all...)
 }
 
 // logOf is a process's log so far.
-func (c *cluster) logOf(p *proc) string {
-	b, _ := os.ReadFile(filepath.Join(c.dir, p.name+".log"))
-	return string(b)
-}
+func (c *cluster) logOf(p *proc) string { return p.Log() }
 
 // startProxy is the load balancer: TLS with a certificate from the CA,
 // each request to the next frontend in turn.
@@ -400,35 +277,13 @@ func (c *cluster) blackhole(host string) {
 	c.mu.Unlock()
 }
 
-// httpClient trusts only the CA's root.
-func (c *cluster) httpClient() *http.Client {
-	pemBytes, err := os.ReadFile(c.root)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pemBytes)
-	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-}
-
 func (c *cluster) waitReady() {
 	c.t.Helper()
 	hc := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(30 * time.Second)
 	for _, f := range c.frontends {
-		for {
-			resp, err := hc.Get("http://" + f.addr + "/readyz")
-			if err == nil {
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode == 200 {
-					break
-				}
-			}
-			if time.Now().After(deadline) {
-				c.t.Fatalf("%s at %s did not become ready", f.name, f.addr)
-			}
-			time.Sleep(100 * time.Millisecond)
+		if !harness.WaitOK(hc, "http://"+f.addr+"/readyz", deadline) {
+			c.t.Fatalf("%s at %s did not become ready", f.Name, f.addr)
 		}
 	}
 }
@@ -453,11 +308,11 @@ func (c *cluster) signed(w *proc) int {
 	c.t.Helper()
 	status, body := get("http://" + w.addr + "/metrics")
 	if status != 200 {
-		c.t.Fatalf("%s /metrics: status %d", w.name, status)
+		c.t.Fatalf("%s /metrics: status %d", w.Name, status)
 	}
 	m := signedRE.FindStringSubmatch(body)
 	if m == nil {
-		c.t.Fatalf("%s /metrics has no hallmark_worker_certificates_signed_total", w.name)
+		c.t.Fatalf("%s /metrics has no hallmark_worker_certificates_signed_total", w.Name)
 	}
 	f, _ := strconv.ParseFloat(m[1], 64)
 	return int(f)
@@ -466,18 +321,16 @@ func (c *cluster) signed(w *proc) int {
 // lego runs the lego binary once for name through the proxy, answering
 // http-01 through the webroot.
 func (c *cluster) lego(ctx context.Context, path, name string, extra ...string) (string, error) {
-	args := []string{"--server", c.base + "/directory", "--email", "replicas@hallmark.test", "--accept-tos", "--path", path,
-		"--domains", name, "--http", "--http.webroot", c.webroot}
+	args := []string{"--domains", name, "--http", "--http.webroot", c.webroot}
 	args = append(append(args, c.legoExtra...), extra...)
 	args = append(args, "run", "--no-bundle")
-	return legoCmd(ctx, c, args...)
+	return c.legoRun(ctx, path, args...)
 }
 
-func legoCmd(ctx context.Context, c *cluster, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "lego", args...)
-	cmd.Env = append(os.Environ(), "LEGO_CA_CERTIFICATES="+c.root)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+// legoRun runs lego with path as its account directory against the proxy.
+func (c *cluster) legoRun(ctx context.Context, path string, args ...string) (string, error) {
+	l := harness.Lego{Bin: "lego", Directory: c.base + "/directory", Root: c.root, Email: "replicas@hallmark.test", Path: path}
+	return l.Run(ctx, args...)
 }
 
 // legoUntil runs lego for name until it gets a certificate, at most tries

@@ -50,13 +50,6 @@ func issueMany(ctx context.Context, c *cluster, prefix string, n, par, tries int
 	return ok, fails
 }
 
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
-	return s
-}
-
 var crlSignedRE = regexp.MustCompile(`msg="CRL signed" .*?issuer=(\S+) number=(\d+)`)
 
 // TestTwoFrontendsTwoWorkers: two frontends and two workers on one
@@ -119,12 +112,12 @@ func TestTwoFrontendsTwoWorkers(t *testing.T) {
 		for _, m := range crlSignedRE.FindAllStringSubmatch(c.logOf(w), -1) {
 			key := m[1] + "#" + m[2]
 			if prev, dup := seen[key]; dup {
-				t.Errorf("CRL %s signed twice (by %s and %s)", key, prev, w.name)
+				t.Errorf("CRL %s signed twice (by %s and %s)", key, prev, w.Name)
 			}
-			seen[key] = w.name
+			seen[key] = w.Name
 		}
 		if strings.Contains(c.logOf(w), "storing CRL") {
-			t.Errorf("%s signed a CRL it could not store (a number signed twice)", w.name)
+			t.Errorf("%s signed a CRL it could not store (a number signed twice)", w.Name)
 		}
 	}
 	crls := queryInt(t, ctx, conn, `SELECT count(*) FROM crls`)
@@ -135,8 +128,7 @@ func TestTwoFrontendsTwoWorkers(t *testing.T) {
 }
 
 func runLego(ctx context.Context, c *cluster, path, name string, cmdArgs ...string) (string, error) {
-	args := []string{"--server", c.base + "/directory", "--email", "replicas@hallmark.test", "--accept-tos", "--path", path, "--domains", name}
-	return legoCmd(ctx, c, append(args, cmdArgs...)...)
+	return c.legoRun(ctx, path, append([]string{"--domains", name}, cmdArgs...)...)
 }
 
 // nonceAcrossFrontends: a nonce minted by frontend 1 is accepted by frontend

@@ -1,0 +1,136 @@
+package harness
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/tests/testdns"
+)
+
+// Options shape a CA beyond the configuration every test package shares.
+type Options struct {
+	Dir      string   // the CA's directory; a new t.TempDir() when empty
+	Top      string   // TOML before the first table (e.g. default_profile)
+	Tables   string   // further TOML tables (profiles, backends, policy, admin)
+	InitArgs []string // added to `hallmark-worker ca init`
+	Env      []string // added to every CA process's environment
+}
+
+// CA is a running Hallmark: one frontend and one worker process, and a DNS
+// server the worker resolves through.
+type CA struct {
+	Dir      string
+	Config   string
+	BaseURL  string
+	Root     string
+	HTTPPort int // where the worker looks for http-01 answers
+	ALPNPort int // where the worker looks for tls-alpn-01 answers
+	DNS      *testdns.Server
+	Env      []string // the CA processes' extra environment
+
+	procs map[string]*Proc // "frontend", "worker"
+	t     *testing.T
+}
+
+// StartCA writes a configuration for the store at dbURL, migrates, creates
+// the CA and starts both processes; everything stops when the test ends.
+func StartCA(t *testing.T, dbURL string, o Options) *CA {
+	t.Helper()
+	dir := o.Dir
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	ca := &CA{Dir: dir, t: t, DNS: testdns.Start(t), HTTPPort: FreePort(t), ALPNPort: FreePort(t), Env: o.Env}
+	listen := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	ca.BaseURL = "https://" + listen
+	ca.Root = filepath.Join(dir, "ca", "root.pem")
+	ca.Config = WriteConfig(t, dir, "hallmark", Config{
+		Top:                o.Top,
+		DatabaseURL:        dbURL,
+		Listen:             listen,
+		PublicHTTPListen:   fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
+		ServerExtra:        "tls_cert = \"frontend.pem\"\ntls_key = \"frontend.key\"",
+		HealthListen:       fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
+		WorkerExtra:        "job_timeout_ms = 8000\nrescue_after_ms = 15000",
+		Resolver:           ca.DNS.Addr,
+		HTTPPort:           ca.HTTPPort,
+		HTTPSPort:          ca.ALPNPort,
+		ALPNPort:           ca.ALPNPort,
+		ChallengeTimeoutMS: 5000,
+		CADir:              "ca",
+		Tables:             o.Tables,
+	})
+	ca.Run("hallmark", "--config", ca.Config, "migrate")
+	ca.Run("hallmark-worker", append([]string{"--config", ca.Config, "ca", "init", "--tls-cert", "frontend.pem", "--tls-key", "frontend.key"}, o.InitArgs...)...)
+	ca.procs = map[string]*Proc{}
+	for _, which := range []string{"frontend", "worker"} {
+		ca.procs[which] = &Proc{Name: which, Dir: dir, Bin: "hallmark-" + which, Args: []string{"--config", ca.Config}, Env: o.Env}
+	}
+	ca.Start("worker")
+	ca.Start("frontend")
+	t.Cleanup(func() { StopAll(t, ca.procs["frontend"], ca.procs["worker"]) })
+	if !WaitOK(ca.HTTPClient(), ca.BaseURL+"/directory", time.Now().Add(30*time.Second)) {
+		t.Fatalf("the frontend at %s did not become ready", ca.BaseURL)
+	}
+	return ca
+}
+
+// Run runs a binary in the CA's directory to completion, failing the test
+// on error, and returns its output.
+func (ca *CA) Run(bin string, args ...string) string {
+	ca.t.Helper()
+	return Run(ca.t, ca.Dir, ca.Env, bin, args...)
+}
+
+// Start starts "worker" or "frontend" (again, after Kill).
+func (ca *CA) Start(which string) {
+	ca.t.Helper()
+	ca.procs[which].Start(ca.t)
+}
+
+// Kill sends SIGKILL to "worker" or "frontend", as a crash would.
+func (ca *CA) Kill(which string) { ca.procs[which].Kill() }
+
+// HTTPClient trusts only the CA's root.
+func (ca *CA) HTTPClient() *http.Client {
+	ca.t.Helper()
+	return HTTPClient(ca.t, ca.Root)
+}
+
+// HTTPClient trusts only the root certificate in the PEM file root.
+func HTTPClient(t *testing.T, root string) *http.Client {
+	t.Helper()
+	pemBytes, err := os.ReadFile(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pemBytes)
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+}
+
+// WaitOK polls u with c every 100ms until it answers 200 or deadline
+// passes, and says whether it did.
+func WaitOK(c *http.Client, u string, deadline time.Time) bool {
+	for {
+		resp, err := c.Get(u)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return true
+			}
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

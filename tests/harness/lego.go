@@ -1,0 +1,89 @@
+package harness
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net/http"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// Lego runs a lego binary against one ACME server with one account
+// directory.
+type Lego struct {
+	Bin       string   // the lego binary (RequireTool(t, "lego", ...))
+	Directory string   // the ACME directory URL
+	Root      string   // the PEM root lego trusts for the server
+	Email     string   // the account's contact
+	Path      string   // lego's --path: accounts and certificates
+	Env       []string // added to lego's environment
+}
+
+// Run runs lego with the server, account and path flags followed by args,
+// and returns its combined output.
+func (l Lego) Run(ctx context.Context, args ...string) (string, error) {
+	base := []string{"--server", l.Directory, "--email", l.Email, "--accept-tos", "--path", l.Path}
+	cmd := exec.CommandContext(ctx, l.Bin, append(base, args...)...)
+	cmd.Env = append(append(os.Environ(), "LEGO_CA_CERTIFICATES="+l.Root), l.Env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// ReadCert parses the first certificate in a PEM file a client saved.
+func ReadCert(t *testing.T, path string) *x509.Certificate {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading the certificate the client saved: %v", err)
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		t.Fatalf("%s holds no PEM", path)
+	}
+	c, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// WaitRevoked polls the CRL at the certificate's one distribution point
+// until its serial appears, as a relying party would see it, fails unless
+// it carries reason, and returns the CRL's number.
+func WaitRevoked(t *testing.T, client *http.Client, cert *x509.Certificate, reason int) *big.Int {
+	t.Helper()
+	if len(cert.CRLDistributionPoints) != 1 {
+		t.Fatalf("certificate has CRL distribution points %v, want one", cert.CRLDistributionPoints)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := client.Get(cert.CRLDistributionPoints[0])
+		if err == nil {
+			der, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				crl, err := x509.ParseRevocationList(der)
+				if err != nil {
+					t.Fatalf("the served CRL does not parse: %v", err)
+				}
+				for _, e := range crl.RevokedCertificateEntries {
+					if e.SerialNumber.Cmp(cert.SerialNumber) == 0 {
+						if e.ReasonCode != reason {
+							t.Fatalf("CRL reason %d for serial %x, want %d", e.ReasonCode, cert.SerialNumber, reason)
+						}
+						return crl.Number
+					}
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serial %x did not appear in the CRL at %s within 30s", cert.SerialNumber, cert.CRLDistributionPoints[0])
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
