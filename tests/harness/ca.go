@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,17 +48,55 @@ func StartCA(t *testing.T, dbURL string, o Options) *CA {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	ca := &CA{Dir: dir, t: t, DNS: testdns.Start(t), HTTPPort: FreePort(t), ALPNPort: FreePort(t), Env: o.Env}
-	listen := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
-	ca.BaseURL = "https://" + listen
+	ca := &CA{Dir: dir, t: t, DNS: testdns.Start(t), Env: o.Env}
 	ca.Root = filepath.Join(dir, "ca", "root.pem")
-	ca.Config = WriteConfig(t, dir, "hallmark", Config{
+	// FreePort hands out a port that was free a moment ago; with many CAs
+	// starting in parallel another process can take it first. A start that
+	// lost such a race (a process exits at once) is retried with new ports.
+	for attempt := 1; ; attempt++ {
+		health := ca.configure(t, dbURL, o)
+		if attempt == 1 {
+			ca.Run("hallmark", "--config", ca.Config, "migrate")
+			ca.Run("hallmark-worker", append([]string{"--config", ca.Config, "ca", "init", "--tls-cert", "frontend.pem", "--tls-key", "frontend.key"}, o.InitArgs...)...)
+		}
+		ca.procs = map[string]*Proc{}
+		for _, which := range []string{"frontend", "worker"} {
+			ca.procs[which] = &Proc{Name: which, Dir: dir, Bin: "hallmark-" + which, Args: []string{"--config", ca.Config}, Env: o.Env}
+		}
+		ca.Start("worker")
+		ca.Start("frontend")
+		deadline := time.Now().Add(30 * time.Second)
+		ready := WaitOK(ca.HTTPClient(), ca.BaseURL+"/directory", deadline) &&
+			WaitOK(&http.Client{Timeout: 2 * time.Second}, "http://"+health+"/healthz", deadline)
+		if ready {
+			t.Cleanup(func() { StopAll(t, ca.procs["frontend"], ca.procs["worker"]) })
+			return ca
+		}
+		lostRace := strings.Contains(ca.procs["frontend"].Log()+ca.procs["worker"].Log(), "address already in use")
+		if !lostRace || attempt == 3 {
+			t.Errorf("the CA at %s did not become ready (frontend directory and worker /healthz)", ca.BaseURL)
+			StopAll(t, ca.procs["frontend"], ca.procs["worker"]) // dumps both logs: the test has failed
+			t.FailNow()
+		}
+		t.Logf("a CA port was taken by another process (attempt %d); starting again on new ports", attempt)
+		StopAll(t, ca.procs["frontend"], ca.procs["worker"])
+	}
+}
+
+// configure picks ports and writes the configuration; it returns the
+// worker's health address.
+func (ca *CA) configure(t *testing.T, dbURL string, o Options) string {
+	ca.HTTPPort, ca.ALPNPort = FreePort(t), FreePort(t)
+	listen := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	health := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	ca.BaseURL = "https://" + listen
+	ca.Config = WriteConfig(t, ca.Dir, "hallmark", Config{
 		Top:                o.Top,
 		DatabaseURL:        dbURL,
 		Listen:             listen,
 		PublicHTTPListen:   fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
 		ServerExtra:        "tls_cert = \"frontend.pem\"\ntls_key = \"frontend.key\"",
-		HealthListen:       fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
+		HealthListen:       health,
 		WorkerExtra:        "job_timeout_ms = 8000\nrescue_after_ms = 15000",
 		Resolver:           ca.DNS.Addr,
 		HTTPPort:           ca.HTTPPort,
@@ -67,19 +106,7 @@ func StartCA(t *testing.T, dbURL string, o Options) *CA {
 		CADir:              "ca",
 		Tables:             o.Tables,
 	})
-	ca.Run("hallmark", "--config", ca.Config, "migrate")
-	ca.Run("hallmark-worker", append([]string{"--config", ca.Config, "ca", "init", "--tls-cert", "frontend.pem", "--tls-key", "frontend.key"}, o.InitArgs...)...)
-	ca.procs = map[string]*Proc{}
-	for _, which := range []string{"frontend", "worker"} {
-		ca.procs[which] = &Proc{Name: which, Dir: dir, Bin: "hallmark-" + which, Args: []string{"--config", ca.Config}, Env: o.Env}
-	}
-	ca.Start("worker")
-	ca.Start("frontend")
-	t.Cleanup(func() { StopAll(t, ca.procs["frontend"], ca.procs["worker"]) })
-	if !WaitOK(ca.HTTPClient(), ca.BaseURL+"/directory", time.Now().Add(30*time.Second)) {
-		t.Fatalf("the frontend at %s did not become ready", ca.BaseURL)
-	}
-	return ca
+	return health
 }
 
 // Run runs a binary in the CA's directory to completion, failing the test

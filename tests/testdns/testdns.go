@@ -29,13 +29,26 @@ type Server struct {
 func Start(t testing.TB) *Server {
 	t.Helper()
 	s := &Server{txt: map[string][]string{}, caa: map[string][]*dns.CAA{}, servfail: map[string]bool{}, nxdomain: map[string]bool{}}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("testdns: %v", err)
+	// UDP and TCP must share a port number; the kernel picks the UDP one,
+	// and under parallel tests its TCP twin may already be taken: retry.
+	var (
+		pc  net.PacketConn
+		ln  net.Listener
+		err error
+	)
+	for attempt := 0; attempt < 20; attempt++ {
+		pc, err = net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("testdns: %v", err)
+		}
+		ln, err = net.Listen("tcp", pc.LocalAddr().String())
+		if err == nil {
+			break
+		}
+		pc.Close()
 	}
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
 	if err != nil {
-		t.Fatalf("testdns: %v", err)
+		t.Fatalf("testdns: no port free for both UDP and TCP: %v", err)
 	}
 	s.Addr = pc.LocalAddr().String()
 	s.udp = &dns.Server{PacketConn: pc, Handler: s}
