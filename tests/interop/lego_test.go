@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -123,6 +124,23 @@ func legoScenarios(t *testing.T, c cell, l legoRunner) {
 			t.Fatalf("the problem does not point at the ip identifier type:\n%s", tail(out, 2000))
 		}
 	})
+	// RFC 8738 IP identifiers need a lego newer than Debian's: the current
+	// one .ci/run builds (v4.25.0, also the ARI client) sends "ip"
+	// identifiers; the worker validates http-01 at the address itself and
+	// tls-alpn-01 with the reverse-DNS SNI (RFC 8738 §6).
+	c.scenario(t, "ip/http-01 (lego 4.25)", func(t *testing.T) {
+		cur := legoRunner{ca: ca, bin: currentLego(t), path: t.TempDir()}
+		cur.mustRun(t, append(append([]string{"--domains", "127.0.0.1"}, cur.http()...), "run")...)
+		leaf := ca.verifyChain(t, cur.certPath("127.0.0.1"), "127.0.0.1")
+		if len(leaf.IPAddresses) != 1 || !leaf.IPAddresses[0].Equal(net.IPv4(127, 0, 0, 1)) || len(leaf.DNSNames) != 0 {
+			t.Fatalf("IP certificate names: ip %v dns %v, want exactly 127.0.0.1", leaf.IPAddresses, leaf.DNSNames)
+		}
+	})
+	c.scenario(t, "ip/tls-alpn-01 (lego 4.25)", func(t *testing.T) {
+		cur := legoRunner{ca: ca, bin: currentLego(t), path: t.TempDir()}
+		cur.mustRun(t, "--domains", "127.0.0.1", "--tls", "--tls.port", fmt.Sprintf("127.0.0.1:%d", ca.ALPNPort), "run")
+		ca.verifyChain(t, cur.certPath("127.0.0.1"), "127.0.0.1")
+	})
 	c.scenario(t, "csr", func(t *testing.T) {
 		name := "csr.lego.test"
 		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -181,4 +199,18 @@ func legoScenarios(t *testing.T, c cell, l legoRunner) {
 		out, err := l.run(t, append(append([]string{"--domains", "host." + deniedDomain}, l.dns()...), "run")...)
 		wantProblem(t, out, err, "rejectedIdentifier")
 	})
+}
+
+// currentLego is a lego with RFC 8738 and RFC 9773 support (v4.25.0, built
+// by .ci/run and named in HALLMARK_LEGO_ARI). In CI a missing one fails.
+func currentLego(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("HALLMARK_LEGO_ARI"); p != "" {
+		return p
+	}
+	if harness.Required() {
+		t.Fatal("HALLMARK_LEGO_ARI is not set: .ci/run builds lego v4.25.0 and sets it")
+	}
+	t.Skip("SKIPPING: set HALLMARK_LEGO_ARI to lego ≥ 4.17 (see .ci/run) for the IP identifier scenarios")
+	return ""
 }
