@@ -177,29 +177,12 @@ func (s *Store) AccountKeyChange(ctx context.Context, id, oldThumb string, newJW
 }
 
 func (s *Store) AccountsList(ctx context.Context, p store.Page) ([]*store.Account, string, error) {
-	before, limit, err := page(p)
-	if err != nil {
-		return nil, "", err
-	}
-	var out []*store.Account
-	var seqs []int64
-	err = s.inTx(ctx, func(t *txn) error {
-		out, seqs = nil, nil
-		return collect(ctx, t, func(r Rows) error {
-			var seq int64
-			a, err := scanAccount(r, &seq)
-			if err != nil {
-				return err
-			}
-			out, seqs = append(out, a), append(seqs, seq)
-			return nil
-		}, `SELECT `+accountCols+` FROM accounts WHERE seq < $1 ORDER BY seq DESC LIMIT $2`, before, limit+1)
-	})
+	out, next, err := listPage(ctx, s, p, func(r Rows, seq *int64) (*store.Account, error) { return scanAccount(r, seq) }, nil,
+		`SELECT `+accountCols+` FROM accounts WHERE seq < $1 ORDER BY seq DESC LIMIT $2`)
 	if err != nil {
 		return nil, "", fmt.Errorf("listing accounts: %w", err)
 	}
-	n, next := cursor(seqs, limit)
-	return out[:n], next, nil
+	return out, next, nil
 }
 
 // lockOrders takes row locks (PostgreSQL) on the orders a query selects, in

@@ -75,10 +75,6 @@ func (s *Store) CertificateBySerial(ctx context.Context, serial string) (*store.
 var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func (s *Store) CertificatesList(ctx context.Context, f store.CertFilter, p store.Page) ([]*store.Certificate, string, error) {
-	before, limit, err := page(p)
-	if err != nil {
-		return nil, "", err
-	}
 	expiring := farFuture
 	if f.ExpiringBefore != nil {
 		expiring = *f.ExpiringBefore
@@ -90,31 +86,18 @@ func (s *Store) CertificatesList(ctx context.Context, f store.CertFilter, p stor
 			revoked = 1
 		}
 	}
-	var out []*store.Certificate
-	var seqs []int64
-	err = s.inTx(ctx, func(t *txn) error {
-		out, seqs = nil, nil
-		return collect(ctx, t, func(r Rows) error {
-			var seq int64
-			c, err := scanCert(r, &seq)
-			if err != nil {
-				return err
-			}
-			out, seqs = append(out, c), append(seqs, seq)
-			return nil
-		}, `SELECT `+certCols+` FROM certificates
+	out, next, err := listPage(ctx, s, p, func(r Rows, seq *int64) (*store.Certificate, error) { return scanCert(r, seq) }, nil,
+		`SELECT `+certCols+` FROM certificates
 WHERE ($1 = '' OR account_id = $1)
   AND ($2 = '' OR EXISTS (SELECT 1 FROM certificate_names cn WHERE cn.serial = certificates.serial AND cn.name = $2))
   AND not_after < $3
   AND ($4 = 0 OR ($4 = 1 AND revoked_at IS NOT NULL) OR ($4 = 2 AND revoked_at IS NULL))
   AND seq < $5
-ORDER BY seq DESC LIMIT $6`, f.AccountID, f.Name, s.d.T(expiring), revoked, before, limit+1)
-	})
+ORDER BY seq DESC LIMIT $6`, f.AccountID, f.Name, s.d.T(expiring), revoked)
 	if err != nil {
 		return nil, "", fmt.Errorf("listing certificates: %w", err)
 	}
-	n, next := cursor(seqs, limit)
-	return out[:n], next, nil
+	return out, next, nil
 }
 
 func (s *Store) Revoke(ctx context.Context, serial string, reason int, ev store.AuditEvent) (*store.Certificate, error) {

@@ -76,29 +76,12 @@ func (s *Store) EABByID(ctx context.Context, id string) (*store.EABKey, error) {
 }
 
 func (s *Store) EABList(ctx context.Context, p store.Page) ([]*store.EABKey, string, error) {
-	before, limit, err := page(p)
-	if err != nil {
-		return nil, "", err
-	}
-	var out []*store.EABKey
-	var seqs []int64
-	err = s.inTx(ctx, func(t *txn) error {
-		out, seqs = nil, nil
-		return collect(ctx, t, func(r Rows) error {
-			var seq int64
-			k, err := scanEAB(r, &seq)
-			if err != nil {
-				return err
-			}
-			out, seqs = append(out, k), append(seqs, seq)
-			return nil
-		}, `SELECT `+eabCols+` FROM eab_keys WHERE seq < $1 ORDER BY seq DESC LIMIT $2`, before, limit+1)
-	})
+	out, next, err := listPage(ctx, s, p, func(r Rows, seq *int64) (*store.EABKey, error) { return scanEAB(r, seq) }, nil,
+		`SELECT `+eabCols+` FROM eab_keys WHERE seq < $1 ORDER BY seq DESC LIMIT $2`)
 	if err != nil {
 		return nil, "", fmt.Errorf("listing EAB keys: %w", err)
 	}
-	n, next := cursor(seqs, limit)
-	return out[:n], next, nil
+	return out, next, nil
 }
 
 func (s *Store) AccountCreateBound(ctx context.Context, a *store.Account, keyID string) (*store.Account, error) {

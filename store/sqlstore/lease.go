@@ -60,26 +60,13 @@ func (s *Store) AuditRecord(ctx context.Context, ev store.AuditEvent) error {
 }
 
 func (s *Store) AuditList(ctx context.Context, p store.Page) ([]store.AuditEvent, string, error) {
-	before, limit, err := page(p)
-	if err != nil {
-		return nil, "", err
-	}
-	var out []store.AuditEvent
-	var seqs []int64
-	err = s.inTx(ctx, func(t *txn) error {
-		out, seqs = nil, nil
-		return collect(ctx, t, func(r Rows) error {
-			var ev store.AuditEvent
-			if err := r.Scan(&ev.ID, &ev.Actor, &ev.Action, &ev.Subject, &ev.Detail, ts(&ev.At)); err != nil {
-				return err
-			}
-			out, seqs = append(out, ev), append(seqs, ev.ID)
-			return nil
-		}, `SELECT id, actor, action, subject, detail, at FROM audit_events WHERE id < $1 ORDER BY id DESC LIMIT $2`, before, limit+1)
-	})
+	out, next, err := listPage(ctx, s, p, func(r Rows, seq *int64) (ev store.AuditEvent, err error) {
+		err = r.Scan(&ev.ID, &ev.Actor, &ev.Action, &ev.Subject, &ev.Detail, ts(&ev.At))
+		*seq = ev.ID
+		return ev, err
+	}, nil, `SELECT id, actor, action, subject, detail, at FROM audit_events WHERE id < $1 ORDER BY id DESC LIMIT $2`)
 	if err != nil {
 		return nil, "", fmt.Errorf("listing audit events: %w", err)
 	}
-	n, next := cursor(seqs, limit)
-	return out[:n], next, nil
+	return out, next, nil
 }

@@ -72,64 +72,30 @@ func (s *Store) OrderByID(ctx context.Context, id string) (*store.Order, error) 
 }
 
 func (s *Store) OrdersByAccount(ctx context.Context, accountID string, p store.Page) ([]string, string, error) {
-	before, limit, err := page(p)
-	if err != nil {
-		return nil, "", err
-	}
-	var ids []string
-	var seqs []int64
-	err = s.inTx(ctx, func(t *txn) error {
-		ids, seqs = nil, nil
-		return collect(ctx, t, func(r Rows) error {
-			var seq int64
-			var id string
-			if err := r.Scan(&seq, &id); err != nil {
-				return err
-			}
-			ids, seqs = append(ids, id), append(seqs, seq)
-			return nil
-		}, `SELECT seq, id FROM orders WHERE account_id = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3`, accountID, before, limit+1)
-	})
+	ids, next, err := listPage(ctx, s, p, func(r Rows, seq *int64) (id string, err error) {
+		err = r.Scan(seq, &id)
+		return id, err
+	}, nil,
+		`SELECT seq, id FROM orders WHERE account_id = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3`, accountID)
 	if err != nil {
 		return nil, "", fmt.Errorf("listing orders of account %s: %w", accountID, err)
 	}
-	n, next := cursor(seqs, limit)
-	return ids[:n], next, nil
+	return ids, next, nil
 }
 
 func (s *Store) OrdersList(ctx context.Context, f store.OrderFilter, p store.Page) ([]*store.Order, string, error) {
-	before, limit, err := page(p)
-	if err != nil {
-		return nil, "", err
-	}
-	var out []*store.Order
-	var seqs []int64
-	err = s.inTx(ctx, func(t *txn) error {
-		out, seqs = nil, nil
-		err := collect(ctx, t, func(r Rows) error {
-			var seq int64
-			o, err := scanOrder(r, &seq)
-			if err != nil {
-				return err
-			}
-			out, seqs = append(out, o), append(seqs, seq)
-			return nil
-		}, `SELECT `+orderCols+` FROM orders
+	fill := func(t *txn, os []*store.Order) error { return fillAuthzIDs(ctx, t, os...) }
+	out, next, err := listPage(ctx, s, p, func(r Rows, seq *int64) (*store.Order, error) { return scanOrder(r, seq) }, fill,
+		`SELECT `+orderCols+` FROM orders
 WHERE ($1 = '' OR account_id = $1)
   AND ($2 = '' OR EXISTS (SELECT 1 FROM order_identifiers oi WHERE oi.order_id = orders.id AND oi.value = $2))
   AND ($3 = '' OR status = $3)
   AND seq < $4
-ORDER BY seq DESC LIMIT $5`, f.AccountID, f.Identifier, string(f.Status), before, limit+1)
-		if err != nil {
-			return err
-		}
-		return fillAuthzIDs(ctx, t, out...)
-	})
+ORDER BY seq DESC LIMIT $5`, f.AccountID, f.Identifier, string(f.Status))
 	if err != nil {
 		return nil, "", fmt.Errorf("listing orders: %w", err)
 	}
-	n, next := cursor(seqs, limit)
-	return out[:n], next, nil
+	return out, next, nil
 }
 
 const authzCols = `id, account_id, identifier_type, identifier_value, wildcard, status, expires_at, created_at`

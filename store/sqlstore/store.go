@@ -122,6 +122,40 @@ func page(p store.Page) (before int64, limit int, err error) {
 }
 
 // cursor trims a fetched page of limit+1 rows and returns the next cursor.
+// listPage runs a newest-first keyset query and returns one page and the
+// cursor of the next. The query's last two placeholders are the seq bound and
+// the row limit, which listPage appends to args; scan reads one row and its
+// seq. fill, when set, completes the rows inside the same transaction.
+func listPage[T any](ctx context.Context, s *Store, p store.Page, scan func(Rows, *int64) (T, error), fill func(*txn, []T) error, query string, args ...any) ([]T, string, error) {
+	before, limit, err := page(p)
+	if err != nil {
+		return nil, "", err
+	}
+	var out []T
+	var seqs []int64
+	err = s.inTx(ctx, func(t *txn) error {
+		out, seqs = nil, nil
+		err := collect(ctx, t, func(r Rows) error {
+			var seq int64
+			v, err := scan(r, &seq)
+			if err != nil {
+				return err
+			}
+			out, seqs = append(out, v), append(seqs, seq)
+			return nil
+		}, query, append(args, before, limit+1)...)
+		if err != nil || fill == nil {
+			return err
+		}
+		return fill(t, out)
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	n, next := cursor(seqs, limit)
+	return out[:n], next, nil
+}
+
 func cursor(seqs []int64, limit int) (n int, next string) {
 	if len(seqs) > limit {
 		return limit, strconv.FormatInt(seqs[limit-1], 10)
