@@ -39,29 +39,44 @@ func (s *Store) accountByID(ctx context.Context, t *txn, id string) (*store.Acco
 }
 
 func (s *Store) AccountCreate(ctx context.Context, a *store.Account) (*store.Account, error) {
+	return s.accountCreate(ctx, a, nil)
+}
+
+// accountCreate inserts a and, when bind is set, runs it with the new id in
+// the same transaction (AccountCreateBound binds an EAB key). A thumbprint
+// that already has an account is ErrConflict with that account; a bind
+// failure that is itself a conflict returns no account.
+func (s *Store) accountCreate(ctx context.Context, a *store.Account, bind func(t *txn, id string) error) (*store.Account, error) {
+	status := a.Status
+	if status == "" {
+		status = acme.StatusValid
+	}
+	contact := a.Contact
+	if contact == nil {
+		contact = []string{}
+	}
+	ct, err := jsonText(contact)
+	if err != nil {
+		return nil, err
+	}
 	var out *store.Account
-	err := s.inTx(ctx, func(t *txn) error {
-		status := a.Status
-		if status == "" {
-			status = acme.StatusValid
-		}
-		contact := a.Contact
-		if contact == nil {
-			contact = []string{}
-		}
-		ct, err := jsonText(contact)
-		if err != nil {
-			return err
-		}
+	var bindErr error
+	err = s.inTx(ctx, func(t *txn) error {
+		bindErr = nil
 		id := randomID()
 		if _, err := t.exec(ctx, `INSERT INTO accounts (id, key_jwk, thumbprint, contact, status, terms_agreed, created_at)
 VALUES ($1, $2, $3, $4, $5, $6, {now})`, id, string(a.KeyJWK), a.Thumbprint, ct, string(status), a.TermsAgreed); err != nil {
 			return fmt.Errorf("creating account: %w", err)
 		}
+		if bind != nil {
+			if bindErr = bind(t, id); bindErr != nil {
+				return bindErr
+			}
+		}
 		out, err = s.accountByID(ctx, t, id)
 		return err
 	})
-	if errors.Is(err, store.ErrConflict) {
+	if errors.Is(err, store.ErrConflict) && bindErr == nil {
 		// The transaction is gone (PostgreSQL aborts it on the violation),
 		// so the existing account is read in a new one.
 		if existing, e2 := s.AccountByThumbprint(ctx, a.Thumbprint); e2 == nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -85,27 +84,7 @@ func (s *Store) EABList(ctx context.Context, p store.Page) ([]*store.EABKey, str
 }
 
 func (s *Store) AccountCreateBound(ctx context.Context, a *store.Account, keyID string) (*store.Account, error) {
-	contact := a.Contact
-	if contact == nil {
-		contact = []string{}
-	}
-	ct, err := jsonText(contact)
-	if err != nil {
-		return nil, err
-	}
-	status := a.Status
-	if status == "" {
-		status = acme.StatusValid
-	}
-	var out *store.Account
-	var bound bool
-	err = s.inTx(ctx, func(t *txn) error {
-		bound = false
-		id := randomID()
-		if _, err := t.exec(ctx, `INSERT INTO accounts (id, key_jwk, thumbprint, contact, status, terms_agreed, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, {now})`, id, string(a.KeyJWK), a.Thumbprint, ct, string(status), a.TermsAgreed); err != nil {
-			return fmt.Errorf("creating account: %w", err)
-		}
+	return s.accountCreate(ctx, a, func(t *txn, id string) error {
 		// RFC 8555 §7.3.4 leaves reuse to the server; a key that binds more
 		// than once is a shared secret no operator can revoke cleanly.
 		n, err := t.exec(ctx, `UPDATE eab_keys SET account_id = $2, bound_at = {now} WHERE id = $1 AND account_id IS NULL`, keyID, id)
@@ -117,21 +96,10 @@ VALUES ($1, $2, $3, $4, $5, $6, {now})`, id, string(a.KeyJWK), a.Thumbprint, ct,
 			if err := t.queryRow(ctx, `SELECT COALESCE(account_id, '') FROM eab_keys WHERE id = $1`, keyID).Scan(&owner); err != nil {
 				return fmt.Errorf("binding EAB key %s: %w", keyID, err)
 			}
-			bound = true
 			return fmt.Errorf("EAB key %s already bound account %s: %w", keyID, owner, store.ErrConflict)
 		}
-		out, err = s.accountByID(ctx, t, id)
-		return err
+		return nil
 	})
-	if errors.Is(err, store.ErrConflict) && !bound {
-		if existing, e2 := s.AccountByThumbprint(ctx, a.Thumbprint); e2 == nil {
-			return existing, err
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 func (s *Store) AccountEAB(ctx context.Context, accountID string) (*store.EABKey, error) {
