@@ -19,7 +19,6 @@ import (
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/store"
-	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
 
@@ -29,16 +28,7 @@ const token = "test-operator-token-0123456789abcdef"
 // loopback listener.
 func panel(t *testing.T) (*httptest.Server, store.Store) {
 	t.Helper()
-	ctx := context.Background()
-	url := testdb.SQLite(t)
-	if err := open.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	db, err := open.Open(ctx, url, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := testdb.Open(t, "sqlite")
 	p, err := admin.New(admin.Options{Store: db.Store, Queue: db.Queue, Token: token,
 		Revoker: revocation.New(db.Store, config.Default().Profiles)})
 	if err != nil {

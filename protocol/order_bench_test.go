@@ -1,7 +1,6 @@
 package protocol_test
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -13,12 +12,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/hallmark-ca/hallmark/protocol"
-	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
 
@@ -32,20 +29,7 @@ import (
 func BenchmarkNewOrder(b *testing.B) {
 	for _, kind := range []string{"sqlite", "postgres"} {
 		b.Run(kind, func(b *testing.B) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			url := testdb.SQLite(b)
-			if kind == "postgres" {
-				url = testdb.Postgres(b)
-			}
-			if err := open.Migrate(ctx, url); err != nil {
-				b.Fatal(err)
-			}
-			db, err := open.Open(ctx, url, 4)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(db.Close)
+			db := testdb.Open(b, kind)
 			cfg := testConfig()
 			cfg.Server.BaseURL = "http://127.0.0.1:1"
 			srv, err := protocol.New(cfg, db.Store, protocol.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

@@ -21,7 +21,6 @@ import (
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/signer"
 	"github.com/hallmark-ca/hallmark/store"
-	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 	"github.com/hallmark-ca/hallmark/tests/testdns"
 	"github.com/hallmark-ca/hallmark/worker"
@@ -44,18 +43,9 @@ type rigOpts struct {
 func newRig(t *testing.T, o rigOpts) *rig {
 	t.Helper()
 	ctx := context.Background()
-	url := testdb.SQLite(t)
-	if err := open.Migrate(ctx, url); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	db, err := open.Open(ctx, url, 4)
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	t.Cleanup(db.Close)
+	db := testdb.Open(t, "sqlite")
 
 	cfg := config.Default()
-	cfg.Database.URL = url
 	cfg.Worker.ID = "test-worker"
 	cfg.Challenge.Resolvers = nil
 	dns := testdns.Start(t)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/hallmark-ca/hallmark/protocol/nonce"
-	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
 
@@ -41,18 +40,7 @@ func benchService(b *testing.B, kind string) *nonce.Service {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	url := testdb.SQLite(b)
-	if kind == "postgres" {
-		url = testdb.Postgres(b)
-	}
-	if err := open.Migrate(ctx, url); err != nil {
-		b.Fatal(err)
-	}
-	db, err := open.Open(ctx, url, 4)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(db.Close)
+	db := testdb.Open(b, kind)
 	s, err := nonce.New(ctx, db.Store, time.Hour)
 	if err != nil {
 		b.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/store"
-	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
 
@@ -55,15 +54,7 @@ func TestParseReason(t *testing.T) {
 func seed(t *testing.T, profile string) (store.Store, *store.Certificate) {
 	t.Helper()
 	ctx := context.Background()
-	url := testdb.SQLite(t)
-	if err := open.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	db, err := open.Open(ctx, url, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := testdb.Open(t, "sqlite")
 	st := db.Store
 	a, err := st.AccountCreate(ctx, &store.Account{KeyJWK: []byte(`{}`), Thumbprint: "tp", TermsAgreed: true})
 	if err != nil {

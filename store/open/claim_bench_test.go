@@ -9,7 +9,6 @@ import (
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
-	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
 
@@ -66,18 +65,7 @@ func benchStore(b *testing.B, kind string) (store.Store, *store.Account) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	url := testdb.SQLite(b)
-	if kind == "postgres" {
-		url = testdb.Postgres(b)
-	}
-	if err := open.Migrate(ctx, url); err != nil {
-		b.Fatal(err)
-	}
-	db, err := open.Open(ctx, url, 4)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(db.Close)
+	db := testdb.Open(b, kind)
 	acct, err := db.Store.AccountCreate(ctx, &store.Account{
 		KeyJWK: []byte(`{"kty":"OKP","crv":"Ed25519","x":"` + rnd() + `"}`), Thumbprint: rnd(), TermsAgreed: true,
 	})

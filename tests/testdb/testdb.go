@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hallmark-ca/hallmark/store/open"
 )
 
 // DefaultPostgresURL is the machine's local PostgreSQL (trust auth).
@@ -75,4 +77,26 @@ func Postgres(t testing.TB) string {
 func SQLite(t testing.TB) string {
 	t.Helper()
 	return "sqlite:" + filepath.Join(t.TempDir(), fmt.Sprintf("hallmark-%d.db", time.Now().UnixNano()))
+}
+
+// Open returns a migrated store on a fresh database of the dialect
+// ("sqlite" or "postgres"), closed when the test ends. It is what handler,
+// worker and benchmark tests need: the real store and queue, nothing faked.
+func Open(tb testing.TB, dialect string) *open.DB {
+	tb.Helper()
+	url := SQLite(tb)
+	if dialect == "postgres" {
+		url = Postgres(tb)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := open.Migrate(ctx, url); err != nil {
+		tb.Fatalf("migrating %s: %v", dialect, err)
+	}
+	db, err := open.Open(ctx, url, 4)
+	if err != nil {
+		tb.Fatalf("opening %s: %v", dialect, err)
+	}
+	tb.Cleanup(db.Close)
+	return db
 }
