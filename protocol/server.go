@@ -402,8 +402,13 @@ func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error
 			// reject the request as unauthorized."
 			return acme.Unauthorized("the JWS url %q does not match the request URL %q", msg.URL, want)
 		}
-		if err := s.nonces.Redeem(r.Context(), msg.Nonce); err != nil {
-			return err
+		// The nonce is consumed and the kid's account read in one store
+		// round trip, batched with other requests' (protocol/nonce). A kid
+		// that is no account URL of ours consumes the nonce all the same.
+		acctID, kidErr := s.kidAccountID(msg.KeyID)
+		acct, err := s.nonces.RedeemFor(r.Context(), msg.Nonce, acctID)
+		if err != nil {
+			return s.storeErr(err, "consuming the nonce")
 		}
 		p := &post{r: r, url: want}
 		switch {
@@ -411,7 +416,10 @@ func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error
 			if mode == jwkOnly {
 				return acme.Malformed("this request must be signed with a \"jwk\" header naming the new account's key, not \"kid\"")
 			}
-			acct, key, err := s.accountByKID(r.Context(), msg.KeyID)
+			if kidErr != nil {
+				return kidErr
+			}
+			key, err := s.accountKey(msg.KeyID, acct)
 			if err != nil {
 				return err
 			}
@@ -435,31 +443,37 @@ func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error
 	}
 }
 
-// accountByKID resolves a "kid" to a valid account and its key (RFC 8555
-// §6.2: kid is the account URL).
-func (s *Server) accountByKID(ctx context.Context, kid string) (*store.Account, *publicKey, error) {
+// kidAccountID is the account id a "kid" names (RFC 8555 §6.2: kid is the
+// account URL); "" and accountDoesNotExist when it is no account URL of
+// this server, or there is no kid.
+func (s *Server) kidAccountID(kid string) (string, error) {
+	if kid == "" {
+		return "", nil
+	}
 	prefix := s.base + pathAccount
 	id, ok := strings.CutPrefix(kid, prefix)
 	if !ok || id == "" || strings.Contains(id, "/") {
-		return nil, nil, acme.New(acme.ProblemAccountDoesNotExist, "the kid %q is not an account URL of this server (%s<id>)", kid, prefix)
+		return "", acme.New(acme.ProblemAccountDoesNotExist, "the kid %q is not an account URL of this server (%s<id>)", kid, prefix)
 	}
-	acct, err := s.st.AccountByID(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, acme.New(acme.ProblemAccountDoesNotExist, "there is no account %s", kid)
-	}
-	if err != nil {
-		return nil, nil, s.storeErr(err, "looking up the account")
+	return id, nil
+}
+
+// accountKey checks that acct, the account kid names (nil if none), may
+// sign requests, and returns its key.
+func (s *Server) accountKey(kid string, acct *store.Account) (*publicKey, error) {
+	if acct == nil {
+		return nil, acme.New(acme.ProblemAccountDoesNotExist, "there is no account %s", kid)
 	}
 	if acct.Status != acme.StatusValid {
 		// RFC 8555 §7.3.6: requests signed by a deactivated account's key
 		// MUST be rejected with unauthorized.
-		return nil, nil, acme.Unauthorized("the account %s is %s and can no longer make requests", kid, acct.Status)
+		return nil, acme.Unauthorized("the account %s is %s and can no longer make requests", kid, acct.Status)
 	}
 	key, err := parseKey(acct.KeyJWK)
 	if err != nil {
-		return nil, nil, acme.Internal(fmt.Errorf("account %s has an unreadable key: %w", acct.ID, err))
+		return nil, acme.Internal(fmt.Errorf("account %s has an unreadable key: %w", acct.ID, err))
 	}
-	return acct, key, nil
+	return key, nil
 }
 
 // storeErr turns a store failure into what the client sees: a deadline that

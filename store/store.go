@@ -90,14 +90,7 @@ type Store interface {
 	Ping(ctx context.Context) error
 	Close() error
 
-	// NonceKey returns the HMAC key for nonces, generating and storing it on
-	// first use so every replica shares one.
-	NonceKey(ctx context.Context) ([]byte, error)
-	// NonceConsume marks a nonce used; ErrConflict if it already was.
-	// expires is when the nonce would stop being accepted anyway, after
-	// which NonceGC may forget it.
-	NonceConsume(ctx context.Context, nonce string, expires time.Time) error
-	NonceGC(ctx context.Context) (int64, error)
+	Nonces // store/nonces.go: the consumed-nonce set, and each request's account with it
 
 	// AccountCreate inserts an account; ErrConflict (and the existing account)
 	// when one with the same Thumbprint exists.

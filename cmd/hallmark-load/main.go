@@ -135,6 +135,11 @@ func cmdBench(ctx context.Context, args []string) error {
 	profDir := fs.String("profile-dir", "", "serve pprof from Hallmark's frontend and worker and save a CPU profile of each run here")
 	profSecs := fs.Int("profile-seconds", 10, "length of each CPU profile")
 	_ = fs.Parse(args)
+	// The servers run with their own working directory; a relative --bin would
+	// not resolve there.
+	if abs, err := filepath.Abs(*binDir); err == nil {
+		*binDir = abs
+	}
 
 	work, err := os.MkdirTemp("", "hallmark-load-")
 	if err != nil {

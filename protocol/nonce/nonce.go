@@ -19,9 +19,12 @@ import (
 type Store interface {
 	// NonceKey returns the shared HMAC key, creating it on first use.
 	NonceKey(ctx context.Context) ([]byte, error)
-	// NonceConsume marks a nonce used; store.ErrConflict if it already was.
-	NonceConsume(ctx context.Context, nonce string, expires time.Time) error
+	// NonceConsume consumes a batch of nonces and reads the accounts their
+	// requests name, answering each use in order.
+	NonceConsume(ctx context.Context, uses []store.NonceUse) ([]store.NonceUsed, error)
 }
+
+var errShortAnswer = errors.New("the store answered fewer nonce uses than it was asked")
 
 // Layout of a decoded nonce: 8-byte big-endian unix seconds of issue, 16
 // random bytes, then the first 16 bytes of HMAC-SHA256(key, time||random).
@@ -42,6 +45,7 @@ const Skew = 30 * time.Second
 // Service issues and redeems nonces.
 type Service struct {
 	st       Store
+	batch    *batcher
 	key      []byte
 	lifetime time.Duration
 	now      func() time.Time
@@ -60,7 +64,7 @@ func New(ctx context.Context, st Store, lifetime time.Duration) (*Service, error
 	if len(key) < minKeyLen {
 		return nil, fmt.Errorf("nonce key is %d bytes; at least %d are needed", len(key), minKeyLen)
 	}
-	return &Service{st: st, key: append([]byte(nil), key...), lifetime: lifetime, now: time.Now}, nil
+	return &Service{st: st, batch: &batcher{st: st}, key: append([]byte(nil), key...), lifetime: lifetime, now: time.Now}, nil
 }
 
 // Issue mints a fresh nonce. It writes nothing: the nonce carries its own
@@ -80,37 +84,60 @@ func (s *Service) Issue() string {
 // retries with the fresh nonce the error response carries. A database
 // failure is serverInternal: the client did nothing wrong.
 func (s *Service) Redeem(ctx context.Context, nonce string) error {
+	_, err := s.RedeemFor(ctx, nonce, "")
+	return err
+}
+
+// RedeemFor is Redeem for a request signed by the account accountID ("" for
+// none) that also returns that account, read in the same store round trip
+// as the nonce is consumed; nil if there is no such account. The nonce is
+// judged first: a replayed nonce is badNonce whatever the account.
+func (s *Service) RedeemFor(ctx context.Context, nonce, accountID string) (*store.Account, error) {
+	expires, err := s.check(nonce)
+	if err != nil {
+		return nil, err
+	}
+	got, err := s.batch.consume(ctx, store.NonceUse{Nonce: nonce, Expires: expires, AccountID: accountID})
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return nil, err // the caller's deadline: its own error path says "retry"
+		}
+		return nil, acme.Internal(fmt.Errorf("consuming nonce: %w", err))
+	}
+	if !got.Fresh {
+		return nil, acme.BadNonce("nonce has already been used")
+	}
+	return got.Account, nil
+}
+
+// check verifies everything about a nonce that needs no database: its
+// length, authenticator and age. It returns when the nonce expires.
+func (s *Service) check(nonce string) (time.Time, error) {
 	if len(nonce) != base64.RawURLEncoding.EncodedLen(nonceLen) {
-		return acme.BadNonce("the nonce was not issued by this server (wrong length); get a fresh one from newNonce")
+		return time.Time{}, acme.BadNonce("the nonce was not issued by this server (wrong length); get a fresh one from newNonce")
 	}
 	b, err := base64.RawURLEncoding.DecodeString(nonce)
 	if err != nil || len(b) != nonceLen {
-		return acme.BadNonce("the nonce was not issued by this server (not base64url); get a fresh one from newNonce")
+		return time.Time{}, acme.BadNonce("the nonce was not issued by this server (not base64url); get a fresh one from newNonce")
 	}
 	if !hmac.Equal(b[bodyLen:], s.mac(b[:bodyLen])) {
-		return acme.BadNonce("the nonce was not issued by this server (bad authenticator); get a fresh one from newNonce")
+		return time.Time{}, acme.BadNonce("the nonce was not issued by this server (bad authenticator); get a fresh one from newNonce")
 	}
 	secs := binary.BigEndian.Uint64(b[:timeLen])
 	if secs > 1<<62 {
 		// Authenticated but absurd: only a changed key could do this.
-		return acme.BadNonce("the nonce has an impossible issue time; get a fresh one from newNonce")
+		return time.Time{}, acme.BadNonce("the nonce has an impossible issue time; get a fresh one from newNonce")
 	}
 	issued := time.Unix(int64(secs), 0)
 	now := s.now()
 	if issued.After(now.Add(Skew)) {
-		return acme.BadNonce("the nonce's issue time is in the future; the server clocks disagree, get a fresh one from newNonce")
+		return time.Time{}, acme.BadNonce("the nonce's issue time is in the future; the server clocks disagree, get a fresh one from newNonce")
 	}
 	expires := issued.Add(s.lifetime)
 	if !now.Before(expires) {
-		return acme.BadNonce("the nonce has expired; get a fresh one from newNonce")
+		return time.Time{}, acme.BadNonce("the nonce has expired; get a fresh one from newNonce")
 	}
-	if err := s.st.NonceConsume(ctx, nonce, expires); err != nil {
-		if errors.Is(err, store.ErrConflict) {
-			return acme.BadNonce("nonce has already been used")
-		}
-		return acme.Internal(fmt.Errorf("consuming nonce: %w", err))
-	}
-	return nil
+	return expires, nil
 }
 
 func (s *Service) mac(body []byte) []byte {

@@ -21,7 +21,9 @@ type memStore struct {
 	mu       sync.Mutex
 	key      []byte
 	consumed map[string]time.Time
-	fail     error // returned by NonceConsume when set
+	fail     error         // returned by NonceConsume when set
+	calls    int           // NonceConsume calls that answered
+	delay    time.Duration // how long each NonceConsume takes, like a round trip
 }
 
 func newMemStore() *memStore {
@@ -30,17 +32,26 @@ func newMemStore() *memStore {
 
 func (m *memStore) NonceKey(context.Context) ([]byte, error) { return m.key, nil }
 
-func (m *memStore) NonceConsume(_ context.Context, n string, exp time.Time) error {
+func (m *memStore) NonceConsume(_ context.Context, uses []store.NonceUse) ([]store.NonceUsed, error) {
+	time.Sleep(m.delay)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.fail != nil {
-		return m.fail
+		return nil, m.fail
 	}
-	if _, ok := m.consumed[n]; ok {
-		return fmt.Errorf("inserting nonce: %w", store.ErrConflict)
+	m.calls++
+	out := make([]store.NonceUsed, len(uses))
+	for i, u := range uses {
+		if _, ok := m.consumed[u.Nonce]; ok {
+			continue
+		}
+		m.consumed[u.Nonce] = u.Expires
+		out[i].Fresh = true
+		if u.AccountID != "" {
+			out[i].Account = &store.Account{ID: u.AccountID}
+		}
 	}
-	m.consumed[n] = exp
-	return nil
+	return out, nil
 }
 
 func newService(t *testing.T, st Store, lifetime time.Duration) *Service {
@@ -167,6 +178,57 @@ func TestReplicas(t *testing.T) {
 		t.Fatalf("nonce from A refused at B: %v", err)
 	}
 	wantProblem(t, a.Redeem(ctx, n), acme.ProblemBadNonce, "already been used")
+}
+
+// TestConcurrentRedeems: 64 requests at once, each nonce sent twice (a
+// client and its replay racing), on one store: every nonce is accepted
+// exactly once and every request gets its own account back, in fewer store
+// calls than requests — the batching the frontend relies on.
+func TestConcurrentRedeems(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newMemStore()
+	st.delay = 2 * time.Millisecond
+	s := newService(t, st, time.Hour)
+	const n = 64
+	nonces := make([]string, n)
+	for i := range nonces {
+		nonces[i] = s.Issue()
+	}
+	var accepted, replays sync.Map
+	var wg sync.WaitGroup
+	for i := range 2 * n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			acct := fmt.Sprintf("acct-%d", i%n)
+			got, err := s.RedeemFor(ctx, nonces[i%n], acct)
+			switch {
+			case err == nil:
+				if got == nil || got.ID != acct {
+					t.Errorf("request %d got account %+v, want %s", i, got, acct)
+				}
+				if _, dup := accepted.LoadOrStore(i%n, true); dup {
+					t.Errorf("nonce %d accepted twice", i%n)
+				}
+			case acme.AsError(err) != nil && acme.AsError(err).Problem.Type == acme.ProblemBadNonce:
+				replays.Store(i, true)
+			default:
+				t.Errorf("request %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	count := func(m *sync.Map) (k int) { m.Range(func(any, any) bool { k++; return true }); return k }
+	if a, r := count(&accepted), count(&replays); a != n || r != n {
+		t.Fatalf("accepted %d and refused %d, want %d and %d", a, r, n, n)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	t.Logf("%d redemptions in %d store calls", 2*n, st.calls)
+	if st.calls > n/2 {
+		t.Fatalf("%d store calls for %d concurrent redemptions: they were not batched", st.calls, 2*n)
+	}
 }
 
 func TestDatabaseFailureIsNotBadNonce(t *testing.T) {

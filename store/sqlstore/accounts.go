@@ -22,6 +22,12 @@ func scanAccount(r interface{ Scan(...any) error }, seq *int64) (*store.Account,
 	if err := r.Scan(seq, &a.ID, &jwk, &a.Thumbprint, &contact, &status, &a.TermsAgreed, ts(&a.CreatedAt)); err != nil {
 		return nil, err
 	}
+	return accountFromColumns(a, jwk, contact, status)
+}
+
+// accountFromColumns completes an account scanned into a with its text
+// columns decoded.
+func accountFromColumns(a store.Account, jwk, contact, status string) (*store.Account, error) {
 	a.KeyJWK = json.RawMessage(jwk)
 	a.Status = acme.Status(status)
 	if err := json.Unmarshal([]byte(contact), &a.Contact); err != nil {

@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -58,46 +57,6 @@ func (s *Store) Ping(ctx context.Context) error { return s.c.Ping(ctx) }
 
 // Close closes the database handle the store was built on.
 func (s *Store) Close() error { return s.c.Close() }
-
-// --- nonces ---
-
-const nonceKeyName = "nonce_key"
-
-func (s *Store) NonceKey(ctx context.Context) ([]byte, error) {
-	var key []byte
-	err := s.inTx(ctx, func(t *txn) error {
-		err := t.queryRow(ctx, `SELECT value FROM settings WHERE name = $1`, nonceKeyName).Scan(&key)
-		if !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		fresh := []byte(randomToken()) // 32 random bytes, base64url
-		if _, err := t.exec(ctx, `INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`, nonceKeyName, fresh); err != nil {
-			return err
-		}
-		return t.queryRow(ctx, `SELECT value FROM settings WHERE name = $1`, nonceKeyName).Scan(&key)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading the nonce key: %w", err)
-	}
-	return key, nil
-}
-
-func (s *Store) NonceConsume(ctx context.Context, nonce string, expires time.Time) error {
-	return s.autocommit(ctx, func(t *txn) error {
-		_, err := t.exec(ctx, `INSERT INTO nonces_consumed (nonce, expires_at) VALUES ($1, $2)`, nonce, s.d.T(expires))
-		return err
-	})
-}
-
-func (s *Store) NonceGC(ctx context.Context) (int64, error) {
-	var n int64
-	err := s.inTx(ctx, func(t *txn) error {
-		var err error
-		n, err = t.exec(ctx, `DELETE FROM nonces_consumed WHERE expires_at < {now}`)
-		return err
-	})
-	return n, err
-}
 
 // --- pagination ---
 

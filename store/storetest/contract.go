@@ -102,43 +102,106 @@ func testNonceKey(t *testing.T, s store.Store, x Extras) {
 	}
 }
 
+// consumeOne consumes one nonce naming no account and reports whether it
+// was fresh.
+func consumeOne(ctx context.Context, s store.Store, nonce string, expires time.Time) (bool, error) {
+	got, err := s.NonceConsume(ctx, []store.NonceUse{{Nonce: nonce, Expires: expires}})
+	if err != nil {
+		return false, err
+	}
+	if len(got) != 1 {
+		return false, fmt.Errorf("NonceConsume answered %d uses for 1", len(got))
+	}
+	return got[0].Fresh, nil
+}
+
 // testNonceConsumedOnce: RFC 8555 §6.5, a nonce is accepted once, even when
 // 16 requests race with it through separate handles.
 func testNonceConsumedOnce(t *testing.T, s store.Store, x Extras) {
 	ctx := ctxT(t)
 	stores := handles(t, s, x, 4)
 	expires := dbNow(t, s).Add(time.Hour)
-	var ok, conflict atomic.Int32
+	var ok, refused atomic.Int32
 	var wg sync.WaitGroup
 	for i := range 16 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := stores[i%len(stores)].NonceConsume(ctx, "nonce-1", expires)
+			fresh, err := consumeOne(ctx, stores[i%len(stores)], "nonce-1", expires)
 			switch {
-			case err == nil:
-				ok.Add(1)
-			case errors.Is(err, store.ErrConflict):
-				conflict.Add(1)
-			default:
+			case err != nil:
 				t.Errorf("NonceConsume: %v", err)
+			case fresh:
+				ok.Add(1)
+			default:
+				refused.Add(1)
 			}
 		}()
 	}
 	wg.Wait()
-	if ok.Load() != 1 || conflict.Load() != 15 {
-		t.Fatalf("nonce accepted %d times and refused %d times, want 1 and 15", ok.Load(), conflict.Load())
+	if ok.Load() != 1 || refused.Load() != 15 {
+		t.Fatalf("nonce accepted %d times and refused %d times, want 1 and 15", ok.Load(), refused.Load())
+	}
+}
+
+// testNonceBatch: one batch answers each use in order — fresh or replayed
+// (before, or earlier in the same batch) — with the account its kid names,
+// or none.
+func testNonceBatch(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	expires := dbNow(t, s).Add(time.Hour)
+	if fresh, err := consumeOne(ctx, s, "used-before", expires); err != nil || !fresh {
+		t.Fatalf("first use of a nonce = %v, %v; want fresh", fresh, err)
+	}
+	uses := []store.NonceUse{
+		{Nonce: "n1", Expires: expires, AccountID: a.ID},
+		{Nonce: "used-before", Expires: expires, AccountID: a.ID},
+		{Nonce: "n2", Expires: expires},
+		{Nonce: "n1", Expires: expires, AccountID: a.ID},
+		{Nonce: "n3", Expires: expires, AccountID: "no-such-account"},
+	}
+	got, err := s.NonceConsume(ctx, uses)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		fresh bool
+		acct  string
+	}{{true, a.ID}, {false, a.ID}, {true, ""}, {false, ""}, {true, ""}}
+	if len(got) != len(want) {
+		t.Fatalf("NonceConsume answered %d uses, want %d", len(got), len(want))
+	}
+	for i, w := range want {
+		acct := ""
+		if got[i].Account != nil {
+			acct = got[i].Account.ID
+		}
+		// A replay's account does not matter (it is refused first), so it
+		// is only checked for fresh uses.
+		if got[i].Fresh != w.fresh || (w.fresh && acct != w.acct) {
+			t.Errorf("use %d (%s): fresh %v account %q, want fresh %v account %q", i, uses[i].Nonce, got[i].Fresh, acct, w.fresh, w.acct)
+		}
+	}
+	if acct := got[0].Account; acct != nil && (string(acct.KeyJWK) != string(a.KeyJWK) || acct.Thumbprint != a.Thumbprint ||
+		acct.Status != a.Status || !acct.CreatedAt.Equal(a.CreatedAt) || acct.TermsAgreed != a.TermsAgreed) {
+		t.Errorf("account read with a nonce = %+v, want %+v", acct, a)
+	}
+	if got, err := s.NonceConsume(ctx, nil); err != nil || len(got) != 0 {
+		t.Errorf("empty batch = %v, %v", got, err)
 	}
 }
 
 func testNonceGC(t *testing.T, s store.Store, _ Extras) {
 	ctx := ctxT(t)
 	now := dbNow(t, s)
-	if err := s.NonceConsume(ctx, "old", now.Add(-time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.NonceConsume(ctx, "live", now.Add(time.Hour)); err != nil {
-		t.Fatal(err)
+	for _, n := range []struct {
+		nonce   string
+		expires time.Time
+	}{{"old", now.Add(-time.Minute)}, {"live", now.Add(time.Hour)}} {
+		if fresh, err := consumeOne(ctx, s, n.nonce, n.expires); err != nil || !fresh {
+			t.Fatalf("consuming %s = %v, %v", n.nonce, fresh, err)
+		}
 	}
 	n, err := s.NonceGC(ctx)
 	if err != nil || n != 1 {
@@ -146,7 +209,9 @@ func testNonceGC(t *testing.T, s store.Store, _ Extras) {
 	}
 	// The live nonce is still remembered; the collected one may be used
 	// again only because its timestamp is rejected before the store.
-	wantErr(t, "reusing a live nonce", s.NonceConsume(ctx, "live", now.Add(time.Hour)), store.ErrConflict)
+	if fresh, err := consumeOne(ctx, s, "live", now.Add(time.Hour)); err != nil || fresh {
+		t.Fatalf("reusing a live nonce = fresh %v, %v; want refused", fresh, err)
+	}
 }
 
 func testAccountLifecycle(t *testing.T, s store.Store, _ Extras) {

@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"NotFound", testNotFound},
 		{"NonceKey", testNonceKey},
 		{"NonceConsumedOnce", testNonceConsumedOnce},
+		{"NonceBatch", testNonceBatch},
 		{"NonceGC", testNonceGC},
 		{"AccountLifecycle", testAccountLifecycle},
 		{"AccountThumbprintUnique", testAccountThumbprintUnique},

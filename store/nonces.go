@@ -1,0 +1,44 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// NonceUse is one ACME POST's nonce to consume and the account its "kid"
+// names ("" for a request signed with a "jwk", or a kid that names no
+// account URL of this server).
+type NonceUse struct {
+	Nonce     string
+	Expires   time.Time // when the nonce stops being accepted anyway; NonceGC forgets it after
+	AccountID string
+}
+
+// NonceUsed answers one NonceUse.
+type NonceUsed struct {
+	// Fresh is true when this use consumed the nonce; false when it had
+	// been consumed before, here or at another replica, or earlier in the
+	// same batch (RFC 8555 §6.5: a nonce is accepted once).
+	Fresh bool
+	// Account is the account AccountID names; nil when none was named or
+	// none exists.
+	Account *Account
+}
+
+// Nonces is the consumed-nonce set.
+//
+// Every ACME POST consumes a nonce and nearly every one then reads its
+// account. NonceConsume does both for a batch of concurrent requests in one
+// round trip and one durable commit: on PostgreSQL a commit per request was
+// the largest single cost of a busy frontend.
+type Nonces interface {
+	// NonceKey returns the HMAC key for nonces, generating and storing it on
+	// first use so every replica shares one.
+	NonceKey(ctx context.Context) ([]byte, error)
+	// NonceConsume consumes uses' nonces and reads their accounts; the
+	// answers are in the order of uses. An error means none was answered
+	// (and any may have been consumed: the requests fail either way).
+	NonceConsume(ctx context.Context, uses []NonceUse) ([]NonceUsed, error)
+	// NonceGC forgets consumed nonces past their expiry.
+	NonceGC(ctx context.Context) (int64, error)
+}

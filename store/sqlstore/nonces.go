@@ -1,0 +1,152 @@
+package sqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+const nonceKeyName = "nonce_key"
+
+func (s *Store) NonceKey(ctx context.Context) ([]byte, error) {
+	var key []byte
+	err := s.inTx(ctx, func(t *txn) error {
+		err := t.queryRow(ctx, `SELECT value FROM settings WHERE name = $1`, nonceKeyName).Scan(&key)
+		if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		fresh := []byte(randomToken()) // 32 random bytes, base64url
+		if _, err := t.exec(ctx, `INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`, nonceKeyName, fresh); err != nil {
+			return err
+		}
+		return t.queryRow(ctx, `SELECT value FROM settings WHERE name = $1`, nonceKeyName).Scan(&key)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the nonce key: %w", err)
+	}
+	return key, nil
+}
+
+// nonceConsumePG is the whole of NonceConsume on PostgreSQL: one statement,
+// autocommitted, so a batch costs one round trip and one WAL flush. The
+// INSERT's RETURNING names the nonces this statement consumed; a nonce
+// consumed before conflicts and is not returned. Accounts are joined by id
+// (every column coalesced, so a use that names none scans as id "").
+const nonceConsumePG = `WITH input AS (
+    SELECT u.nonce, u.expires_at, u.account_id, u.ord
+    FROM unnest($1::text[], $2::timestamptz[], $3::text[]) WITH ORDINALITY AS u(nonce, expires_at, account_id, ord)
+), fresh AS (
+    INSERT INTO nonces_consumed (nonce, expires_at)
+    SELECT nonce, expires_at FROM input
+    ON CONFLICT (nonce) DO NOTHING
+    RETURNING nonce
+)
+SELECT f.nonce IS NOT NULL,
+       coalesce(a.seq, 0), coalesce(a.id, ''), coalesce(a.key_jwk, ''), coalesce(a.thumbprint, ''),
+       coalesce(a.contact, '[]'), coalesce(a.status, ''), coalesce(a.terms_agreed, false), coalesce(a.created_at, now())
+FROM input i
+LEFT JOIN fresh f ON f.nonce = i.nonce
+LEFT JOIN accounts a ON a.id = i.account_id AND i.account_id <> ''
+ORDER BY i.ord`
+
+func (s *Store) NonceConsume(ctx context.Context, uses []store.NonceUse) ([]store.NonceUsed, error) {
+	out := make([]store.NonceUsed, len(uses))
+	// A nonce twice in one batch is a replay racing its original: only the
+	// first use is sent; the statement could not tell the two apart.
+	var send []int
+	seen := make(map[string]bool, len(uses))
+	for i, u := range uses {
+		if !seen[u.Nonce] {
+			seen[u.Nonce] = true
+			send = append(send, i)
+		}
+	}
+	var err error
+	if s.d == Postgres {
+		err = s.nonceConsumePG(ctx, uses, send, out)
+	} else {
+		err = s.nonceConsumeEach(ctx, uses, send, out)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("consuming %d nonces: %w", len(send), err)
+	}
+	// The duplicates stay Fresh == false with no account: they are refused
+	// for their nonce before their account matters.
+	return out, nil
+}
+
+func (s *Store) nonceConsumePG(ctx context.Context, uses []store.NonceUse, send []int, out []store.NonceUsed) error {
+	nonces := make([]string, len(send))
+	expires := make([]time.Time, len(send))
+	accounts := make([]string, len(send))
+	for j, i := range send {
+		nonces[j], expires[j], accounts[j] = uses[i].Nonce, uses[i].Expires.UTC(), uses[i].AccountID
+	}
+	return s.autocommit(ctx, func(t *txn) error {
+		j := 0
+		return collect(ctx, t, func(r Rows) error {
+			if j >= len(send) {
+				return errors.New("more answers than nonces")
+			}
+			var fresh bool
+			var seq int64
+			var a store.Account
+			var jwk, contact, status string
+			if err := r.Scan(&fresh, &seq, &a.ID, &jwk, &a.Thumbprint, &contact, &status, &a.TermsAgreed, ts(&a.CreatedAt)); err != nil {
+				return err
+			}
+			u := &out[send[j]]
+			u.Fresh = fresh
+			if a.ID != "" {
+				acct, err := accountFromColumns(a, jwk, contact, status)
+				if err != nil {
+					return err
+				}
+				u.Account = acct
+			}
+			j++
+			return nil
+		}, nonceConsumePG, nonces, expires, accounts)
+	})
+}
+
+// nonceConsumeEach is NonceConsume statement by statement in one
+// transaction: SQLite has neither unnest nor data-modifying CTEs, and its
+// statements cost no round trip; the batch still shares one commit.
+func (s *Store) nonceConsumeEach(ctx context.Context, uses []store.NonceUse, send []int, out []store.NonceUsed) error {
+	return s.inTx(ctx, func(t *txn) error {
+		for _, i := range send {
+			u := uses[i]
+			n, err := t.exec(ctx, `INSERT INTO nonces_consumed (nonce, expires_at) VALUES ($1, $2) ON CONFLICT (nonce) DO NOTHING`, u.Nonce, s.d.T(u.Expires))
+			if err != nil {
+				return err
+			}
+			out[i] = store.NonceUsed{Fresh: n == 1}
+			if u.AccountID == "" {
+				continue
+			}
+			a, err := s.accountByID(ctx, t, u.AccountID)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+			case err != nil:
+				return err
+			default:
+				out[i].Account = a
+			}
+		}
+		return nil
+	})
+}
+
+func (s *Store) NonceGC(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.inTx(ctx, func(t *txn) error {
+		var err error
+		n, err = t.exec(ctx, `DELETE FROM nonces_consumed WHERE expires_at < {now}`)
+		return err
+	})
+	return n, err
+}
