@@ -61,6 +61,7 @@ type Server struct {
 	base    string // server.base_url without a trailing slash
 	st      store.Store
 	nonces  *nonce.Service
+	keys    keyCache
 	policy  *policy.Policy
 	log     *slog.Logger
 	permits chan struct{}
@@ -469,7 +470,7 @@ func (s *Server) accountKey(kid string, acct *store.Account) (*publicKey, error)
 		// MUST be rejected with unauthorized.
 		return nil, acme.Unauthorized("the account %s is %s and can no longer make requests", kid, acct.Status)
 	}
-	key, err := parseKey(acct.KeyJWK)
+	key, err := s.keys.parse(acct.KeyJWK)
 	if err != nil {
 		return nil, acme.Internal(fmt.Errorf("account %s has an unreadable key: %w", acct.ID, err))
 	}
