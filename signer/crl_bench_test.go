@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// BenchmarkSignCRLBuildTwice is SignCRL as it was before resignCRL: the
+// BenchmarkSignCRLBuildTwice is SignCRL as it was before signLinted: the
 // 100,000-entry CRL encoded for the lint, then encoded again for the
 // issuer's key. It stays as the "before" figure of docs/performance.md.
 //

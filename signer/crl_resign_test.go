@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// TestSignCRLSignsWhatWasLinted holds resignCRL to its promise: the
-// tbsCertList the issuer's key signs is byte for byte the one
+// TestSignCRLSignsWhatWasLinted holds lintCRL and signLinted to their
+// promise: the tbsCertList the issuer's key signs is byte for byte the one
 // x509.CreateRevocationList builds with the issuer's own certificate and
 // key, so signing the linted encoding changes nothing but the work done.
 func TestSignCRLSignsWhatWasLinted(t *testing.T) {

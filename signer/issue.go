@@ -1,6 +1,7 @@
 package signer
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -125,7 +126,7 @@ var testHookTemplate func(*x509.Certificate)
 
 // Issue builds the certificate for r from its profile and the order's names,
 // lints it (signed by a throwaway key of the issuer's type), and only if the
-// lints pass signs it with the issuer's key.
+// lints pass signs the same tbsCertificate with the issuer's key.
 //
 // A request the profile does not allow (a key type it does not list, an
 // identifier type or wildcard it does not allow, a validity it does not allow)
@@ -145,7 +146,8 @@ func (i *Issuer) Issue(ctx context.Context, r Request) (*Issued, error) {
 	}
 	log := i.logger().With("issuer", i.ID, "profile", r.ProfileName, "serial", SerialHex(tmpl.SerialNumber),
 		"names", identifierStrings(r.Names))
-	if err := i.lintCertificate(tmpl, r.PublicKey); err != nil {
+	tbs, err := i.lintCertificate(tmpl, r.PublicKey)
+	if err != nil {
 		log.Error("pre-issuance lint refused the certificate; nothing was signed with the issuer key", "err", err)
 		return nil, err
 	}
@@ -155,7 +157,8 @@ func (i *Issuer) Issue(ctx context.Context, r Request) (*Issued, error) {
 		return nil, err
 	}
 	log.Info("signing certificate", "not_before", tmpl.NotBefore, "not_after", tmpl.NotAfter)
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, i.Cert, r.PublicKey, i.Signer)
+	// The tbsCertificate that was linted, not a second encoding of tmpl.
+	der, err := i.signLinted(tbs, tmpl.SignatureAlgorithm)
 	if err != nil {
 		log.Error("signing certificate", "err", err)
 		return nil, acme.Internal(fmt.Errorf("signing certificate with issuer %s: %w", i.ID, err))
@@ -168,12 +171,12 @@ func (i *Issuer) Issue(ctx context.Context, r Request) (*Issued, error) {
 		NotBefore: tmpl.NotBefore,
 		NotAfter:  tmpl.NotAfter,
 	}
-	var b strings.Builder
+	var b bytes.Buffer
 	_ = pem.Encode(&b, &pem.Block{Type: "CERTIFICATE", Bytes: der})
 	for _, c := range i.Chain {
 		_ = pem.Encode(&b, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 	}
-	out.ChainPEM = []byte(b.String())
+	out.ChainPEM = b.Bytes()
 	return out, nil
 }
 

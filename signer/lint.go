@@ -3,11 +3,12 @@ package signer
 import (
 	"crypto"
 	"crypto/ecdsa"
-	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -16,6 +17,8 @@ import (
 	zx509 "github.com/zmap/zcrypto/x509"
 	"github.com/zmap/zlint/v3"
 	"github.com/zmap/zlint/v3/lint"
+	"golang.org/x/crypto/cryptobyte"
+	cbasn1 "golang.org/x/crypto/cryptobyte/asn1"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 )
@@ -65,6 +68,17 @@ var (
 	lintRegistryErr  error
 )
 
+// namedRegistry is a zlint registry whose Names are listed once: zlint's
+// Names sorts a fresh copy of every lint name, and LintCertificateEx calls
+// it on every certificate only to size its result map, which cost more than
+// a third of the lints themselves.
+type namedRegistry struct {
+	lint.Registry
+	names []string
+}
+
+func (r namedRegistry) Names() []string { return r.names }
+
 // lintRegistry is the filtered registry, built once: filtering walks every
 // registered lint.
 func lintRegistry() (lint.Registry, error) {
@@ -80,10 +94,15 @@ func lintRegistry() (lint.Registry, error) {
 			}
 			exclude = append(exclude, name)
 		}
-		lintRegistryVal, lintRegistryErr = lint.GlobalRegistry().Filter(lint.FilterOptions{
+		reg, err := lint.GlobalRegistry().Filter(lint.FilterOptions{
 			IncludeSources: lintSources,
 			ExcludeNames:   exclude,
 		})
+		if err != nil {
+			lintRegistryErr = err
+			return
+		}
+		lintRegistryVal = namedRegistry{Registry: reg, names: reg.Names()}
 	})
 	return lintRegistryVal, lintRegistryErr
 }
@@ -135,84 +154,154 @@ func lintFailure(what string, res *zlint.ResultSet) error {
 	}
 }
 
-// lintIssuer is a stand-in for one real issuer: the same certificate with the
-// public key swapped for a throwaway key of the same type and size. Signing
-// with it yields the exact bytes the real key would sign (same issuer name,
-// same AKI), so the lints see the real certificate without the real key
-// being used on something that may be wrong (Boulder's linting issuer).
-type lintIssuer struct {
+// The to-be-signed encoding is built once, for the issuer itself, and used
+// twice: with a throwaway key's signature it is the copy that zlint reads;
+// only if zlint passes it does the issuer's key sign it. So the certificate
+// (or CRL) signed is by construction the one linted, with only the signature
+// value different (Boulder's linting issuer, without building the encoding
+// twice).
+
+// errTBSCaught stops x509.CreateCertificate or x509.CreateRevocationList once
+// it has handed tbsCatcher the encoding it would sign.
+var errTBSCaught = errors.New("to-be-signed encoding caught")
+
+// tbsCatcher is the signer given to x509.CreateCertificate and
+// x509.CreateRevocationList to get the tbsCertificate or tbsCertList they
+// would sign, without signing it: as a crypto.MessageSigner it is handed the
+// whole encoding (crypto.SignMessage), keeps it and stops the call. Its public
+// key is the issuer's, so the standard library checks and builds exactly what
+// it would for the issuer's own key.
+type tbsCatcher struct {
+	pub crypto.PublicKey
+	tbs []byte
+}
+
+func (c *tbsCatcher) Public() crypto.PublicKey { return c.pub }
+
+func (c *tbsCatcher) SignMessage(_ io.Reader, msg []byte, _ crypto.SignerOpts) ([]byte, error) {
+	c.tbs = msg
+	return nil, errTBSCaught
+}
+
+// Sign is not called while crypto.SignMessage prefers SignMessage; if a Go
+// release stopped preferring it, issuance fails instead of signing anything.
+func (c *tbsCatcher) Sign(io.Reader, []byte, crypto.SignerOpts) ([]byte, error) {
+	return nil, errors.New("the to-be-signed encoding was hashed before it could be caught")
+}
+
+// buildTBS runs create (a call of x509.CreateCertificate or
+// x509.CreateRevocationList with the issuer's certificate as parent) with a
+// tbsCatcher for the issuer's key and returns the encoding it would sign.
+func (i *Issuer) buildTBS(create func(crypto.Signer) error) ([]byte, error) {
+	c := &tbsCatcher{pub: i.Signer.Public()}
+	err := create(c)
+	if errors.Is(err, errTBSCaught) && c.tbs != nil {
+		return c.tbs, nil
+	}
+	if err == nil {
+		err = errors.New("the standard library signed without handing over its to-be-signed encoding")
+	}
+	return nil, err
+}
+
+// lintSignatures holds the signature value of the copies zlint reads: one
+// per issuer key type, size and signature algorithm for the whole process,
+// made by a throwaway key of that type and size. A throwaway key's signature
+// never verified against the issuer named in the copy, fresh or not; what
+// zlint may read of it is its encoding and length (the CABF ECDSA encoding
+// lints tell the curve by the length), and this real signature has those. A
+// fresh one per certificate would tell zlint nothing more, for a signature
+// per issuance: about a millisecond for an RSA-2048 issuer.
+var lintSignatures sync.Map // "ecdsa P-256 ECDSA-SHA256", ... → *lintSignature
+
+type lintSignature struct {
 	once sync.Once
-	cert *x509.Certificate
-	key  crypto.Signer
+	sig  []byte
 	err  error
 }
 
-// lintIssuers caches one lintIssuer per issuer certificate: generating an
-// RSA key per issuance would cost more than the signature.
-var lintIssuers sync.Map // string(issuer cert DER) → *lintIssuer
-
-func (i *Issuer) linter() (*lintIssuer, error) {
-	v, _ := lintIssuers.LoadOrStore(string(i.Cert.Raw), &lintIssuer{})
-	li := v.(*lintIssuer)
-	li.once.Do(func() {
-		li.key, li.err = throwawayKey(i.Signer.Public())
-		if li.err != nil {
-			return
-		}
-		c := *i.Cert
-		c.PublicKey = li.key.Public()
-		li.cert = &c
-	})
-	return li, li.err
-}
-
-func throwawayKey(pub crypto.PublicKey) (crypto.Signer, error) {
+func lintSignatureFor(pub crypto.PublicKey, sigAlg x509.SignatureAlgorithm) ([]byte, error) {
+	h, err := signatureHash(sigAlg)
+	if err != nil {
+		return nil, err
+	}
+	var kind string
+	var generate func() (crypto.Signer, error)
 	switch k := pub.(type) {
 	case *ecdsa.PublicKey:
-		return ecdsa.GenerateKey(k.Curve, rand.Reader)
+		kind = "ecdsa " + k.Curve.Params().Name
+		generate = func() (crypto.Signer, error) { return ecdsa.GenerateKey(k.Curve, rand.Reader) }
 	case *rsa.PublicKey:
-		return rsa.GenerateKey(rand.Reader, k.N.BitLen())
-	case ed25519.PublicKey:
-		_, priv, err := ed25519.GenerateKey(rand.Reader)
-		return priv, err
+		kind = fmt.Sprintf("rsa %d", k.N.BitLen())
+		generate = func() (crypto.Signer, error) { return rsa.GenerateKey(rand.Reader, k.N.BitLen()) }
+	default:
+		return nil, fmt.Errorf("no linting key for an issuer key of type %T", pub)
 	}
-	return nil, fmt.Errorf("no linting key for an issuer key of type %T", pub)
+	v, _ := lintSignatures.LoadOrStore(kind+" "+sigAlg.String(), &lintSignature{})
+	ls := v.(*lintSignature)
+	ls.once.Do(func() {
+		key, err := generate()
+		if err != nil {
+			ls.err = err
+			return
+		}
+		ls.sig, ls.err = crypto.SignMessage(key, rand.Reader, []byte("a certificate or CRL for zlint to read"), h)
+	})
+	return ls.sig, ls.err
 }
 
-// lintCertificate signs tmpl for pub with the throwaway key and runs zlint.
-func (i *Issuer) lintCertificate(tmpl *x509.Certificate, pub crypto.PublicKey) error {
+// lintCopy is tbs with the signature of the issuer's key type and size.
+func (i *Issuer) lintCopy(tbs []byte, sigAlg x509.SignatureAlgorithm) ([]byte, error) {
+	sig, err := lintSignatureFor(i.Signer.Public(), sigAlg)
+	if err != nil {
+		return nil, err
+	}
+	return assembleSigned(tbs, sig)
+}
+
+// lintCertificate builds the certificate tmpl describes for pub, issued by
+// i, lints it and returns its tbsCertificate: what the issuer's key may sign.
+func (i *Issuer) lintCertificate(tmpl *x509.Certificate, pub crypto.PublicKey) ([]byte, error) {
 	reg, err := lintRegistry()
 	if err != nil {
-		return acme.Internal(err)
+		return nil, acme.Internal(err)
 	}
-	li, err := i.linter()
+	tbs, err := i.buildTBS(func(c crypto.Signer) error {
+		_, err := x509.CreateCertificate(rand.Reader, tmpl, i.Cert, pub, c)
+		return err
+	})
 	if err != nil {
-		return acme.Internal(err)
+		return nil, acme.Internal(fmt.Errorf("building the certificate: %w", err))
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, li.cert, pub, li.key)
+	der, err := i.lintCopy(tbs, tmpl.SignatureAlgorithm)
 	if err != nil {
-		return acme.Internal(fmt.Errorf("building the certificate to lint: %w", err))
+		return nil, acme.Internal(fmt.Errorf("building the certificate to lint: %w", err))
 	}
 	zc, err := zx509.ParseCertificate(der)
 	if err != nil {
-		return acme.Internal(fmt.Errorf("parsing the certificate to lint: %w", err))
+		return nil, acme.Internal(fmt.Errorf("parsing the certificate to lint: %w", err))
 	}
-	return lintFailure("the certificate", zlint.LintCertificateEx(zc, reg))
+	if err := lintFailure("the certificate", zlint.LintCertificateEx(zc, reg)); err != nil {
+		return nil, err
+	}
+	return tbs, nil
 }
 
-// lintCRL does the same for a CRL and returns the linted CRL, signed by
-// the throwaway key: its tbsCertList is exactly what the issuer's key signs
-// next (resignCRL), so a large CRL is encoded once, not twice.
+// lintCRL does the same for a CRL and returns its tbsCertList: a large CRL
+// is encoded once, not twice.
 func (i *Issuer) lintCRL(tmpl *x509.RevocationList) ([]byte, error) {
 	reg, err := lintRegistry()
 	if err != nil {
 		return nil, acme.Internal(err)
 	}
-	li, err := i.linter()
+	tbs, err := i.buildTBS(func(c crypto.Signer) error {
+		_, err := x509.CreateRevocationList(rand.Reader, tmpl, i.Cert, c)
+		return err
+	})
 	if err != nil {
-		return nil, acme.Internal(err)
+		return nil, acme.Internal(fmt.Errorf("building the CRL: %w", err))
 	}
-	der, err := x509.CreateRevocationList(rand.Reader, tmpl, li.cert, li.key)
+	der, err := i.lintCopy(tbs, tmpl.SignatureAlgorithm)
 	if err != nil {
 		return nil, acme.Internal(fmt.Errorf("building the CRL to lint: %w", err))
 	}
@@ -223,5 +312,60 @@ func (i *Issuer) lintCRL(tmpl *x509.RevocationList) ([]byte, error) {
 	if err := lintFailure("the CRL", zlint.LintRevocationListEx(zr, reg)); err != nil {
 		return nil, err
 	}
-	return der, nil
+	return tbs, nil
+}
+
+// signLinted signs tbs, which lintCertificate or lintCRL passed, with the
+// issuer's key, as x509.CreateCertificate would: crypto.SignMessage, then
+// the signature checked against the issuer certificate so that a faulty
+// signer (an HSM, a remote key) never yields a certificate that does not
+// verify.
+func (i *Issuer) signLinted(tbs []byte, sigAlg x509.SignatureAlgorithm) ([]byte, error) {
+	h, err := signatureHash(sigAlg)
+	if err != nil {
+		return nil, err
+	}
+	sig, err := crypto.SignMessage(i.Signer, rand.Reader, tbs, h)
+	if err != nil {
+		return nil, err
+	}
+	if err := i.Cert.CheckSignature(sigAlg, tbs, sig); err != nil {
+		return nil, fmt.Errorf("the issuer key's signature does not verify with the issuer certificate: %w", err)
+	}
+	return assembleSigned(tbs, sig)
+}
+
+// signatureHash is the digest of the algorithms signatureAlgorithm chooses.
+func signatureHash(sigAlg x509.SignatureAlgorithm) (crypto.Hash, error) {
+	switch sigAlg {
+	case x509.SHA256WithRSA, x509.ECDSAWithSHA256:
+		return crypto.SHA256, nil
+	case x509.ECDSAWithSHA384:
+		return crypto.SHA384, nil
+	}
+	return 0, fmt.Errorf("no digest for signature algorithm %s", sigAlg)
+}
+
+// assembleSigned wraps a tbsCertificate or tbsCertList and its signature as
+// RFC 5280 §4.1 and §5.1 do: SEQUENCE { tbs, signatureAlgorithm, BIT STRING }.
+// The outer signatureAlgorithm must equal the one inside tbs (§4.1.1.2,
+// §5.1.1.2), so it is copied from there: the field after the optional
+// version ([0] in a certificate, an INTEGER in a CRL) and, in a certificate,
+// the serialNumber INTEGER.
+func assembleSigned(tbs, sig []byte) ([]byte, error) {
+	var body, alg cryptobyte.String
+	in := cryptobyte.String(tbs)
+	if !in.ReadASN1(&body, cbasn1.SEQUENCE) || !in.Empty() ||
+		!body.SkipOptionalASN1(cbasn1.Tag(0).Constructed().ContextSpecific()) ||
+		!body.SkipOptionalASN1(cbasn1.INTEGER) ||
+		!body.ReadASN1Element(&alg, cbasn1.SEQUENCE) {
+		return nil, errors.New("the to-be-signed encoding has no signature algorithm where RFC 5280 puts it")
+	}
+	var b cryptobyte.Builder
+	b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) {
+		b.AddBytes(tbs)
+		b.AddBytes(alg)
+		b.AddASN1BitString(sig)
+	})
+	return b.Bytes()
 }
