@@ -81,6 +81,7 @@ type Store interface {
 	Renewals
 	ExternalAccounts
 	PreAuthorizations
+	Validations // store/validation.go: the worker's one read before validating
 
 	RateLimits // store/ratelimit.go: counts for the frontend's rate limits
 	RemoteRevocations

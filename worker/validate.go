@@ -21,32 +21,27 @@ type validator interface {
 // records the verdict and completes the job in one transaction.
 func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.ChallengeValidateArgs], done jobs.Done) error {
 	args := job.Args
-	ch, err := w.store.ChallengeByID(ctx, args.ChallengeID)
+	// One read: the challenge, its authorization and the account's
+	// thumbprint (the foreign keys guarantee the last two exist).
+	tgt, err := w.store.ChallengeToValidate(ctx, args.ChallengeID)
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("challenge %s does not exist: %w", args.ChallengeID, err)
 	}
 	if err != nil {
 		return jobs.CouldNotRun(fmt.Errorf("loading challenge %s: %w", args.ChallengeID, err))
 	}
+	ch, authz := &tgt.Challenge, &tgt.Authz
 	if ch.Status != acme.StatusProcessing {
 		// Already decided (a verdict is terminal), or abandoned: nothing to do.
 		return nil
-	}
-	authz, err := w.store.AuthzByID(ctx, ch.AuthzID)
-	if err != nil {
-		return jobs.CouldNotRun(fmt.Errorf("loading authorization %s: %w", ch.AuthzID, err))
-	}
-	acct, err := w.store.AccountByID(ctx, authz.AccountID)
-	if err != nil {
-		return jobs.CouldNotRun(fmt.Errorf("loading account %s: %w", authz.AccountID, err))
 	}
 	res := w.validator.Validate(ctx, validate.Request{
 		Identifier:       authz.Identifier,
 		Wildcard:         authz.Wildcard,
 		Type:             ch.Type,
 		Token:            ch.Token,
-		KeyAuthorization: ch.Token + "." + acct.Thumbprint,
-		AccountURI:       w.baseURL + "/acme/acct/" + acct.ID,
+		KeyAuthorization: ch.Token + "." + tgt.Thumbprint,
+		AccountURI:       w.baseURL + "/acme/acct/" + authz.AccountID,
 	})
 	if ctx.Err() != nil {
 		// The worker is stopping or the job timed out mid-attempt: that is

@@ -44,10 +44,12 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE($11, {now}))`,
 		s.d.T(c.NotBefore), s.d.T(c.NotAfter), issued); err != nil {
 		return fmt.Errorf("storing certificate %s: %w", c.Serial, err)
 	}
-	for _, n := range names {
-		if _, err := t.exec(ctx, `INSERT INTO certificate_names (serial, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`, c.Serial, n); err != nil {
-			return err
-		}
+	rows := make([][]any, len(names))
+	for i, n := range names {
+		rows[i] = []any{c.Serial, n}
+	}
+	if err := insertRows(ctx, t, `INSERT INTO certificate_names (serial, name)`, `($1, $2)`, ` ON CONFLICT DO NOTHING`, rows); err != nil {
+		return fmt.Errorf("storing the names of certificate %s: %w", c.Serial, err)
 	}
 	return nil
 }

@@ -3,7 +3,9 @@ package sqlstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hallmark-ca/hallmark/jobs"
@@ -13,18 +15,26 @@ import (
 
 // --- reading ---
 
-const orderCols = `seq, id, account_id, status, identifiers, profile, not_before, not_after, expires_at, csr, cert_serial, error, replaces, created_at, updated_at`
+// orderCols ends with the order's authorization IDs in position order,
+// joined by commas, so one statement reads an order whole. IDs are
+// randomID's base64url, which has no comma. string_agg with ORDER BY is
+// both PostgreSQL's and SQLite's (3.44+).
+const orderCols = `seq, id, account_id, status, identifiers, profile, not_before, not_after, expires_at, csr, cert_serial, error, replaces, created_at, updated_at,
+  COALESCE((SELECT string_agg(authz_id, ',' ORDER BY position) FROM order_authz WHERE order_id = orders.id), '')`
 
 func scanOrder(r interface{ Scan(...any) error }, seq *int64) (*store.Order, error) {
 	var o store.Order
-	var status, idents, problem string
+	var status, idents, problem, authzIDs string
 	if err := r.Scan(seq, &o.ID, &o.AccountID, &status, &idents, &o.Profile, tsNull(&o.NotBefore), tsNull(&o.NotAfter),
-		ts(&o.Expires), &o.CSR, &o.CertSerial, &problem, &o.Replaces, ts(&o.CreatedAt), ts(&o.UpdatedAt)); err != nil {
+		ts(&o.Expires), &o.CSR, &o.CertSerial, &problem, &o.Replaces, ts(&o.CreatedAt), ts(&o.UpdatedAt), &authzIDs); err != nil {
 		return nil, err
 	}
 	o.Status = acme.Status(status)
 	if len(o.CSR) == 0 {
 		o.CSR = nil
+	}
+	if authzIDs != "" {
+		o.AuthzIDs = strings.Split(authzIDs, ",")
 	}
 	if err := json.Unmarshal([]byte(idents), &o.Identifiers); err != nil {
 		return nil, fmt.Errorf("decoding identifiers of order %s: %w", o.ID, err)
@@ -34,32 +44,13 @@ func scanOrder(r interface{ Scan(...any) error }, seq *int64) (*store.Order, err
 	return &o, err
 }
 
-// fillAuthzIDs reads the authorization IDs of orders, in their order.
-func fillAuthzIDs(ctx context.Context, t *txn, orders ...*store.Order) error {
-	for _, o := range orders {
-		o.AuthzIDs = nil
-		err := collect(ctx, t, func(r Rows) error {
-			var id string
-			if err := r.Scan(&id); err != nil {
-				return err
-			}
-			o.AuthzIDs = append(o.AuthzIDs, id)
-			return nil
-		}, `SELECT authz_id FROM order_authz WHERE order_id = $1 ORDER BY position`, o.ID)
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func (s *Store) orderByID(ctx context.Context, t *txn, id string) (*store.Order, error) {
 	var seq int64
 	o, err := scanOrder(t.queryRow(ctx, `SELECT `+orderCols+` FROM orders WHERE id = $1`, id), &seq)
 	if err != nil {
 		return nil, fmt.Errorf("reading order %s: %w", id, err)
 	}
-	return o, fillAuthzIDs(ctx, t, o)
+	return o, nil
 }
 
 func (s *Store) OrderByID(ctx context.Context, id string) (*store.Order, error) {
@@ -84,8 +75,7 @@ func (s *Store) OrdersByAccount(ctx context.Context, accountID string, p store.P
 }
 
 func (s *Store) OrdersList(ctx context.Context, f store.OrderFilter, p store.Page) ([]*store.Order, string, error) {
-	fill := func(t *txn, os []*store.Order) error { return fillAuthzIDs(ctx, t, os...) }
-	out, next, err := listPage(ctx, s, p, func(r Rows, seq *int64) (*store.Order, error) { return scanOrder(r, seq) }, fill,
+	out, next, err := listPage(ctx, s, p, func(r Rows, seq *int64) (*store.Order, error) { return scanOrder(r, seq) }, nil,
 		`SELECT `+orderCols+` FROM orders
 WHERE ($1 = '' OR account_id = $1)
   AND ($2 = '' OR EXISTS (SELECT 1 FROM order_identifiers oi WHERE oi.order_id = orders.id AND oi.value = $2))
@@ -98,27 +88,54 @@ ORDER BY seq DESC LIMIT $5`, f.AccountID, f.Identifier, string(f.Status))
 	return out, next, nil
 }
 
-const authzCols = `id, account_id, identifier_type, identifier_value, wildcard, status, expires_at, created_at`
+// selectAuthz reads an authorization with its challenges in position order,
+// one row per challenge. The LEFT JOIN keeps an authorization that has none
+// as one row whose challenge columns are empty. The query goes on with the
+// authorization's id (or a subquery choosing it).
+const selectAuthz = `SELECT a.id, a.account_id, a.identifier_type, a.identifier_value, a.wildcard, a.status, a.expires_at, a.created_at,
+  COALESCE(c.id, ''), COALESCE(c.authz_id, ''), COALESCE(c.type, ''), COALESCE(c.token, ''), COALESCE(c.status, ''),
+  c.validated_at, COALESCE(c.error, ''), COALESCE(c.validation_record, '')
+FROM authorizations a LEFT JOIN challenges c ON c.authz_id = a.id
+WHERE a.id = `
 
-func (s *Store) authzByID(ctx context.Context, t *txn, id string) (*store.Authorization, error) {
-	var a store.Authorization
-	var typ, status string
-	err := t.queryRow(ctx, `SELECT `+authzCols+` FROM authorizations WHERE id = $1`, id).
-		Scan(&a.ID, &a.AccountID, &typ, &a.Identifier.Value, &a.Wildcard, &status, ts(&a.Expires), ts(&a.CreatedAt))
-	if err != nil {
-		return nil, fmt.Errorf("reading authorization %s: %w", id, err)
-	}
-	a.Identifier.Type = acme.IdentifierType(typ)
-	a.Status = acme.Status(status)
-	err = collect(ctx, t, func(r Rows) error {
-		c, err := scanChallenge(r)
+// readAuthz runs a selectAuthz query; no rows is store.ErrNotFound.
+func readAuthz(ctx context.Context, t *txn, q string, args ...any) (*store.Authorization, error) {
+	var out *store.Authorization
+	err := collect(ctx, t, func(r Rows) error {
+		var a store.Authorization
+		var typ, status string
+		var c challengeRow
+		if err := r.Scan(append([]any{&a.ID, &a.AccountID, &typ, &a.Identifier.Value, &a.Wildcard, &status, ts(&a.Expires), ts(&a.CreatedAt)},
+			c.dest()...)...); err != nil {
+			return err
+		}
+		if out == nil {
+			a.Identifier.Type = acme.IdentifierType(typ)
+			a.Status = acme.Status(status)
+			out = &a
+		}
+		if c.c.ID == "" {
+			return nil // no challenges
+		}
+		ch, err := c.finish()
 		if err != nil {
 			return err
 		}
-		a.Challenges = append(a.Challenges, *c)
+		out.Challenges = append(out.Challenges, *ch)
 		return nil
-	}, `SELECT `+challengeCols+` FROM challenges WHERE authz_id = $1 ORDER BY position`, id)
-	return &a, err
+	}, q, args...)
+	if err == nil && out == nil {
+		err = store.ErrNotFound
+	}
+	return out, err
+}
+
+func (s *Store) authzByID(ctx context.Context, t *txn, id string) (*store.Authorization, error) {
+	a, err := readAuthz(ctx, t, selectAuthz+`$1 ORDER BY c.position`, id)
+	if err != nil {
+		return nil, fmt.Errorf("reading authorization %s: %w", id, err)
+	}
+	return a, nil
 }
 
 func (s *Store) AuthzByID(ctx context.Context, id string) (*store.Authorization, error) {
@@ -130,39 +147,54 @@ func (s *Store) AuthzByID(ctx context.Context, id string) (*store.Authorization,
 	return out, err
 }
 
+// AuthzReusable is a read: it runs autocommitted, choosing the
+// authorization and reading it with its challenges in one statement.
 func (s *Store) AuthzReusable(ctx context.Context, accountID string, id acme.Identifier, wildcard bool, minExpiry time.Time) (*store.Authorization, error) {
 	var out *store.Authorization
-	err := s.inTx(ctx, func(t *txn) error {
-		var aid string
-		err := t.queryRow(ctx, `SELECT id FROM authorizations
-WHERE account_id = $1 AND identifier_type = $2 AND identifier_value = $3 AND wildcard = $4
-  AND status = 'valid' AND expires_at > $5 AND expires_at > {now}
-ORDER BY expires_at DESC LIMIT 1`, accountID, string(id.Type), id.Value, wildcard, s.d.T(minExpiry)).Scan(&aid)
-		if err != nil {
-			return fmt.Errorf("finding a reusable authorization for %s: %w", id, err)
-		}
-		out, err = s.authzByID(ctx, t, aid)
+	err := s.autocommit(ctx, func(t *txn) (err error) {
+		out, err = readAuthz(ctx, t, selectAuthz+`(SELECT id FROM authorizations
+  WHERE account_id = $1 AND identifier_type = $2 AND identifier_value = $3 AND wildcard = $4
+    AND status = 'valid' AND expires_at > $5 AND expires_at > {now}
+  ORDER BY expires_at DESC LIMIT 1)
+ORDER BY c.position`, accountID, string(id.Type), id.Value, wildcard, s.d.T(minExpiry))
 		return err
 	})
-	return out, err
+	if err != nil {
+		return nil, fmt.Errorf("finding a reusable authorization for %s: %w", id, err)
+	}
+	return out, nil
 }
 
 const challengeCols = `id, authz_id, type, token, status, validated_at, error, validation_record`
 
-func scanChallenge(r interface{ Scan(...any) error }) (*store.Challenge, error) {
-	var c store.Challenge
-	var typ, status, problem, record string
-	if err := r.Scan(&c.ID, &c.AuthzID, &typ, &c.Token, &status, tsNull(&c.Validated), &problem, &record); err != nil {
-		return nil, err
-	}
-	c.Type = acme.ChallengeType(typ)
-	c.Status = acme.Status(status)
-	if record != "" {
-		c.ValidationRecord = json.RawMessage(record)
+// challengeRow holds the columns of challengeCols while they are scanned.
+type challengeRow struct {
+	c                            store.Challenge
+	typ, status, problem, record string
+}
+
+func (r *challengeRow) dest() []any {
+	return []any{&r.c.ID, &r.c.AuthzID, &r.typ, &r.c.Token, &r.status, tsNull(&r.c.Validated), &r.problem, &r.record}
+}
+
+func (r *challengeRow) finish() (*store.Challenge, error) {
+	c := r.c
+	c.Type = acme.ChallengeType(r.typ)
+	c.Status = acme.Status(r.status)
+	if r.record != "" {
+		c.ValidationRecord = json.RawMessage(r.record)
 	}
 	var err error
-	c.Error, err = parseProblem(problem)
+	c.Error, err = parseProblem(r.problem)
 	return &c, err
+}
+
+func scanChallenge(r interface{ Scan(...any) error }) (*store.Challenge, error) {
+	var c challengeRow
+	if err := r.Scan(c.dest()...); err != nil {
+		return nil, err
+	}
+	return c.finish()
 }
 
 func (s *Store) challengeByID(ctx context.Context, t *txn, id string) (*store.Challenge, error) {
@@ -184,94 +216,212 @@ func (s *Store) ChallengeByID(ctx context.Context, id string) (*store.Challenge,
 
 // --- creating ---
 
+// OrderCreate writes the order, its identifiers, its new authorizations and
+// their challenges and the links between them with one multi-row INSERT
+// per table, and returns the order as built here: what it wrote is what
+// orderByID would read back, apart from the database clock's times, which
+// come back from the INSERT.
 func (s *Store) OrderCreate(ctx context.Context, o store.NewOrder) (*store.Order, error) {
 	idents, err := jsonText(o.Identifiers)
 	if err != nil {
 		return nil, err
 	}
+	// The identifiers as scanOrder decodes them from the stored text.
+	var identsRead []acme.Identifier
+	if err := json.Unmarshal([]byte(idents), &identsRead); err != nil {
+		return nil, err
+	}
+	// RFC 8555 §7.1.6: an order whose authorizations are all valid is
+	// ready at once. New authorizations carry their status; when one is
+	// reused, the UPDATE below asks the database, as before.
+	status, reusing := acme.StatusReady, false
+	var fresh []*store.Authorization
+	for _, a := range o.Authzs {
+		if a.ID != "" {
+			reusing, status = true, acme.StatusPending
+			continue
+		}
+		fresh = append(fresh, a)
+		if a.Status != acme.StatusValid {
+			status = acme.StatusPending
+		}
+	}
+	notBefore, notAfter, expires := dbTimeP(o.NotBefore), dbTimeP(o.NotAfter), dbTime(o.Expires)
 	var out *store.Order
 	err = s.inTx(ctx, func(t *txn) error {
-		orderID := randomID()
-		if _, err := t.exec(ctx, `INSERT INTO orders (id, account_id, status, identifiers, profile, not_before, not_after, expires_at, replaces, created_at, updated_at)
-VALUES ($1, $2, 'pending', $3, $4, $5, $6, $7, $8, {now}, {now})`,
-			orderID, o.AccountID, idents, o.Profile, s.d.TP(o.NotBefore), s.d.TP(o.NotAfter), s.d.T(o.Expires), o.Replaces); err != nil {
+		ord := &store.Order{ID: randomID(), AccountID: o.AccountID, Status: status, Identifiers: identsRead, Profile: o.Profile,
+			NotBefore: notBefore, NotAfter: notAfter, Expires: expires, Replaces: o.Replaces}
+		if err := t.queryRow(ctx, `INSERT INTO orders (id, account_id, status, identifiers, profile, not_before, not_after, expires_at, replaces, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, {now}, {now}) RETURNING created_at, updated_at`,
+			ord.ID, o.AccountID, string(status), idents, o.Profile, s.d.TP(notBefore), s.d.TP(notAfter), s.d.T(expires), o.Replaces).
+			Scan(ts(&ord.CreatedAt), ts(&ord.UpdatedAt)); err != nil {
 			return fmt.Errorf("creating order: %w", err)
 		}
-		for _, id := range o.Identifiers {
-			if _, err := t.exec(ctx, `INSERT INTO order_identifiers (order_id, type, value) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
-				orderID, string(id.Type), id.Value); err != nil {
+		identRows := make([][]any, len(o.Identifiers))
+		for i, id := range o.Identifiers {
+			identRows[i] = []any{ord.ID, string(id.Type), id.Value}
+		}
+		if err := insertRows(ctx, t, `INSERT INTO order_identifiers (order_id, type, value)`, `($1, $2, $3)`, ` ON CONFLICT DO NOTHING`, identRows); err != nil {
+			return fmt.Errorf("recording the identifiers of order %s: %w", ord.ID, err)
+		}
+		if reusing {
+			if err := checkReuse(ctx, t, o); err != nil {
 				return err
 			}
 		}
-		for i, a := range o.Authzs {
-			authzID := a.ID
-			if authzID != "" {
-				var owner string
-				if err := t.queryRow(ctx, `SELECT account_id FROM authorizations WHERE id = $1`, authzID).Scan(&owner); err != nil {
-					return fmt.Errorf("reusing authorization %s: %w", authzID, err)
-				}
-				if owner != o.AccountID {
-					return fmt.Errorf("reusing authorization %s of another account: %w", authzID, store.ErrNotFound)
-				}
-			} else {
-				var err error
-				if authzID, err = s.authzCreate(ctx, t, o, a); err != nil {
-					return err
-				}
-			}
-			if _, err := t.exec(ctx, `INSERT INTO order_authz (order_id, authz_id, position) VALUES ($1, $2, $3)`, orderID, authzID, i); err != nil {
-				return fmt.Errorf("linking authorization %s: %w", authzID, err)
-			}
-		}
-		// RFC 8555 §7.1.6: an order whose authorizations are all valid is
-		// ready at once (they were reused).
-		if _, err := t.exec(ctx, `UPDATE orders SET status = 'ready' WHERE id = $1 AND NOT EXISTS (
-  SELECT 1 FROM order_authz oa JOIN authorizations a ON a.id = oa.authz_id
-  WHERE oa.order_id = orders.id AND a.status <> 'valid')`, orderID); err != nil {
+		freshIDs, err := s.authzsCreate(ctx, t, o, fresh)
+		if err != nil {
 			return err
 		}
+		if len(o.Authzs) > 0 {
+			ord.AuthzIDs = make([]string, len(o.Authzs))
+			links := make([][]any, len(o.Authzs))
+			for i, a := range o.Authzs {
+				id := a.ID
+				if id == "" {
+					id, freshIDs = freshIDs[0], freshIDs[1:]
+				}
+				ord.AuthzIDs[i] = id
+				links[i] = []any{ord.ID, id, i}
+			}
+			if err := insertRows(ctx, t, `INSERT INTO order_authz (order_id, authz_id, position)`, `($1, $2, $3)`, ``, links); err != nil {
+				return fmt.Errorf("linking the authorizations of order %s: %w", ord.ID, err)
+			}
+		}
+		if reusing {
+			n, err := t.exec(ctx, `UPDATE orders SET status = 'ready' WHERE id = $1 AND NOT EXISTS (
+  SELECT 1 FROM order_authz oa JOIN authorizations a ON a.id = oa.authz_id
+  WHERE oa.order_id = orders.id AND a.status <> 'valid')`, ord.ID)
+			if err != nil {
+				return err
+			}
+			if n == 1 {
+				ord.Status = acme.StatusReady
+			}
+		}
 		if o.ReplacesSerial != "" { // RFC 9773 §5; store/sqlstore/ari.go
-			if err := s.replace(ctx, t, o.ReplacesSerial, o.AccountID, orderID); err != nil {
+			if err := s.replace(ctx, t, o.ReplacesSerial, o.AccountID, ord.ID); err != nil {
 				return err
 			}
 		}
-		var err error
-		out, err = s.orderByID(ctx, t, orderID)
-		return err
+		out = ord
+		return nil
 	})
 	return out, err
 }
 
+// checkReuse makes sure every authorization o reuses exists and is the
+// account's own, in one read.
+func checkReuse(ctx context.Context, t *txn, o store.NewOrder) error {
+	var ids []any
+	seen := map[string]bool{}
+	for _, a := range o.Authzs {
+		if a.ID != "" && !seen[a.ID] {
+			seen[a.ID] = true
+			ids = append(ids, a.ID)
+		}
+	}
+	owners := map[string]string{}
+	for len(ids) > 0 {
+		n := min(len(ids), maxRowsPerStatement)
+		if err := collect(ctx, t, func(r Rows) error {
+			var id, owner string
+			if err := r.Scan(&id, &owner); err != nil {
+				return err
+			}
+			owners[id] = owner
+			return nil
+		}, `SELECT id, account_id FROM authorizations WHERE id IN (`+paramList(n)+`)`, ids[:n]...); err != nil {
+			return err
+		}
+		ids = ids[n:]
+	}
+	for _, a := range o.Authzs {
+		if a.ID == "" {
+			continue
+		}
+		owner, ok := owners[a.ID]
+		if !ok {
+			return fmt.Errorf("reusing authorization %s: %w", a.ID, store.ErrNotFound)
+		}
+		if owner != o.AccountID {
+			return fmt.Errorf("reusing authorization %s of another account: %w", a.ID, store.ErrNotFound)
+		}
+	}
+	return nil
+}
+
+// authzCreate writes one authorization and its challenges (newAuthz).
 func (s *Store) authzCreate(ctx context.Context, t *txn, o store.NewOrder, a *store.Authorization) (string, error) {
-	id := randomID()
-	status := a.Status
-	if status == "" {
-		status = acme.StatusPending
+	ids, err := s.authzsCreate(ctx, t, o, []*store.Authorization{a})
+	if err != nil {
+		return "", err
 	}
-	expires := a.Expires
-	if expires.IsZero() {
-		expires = o.Expires
+	return ids[0], nil
+}
+
+// authzsCreate writes new authorizations of o and all their challenges,
+// one multi-row INSERT for each table, and returns their IDs in order.
+func (s *Store) authzsCreate(ctx context.Context, t *txn, o store.NewOrder, as []*store.Authorization) ([]string, error) {
+	if len(as) == 0 {
+		return nil, nil
 	}
-	if _, err := t.exec(ctx, `INSERT INTO authorizations (id, account_id, identifier_type, identifier_value, wildcard, status, expires_at, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, {now}, {now})`,
-		id, o.AccountID, string(a.Identifier.Type), a.Identifier.Value, a.Wildcard, string(status), s.d.T(expires)); err != nil {
-		return "", fmt.Errorf("creating authorization for %s: %w", a.Identifier, err)
-	}
-	for j, c := range a.Challenges {
-		token := c.Token
-		if token == "" {
-			token = randomToken()
+	ids := make([]string, len(as))
+	authzRows := make([][]any, len(as))
+	var challengeRows [][]any
+	for i, a := range as {
+		ids[i] = randomID()
+		status := a.Status
+		if status == "" {
+			status = acme.StatusPending
 		}
-		cs := c.Status
-		if cs == "" {
-			cs = acme.StatusPending
+		expires := a.Expires
+		if expires.IsZero() {
+			expires = o.Expires
 		}
-		if _, err := t.exec(ctx, `INSERT INTO challenges (id, authz_id, position, type, token, status, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, {now})`, randomID(), id, j, string(c.Type), token, string(cs)); err != nil {
-			return "", fmt.Errorf("creating %s challenge for %s: %w", c.Type, a.Identifier, err)
+		authzRows[i] = []any{ids[i], o.AccountID, string(a.Identifier.Type), a.Identifier.Value, a.Wildcard, string(status), s.d.T(expires)}
+		for j, c := range a.Challenges {
+			token := c.Token
+			if token == "" {
+				token = randomToken()
+			}
+			cs := c.Status
+			if cs == "" {
+				cs = acme.StatusPending
+			}
+			challengeRows = append(challengeRows, []any{randomID(), ids[i], j, string(c.Type), token, string(cs)})
 		}
 	}
-	return id, nil
+	if err := insertRows(ctx, t, `INSERT INTO authorizations (id, account_id, identifier_type, identifier_value, wildcard, status, expires_at, created_at, updated_at)`,
+		`($1, $2, $3, $4, $5, $6, $7, {now}, {now})`, ``, authzRows); err != nil {
+		return nil, fmt.Errorf("creating authorizations for %s: %w", authzNames(as), err)
+	}
+	if err := insertRows(ctx, t, `INSERT INTO challenges (id, authz_id, position, type, token, status, updated_at)`,
+		`($1, $2, $3, $4, $5, $6, {now})`, ``, challengeRows); err != nil {
+		return nil, fmt.Errorf("creating challenges for %s: %w", authzNames(as), err)
+	}
+	return ids, nil
+}
+
+// authzNames lists the identifiers of authorizations for an error.
+func authzNames(as []*store.Authorization) string {
+	names := make([]string, len(as))
+	for i, a := range as {
+		names[i] = a.Identifier.String()
+	}
+	return strings.Join(names, ", ")
+}
+
+// dbTime is t as the database stores and returns it: UTC, whole
+// microseconds (both dialects drop the rest).
+func dbTime(t time.Time) time.Time { return t.Truncate(time.Microsecond).UTC() }
+
+func dbTimeP(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := dbTime(*t)
+	return &v
 }
 
 // --- moving ---
@@ -314,23 +464,25 @@ func (s *Store) ChallengeClaim(ctx context.Context, challengeID string) (*store.
 	var out *store.Challenge
 	var claimed bool
 	err := s.inTx(ctx, func(t *txn) error {
-		// The compare-and-swap: only one caller sees n == 1. The
+		// The compare-and-swap: only one caller gets the row back. The
 		// authorization must still be pending and unexpired on the
 		// database clock.
-		n, err := t.exec(ctx, `UPDATE challenges SET status = 'processing', updated_at = {now}
+		var err error
+		out, err = scanChallenge(t.queryRow(ctx, `UPDATE challenges SET status = 'processing', updated_at = {now}
 WHERE id = $1 AND status = 'pending'
-  AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = challenges.authz_id AND a.status = 'pending' AND a.expires_at > {now})`, challengeID)
+  AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = challenges.authz_id AND a.status = 'pending' AND a.expires_at > {now})
+RETURNING `+challengeCols, challengeID))
+		claimed = err == nil
+		if errors.Is(err, store.ErrNotFound) {
+			out, err = s.challengeByID(ctx, t, challengeID)
+		}
 		if err != nil {
 			return fmt.Errorf("claiming challenge %s: %w", challengeID, err)
 		}
-		claimed = n == 1
 		if claimed {
-			if err := s.enqueue(ctx, t, jobs.ChallengeValidateArgs{ChallengeID: challengeID}); err != nil {
-				return err
-			}
+			return s.enqueue(ctx, t, jobs.ChallengeValidateArgs{ChallengeID: challengeID})
 		}
-		out, err = s.challengeByID(ctx, t, challengeID)
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, false, err
@@ -363,12 +515,20 @@ func complete(ctx context.Context, t *txn, done jobs.Done) error {
 // verdict moves a processing challenge to valid or invalid, and its
 // authorization and orders with it (RFC 8555 §7.1.6).
 func (s *Store) verdict(ctx context.Context, t *txn, challengeID string, status acme.Status, p *acme.Problem, record []byte) error {
+	// One statement reads the challenge's authorization and locks
+	// (PostgreSQL) the orders using it, in id order, before anything moves:
+	// a verdict on another authorization of the same order waits here, and
+	// then sees this one's authorization when it decides whether the order
+	// is ready. Nothing else is locked while it waits. count(*) reads the
+	// whole CTE, so every row is locked; its value is not needed.
 	var authzID string
-	if err := t.queryRow(ctx, `SELECT authz_id FROM challenges WHERE id = $1`, challengeID).Scan(&authzID); err != nil {
+	var nOrders int64
+	if err := t.queryRow(ctx, `WITH locked AS (
+  SELECT id FROM orders
+  WHERE id IN (SELECT oa.order_id FROM order_authz oa JOIN challenges c ON c.authz_id = oa.authz_id WHERE c.id = $1)
+  ORDER BY id {forupdate})
+SELECT authz_id, (SELECT count(*) FROM locked) FROM challenges WHERE id = $1`, challengeID).Scan(&authzID, &nOrders); err != nil {
 		return fmt.Errorf("recording verdict on challenge %s: %w", challengeID, err)
-	}
-	if err := lockOrders(ctx, t, ordersUsing, authzID); err != nil {
-		return err
 	}
 	pt, err := problemText(p)
 	if err != nil {
@@ -417,15 +577,18 @@ func (s *Store) OrderFinalizeBegin(ctx context.Context, orderID string, csrDER [
 	var out *store.Order
 	var claimed bool
 	err := s.inTx(ctx, func(t *txn) error {
-		n, err := t.exec(ctx, `UPDATE orders SET status = 'processing', csr = $2, updated_at = {now}
-WHERE id = $1 AND status = 'ready' AND expires_at > {now}`, orderID, nonNil(csrDER))
+		// The compare-and-swap: only one caller gets the row back.
+		var seq int64
+		var err error
+		out, err = scanOrder(t.queryRow(ctx, `UPDATE orders SET status = 'processing', csr = $2, updated_at = {now}
+WHERE id = $1 AND status = 'ready' AND expires_at > {now}
+RETURNING `+orderCols, orderID, nonNil(csrDER)), &seq)
+		claimed = err == nil
+		if errors.Is(err, store.ErrNotFound) {
+			out, err = s.orderByID(ctx, t, orderID)
+		}
 		if err != nil {
 			return fmt.Errorf("claiming order %s: %w", orderID, err)
-		}
-		claimed = n == 1
-		out, err = s.orderByID(ctx, t, orderID)
-		if err != nil {
-			return err
 		}
 		if claimed {
 			return s.enqueue(ctx, t, jobs.SignerIssueArgs{OrderID: orderID, Profile: out.Profile})
@@ -440,25 +603,28 @@ WHERE id = $1 AND status = 'ready' AND expires_at > {now}`, orderID, nonNil(csrD
 
 func (s *Store) OrderIssued(ctx context.Context, in store.Issued, done jobs.Done) error {
 	return s.inTx(ctx, func(t *txn) error {
-		o, err := s.orderByID(ctx, t, in.OrderID)
-		if err != nil {
-			return err
-		}
-		n, err := t.exec(ctx, `UPDATE orders SET status = 'valid', cert_serial = $2, updated_at = {now} WHERE id = $1 AND status = 'processing'`,
-			in.OrderID, in.Certificate.Serial)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
+		// The compare-and-swap: processing → valid, returning what the
+		// certificate row defaults to.
+		var accountID, profile string
+		err := t.queryRow(ctx, `UPDATE orders SET status = 'valid', cert_serial = $2, updated_at = {now} WHERE id = $1 AND status = 'processing'
+RETURNING account_id, profile`, in.OrderID, in.Certificate.Serial).Scan(&accountID, &profile)
+		if errors.Is(err, store.ErrNotFound) {
+			o, err := s.orderByID(ctx, t, in.OrderID)
+			if err != nil {
+				return err
+			}
 			return fmt.Errorf("storing the certificate of order %s: it is %s, not processing: %w", in.OrderID, o.Status, store.ErrConflict)
+		}
+		if err != nil {
+			return err
 		}
 		c := in.Certificate
 		c.OrderID = in.OrderID
 		if c.AccountID == "" {
-			c.AccountID = o.AccountID
+			c.AccountID = accountID
 		}
 		if c.Profile == "" {
-			c.Profile = o.Profile
+			c.Profile = profile
 		}
 		if err := s.certificateInsert(ctx, t, c); err != nil {
 			return err

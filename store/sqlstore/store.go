@@ -45,9 +45,11 @@ func (s *Store) enqueue(ctx context.Context, t *txn, args river.JobArgs) error {
 	return nil
 }
 
+// Now is one autocommitted statement: reading the clock needs no
+// transaction around it.
 func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	var now time.Time
-	err := s.inTx(ctx, func(t *txn) error {
+	err := s.autocommit(ctx, func(t *txn) error {
 		return t.queryRow(ctx, `SELECT {now}`).Scan(ts(&now))
 	})
 	return now, err
