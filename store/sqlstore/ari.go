@@ -60,7 +60,7 @@ ON CONFLICT (serial) DO UPDATE SET window_start = excluded.window_start, window_
 
 func (s *Store) RenewalWindowBySerial(ctx context.Context, serial string) (*store.RenewalWindow, error) {
 	var w store.RenewalWindow
-	err := s.inTx(ctx, func(t *txn) error {
+	err := s.autocommit(ctx, func(t *txn) error {
 		return t.queryRow(ctx, `SELECT serial, window_start, window_end, reason, actor, moved_at FROM renewal_windows WHERE serial = $1`, serial).
 			Scan(&w.Serial, ts(&w.Start), ts(&w.End), &w.Reason, &w.Actor, ts(&w.MovedAt))
 	})

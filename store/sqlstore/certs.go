@@ -149,7 +149,7 @@ func (s *Store) RevokeQueue(ctx context.Context, serial string, reason int, ev s
 
 func (s *Store) Revocations(ctx context.Context, issuerID string) ([]store.Revocation, error) {
 	var out []store.Revocation
-	err := s.inTx(ctx, func(t *txn) error {
+	err := s.autocommit(ctx, func(t *txn) error {
 		out = nil
 		return collect(ctx, t, func(r Rows) error {
 			var rv store.Revocation
@@ -185,7 +185,7 @@ func (s *Store) CRLStore(ctx context.Context, c store.CRL) error {
 
 func (s *Store) CRLLatest(ctx context.Context, issuerID string) (*store.CRL, error) {
 	var c store.CRL
-	err := s.inTx(ctx, func(t *txn) error {
+	err := s.autocommit(ctx, func(t *txn) error {
 		return t.queryRow(ctx, `SELECT issuer_id, number, this_update, next_update, der FROM crls WHERE issuer_id = $1 ORDER BY number DESC LIMIT 1`, issuerID).
 			Scan(&c.IssuerID, &c.Number, ts(&c.ThisUpdate), ts(&c.NextUpdate), &c.DER)
 	})
@@ -197,7 +197,7 @@ func (s *Store) CRLLatest(ctx context.Context, issuerID string) (*store.CRL, err
 
 func (s *Store) CRLNextNumber(ctx context.Context, issuerID string) (int64, error) {
 	var n int64
-	err := s.inTx(ctx, func(t *txn) error {
+	err := s.autocommit(ctx, func(t *txn) error {
 		return t.queryRow(ctx, `SELECT COALESCE(MAX(number), 0) + 1 FROM crls WHERE issuer_id = $1`, issuerID).Scan(&n)
 	})
 	return n, err

@@ -64,7 +64,7 @@ VALUES ($1, $2, $3, $4, $5, $6, {now})`, k.ID, k.MACKey, k.Label, dt, it, k.PreV
 
 func (s *Store) EABByID(ctx context.Context, id string) (*store.EABKey, error) {
 	var out *store.EABKey
-	err := s.inTx(ctx, func(t *txn) (err error) {
+	err := s.autocommit(ctx, func(t *txn) (err error) {
 		out, err = scanEAB(t.queryRow(ctx, `SELECT `+eabCols+` FROM eab_keys WHERE id = $1`, id), nil)
 		return err
 	})
@@ -104,7 +104,7 @@ func (s *Store) AccountCreateBound(ctx context.Context, a *store.Account, keyID 
 
 func (s *Store) AccountEAB(ctx context.Context, accountID string) (*store.EABKey, error) {
 	var out *store.EABKey
-	err := s.inTx(ctx, func(t *txn) (err error) {
+	err := s.autocommit(ctx, func(t *txn) (err error) {
 		out, err = scanEAB(t.queryRow(ctx, `SELECT `+eabCols+` FROM eab_keys WHERE account_id = $1`, accountID), nil)
 		return err
 	})

@@ -17,7 +17,7 @@ import (
 // rateCount runs a query selecting COUNT, MIN(time) and {now}.
 func (s *Store) rateCount(ctx context.Context, what, q string, args ...any) (store.RateCount, error) {
 	var rc store.RateCount
-	err := s.inTx(ctx, func(t *txn) error {
+	err := s.autocommit(ctx, func(t *txn) error {
 		var oldest *time.Time
 		var n int64
 		if err := t.queryRow(ctx, q, args...).Scan(&n, tsNull(&oldest), ts(&rc.Now)); err != nil {
