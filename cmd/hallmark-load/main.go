@@ -140,6 +140,11 @@ func cmdBench(ctx context.Context, args []string) error {
 	if abs, err := filepath.Abs(*binDir); err == nil {
 		*binDir = abs
 	}
+	if *profDir != "" {
+		if err := os.MkdirAll(*profDir, 0o755); err != nil {
+			return err
+		}
+	}
 
 	work, err := os.MkdirTemp("", "hallmark-load-")
 	if err != nil {
