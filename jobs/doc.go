@@ -10,8 +10,11 @@
 //
 // The rules it enforces:
 //   - A job is inserted in the transaction of the claim that needs it
-//     (Inserter.InsertTx), and a handler's verdict completes its job in the
-//     verdict's transaction (Done), so the two never disagree.
+//     (Inserter.InsertTx). A handler records its verdict in a transaction it
+//     hands to Done, and River completes the job once the handler returns
+//     nil, after that commit. A job whose worker died in between runs again
+//     after RescueAfter, so a handler returns nil at once on a subject that
+//     is no longer processing (every handler in worker/ does).
 //   - Retry only when the attempt could not happen: a handler returns
 //     CouldNotRun(err) and River retries with exponential backoff and
 //     jitter. Any other error, or a panic, means the handler is broken: the
@@ -22,8 +25,10 @@
 //     30 s (River's fixed interval; a new leader runs it at once, after the
 //     dead leader's ~15 s lease expires) and the scheduler makes the job
 //     available within 5 s, so a rescue takes RescueAfter plus up to ~35 s.
-//   - Fetch timing is set explicitly (2 ms cooldown, 50 ms poll): River's
-//     defaults cap throughput near 1,000 jobs/s with ~1 s tails.
+//   - Fetch timing is set explicitly: a 2 ms cooldown (River's 100 ms caps
+//     throughput near 1,000 jobs/s); insert notifications start jobs, and
+//     the poll that backs them up runs every 250 ms on PostgreSQL (it is
+//     most of an idle worker's cost) and 50 ms on SQLite.
 //
 // On SQLite every process holds one connection (riversqlite's requirement),
 // so a handler does all its database work inside the one transaction it

@@ -20,18 +20,29 @@ import (
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 )
 
-// The defaults Settings falls back to. FetchCooldown and FetchPollInterval
-// are set explicitly because River's own (100 ms / 1 s) cap throughput near
-// 1,000 jobs/s and leave ~1 s tails. Measured by BenchmarkQueue/postgres/tx100
-// (20,000 jobs, 2 cores shared): 50 workers ~3,700 jobs/s, 200 workers
-// ~7,400-8,300, 500 workers ~8,500; a 2 ms cooldown beat 5 ms by ~10%.
+// The defaults Settings falls back to. FetchCooldown is set explicitly
+// because River's own 100 ms caps throughput near 1,000 jobs/s. Measured by
+// BenchmarkQueue/postgres/tx100 (20,000 jobs, 2 cores shared): 50 workers
+// ~3,700 jobs/s, 200 workers ~7,400-8,300, 500 workers ~8,500; a 2 ms
+// cooldown beat 5 ms by ~10%.
+//
+// Insert notifications start jobs (p50 ~1-3 ms from commit); the poll only
+// catches a job whose notification the inserting client skipped (one within
+// 1 ms of the previous for the same queue on PostgreSQL, 20 ms on SQLite)
+// when no later insert's notification comes either. Each queue polls, so
+// the interval is most of what an idle worker costs: on PostgreSQL 250 ms
+// (BenchmarkIdle, four queues: 73 statements/s at 50 ms, 16 at 250 ms) with
+// no change to BenchmarkQueue's latencies. SQLite keeps 50 ms: its
+// notifications are themselves polled and skipped more often, and at 250 ms
+// its paced p50 rose from 16 to 22 ms.
 const (
-	DefaultFetchCooldown     = 2 * time.Millisecond
-	DefaultFetchPollInterval = 50 * time.Millisecond
-	DefaultJobTimeout        = 30 * time.Second
-	DefaultRescueAfter       = 60 * time.Second
-	DefaultRetryBase         = time.Second
-	DefaultRetryMax          = 5 * time.Minute
+	DefaultFetchCooldown           = 2 * time.Millisecond
+	DefaultFetchPollInterval       = 250 * time.Millisecond
+	DefaultFetchPollIntervalSQLite = 50 * time.Millisecond
+	DefaultJobTimeout              = 30 * time.Second
+	DefaultRescueAfter             = 60 * time.Second
+	DefaultRetryBase               = time.Second
+	DefaultRetryMax                = 5 * time.Minute
 	// DefaultMaxAttempts bounds CouldNotRun retries (and rescues of jobs
 	// whose worker died); after the last retry the subject is abandoned, and
 	// one the rescuer discards is left to Recover.
@@ -49,7 +60,7 @@ type Settings struct {
 	MaxWorkers        int           // concurrent jobs per queue; default 200 (PostgreSQL), 4 (SQLite)
 	Queues            []string      // queues to work; default QueueValidate, QueueMaintenance
 	FetchCooldown     time.Duration // default 2ms
-	FetchPollInterval time.Duration // default 50ms
+	FetchPollInterval time.Duration // default 250ms (PostgreSQL), 50ms (SQLite)
 	JobTimeout        time.Duration // default 30s; must be shorter than RescueAfter
 	RescueAfter       time.Duration // default 60s: a job running longer belongs to a dead worker
 	Periodic          []*river.PeriodicJob
@@ -67,7 +78,7 @@ type Settings struct {
 	Logger *slog.Logger
 }
 
-func (s Settings) withDefaults(maxWorkers int) Settings {
+func (s Settings) withDefaults(maxWorkers int, pollEvery time.Duration) Settings {
 	if s.WorkerID == "" {
 		host, _ := os.Hostname()
 		s.WorkerID = fmt.Sprintf("%s-%d-%d", host, os.Getpid(), time.Now().UnixMilli())
@@ -82,7 +93,7 @@ func (s Settings) withDefaults(maxWorkers int) Settings {
 		s.FetchCooldown = DefaultFetchCooldown
 	}
 	if s.FetchPollInterval <= 0 {
-		s.FetchPollInterval = DefaultFetchPollInterval
+		s.FetchPollInterval = pollEvery
 	}
 	if s.JobTimeout == 0 {
 		s.JobTimeout = DefaultJobTimeout
@@ -128,7 +139,7 @@ type Runner interface {
 
 // NewPostgres returns a Queue on a pgx pool (River's riverpgxv5 driver).
 func NewPostgres(pool *pgxpool.Pool) Queue {
-	return newQueue(riverpgxv5.New(pool), defaultMaxWorkersPostgres, river.FetchCooldownMin, func(tx Tx) (pgx.Tx, bool) {
+	return newQueue(riverpgxv5.New(pool), defaultMaxWorkersPostgres, DefaultFetchPollInterval, river.FetchCooldownMin, func(tx Tx) (pgx.Tx, bool) {
 		t, ok := tx.(pgx.Tx)
 		return t, ok
 	})
@@ -146,7 +157,7 @@ func NewSQLite(db *sql.DB) Queue {
 	// Notifications on SQLite are rows in an outbox the workers poll every
 	// 50 ms: one per insert would only add writes and overflow the
 	// listener's buffer, so at most one per 20 ms.
-	return newQueue(riversqlite.New(db), defaultMaxWorkersSQLite, 20*time.Millisecond, func(tx Tx) (*sql.Tx, bool) {
+	return newQueue(riversqlite.New(db), defaultMaxWorkersSQLite, DefaultFetchPollIntervalSQLite, 20*time.Millisecond, func(tx Tx) (*sql.Tx, bool) {
 		t, ok := tx.(*sql.Tx)
 		return t, ok
 	})
@@ -155,7 +166,8 @@ func NewSQLite(db *sql.DB) Queue {
 // riverQueue is Queue for one driver; TTx is pgx.Tx or *sql.Tx.
 type riverQueue[TTx any] struct {
 	driver     riverdriver.Driver[TTx]
-	maxWorkers int
+	maxWorkers int           // the dialect's default Settings.MaxWorkers
+	pollEvery  time.Duration // the dialect's default Settings.FetchPollInterval
 	asTx       func(Tx) (TTx, bool)
 
 	// client is insert-only (no Workers, no Queues): it is never started,
@@ -164,8 +176,8 @@ type riverQueue[TTx any] struct {
 	clientErr error
 }
 
-func newQueue[TTx any](driver riverdriver.Driver[TTx], maxWorkers int, notifyEvery time.Duration, asTx func(Tx) (TTx, bool)) *riverQueue[TTx] {
-	q := &riverQueue[TTx]{driver: driver, maxWorkers: maxWorkers, asTx: asTx}
+func newQueue[TTx any](driver riverdriver.Driver[TTx], maxWorkers int, pollEvery, notifyEvery time.Duration, asTx func(Tx) (TTx, bool)) *riverQueue[TTx] {
+	q := &riverQueue[TTx]{driver: driver, maxWorkers: maxWorkers, pollEvery: pollEvery, asTx: asTx}
 	q.client, q.clientErr = river.NewClient(driver, &river.Config{
 		// An inserting client notifies workers of new jobs at most once per
 		// FetchCooldown per queue; River's 100 ms default would leave a job
@@ -250,7 +262,7 @@ func (q *riverQueue[TTx]) Migrate(ctx context.Context) error {
 }
 
 func (q *riverQueue[TTx]) Start(ctx context.Context, reg *Registry, s Settings) (Runner, error) {
-	s = s.withDefaults(q.maxWorkers)
+	s = s.withDefaults(q.maxWorkers, q.pollEvery)
 	if s.RescueAfter <= s.JobTimeout {
 		return nil, fmt.Errorf("starting the job runner: RescueAfter (%s) must be longer than JobTimeout (%s), or running jobs are rescued while alive", s.RescueAfter, s.JobTimeout)
 	}

@@ -30,7 +30,7 @@ func TestQueue(t *testing.T) {
 		{"InsertCommitsWithTheRow", testInsertCommitsWithTheRow},
 		{"EachJobRunsOnceAcrossFourProcesses", testEachJobRunsOnce},
 		{"KilledWorkerLosesJobToAnother", testKilledWorker},
-		{"VerdictCommitsWithCompletion", testVerdictCommitsWithCompletion},
+		{"JobCompletesAfterItsVerdict", testJobCompletesAfterItsVerdict},
 		{"BrokenHandlerAbandons", testBrokenHandlerAbandons},
 		{"RecoverRequeuesStranded", testRecover},
 		{"CouldNotRunRetriesWithBackoff", testCouldNotRunRetries},
@@ -51,14 +51,23 @@ func TestQueue(t *testing.T) {
 	}
 }
 
-// recordVerdict is a handler's verdict: the subject becomes valid and its
-// job completes, in one transaction.
+// recordVerdict is a handler's verdict: the subject becomes valid, in the
+// transaction handed to done. Like the worker's handlers it does nothing on
+// a subject that is no longer processing: a job whose verdict committed
+// just before its worker died runs again.
 func recordVerdict(ctx context.Context, db sqlDB, key string, done jobs.Done) error {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return jobs.CouldNotRun(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
+	var state string
+	if err := tx.Scan(ctx, "SELECT state FROM subjects WHERE id = ?", []any{key}, &state); err != nil {
+		return jobs.CouldNotRun(err)
+	}
+	if state != "processing" {
+		return nil
+	}
 	if err := tx.Exec(ctx, "INSERT INTO verdicts (id) VALUES (?)", key); err != nil {
 		return err
 	}
@@ -204,6 +213,9 @@ const (
 	helperDialectEnv = "HALLMARK_JOBS_HELPER_DIALECT"
 	helperURLEnv     = "HALLMARK_JOBS_HELPER_URL"
 	doomedWorkerID   = "doomed-worker"
+	// decidedKey is the subject whose verdict the doomed worker commits
+	// before it dies.
+	decidedKey = "decided"
 )
 
 // TestHelperWorker is not a test: it is the worker process that
@@ -216,6 +228,13 @@ func TestHelperWorker(t *testing.T) {
 	db, q := openEnv(t, dialect, os.Getenv(helperURLEnv))
 	reg := &jobs.Registry{}
 	if err := jobs.Register(reg, func(ctx context.Context, job jobs.Job[workArgs], done jobs.Done) error {
+		if job.Args.Key == decidedKey {
+			// Dies after its verdict committed, before River marks the
+			// job completed.
+			if err := recordVerdict(ctx, db, job.Args.Key, done); err != nil {
+				return err
+			}
+		}
 		<-ctx.Done() // hangs until killed
 		return jobs.CouldNotRun(ctx.Err())
 	}); err != nil {
@@ -233,6 +252,7 @@ func testKilledWorker(t *testing.T, dialect string) {
 	}
 	e := newEnv(t, dialect)
 	enqueue(t, e.db, e.q, workArgs{Key: "hostage"})
+	enqueue(t, e.db, e.q, workArgs{Key: decidedKey})
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperWorker$")
 	cmd.Env = append(os.Environ(), helperDialectEnv+"="+dialect, helperURLEnv+"="+e.url)
@@ -247,9 +267,14 @@ func testKilledWorker(t *testing.T, dialect string) {
 			_ = cmd.Wait()
 		}
 	})
-	waitFor(t, 30*time.Second, "the worker process to start the job", func() (bool, error) {
-		j := jobFor(t, e.q, "hostage")
-		return j.State == "running" && slices.Contains(j.AttemptedBy, doomedWorkerID), nil
+	waitFor(t, 30*time.Second, "the worker process to start both jobs and commit one verdict", func() (bool, error) {
+		for _, key := range []string{"hostage", decidedKey} {
+			j := jobFor(t, e.q, key)
+			if j.State != "running" || !slices.Contains(j.AttemptedBy, doomedWorkerID) {
+				return false, nil
+			}
+		}
+		return count(t, e.db, "SELECT count(*) FROM verdicts WHERE id = ?", decidedKey) == 1, nil
 	})
 	if err := cmd.Process.Kill(); err != nil { // SIGKILL: no cleanup, no resignation
 		t.Fatal(err)
@@ -269,23 +294,35 @@ func testKilledWorker(t *testing.T, dialect string) {
 	s := fast(e.db, e.q, "rescuer")
 	s.JobTimeout, s.RescueAfter = time.Second, 2*time.Second
 	start(t, e.q, reg, s)
-	waitFor(t, 90*time.Second, "the job to be rescued and completed", func() (bool, error) {
-		return jobFor(t, e.q, "hostage").State == "completed", nil
-	})
-	j := jobFor(t, e.q, "hostage")
-	if !slices.Equal(j.AttemptedBy, []string{doomedWorkerID, "rescuer"}) {
-		t.Errorf("attempted by %v, want the dead worker then the rescuer", j.AttemptedBy)
-	}
-	if len(j.Errors) != 1 || !strings.Contains(j.Errors[0].Error, "Stuck job rescued") {
-		t.Errorf("attempt log %+v, want the rescue recorded", j.Errors)
-	}
-	if got := count(t, e.db, "SELECT count(*) FROM subjects WHERE id = 'hostage' AND state = 'valid'"); got != 1 {
-		t.Error("the subject did not get its verdict")
+	// hostage died mid-job: the rescuer records its verdict. decided died
+	// after its verdict: the rescuer's run finds it decided and only
+	// completes the job.
+	for _, key := range []string{"hostage", decidedKey} {
+		waitFor(t, 90*time.Second, key+" job to be rescued and completed", func() (bool, error) {
+			return jobFor(t, e.q, key).State == "completed", nil
+		})
+		j := jobFor(t, e.q, key)
+		if !slices.Equal(j.AttemptedBy, []string{doomedWorkerID, "rescuer"}) {
+			t.Errorf("%s: attempted by %v, want the dead worker then the rescuer", key, j.AttemptedBy)
+		}
+		if len(j.Errors) != 1 || !strings.Contains(j.Errors[0].Error, "Stuck job rescued") {
+			t.Errorf("%s: attempt log %+v, want the rescue recorded", key, j.Errors)
+		}
+		if got := count(t, e.db, "SELECT count(*) FROM subjects WHERE id = ? AND state = 'valid'", key); got != 1 {
+			t.Errorf("%s: the subject did not get its verdict", key)
+		}
+		if got := count(t, e.db, "SELECT count(*) FROM verdicts WHERE id = ?", key); got != 1 {
+			t.Errorf("%s: %d verdicts, want 1", key, got)
+		}
 	}
 	t.Logf("%s: rescued and completed %s after the kill", dialect, time.Since(killedAt).Round(time.Millisecond))
 }
 
-func testVerdictCommitsWithCompletion(t *testing.T, dialect string) {
+// testJobCompletesAfterItsVerdict: Done writes nothing, so inside the
+// verdict's transaction and just after it commits the job is still running;
+// River completes it once the handler returns nil. A verdict whose
+// transaction rolled back leaves the job to its retry.
+func testJobCompletesAfterItsVerdict(t *testing.T, dialect string) {
 	e := newEnv(t, dialect)
 	type seen struct {
 		attempt                      int
@@ -312,8 +349,7 @@ func testVerdictCommitsWithCompletion(t *testing.T, dialect string) {
 			return err
 		}
 		if job.Attempt == 1 {
-			// The verdict's transaction fails: the job must not be
-			// complete either.
+			// The verdict's transaction fails.
 			if err := tx.Rollback(ctx); err != nil {
 				return err
 			}
@@ -339,14 +375,16 @@ func testVerdictCommitsWithCompletion(t *testing.T, dialect string) {
 	waitFor(t, 30*time.Second, "the job to complete", func() (bool, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		// The handler logs its second attempt just after committing it.
 		return len(log) == 2 && jobFor(t, e.q, "v").State == "completed", nil
 	})
 	mu.Lock()
 	defer mu.Unlock()
-	want := []seen{{1, "completed", "running"}, {2, "completed", "completed"}}
+	want := []seen{{1, "running", "running"}, {2, "running", "running"}}
 	if !slices.Equal(log, want) {
-		t.Errorf("job states seen by the handler %+v, want %+v (rolled back: still running; committed: completed)", log, want)
+		t.Errorf("job states seen by the handler %+v, want %+v (River completes the job after the handler returns)", log, want)
+	}
+	if j := jobFor(t, e.q, "v"); j.Attempt != 2 {
+		t.Errorf("completed on attempt %d, want 2 (the first verdict rolled back)", j.Attempt)
 	}
 	if got := count(t, e.db, "SELECT count(*) FROM verdicts"); got != 1 {
 		t.Errorf("%d verdicts, want 1", got)

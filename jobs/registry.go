@@ -13,9 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/riverdriver/riversqlite"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 )
@@ -31,8 +28,11 @@ type Job[T any] struct {
 }
 
 // Handler works one job. To record a verdict it hands done to the store
-// method that writes it, so the verdict and the job's completion commit in
-// one transaction. It returns:
+// method that writes it, and River completes the job once the handler
+// returns nil (see Done). A worker can die after the verdict committed and
+// before River marks the job completed; the job is then run again after
+// RescueAfter, so a handler first checks its subject and returns nil when
+// it is no longer processing. It returns:
 //   - nil when the work is finished (a verdict recorded, pass or fail);
 //   - CouldNotRun(err) when the attempt could not happen (the database was
 //     unreachable, this worker cannot do the job): River retries it with
@@ -143,10 +143,6 @@ func (w *worker[T]) Work(ctx context.Context, rj *river.Job[T]) error {
 		// The client is stopping or an operator cancelled the job: River
 		// puts it back (stop) or marks it cancelled. Not the handler's fault.
 		return err
-	case errors.Is(err, errJobNotRunning):
-		// Done found the job taken from us (rescued as stuck): its new
-		// attempt owns the subject now, so do not abandon it.
-		return err
 	case errors.As(err, &cnr) && rj.Attempt < rj.MaxAttempts:
 		return err // River retries with the backoff policy
 	case errors.As(err, &cnr):
@@ -176,7 +172,7 @@ func (w *worker[T]) run(ctx context.Context, rj *river.Job[T]) (err error) {
 		Args:        rj.Args,
 		WorkerID:    w.env.workerID,
 	}
-	done := func(dctx context.Context, tx Tx) error { return completeTx(dctx, ctx, tx, rj) }
+	done := func(_ context.Context, tx Tx) error { return checkTx(tx, rj.ID) }
 	return w.handle(ctx, job, done)
 }
 
@@ -205,35 +201,13 @@ func (w *worker[T]) abandon(ctx context.Context, rj *river.Job[T], cause error) 
 	return nil
 }
 
-// errJobNotRunning is Done's error when the job is no longer this worker's
-// to complete.
-var errJobNotRunning = errors.New("job is no longer running here (rescued or cancelled meanwhile); verdict not recorded")
-
-// completeTx completes rj inside tx with the driver of tx's dialect. River
-// finds its client in the worker's context; when the handler passed a
-// context without it (context.Background in a store method), the worker's
-// own is used.
-func completeTx[T river.JobArgs](ctx, workCtx context.Context, tx Tx, rj *river.Job[T]) error {
-	var err error
-	switch t := tx.(type) {
-	case pgx.Tx:
-		if _, cerr := river.ClientFromContextSafely[pgx.Tx](ctx); cerr != nil {
-			ctx = workCtx
-		}
-		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, t, rj)
-	case *sql.Tx:
-		if _, cerr := river.ClientFromContextSafely[*sql.Tx](ctx); cerr != nil {
-			ctx = workCtx
-		}
-		_, err = river.JobCompleteTx[*riversqlite.Driver](ctx, t, rj)
-	default:
-		return fmt.Errorf("completing job %d: transaction is a %T, not a pgx.Tx or *sql.Tx", rj.ID, tx)
+// checkTx keeps Done's contract checked (the verdict's transaction, a pgx.Tx
+// or *sql.Tx): a handler that hands it anything else fails as it did when
+// Done wrote to the transaction.
+func checkTx(tx Tx, jobID int64) error {
+	switch tx.(type) {
+	case pgx.Tx, *sql.Tx:
+		return nil
 	}
-	if errors.Is(err, rivertype.ErrNotFound) {
-		return fmt.Errorf("completing job %d: %w", rj.ID, errJobNotRunning)
-	}
-	if err != nil {
-		return fmt.Errorf("completing job %d: %w", rj.ID, err)
-	}
-	return nil
+	return fmt.Errorf("completing job %d: transaction is a %T, not a pgx.Tx or *sql.Tx", jobID, tx)
 }

@@ -131,8 +131,16 @@ func TestWorkerKilledHoldingJobs(t *testing.T) {
 		for _, id := range ids {
 			var state string
 			var by []string
-			if err := conn.QueryRow(ctx, `SELECT state, attempted_by FROM river_job WHERE id = $1`, id).Scan(&state, &by); err != nil {
-				t.Fatal(err)
+			// River marks a job completed in a batch after its verdict
+			// committed (jobs.Done), so the clients can finish a moment
+			// before their jobs do.
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				if err := conn.QueryRow(ctx, `SELECT state, attempted_by FROM river_job WHERE id = $1`, id).Scan(&state, &by); err != nil {
+					t.Fatal(err)
+				}
+				if state == "completed" || time.Now().After(deadline) {
+					break
+				}
 			}
 			if state != "completed" || by[len(by)-1] != w2.Name {
 				t.Errorf("%s job %d: state %s attempted by %v, want completed by %s", kind, id, state, by, w2.Name)
