@@ -34,6 +34,9 @@ type client struct {
 	thumb   string // base64url SHA-256 JWK thumbprint (RFC 7638), for key authorizations
 	nonce   string
 	maxPoll time.Duration
+	// requests counts the HTTP requests this client sent (its goroutine
+	// alone touches it): polls are most of a server's work per certificate.
+	requests int
 }
 
 type directory struct {
@@ -130,6 +133,7 @@ func (c *client) fetchNonce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c.requests++
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return err
@@ -208,6 +212,7 @@ func (c *client) postOnce(ctx context.Context, url string, payload any) (*http.R
 		return nil, nil, err
 	}
 	req.Header.Set("Content-Type", "application/jose+json")
+	c.requests++
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, nil, err

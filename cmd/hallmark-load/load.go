@@ -42,6 +42,7 @@ type result struct {
 	CPU        map[string]time.Duration // per process group, during the timed part
 	PeakRSSKiB map[string]int64
 	PGCommits  int64 // transactions the run's PostgreSQL database committed
+	Requests   int   // HTTP requests the clients sent during the timed part
 	JobLatency string
 	TimedOut   bool
 }
@@ -110,6 +111,9 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	tctx, cancel := context.WithTimeout(ctx, spec.Timeout)
 	defer cancel()
 
+	for _, c := range clients {
+		c.requests = 0 // account creation is not timed
+	}
 	before, err := spec.Procs.sample()
 	if err != nil {
 		return nil, err
@@ -149,6 +153,9 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	}
 	wg.Wait()
 	res.Wall = time.Since(start)
+	for _, c := range clients {
+		res.Requests += c.requests
+	}
 	res.TimedOut = tctx.Err() != nil && next.Load() <= int64(spec.Count)
 	if spec.Procs.pgAdmin != "" {
 		time.Sleep(1500 * time.Millisecond) // let the statistics collector catch up
@@ -205,6 +212,9 @@ func (r *result) print(w io.Writer) {
 	}
 	if len(r.Errors) == 0 {
 		fmt.Fprintln(w, "  errors: none")
+	}
+	if r.OK > 0 {
+		fmt.Fprintf(w, "  requests %d = %.1f per certificate\n", r.Requests, float64(r.Requests)/float64(r.OK))
 	}
 	for _, k := range sortedKeys(r.Errors) {
 		fmt.Fprintf(w, "  error %-40s %d (first: %.300s)\n", k, r.Errors[k], r.Example[k])

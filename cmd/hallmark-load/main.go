@@ -224,8 +224,8 @@ func printTable(w *os.File, rs []*result) {
 			pebble[r.Spec.Concurrency] = r
 		}
 	}
-	fmt.Fprintln(w, "\n| target | c | n ok | certs/s | vs Pebble | total p50/p99 ms | newOrder p50 | chall→valid p50 | finalize→valid p50 | download p50 | server CPU ms/cert | peak RSS MiB | errors |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "\n| target | c | n ok | certs/s | vs Pebble | total p50/p99 ms | newOrder p50 | chall→valid p50 | finalize→valid p50 | download p50 | server CPU ms/cert | requests/cert | peak RSS MiB | errors |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rs {
 		ratio := "—"
 		if p := pebble[r.Spec.Concurrency]; p != nil && p.CertsPerSec() > 0 {
@@ -240,10 +240,14 @@ func printTable(w *os.File, rs []*result) {
 			errs += v
 		}
 		p50 := func(s string) string { return ms(percentile(r.Steps[s], 0.5)) }
-		fmt.Fprintf(w, "| %s | %d | %d | %.1f | %s | %s / %s | %s | %s | %s | %s | %.2f | %.0f | %d |\n",
+		reqs := 0.0
+		if r.OK > 0 {
+			reqs = float64(r.Requests) / float64(r.OK)
+		}
+		fmt.Fprintf(w, "| %s | %d | %d | %.1f | %s | %s / %s | %s | %s | %s | %s | %.2f | %.1f | %.0f | %d |\n",
 			r.Label, r.Spec.Concurrency, r.OK, r.CertsPerSec(), ratio,
 			p50(stepTotal), ms(percentile(r.Steps[stepTotal], 0.99)), p50(stepNewOrder), p50(stepChallenge), p50(stepFinalize), p50(stepDownload),
-			float64(r.CPUPerCert())/float64(time.Millisecond), float64(rss)/1024, errs)
+			float64(r.CPUPerCert())/float64(time.Millisecond), reqs, float64(rss)/1024, errs)
 	}
 }
 
