@@ -20,19 +20,18 @@ import (
 func (s *Server) challenge(w http.ResponseWriter, p *post) error {
 	id := mux.Vars(p.r)["id"]
 	ctx := p.r.Context()
-	c, err := s.st.ChallengeByID(ctx, id)
+	// The challenge and its authorization in one read: the worker's read
+	// before validating is the same question.
+	t, err := s.st.ChallengeToValidate(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return notFound("challenge", id)
 	}
 	if err != nil {
 		return s.storeErr(err, "reading the challenge")
 	}
-	a, err := s.ownedAuthz(p, c.AuthzID)
-	if err != nil {
-		if ae := acme.AsError(err); ae.Problem.Type == acme.ProblemUnauthorized {
-			return acme.Unauthorized("challenge %s belongs to another account", s.challURL(id))
-		}
-		return err
+	c, a := &t.Challenge, &t.Authz
+	if a.AccountID != p.acct.ID {
+		return acme.Unauthorized("challenge %s belongs to another account", s.challURL(id))
 	}
 	if !p.isGet() {
 		var req map[string]any

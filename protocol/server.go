@@ -62,6 +62,7 @@ type Server struct {
 	st      store.Store
 	nonces  *nonce.Service
 	keys    keyCache
+	unbound idSet // accounts without an external account binding (eab.go)
 	policy  *policy.Policy
 	log     *slog.Logger
 	permits chan struct{}
