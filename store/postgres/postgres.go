@@ -45,11 +45,16 @@ func Conn(pool *pgxpool.Pool) sqlstore.Conn { return conn{pool} }
 
 type conn struct{ pool *pgxpool.Pool }
 
+// InTx runs fn in a transaction whose BEGIN is sent with its first
+// statement (lazyTx). A connection released mid-transaction, after a failed
+// ROLLBACK, is closed by the pool rather than reused.
 func (c conn) InTx(ctx context.Context, fn func(sqlstore.Tx) error) error {
-	tx, err := c.pool.BeginTx(ctx, pgx.TxOptions{})
+	pc, err := c.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
+	defer pc.Release()
+	tx := &lazyTx{conn: pc.Conn()}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
 	if err := fn(pgTx{tx}); err != nil {
 		return err

@@ -1,0 +1,218 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// lazyTx is a transaction whose BEGIN travels with its first statement, in
+// one batch (pgx.Batch.BeginTx): pgx's own Begin is a round trip of its own,
+// and every write on the issuance path (claims, verdicts, issuance) is a
+// short transaction whose BEGIN was one of its four to six round trips.
+// From the first statement on, everything goes to the pgx transaction that
+// batch began.
+//
+// It implements pgx.Tx so River inserts jobs on it as on pgx's own. One
+// goroutine uses it, on one pooled connection, until Commit or Rollback.
+type lazyTx struct {
+	conn   *pgx.Conn
+	tx     pgx.Tx // nil until begun
+	closed bool   // Commit or Rollback was called before anything began
+}
+
+var _ pgx.Tx = (*lazyTx)(nil)
+
+// begin begins the transaction alone, for the calls that cannot carry BEGIN.
+func (t *lazyTx) begin(ctx context.Context) (pgx.Tx, error) {
+	if t.closed {
+		return nil, pgx.ErrTxClosed
+	}
+	if t.tx == nil {
+		tx, err := t.conn.Begin(ctx)
+		if err != nil {
+			return nil, err
+		}
+		t.tx = tx
+	}
+	return t.tx, nil
+}
+
+// first sends BEGIN and the transaction's first statement as one batch.
+// The caller reads the statement's result from the batch and closes it
+// before the transaction is used again.
+func (t *lazyTx) first(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	b.Queue(sql, args...)
+	br := t.conn.SendBatch(ctx, b)
+	t.tx = br.Tx()
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	return br, nil
+}
+
+func (t *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if t.closed {
+		return pgconn.CommandTag{}, pgx.ErrTxClosed
+	}
+	if t.tx != nil {
+		return t.tx.Exec(ctx, sql, args...)
+	}
+	br, err := t.first(ctx, sql, args)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
+}
+
+func (t *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if t.closed {
+		return nil, pgx.ErrTxClosed
+	}
+	if t.tx != nil {
+		return t.tx.Query(ctx, sql, args...)
+	}
+	br, err := t.first(ctx, sql, args)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	return &batchRows{Rows: rows, br: br}, nil
+}
+
+// batchRows are the first statement's rows; closing them closes the batch,
+// which frees the connection for the next statement.
+type batchRows struct {
+	pgx.Rows
+	br  pgx.BatchResults
+	err error
+}
+
+func (r *batchRows) Close() {
+	r.Rows.Close()
+	if r.br != nil {
+		r.err = r.br.Close()
+		r.br = nil
+	}
+}
+
+func (r *batchRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.err
+}
+
+func (t *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	rows, err := t.Query(ctx, sql, args...)
+	return &row{rows: rows, err: err}
+}
+
+// row is pgx.Row over Query, as pgx's own (unexported) one is.
+type row struct {
+	rows pgx.Rows
+	err  error
+}
+
+func (r *row) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	return r.rows.Err()
+}
+
+func (t *lazyTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	tx, err := t.begin(ctx)
+	if err != nil {
+		return errBatch{err}
+	}
+	return tx.SendBatch(ctx, b)
+}
+
+// errBatch answers every read of a batch that could not be sent.
+type errBatch struct{ err error }
+
+func (e errBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, e.err }
+func (e errBatch) Query() (pgx.Rows, error)         { return nil, e.err }
+func (e errBatch) QueryRow() pgx.Row                { return &row{err: e.err} }
+func (e errBatch) Close() error                     { return e.err }
+func (e errBatch) Tx() pgx.Tx                       { return nil }
+
+func (t *lazyTx) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
+	tx, err := t.begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return tx.CopyFrom(ctx, table, cols, src)
+}
+
+func (t *lazyTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	return t.conn.Prepare(ctx, name, sql)
+}
+
+// Begin is a savepoint in the transaction, as with pgx's own.
+func (t *lazyTx) Begin(ctx context.Context) (pgx.Tx, error) {
+	tx, err := t.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return tx.Begin(ctx)
+}
+
+// LargeObjects are not used by Hallmark; before the transaction begins
+// there are none to offer.
+func (t *lazyTx) LargeObjects() pgx.LargeObjects {
+	if t.tx == nil {
+		return pgx.LargeObjects{}
+	}
+	return t.tx.LargeObjects()
+}
+
+func (t *lazyTx) Conn() *pgx.Conn { return t.conn }
+
+// Commit commits the transaction; one that never began has nothing to
+// commit.
+func (t *lazyTx) Commit(ctx context.Context) error {
+	if t.tx == nil {
+		if t.closed {
+			return pgx.ErrTxClosed
+		}
+		t.closed = true
+		return nil
+	}
+	return t.tx.Commit(ctx)
+}
+
+func (t *lazyTx) Rollback(ctx context.Context) error {
+	if t.tx == nil {
+		if t.closed {
+			return pgx.ErrTxClosed
+		}
+		t.closed = true
+		return nil
+	}
+	return t.tx.Rollback(ctx)
+}

@@ -1,0 +1,146 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hallmark-ca/hallmark/store/postgres"
+	"github.com/hallmark-ca/hallmark/tests/testdb"
+)
+
+// roundTrips counts what a connection sends: each statement sent alone and
+// each batch.
+type roundTrips struct{ n atomic.Int64 }
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// TestLazyTx: BEGIN rides with the first statement (one round trip fewer
+// than pgx's Begin), and the transaction means what a transaction means:
+// commit keeps both statements, rollback and a failed first statement keep
+// neither, savepoints work, an untouched transaction sends nothing.
+func TestLazyTx(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg, err := pgx.ParseConfig(testdb.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &roundTrips{}
+	cfg.Tracer = rt
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE TABLE t (k text PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	count := func() (n int) {
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	tests := []struct {
+		name  string
+		run   func(tx pgx.Tx) error
+		trips int64 // round trips, COMMIT or ROLLBACK included
+		rows  int   // rows in t afterwards (each case starts empty)
+	}{
+		{"exec, exec, commit", func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO t VALUES ('a')`); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO t VALUES ('b')`); err != nil {
+				return err
+			}
+			return tx.Commit(ctx)
+		}, 3, 2},
+		{"query first, then exec, rollback", func(tx pgx.Tx) error {
+			var k string
+			if err := tx.QueryRow(ctx, `INSERT INTO t VALUES ('a') RETURNING k`).Scan(&k); err != nil || k != "a" {
+				return errors.Join(err, errors.New("RETURNING did not come back"))
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO t VALUES ('b')`); err != nil {
+				return err
+			}
+			return tx.Rollback(ctx)
+		}, 3, 0},
+		{"first statement fails running", func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO t VALUES (NULL)`); err == nil {
+				return errors.New("a NULL key was inserted")
+			}
+			if err := tx.Commit(ctx); !errors.Is(err, pgx.ErrTxCommitRollback) {
+				return fmt.Errorf("commit of a failed transaction = %v, want ErrTxCommitRollback", err)
+			}
+			return nil
+		}, 2, 0},
+		// pgx prepares a batch's statements before running any; one that
+		// cannot be prepared fails the batch before BEGIN runs.
+		{"first statement cannot be prepared", func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO nosuchtable VALUES (1)`); err == nil {
+				return errors.New("insert into a missing table succeeded")
+			}
+			if err := tx.Commit(ctx); err == nil {
+				return errors.New("a failed transaction committed")
+			}
+			return nil
+		}, 1, 0},
+		{"savepoint", func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO t VALUES ('a')`); err != nil {
+				return err
+			}
+			sp, err := tx.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			if _, err := sp.Exec(ctx, `INSERT INTO t VALUES ('a')`); err == nil {
+				return errors.New("duplicate key accepted")
+			}
+			if err := sp.Rollback(ctx); err != nil {
+				return err
+			}
+			return tx.Commit(ctx)
+		}, 5, 1},
+		{"untouched", func(tx pgx.Tx) error { return tx.Commit(ctx) }, 0, 0},
+	}
+	for _, tc := range tests {
+		if _, err := conn.Exec(ctx, `TRUNCATE t`); err != nil {
+			t.Fatal(err)
+		}
+		before := rt.n.Load()
+		tx := postgres.NewLazyTx(conn)
+		if err := tc.run(tx); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			_ = tx.Rollback(ctx)
+			continue
+		}
+		if got := rt.n.Load() - before; got != tc.trips {
+			t.Errorf("%s: %d round trips, want %d", tc.name, got, tc.trips)
+		}
+		if got := count(); got != tc.rows {
+			t.Errorf("%s: %d rows afterwards, want %d", tc.name, got, tc.rows)
+		}
+		if err := tx.Commit(ctx); !errors.Is(err, pgx.ErrTxClosed) {
+			t.Errorf("%s: a second Commit = %v, want ErrTxClosed", tc.name, err)
+		}
+	}
+}
