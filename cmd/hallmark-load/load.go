@@ -46,7 +46,7 @@ type result struct {
 	Requests   int   // HTTP requests the clients sent during the timed part
 	// SelfCPU is the generator's own CPU during the timed part: it runs on
 	// the same cores as the server, so it bounds what any server can do.
-	SelfCPU time.Duration
+	SelfCPU    time.Duration
 	JobLatency string
 	TimedOut   bool
 }
