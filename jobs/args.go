@@ -109,8 +109,8 @@ func (HousekeepingArgs) InsertOpts() river.InsertOpts {
 }
 
 // Tx is a store's open transaction, handed through to the queue so a job is
-// inserted or completed atomically with the row change that needs it:
-// pgx.Tx on PostgreSQL, *sql.Tx on SQLite.
+// inserted atomically with the row change that needs it: pgx.Tx on
+// PostgreSQL, *sql.Tx on SQLite.
 type Tx = any
 
 // Inserter inserts a job inside a store's transaction. inserted is false when
@@ -118,20 +118,6 @@ type Tx = any
 type Inserter interface {
 	InsertTx(ctx context.Context, tx Tx, args river.JobArgs) (inserted bool, err error)
 }
-
-// Done is handed the transaction that records a handler's verdict. It writes
-// nothing to it: River completes the job when the handler returns nil, after
-// that transaction committed, in one batched update for many jobs (within
-// ~250 ms). Completing it inside the verdict's transaction
-// (river.JobCompleteTx) cost about 3 times the database time per job and held
-// the verdict's row locks longer (BenchmarkComplete).
-//
-// A worker that dies between the commit and River's update leaves the job
-// running with its verdict recorded: River rescues it after RescueAfter and
-// runs it again, and the handler, finding its subject no longer processing,
-// returns nil. No verdict is lost or recorded twice; the cost is one read. A
-// nil Done means there is no job to complete (the CLI, tests).
-type Done func(ctx context.Context, tx Tx) error
 
 // Subject is the record a job works on, as abandon and recover see it.
 type Subject struct {

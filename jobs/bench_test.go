@@ -74,7 +74,7 @@ func benchQueue(b *testing.B, dialect string, inserters, perTx int, pace time.Du
 		runs = map[int]*benchRun{}
 	)
 	reg := &jobs.Registry{}
-	if err := jobs.Register(reg, func(ctx context.Context, job jobs.Job[benchArgs], done jobs.Done) error {
+	if err := jobs.Register(reg, func(ctx context.Context, job jobs.Job[benchArgs]) error {
 		mu.Lock()
 		r := runs[job.Args.Run]
 		mu.Unlock()

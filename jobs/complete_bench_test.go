@@ -19,14 +19,14 @@ import (
 
 // BenchmarkComplete measures finishing jobs the way the worker's handlers
 // do on PostgreSQL: a verdict transaction (update the subject, insert a
-// verdict row) handed to Done, for b.N jobs queued beforehand and worked by
-// one worker with the default settings. Variants:
+// verdict row), for b.N jobs queued beforehand and worked by one worker with
+// the default settings. Variants:
 //
-//	done           jobs.Done: nothing in the transaction; River's batch
-//	               completer marks the job completed once the handler
-//	               returns nil
+//	none           nothing more in the transaction; River's batch completer
+//	               marks the job completed once the handler returns nil
+//	               (what the handlers do)
 //	jobcompletetx  river.JobCompleteTx in the verdict's transaction, which
-//	               is what Done did before
+//	               is what the store's verdicts did before
 //	update         a bare UPDATE of river_job in the transaction, for
 //	               comparison only: it is no River API
 //
@@ -38,18 +38,16 @@ import (
 func BenchmarkComplete(b *testing.B) {
 	variants := []struct {
 		name     string
-		complete func(ctx context.Context, tx pgx.Tx, job jobs.Job[workArgs], done jobs.Done) error
+		complete func(ctx context.Context, tx pgx.Tx, job jobs.Job[workArgs]) error
 	}{
-		{"done", func(ctx context.Context, tx pgx.Tx, _ jobs.Job[workArgs], done jobs.Done) error {
-			return done(ctx, tx)
-		}},
-		{"jobcompletetx", func(ctx context.Context, tx pgx.Tx, job jobs.Job[workArgs], _ jobs.Done) error {
+		{"none", func(context.Context, pgx.Tx, jobs.Job[workArgs]) error { return nil }},
+		{"jobcompletetx", func(ctx context.Context, tx pgx.Tx, job jobs.Job[workArgs]) error {
 			// JobCompleteTx reads only the id and state of the job it is given.
 			rj := &river.Job[workArgs]{JobRow: &rivertype.JobRow{ID: job.ID, State: rivertype.JobStateRunning}}
 			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, rj)
 			return err
 		}},
-		{"update", func(ctx context.Context, tx pgx.Tx, job jobs.Job[workArgs], _ jobs.Done) error {
+		{"update", func(ctx context.Context, tx pgx.Tx, job jobs.Job[workArgs]) error {
 			_, err := tx.Exec(ctx, `UPDATE river_job SET state = 'completed', finalized_at = now()
 WHERE id = $1 AND state = 'running'`, job.ID)
 			return err
@@ -60,7 +58,7 @@ WHERE id = $1 AND state = 'running'`, job.ID)
 	}
 }
 
-func benchComplete(b *testing.B, complete func(context.Context, pgx.Tx, jobs.Job[workArgs], jobs.Done) error) {
+func benchComplete(b *testing.B, complete func(context.Context, pgx.Tx, jobs.Job[workArgs]) error) {
 	e := newEnv(b, "postgres")
 	pool := e.db.(pgDB).pool
 	ctx := context.Background()
@@ -96,7 +94,7 @@ func benchComplete(b *testing.B, complete func(context.Context, pgx.Tx, jobs.Job
 		all             = make(chan struct{})
 	)
 	reg := &jobs.Registry{}
-	if err := jobs.Register(reg, func(ctx context.Context, job jobs.Job[workArgs], done jobs.Done) error {
+	if err := jobs.Register(reg, func(ctx context.Context, job jobs.Job[workArgs]) error {
 		began := time.Now()
 		tx, err := pool.Begin(ctx)
 		if err != nil {
@@ -110,7 +108,7 @@ func benchComplete(b *testing.B, complete func(context.Context, pgx.Tx, jobs.Job
 			return jobs.CouldNotRun(err)
 		}
 		c := time.Now()
-		err = complete(ctx, tx, job, done)
+		err = complete(ctx, tx, job)
 		cd := time.Since(c)
 		if err == nil {
 			err = tx.Commit(ctx)

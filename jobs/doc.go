@@ -3,18 +3,19 @@
 // policy, abandon and recover, periodic jobs, and building the River client
 // for PostgreSQL (riverpgxv5) or SQLite (riversqlite).
 //
-// It knows nothing of ACME records: the store calls it to insert and
-// complete jobs inside its own transactions, and the worker registers the
-// handlers. It must never import store, protocol (beyond the leaf vocabulary
-// protocol/acme, for the abandon problem) or signer.
+// It knows nothing of ACME records: the store calls it to insert jobs inside
+// its own transactions, and the worker registers the handlers. It must never
+// import store, protocol (beyond the leaf vocabulary protocol/acme, for the
+// abandon problem) or signer.
 //
 // The rules it enforces:
 //   - A job is inserted in the transaction of the claim that needs it
-//     (Inserter.InsertTx). A handler records its verdict in a transaction it
-//     hands to Done, and River completes the job once the handler returns
-//     nil, after that commit. A job whose worker died in between runs again
-//     after RescueAfter, so a handler returns nil at once on a subject that
-//     is no longer processing (every handler in worker/ does).
+//     (Inserter.InsertTx). A handler commits its verdict in one store
+//     transaction and returns nil; River marks the job completed after that
+//     commit, batched with others. A job whose worker died in between stays
+//     running until River rescues it after RescueAfter, so a handler returns
+//     nil at once on a subject that is no longer processing (every handler
+//     in worker/ does).
 //   - Retry only when the attempt could not happen: a handler returns
 //     CouldNotRun(err) and River retries with exponential backoff and
 //     jitter. Any other error, or a panic, means the handler is broken: the
@@ -31,6 +32,7 @@
 //     most of an idle worker's cost) and 50 ms on SQLite.
 //
 // On SQLite every process holds one connection (riversqlite's requirement),
-// so a handler does all its database work inside the one transaction it
-// hands to Done; a second query on the handle meanwhile would wait forever.
+// so whoever holds a transaction on the handle (a store method inserting a
+// job with InsertTx) does all its database work through that transaction; a
+// second query on the handle meanwhile would wait forever.
 package jobs

@@ -28,10 +28,10 @@ func BenchmarkIdle(b *testing.B) {
 	}
 	reg := &jobs.Registry{}
 	for _, err := range []error{
-		jobs.Register(reg, func(context.Context, jobs.Job[jobs.ChallengeValidateArgs], jobs.Done) error { return nil }),
-		jobs.Register(reg, func(context.Context, jobs.Job[jobs.SignerIssueArgs], jobs.Done) error { return nil }),
-		jobs.Register(reg, func(context.Context, jobs.Job[jobs.HousekeepingArgs], jobs.Done) error { return nil }),
-		jobs.Register(reg, func(context.Context, jobs.Job[jobs.CRLGenerateArgs], jobs.Done) error { return nil }),
+		jobs.Register(reg, func(context.Context, jobs.Job[jobs.ChallengeValidateArgs]) error { return nil }),
+		jobs.Register(reg, func(context.Context, jobs.Job[jobs.SignerIssueArgs]) error { return nil }),
+		jobs.Register(reg, func(context.Context, jobs.Job[jobs.HousekeepingArgs]) error { return nil }),
+		jobs.Register(reg, func(context.Context, jobs.Job[jobs.CRLGenerateArgs]) error { return nil }),
 	} {
 		if err != nil {
 			b.Fatal(err)

@@ -150,8 +150,8 @@ func NewPostgres(pool *pgxpool.Pool) Queue {
 // open connection (SetMaxOpenConns(1)) and a busy_timeout; WAL and
 // _txlock=immediate let several processes share the file.
 //
-// With one connection, a handler must do all its database work through the
-// one transaction it hands to Done: a second query on the handle while that
+// With one connection, code holding a transaction on the handle must do all
+// its database work through it: a second query on the handle while that
 // transaction is open waits for a connection that never frees.
 func NewSQLite(db *sql.DB) Queue {
 	// Notifications on SQLite are rows in an outbox the workers poll every

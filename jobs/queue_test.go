@@ -51,11 +51,11 @@ func TestQueue(t *testing.T) {
 	}
 }
 
-// recordVerdict is a handler's verdict: the subject becomes valid, in the
-// transaction handed to done. Like the worker's handlers it does nothing on
-// a subject that is no longer processing: a job whose verdict committed
-// just before its worker died runs again.
-func recordVerdict(ctx context.Context, db sqlDB, key string, done jobs.Done) error {
+// recordVerdict is a handler's verdict: the subject becomes valid, in one
+// transaction. Like the worker's handlers it does nothing on a subject that
+// is no longer processing: a job whose verdict committed just before its
+// worker died runs again.
+func recordVerdict(ctx context.Context, db sqlDB, key string) error {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return jobs.CouldNotRun(err)
@@ -72,9 +72,6 @@ func recordVerdict(ctx context.Context, db sqlDB, key string, done jobs.Done) er
 		return err
 	}
 	if err := tx.Exec(ctx, "UPDATE subjects SET state = 'valid' WHERE id = ?", key); err != nil {
-		return err
-	}
-	if err := done(ctx, tx.Tx()); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)
@@ -143,7 +140,7 @@ func testEachJobRunsOnce(t *testing.T, dialect string) {
 		db, q := e.open(t)
 		reg := &jobs.Registry{}
 		id := fmt.Sprintf("proc-%d", i)
-		err := jobs.Register(reg, func(ctx context.Context, job jobs.Job[workArgs], done jobs.Done) error {
+		err := jobs.Register(reg, func(ctx context.Context, job jobs.Job[workArgs]) error {
 			runs.Add(1)
 			tx, err := db.Begin(ctx)
 			if err != nil {
@@ -155,9 +152,6 @@ func testEachJobRunsOnce(t *testing.T, dialect string) {
 					dup.Add(1)
 					return err
 				}
-				return jobs.CouldNotRun(err)
-			}
-			if err := done(ctx, tx.Tx()); err != nil {
 				return jobs.CouldNotRun(err)
 			}
 			if err := tx.Commit(ctx); err != nil {
@@ -227,11 +221,11 @@ func TestHelperWorker(t *testing.T) {
 	}
 	db, q := openEnv(t, dialect, os.Getenv(helperURLEnv))
 	reg := &jobs.Registry{}
-	if err := jobs.Register(reg, func(ctx context.Context, job jobs.Job[workArgs], done jobs.Done) error {
+	if err := jobs.Register(reg, func(ctx context.Context, job jobs.Job[workArgs]) error {
 		if job.Args.Key == decidedKey {
 			// Dies after its verdict committed, before River marks the
 			// job completed.
-			if err := recordVerdict(ctx, db, job.Args.Key, done); err != nil {
+			if err := recordVerdict(ctx, db, job.Args.Key); err != nil {
 				return err
 			}
 		}
@@ -286,8 +280,8 @@ func testKilledWorker(t *testing.T, dialect string) {
 	// A second worker with a short rescue time takes it over once it is
 	// elected leader (the dead one's leadership has to expire first).
 	reg := &jobs.Registry{}
-	if err := jobs.Register(reg, func(ctx context.Context, job jobs.Job[workArgs], done jobs.Done) error {
-		return recordVerdict(ctx, e.db, job.Args.Key, done)
+	if err := jobs.Register(reg, func(ctx context.Context, job jobs.Job[workArgs]) error {
+		return recordVerdict(ctx, e.db, job.Args.Key)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -295,8 +289,8 @@ func testKilledWorker(t *testing.T, dialect string) {
 	s.JobTimeout, s.RescueAfter = time.Second, 2*time.Second
 	start(t, e.q, reg, s)
 	// hostage died mid-job: the rescuer records its verdict. decided died
-	// after its verdict: the rescuer's run finds it decided and only
-	// completes the job.
+	// after its verdict: the rescuer's run finds it no longer processing and
+	// returns nil, and River completes the job.
 	for _, key := range []string{"hostage", decidedKey} {
 		waitFor(t, 90*time.Second, key+" job to be rescued and completed", func() (bool, error) {
 			return jobFor(t, e.q, key).State == "completed", nil
@@ -318,20 +312,20 @@ func testKilledWorker(t *testing.T, dialect string) {
 	t.Logf("%s: rescued and completed %s after the kill", dialect, time.Since(killedAt).Round(time.Millisecond))
 }
 
-// testJobCompletesAfterItsVerdict: Done writes nothing, so inside the
-// verdict's transaction and just after it commits the job is still running;
-// River completes it once the handler returns nil. A verdict whose
+// testJobCompletesAfterItsVerdict: the verdict's transaction writes nothing
+// to the job, so inside it and just after it commits the job is still
+// running; River completes it once the handler returns nil. A verdict whose
 // transaction rolled back leaves the job to its retry.
 func testJobCompletesAfterItsVerdict(t *testing.T, dialect string) {
 	e := newEnv(t, dialect)
 	type seen struct {
-		attempt                      int
-		stateAfterDone, stateOutside string
+		attempt                   int
+		stateInside, stateOutside string
 	}
 	var mu sync.Mutex
 	var log []seen
 	reg := &jobs.Registry{}
-	err := jobs.Register(reg, func(ctx context.Context, job jobs.Job[workArgs], done jobs.Done) error {
+	err := jobs.Register(reg, func(ctx context.Context, job jobs.Job[workArgs]) error {
 		tx, err := e.db.Begin(ctx)
 		if err != nil {
 			return jobs.CouldNotRun(err)
@@ -340,12 +334,9 @@ func testJobCompletesAfterItsVerdict(t *testing.T, dialect string) {
 		if err := tx.Exec(ctx, "INSERT INTO verdicts (id) VALUES (?)", job.Args.Key); err != nil {
 			return err
 		}
-		if err := done(ctx, tx.Tx()); err != nil {
-			return err
-		}
 		var s seen
 		s.attempt = job.Attempt
-		if err := tx.Scan(ctx, "SELECT state FROM river_job WHERE id = ?", []any{job.ID}, &s.stateAfterDone); err != nil {
+		if err := tx.Scan(ctx, "SELECT state FROM river_job WHERE id = ?", []any{job.ID}, &s.stateInside); err != nil {
 			return err
 		}
 		if job.Attempt == 1 {
@@ -394,7 +385,7 @@ func testJobCompletesAfterItsVerdict(t *testing.T, dialect string) {
 func TestRegistryRefusesSecondHandler(t *testing.T) {
 	t.Parallel()
 	reg := &jobs.Registry{}
-	h := func(context.Context, jobs.Job[jobs.ChallengeValidateArgs], jobs.Done) error { return nil }
+	h := func(context.Context, jobs.Job[jobs.ChallengeValidateArgs]) error { return nil }
 	if err := jobs.Register(reg, h); err != nil {
 		t.Fatalf("first handler: %v", err)
 	}
@@ -402,7 +393,7 @@ func TestRegistryRefusesSecondHandler(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), jobs.KindChallengeValidate) {
 		t.Fatalf("second handler for %s: err = %v, want a refusal naming the kind", jobs.KindChallengeValidate, err)
 	}
-	if err := jobs.Register(reg, func(context.Context, jobs.Job[jobs.SignerIssueArgs], jobs.Done) error { return nil }); err != nil {
+	if err := jobs.Register(reg, func(context.Context, jobs.Job[jobs.SignerIssueArgs]) error { return nil }); err != nil {
 		t.Fatalf("handler for another kind: %v", err)
 	}
 	if got, want := reg.Kinds(), []string{jobs.KindChallengeValidate, jobs.KindSignerIssue}; !slices.Equal(got, want) {
@@ -414,7 +405,7 @@ func testBrokenHandlerAbandons(t *testing.T, dialect string) {
 	e := newEnv(t, dialect)
 	var calls sync.Map // key → *atomic.Int32
 	reg := &jobs.Registry{}
-	err := jobs.Register(reg, func(ctx context.Context, job jobs.Job[workArgs], done jobs.Done) error {
+	err := jobs.Register(reg, func(ctx context.Context, job jobs.Job[workArgs]) error {
 		n, _ := calls.LoadOrStore(job.Args.Key, new(atomic.Int32))
 		n.(*atomic.Int32).Add(1)
 		switch job.Args.Key {
@@ -496,8 +487,8 @@ func testRecover(t *testing.T, dialect string) {
 
 	// The re-queued job is worked like any other.
 	reg := &jobs.Registry{}
-	if err := jobs.Register(reg, func(ctx context.Context, job jobs.Job[workArgs], done jobs.Done) error {
-		return recordVerdict(ctx, e.db, job.Args.Key, done)
+	if err := jobs.Register(reg, func(ctx context.Context, job jobs.Job[workArgs]) error {
+		return recordVerdict(ctx, e.db, job.Args.Key)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -512,14 +503,14 @@ func testCouldNotRunRetries(t *testing.T, dialect string) {
 	var mu sync.Mutex
 	var starts []time.Time
 	reg := &jobs.Registry{}
-	err := jobs.Register(reg, func(ctx context.Context, job jobs.Job[workArgs], done jobs.Done) error {
+	err := jobs.Register(reg, func(ctx context.Context, job jobs.Job[workArgs]) error {
 		mu.Lock()
 		starts = append(starts, time.Now())
 		mu.Unlock()
 		if job.Attempt < 4 {
 			return jobs.CouldNotRun(fmt.Errorf("database unreachable (attempt %d)", job.Attempt))
 		}
-		return recordVerdict(ctx, e.db, job.Args.Key, done)
+		return recordVerdict(ctx, e.db, job.Args.Key)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -559,7 +550,7 @@ func testCouldNotRunRetries(t *testing.T, dialect string) {
 func testStartRefusesWithoutSubjects(t *testing.T, dialect string) {
 	e := newEnv(t, dialect)
 	reg := &jobs.Registry{}
-	if err := jobs.Register(reg, func(context.Context, jobs.Job[workArgs], jobs.Done) error { return nil }); err != nil {
+	if err := jobs.Register(reg, func(context.Context, jobs.Job[workArgs]) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	s := fast(e.db, e.q, "w")
@@ -609,7 +600,7 @@ func testPeriodicHousekeeping(t *testing.T, dialect string) {
 	e := newEnv(t, dialect)
 	ran := make(chan int, 10)
 	reg := &jobs.Registry{}
-	if err := jobs.Register(reg, func(ctx context.Context, job jobs.Job[jobs.HousekeepingArgs], done jobs.Done) error {
+	if err := jobs.Register(reg, func(ctx context.Context, job jobs.Job[jobs.HousekeepingArgs]) error {
 		ran <- job.Attempt
 		return nil
 	}); err != nil {

@@ -349,7 +349,7 @@ func TestNewAuthzAllowed(t *testing.T) {
 			t.Fatalf("new authz: %+v", az)
 		}
 		wantStatus(t, e.post(t, a, az.Challenges[0].URL, map[string]any{}), http.StatusOK)
-		if err := e.st.ChallengeVerdict(context.Background(), store.Verdict{ChallengeID: lastSegment(az.Challenges[0].URL), Status: acme.StatusValid}, nil); err != nil {
+		if err := e.st.ChallengeVerdict(context.Background(), store.Verdict{ChallengeID: lastSegment(az.Challenges[0].URL), Status: acme.StatusValid}); err != nil {
 			t.Fatal(err)
 		}
 		o, _ := e.newOrder(t, a, dnsIDs("pre.example.com"))

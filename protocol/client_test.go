@@ -85,7 +85,7 @@ func TestXCryptoACMEClient(t *testing.T) {
 		}
 
 		// The worker's verdict, recorded directly.
-		if err := e.st.ChallengeVerdict(ctx, store.Verdict{ChallengeID: lastSegment(chal.URI), Status: acme.StatusValid}, nil); err != nil {
+		if err := e.st.ChallengeVerdict(ctx, store.Verdict{ChallengeID: lastSegment(chal.URI), Status: acme.StatusValid}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := cl.WaitAuthorization(ctx, order.AuthzURLs[0]); err != nil {

@@ -376,8 +376,8 @@ func (e *env) authz(t *testing.T, a *account, url string) authzJSON {
 func lastSegment(u string) string { return u[strings.LastIndexByte(u, '/')+1:] }
 
 // validate plays the client's challenge POST and the worker's verdict
-// (store.ChallengeVerdict with a nil jobs.Done: no worker runs in these
-// tests) for every pending authorization of the order.
+// (store.ChallengeVerdict: no worker runs in these tests) for every pending
+// authorization of the order.
 func (e *env) validate(t *testing.T, a *account, o orderJSON) {
 	t.Helper()
 	for _, u := range o.Authorizations {
@@ -388,7 +388,7 @@ func (e *env) validate(t *testing.T, a *account, o orderJSON) {
 		ch := az.Challenges[0]
 		r := e.post(t, a, ch.URL, map[string]any{})
 		wantStatus(t, r, http.StatusOK)
-		if err := e.st.ChallengeVerdict(context.Background(), store.Verdict{ChallengeID: lastSegment(ch.URL), Status: acme.StatusValid}, nil); err != nil {
+		if err := e.st.ChallengeVerdict(context.Background(), store.Verdict{ChallengeID: lastSegment(ch.URL), Status: acme.StatusValid}); err != nil {
 			t.Fatalf("ChallengeVerdict: %v", err)
 		}
 	}
@@ -471,7 +471,7 @@ func (e *env) issue(t *testing.T, a *account, profile string, names ...string) i
 	err = e.st.OrderIssued(context.Background(), store.Issued{OrderID: lastSegment(orderURL), Certificate: store.Certificate{
 		Serial: serial, OrderID: lastSegment(orderURL), AccountID: lastSegment(a.kid), IssuerID: issuerID, Profile: profile,
 		DER: der, ChainPEM: chain, Names: names, NotBefore: tmpl.NotBefore, NotAfter: tmpl.NotAfter, IssuedAt: time.Now(),
-	}}, nil)
+	}})
 	if err != nil {
 		t.Fatalf("OrderIssued: %v", err)
 	}

@@ -286,7 +286,7 @@ func TestRequestsNeverWaitForWork(t *testing.T) {
 			t.Errorf("%d challenge_validate jobs, want 1", n)
 		}
 
-		if err := e.st.ChallengeVerdict(context.Background(), store.Verdict{ChallengeID: cur.ID, Status: acme.StatusValid}, nil); err != nil {
+		if err := e.st.ChallengeVerdict(context.Background(), store.Verdict{ChallengeID: cur.ID, Status: acme.StatusValid}); err != nil {
 			t.Fatal(err)
 		}
 		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

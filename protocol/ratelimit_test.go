@@ -84,7 +84,7 @@ func TestRateLimitFailedValidations(t *testing.T) {
 		r := e.post(t, a, az.Challenges[0].URL, map[string]any{})
 		wantStatus(t, r, http.StatusOK)
 		if err := e.st.ChallengeVerdict(context.Background(), store.Verdict{ChallengeID: lastSegment(az.Challenges[0].URL), Status: acme.StatusInvalid,
-			Error: &acme.Problem{Type: acme.ProblemIncorrectResponse, Detail: "wrong"}}, nil); err != nil {
+			Error: &acme.Problem{Type: acme.ProblemIncorrectResponse, Detail: "wrong"}}); err != nil {
 			t.Fatal(err)
 		}
 		r = e.post(t, a, e.base+"/acme/new-order", map[string]any{"identifiers": dnsIDs("flaky.example")})

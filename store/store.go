@@ -129,22 +129,25 @@ type Store interface {
 	// challenge is returned either way. A failed insert leaves it pending.
 	ChallengeClaim(ctx context.Context, challengeID string) (c *Challenge, claimed bool, err error)
 	// ChallengeVerdict records a validator's verdict on a processing
-	// challenge, moves its authorization (valid, or invalid with the
-	// others of that authz) and the orders using it (ready or invalid), and
-	// calls done in the same transaction. ErrConflict if the challenge is
-	// not processing (a verdict is terminal).
-	ChallengeVerdict(ctx context.Context, v Verdict, done jobs.Done) error
+	// challenge and moves its authorization (valid, or invalid with the
+	// others of that authz) and the orders using it (ready or invalid), in
+	// one transaction. It does not touch the challenge_validate job: River
+	// completes it after the handler returns. ErrConflict if the challenge
+	// is not processing (a verdict is terminal).
+	ChallengeVerdict(ctx context.Context, v Verdict) error
 
 	// OrderFinalizeBegin compare-and-swaps the order ready → processing,
 	// stores the CSR and inserts signer_issue in the same transaction.
 	// claimed is false when the order was not ready.
 	OrderFinalizeBegin(ctx context.Context, orderID string, csrDER []byte) (o *Order, claimed bool, err error)
-	// OrderIssued stores the certificate, moves the order processing →
-	// valid and calls done, in one transaction.
-	OrderIssued(ctx context.Context, in Issued, done jobs.Done) error
-	// OrderFail moves a processing order to invalid with the problem and
-	// calls done, in one transaction.
-	OrderFail(ctx context.Context, orderID string, p acme.Problem, done jobs.Done) error
+	// OrderIssued stores the certificate and moves the order processing →
+	// valid, in one transaction; ErrConflict if the order is not processing.
+	// River completes the signer_issue job after the handler returns.
+	OrderIssued(ctx context.Context, in Issued) error
+	// OrderFail moves a processing order to invalid with the problem;
+	// ErrConflict if it is not processing. River completes the signer_issue
+	// job after the handler returns.
+	OrderFail(ctx context.Context, orderID string, p acme.Problem) error
 
 	CertificateBySerial(ctx context.Context, serial string) (*Certificate, error)
 	CertificatesList(ctx context.Context, f CertFilter, p Page) ([]*Certificate, string, error)

@@ -19,7 +19,7 @@ import (
 // CRL with every revocation and stores it. Jobs coalesce here: when the
 // newest CRL already lists every revocation and is fresh, there is nothing
 // to do.
-func (w *Worker) generateCRL(ctx context.Context, job jobs.Job[jobs.CRLGenerateArgs], done jobs.Done) error {
+func (w *Worker) generateCRL(ctx context.Context, job jobs.Job[jobs.CRLGenerateArgs]) error {
 	args := job.Args
 	iss, ok := w.issuers[args.IssuerID]
 	if !ok {
@@ -49,6 +49,9 @@ func (w *Worker) generateCRL(ctx context.Context, job jobs.Job[jobs.CRLGenerateA
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return jobs.CouldNotRun(fmt.Errorf("loading the newest CRL of %s: %w", args.IssuerID, err))
 	}
+	// The subject is the issuer's newest CRL, checked under the lease so no
+	// other worker signs meanwhile. A rescued job whose worker died after
+	// CRLStore committed finds that CRL here and returns nil.
 	if latest != nil && coversAll(latest, revs) && now.Before(latest.NextUpdate.Add(-w.crlValidity/2)) {
 		return nil
 	}
@@ -111,7 +114,7 @@ func coversAll(crl *store.CRL, revs []store.Revocation) bool {
 
 // housekeeping runs the periodic sweeps. Each sweep's failure is logged and
 // the others still run; the job itself never fails a subject.
-func (w *Worker) housekeeping(ctx context.Context, _ jobs.Job[jobs.HousekeepingArgs], _ jobs.Done) error {
+func (w *Worker) housekeeping(ctx context.Context, _ jobs.Job[jobs.HousekeepingArgs]) error {
 	// One worker sweeps at a time (River's leader may change and enqueue
 	// twice); a dead holder's lease expires on the database clock.
 	if got, err := w.store.TryLock(ctx, "housekeeping", w.id, time.Minute); err != nil {

@@ -14,8 +14,9 @@ import (
 
 // issueOrder runs one signer_issue job: build, lint and sign the certificate
 // for a processing order, then store it and move the order to valid (or
-// invalid when the backend rejects it) in one transaction with the job.
-func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueArgs], done jobs.Done) error {
+// invalid when the backend rejects it) in one transaction; River completes
+// the job once this returns nil.
+func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueArgs]) error {
 	args := job.Args
 	mount, ok := w.mounts[args.Profile]
 	if !ok {
@@ -31,11 +32,14 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		return jobs.CouldNotRun(fmt.Errorf("loading order %s: %w", args.OrderID, err))
 	}
 	if o.Status != acme.StatusProcessing {
-		return nil // already finished or abandoned
+		// Already finished (a rescued job whose worker died after the
+		// verdict committed) or abandoned: signing again would issue a
+		// second certificate for the order.
+		return nil
 	}
 	fail := func(p acme.Problem) error {
 		w.log.Warn("order failed", "order", o.ID, "problem", p.Type, "detail", p.Detail)
-		err := w.store.OrderFail(ctx, o.ID, p, done)
+		err := w.store.OrderFail(ctx, o.ID, p)
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			return jobs.CouldNotRun(fmt.Errorf("recording failure of order %s: %w", o.ID, err))
 		}
@@ -84,7 +88,7 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		Names:     names,
 		NotBefore: issued.NotBefore,
 		NotAfter:  issued.NotAfter,
-	}}, done)
+	}})
 	if errors.Is(err, store.ErrConflict) {
 		return nil
 	}

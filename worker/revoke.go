@@ -12,15 +12,16 @@ import (
 )
 
 // revokeCert runs one signer_revoke job: it asks the profile's relay or
-// custom backend to revoke the certificate and records the revocation with
-// the job's completion in one transaction. The frontend's revokeCert is
-// polling the certificate row meanwhile (protocol revokeRemote).
+// custom backend to revoke the certificate and records the revocation in one
+// transaction; River completes the job once this returns nil. The frontend's
+// revokeCert is polling the certificate row meanwhile (protocol
+// revokeRemote).
 //
 // A backend that could not be reached is retried with backoff; a backend
 // that refuses (a client problem other than alreadyRevoked) is logged and
 // audited, and the certificate stays unrevoked: the client sees 503 and may
 // ask again, and the operator has the backend's answer.
-func (w *Worker) revokeCert(ctx context.Context, job jobs.Job[jobs.SignerRevokeArgs], done jobs.Done) error {
+func (w *Worker) revokeCert(ctx context.Context, job jobs.Job[jobs.SignerRevokeArgs]) error {
 	args := job.Args
 	m, ok := w.mounts[args.Profile]
 	if !ok {
@@ -35,6 +36,11 @@ func (w *Worker) revokeCert(ctx context.Context, job jobs.Job[jobs.SignerRevokeA
 		return jobs.CouldNotRun(fmt.Errorf("loading certificate %s: %w", args.Serial, err))
 	}
 	if c.RevokedAt != nil {
+		// The subject is the certificate: already revoked (a rescued job
+		// whose worker died after recording it, or an operator), nothing to
+		// do. A worker that died after the backend revoked but before
+		// recording it leaves the certificate unrevoked here, so the backend
+		// is asked again; its alreadyRevoked answer is handled below.
 		return nil
 	}
 	ev := store.AuditEvent{Actor: "worker:" + w.id, Action: "revoke.backend", Subject: args.Serial,
@@ -67,7 +73,7 @@ func (w *Worker) revokeCert(ctx context.Context, job jobs.Job[jobs.SignerRevokeA
 		// and lands in the job's attempt log.
 		return jobs.CouldNotRun(fmt.Errorf("revoking %s: %w", args.Serial, err))
 	}
-	err = w.store.RevokeRecorded(ctx, args.Serial, args.Reason, ev, done)
+	err = w.store.RevokeRecorded(ctx, args.Serial, args.Reason, ev)
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		return jobs.CouldNotRun(fmt.Errorf("recording the revocation of %s: %w", args.Serial, err))
 	}

@@ -18,8 +18,9 @@ type validator interface {
 }
 
 // validateChallenge runs one challenge_validate job: it validates, then
-// records the verdict and completes the job in one transaction.
-func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.ChallengeValidateArgs], done jobs.Done) error {
+// records the verdict in one transaction; River completes the job once this
+// returns nil.
+func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.ChallengeValidateArgs]) error {
 	args := job.Args
 	// One read: the challenge, its authorization and the account's
 	// thumbprint (the foreign keys guarantee the last two exist).
@@ -32,7 +33,9 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 	}
 	ch, authz := &tgt.Challenge, &tgt.Authz
 	if ch.Status != acme.StatusProcessing {
-		// Already decided (a verdict is terminal), or abandoned: nothing to do.
+		// Already decided (a verdict is terminal; for example a rescued job
+		// whose worker died after the verdict committed), or abandoned:
+		// nothing to do.
 		return nil
 	}
 	res := w.validator.Validate(ctx, validate.Request{
@@ -59,7 +62,7 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 	}
 	w.log.Info("challenge validated", "challenge", ch.ID, "identifier", authz.Identifier.String(),
 		"type", ch.Type, "status", v.Status, "problem", problemType(v.Error))
-	err = w.store.ChallengeVerdict(ctx, v, done)
+	err = w.store.ChallengeVerdict(ctx, v)
 	if errors.Is(err, store.ErrConflict) {
 		return nil // another attempt recorded a verdict first
 	}

@@ -146,7 +146,7 @@ func (r *rig) ready(t *testing.T, o *store.Order) {
 		if _, _, err := r.st.ChallengeClaim(ctx, ch.ID); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.st.ChallengeVerdict(ctx, store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid}, nil); err != nil {
+		if err := r.st.ChallengeVerdict(ctx, store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid}); err != nil {
 			t.Fatal(err)
 		}
 	}

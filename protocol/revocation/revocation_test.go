@@ -71,14 +71,14 @@ func seed(t *testing.T, profile string) (store.Store, *store.Certificate) {
 	if _, _, err := st.ChallengeClaim(ctx, az.Challenges[0].ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.ChallengeVerdict(ctx, store.Verdict{ChallengeID: az.Challenges[0].ID, Status: acme.StatusValid}, nil); err != nil {
+	if err := st.ChallengeVerdict(ctx, store.Verdict{ChallengeID: az.Challenges[0].ID, Status: acme.StatusValid}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := st.OrderFinalizeBegin(ctx, o.ID, []byte("csr")); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: "5e", IssuerID: "iss", Profile: profile,
-		DER: []byte{0x30}, Names: []string{id.Value}, NotBefore: now, NotAfter: now.Add(time.Hour)}}, nil); err != nil {
+		DER: []byte{0x30}, Names: []string{id.Value}, NotBefore: now, NotAfter: now.Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
 	c, err := st.CertificateBySerial(ctx, "5e")
@@ -138,7 +138,7 @@ func TestRevokeRemote(t *testing.T) {
 	// The worker records the backend's answer a little later.
 	go func() {
 		time.Sleep(300 * time.Millisecond)
-		_ = st.RevokeRecorded(ctx, c.Serial, 4, store.AuditEvent{Actor: "worker:test", Action: "revoke", Subject: c.Serial}, nil)
+		_ = st.RevokeRecorded(ctx, c.Serial, 4, store.AuditEvent{Actor: "worker:test", Action: "revoke", Subject: c.Serial})
 	}()
 	start := time.Now()
 	res, err = svc.Revoke(ctx, revocation.Request{Serial: c.Serial, Reason: revocation.Superseded, Actor: "admin:bob", Wait: 5 * time.Second})

@@ -41,7 +41,7 @@ type Tx interface {
 	Exec(ctx context.Context, query string, args ...any) (int64, error)
 	Query(ctx context.Context, query string, args ...any) (Rows, error)
 	// Raw is the driver's transaction (pgx.Tx or *sql.Tx), handed to
-	// jobs.Inserter and jobs.Done so jobs commit with the rows.
+	// jobs.Inserter so jobs commit with the rows.
 	Raw() jobs.Tx
 }
 

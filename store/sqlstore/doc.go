@@ -7,8 +7,9 @@
 // embedded migrations.
 //
 // Every operation runs inside one transaction and issues every statement on
-// that transaction, including job inserts (jobs.Inserter) and completions
-// (jobs.Done): on SQLite there is a single connection, and a second query
-// outside the transaction would deadlock. It must never read time.Now for a
-// decision about leases or expiry: the database clock decides.
+// that transaction, including job inserts (jobs.Inserter): on SQLite there is
+// a single connection, and a second query outside the transaction would
+// deadlock. Verdicts never touch their job; River completes it after the
+// handler returns. It must never read time.Now for a decision about leases
+// or expiry: the database clock decides.
 package sqlstore

@@ -490,26 +490,13 @@ RETURNING `+challengeCols, challengeID))
 	return out, claimed, nil
 }
 
-func (s *Store) ChallengeVerdict(ctx context.Context, v store.Verdict, done jobs.Done) error {
+func (s *Store) ChallengeVerdict(ctx context.Context, v store.Verdict) error {
 	if v.Status != acme.StatusValid && v.Status != acme.StatusInvalid {
 		return fmt.Errorf("recording verdict on challenge %s: status %q is neither valid nor invalid", v.ChallengeID, v.Status)
 	}
 	return s.inTx(ctx, func(t *txn) error {
-		if err := s.verdict(ctx, t, v.ChallengeID, v.Status, v.Error, v.ValidationRecord); err != nil {
-			return err
-		}
-		return complete(ctx, t, done)
+		return s.verdict(ctx, t, v.ChallengeID, v.Status, v.Error, v.ValidationRecord)
 	})
-}
-
-func complete(ctx context.Context, t *txn, done jobs.Done) error {
-	if done == nil {
-		return nil
-	}
-	if err := done(ctx, t.raw.Raw()); err != nil {
-		return fmt.Errorf("completing the job: %w", err)
-	}
-	return nil
 }
 
 // verdict moves a processing challenge to valid or invalid, and its
@@ -601,7 +588,7 @@ RETURNING `+orderCols, orderID, nonNil(csrDER)), &seq)
 	return out, claimed, nil
 }
 
-func (s *Store) OrderIssued(ctx context.Context, in store.Issued, done jobs.Done) error {
+func (s *Store) OrderIssued(ctx context.Context, in store.Issued) error {
 	return s.inTx(ctx, func(t *txn) error {
 		// The compare-and-swap: processing → valid, returning what the
 		// certificate row defaults to.
@@ -626,19 +613,13 @@ RETURNING account_id, profile`, in.OrderID, in.Certificate.Serial).Scan(&account
 		if c.Profile == "" {
 			c.Profile = profile
 		}
-		if err := s.certificateInsert(ctx, t, c); err != nil {
-			return err
-		}
-		return complete(ctx, t, done)
+		return s.certificateInsert(ctx, t, c)
 	})
 }
 
-func (s *Store) OrderFail(ctx context.Context, orderID string, p acme.Problem, done jobs.Done) error {
+func (s *Store) OrderFail(ctx context.Context, orderID string, p acme.Problem) error {
 	return s.inTx(ctx, func(t *txn) error {
-		if err := s.orderFail(ctx, t, orderID, p); err != nil {
-			return err
-		}
-		return complete(ctx, t, done)
+		return s.orderFail(ctx, t, orderID, p)
 	})
 }
 

@@ -71,7 +71,7 @@ func TestOrderCreateReturnsWhatIsStored(t *testing.T) {
 		if _, claimed, err := s.ChallengeClaim(ctx, az.Challenges[1].ID); err != nil || !claimed {
 			t.Fatalf("ChallengeClaim = %v, %v", claimed, err)
 		}
-		if err := s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: az.Challenges[1].ID, Status: acme.StatusValid}, nil); err != nil {
+		if err := s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: az.Challenges[1].ID, Status: acme.StatusValid}); err != nil {
 			t.Fatal(err)
 		}
 		born := pendingAuthz("born.example", exp)

@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
 // RevokeRecorded records a revocation a remote backend performed.
-func (s *Store) RevokeRecorded(ctx context.Context, serial string, reason int, ev store.AuditEvent, done jobs.Done) error {
+func (s *Store) RevokeRecorded(ctx context.Context, serial string, reason int, ev store.AuditEvent) error {
 	return s.inTx(ctx, func(t *txn) error {
 		if _, err := s.certBySerial(ctx, t, serial); err != nil {
 			return err
@@ -21,9 +20,6 @@ func (s *Store) RevokeRecorded(ctx context.Context, serial string, reason int, e
 		if n == 0 {
 			return fmt.Errorf("recording the revocation of certificate %s: it was already revoked: %w", serial, store.ErrConflict)
 		}
-		if err := s.audit(ctx, t, ev); err != nil {
-			return err
-		}
-		return complete(ctx, t, done)
+		return s.audit(ctx, t, ev)
 	})
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // counting is a Conn that counts the store's round trips to the database:
-// each statement, and BEGIN and COMMIT of each transaction. Statements
+// each statement, and COMMIT of each transaction. Statements
 // River runs on the transaction (inserting and completing jobs) go around
 // it and are not counted.
 type counting struct {
@@ -25,7 +25,9 @@ type counting struct {
 }
 
 func (c *counting) InTx(ctx context.Context, fn func(sqlstore.Tx) error) error {
-	c.n.Add(2)
+	// COMMIT; on PostgreSQL BEGIN travels with the first statement
+	// (store/postgres lazyTx).
+	c.n.Add(1)
 	return c.Conn.InTx(ctx, func(tx sqlstore.Tx) error { return fn(countingTx{tx, &c.n}) })
 }
 
@@ -87,7 +89,7 @@ func TestIssuanceRoundTrips(t *testing.T) {
 			}
 			return nil
 		}},
-		{"OrderCreate", 7, func() (err error) {
+		{"OrderCreate", 6, func() (err error) {
 			o, err = s.OrderCreate(ctx, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: exp,
 				Identifiers: []acme.Identifier{id}, Authzs: []*store.Authorization{pendingAuthz(id.Value, exp)}})
 			return err
@@ -95,15 +97,15 @@ func TestIssuanceRoundTrips(t *testing.T) {
 		{"OrderByID", 1, func() (err error) { _, err = s.OrderByID(ctx, o.ID); return err }},
 		{"AuthzByID", 1, func() (err error) { az, err = s.AuthzByID(ctx, o.AuthzIDs[0]); return err }},
 		{"ChallengeByID", 1, func() (err error) { _, err = s.ChallengeByID(ctx, az.Challenges[0].ID); return err }},
-		{"ChallengeClaim", 3, func() (err error) { ch, _, err = s.ChallengeClaim(ctx, az.Challenges[0].ID); return err }},
+		{"ChallengeClaim", 2, func() (err error) { ch, _, err = s.ChallengeClaim(ctx, az.Challenges[0].ID); return err }},
 		{"ChallengeToValidate", 1, func() (err error) { _, err = s.ChallengeToValidate(ctx, ch.ID); return err }},
-		{"ChallengeVerdict (valid)", 6, func() error {
-			return s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid}, nil)
+		{"ChallengeVerdict (valid)", 5, func() error {
+			return s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid})
 		}},
-		{"OrderFinalizeBegin", 3, func() (err error) { _, _, err = s.OrderFinalizeBegin(ctx, o.ID, []byte("csr")); return err }},
-		{"OrderIssued", 5, func() error {
+		{"OrderFinalizeBegin", 2, func() (err error) { _, _, err = s.OrderFinalizeBegin(ctx, o.ID, []byte("csr")); return err }},
+		{"OrderIssued", 4, func() error {
 			return s.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: "0abc", IssuerID: "i",
-				Names: []string{id.Value}, NotBefore: exp, NotAfter: exp}}, nil)
+				Names: []string{id.Value}, NotBefore: exp, NotAfter: exp}})
 		}},
 		{"AuthzReusable (found)", 1, func() error { _, err := s.AuthzReusable(ctx, acct.ID, id, false, exp.Add(-time.Minute)); return err }},
 	} {

@@ -51,13 +51,13 @@ func testNotFound(t *testing.T, s store.Store, _ Extras) {
 	wantErr(t, "ChallengeByID", err, store.ErrNotFound)
 	_, _, err = s.ChallengeClaim(ctx, "nope")
 	wantErr(t, "ChallengeClaim", err, store.ErrNotFound)
-	err = s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: "nope", Status: acme.StatusValid}, nil)
+	err = s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: "nope", Status: acme.StatusValid})
 	wantErr(t, "ChallengeVerdict", err, store.ErrNotFound)
 	_, _, err = s.OrderFinalizeBegin(ctx, "nope", []byte("csr"))
 	wantErr(t, "OrderFinalizeBegin", err, store.ErrNotFound)
-	err = s.OrderIssued(ctx, store.Issued{OrderID: "nope", Certificate: store.Certificate{Serial: "01"}}, nil)
+	err = s.OrderIssued(ctx, store.Issued{OrderID: "nope", Certificate: store.Certificate{Serial: "01"}})
 	wantErr(t, "OrderIssued", err, store.ErrNotFound)
-	err = s.OrderFail(ctx, "nope", acme.Problem{Type: acme.ProblemBadCSR}, nil)
+	err = s.OrderFail(ctx, "nope", acme.Problem{Type: acme.ProblemBadCSR})
 	wantErr(t, "OrderFail", err, store.ErrNotFound)
 	_, err = s.CertificateBySerial(ctx, "nope")
 	wantErr(t, "CertificateBySerial", err, store.ErrNotFound)
@@ -374,20 +374,18 @@ func testOrderHappyPath(t *testing.T, s store.Store, x Extras) {
 	if n := jobCount(t, x, jobs.KindSignerIssue); n != 1 {
 		t.Fatalf("%d signer_issue jobs after a repeated finalize, want still 1", n)
 	}
-	var doneCalled bool
 	now := dbNow(t, s)
 	err = s.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{
 		Serial: "0a1b2c", IssuerID: "issuer-1", DER: []byte{0x30}, ChainPEM: []byte("pem"),
 		Names: []string{"a.example.com", "*.b.example.com"}, NotBefore: now, NotAfter: now.Add(24 * time.Hour),
-	}}, func(ctx context.Context, tx jobs.Tx) error {
-		if tx == nil {
-			return errors.New("done got no transaction")
-		}
-		doneCalled = true
-		return nil
-	})
-	if err != nil || !doneCalled {
-		t.Fatalf("OrderIssued: %v (done called: %v)", err, doneCalled)
+	}})
+	if err != nil {
+		t.Fatalf("OrderIssued: %v", err)
+	}
+	// The verdict leaves its job to River, which completes it after the
+	// handler returns.
+	if n := jobsIn(t, x, jobs.KindSignerIssue, "available"); n != 1 {
+		t.Fatalf("%d available signer_issue jobs after OrderIssued, want 1: the store must not touch the job", n)
 	}
 	got = order(t, s, o.ID)
 	if got.Status != acme.StatusValid || got.CertSerial != "0a1b2c" {
@@ -399,7 +397,7 @@ func testOrderHappyPath(t *testing.T, s store.Store, x Extras) {
 		t.Fatalf("certificate = %+v, %v", cert, err)
 	}
 	// A verdict is terminal: the order never goes back.
-	wantErr(t, "OrderFail on a valid order", s.OrderFail(ctx, o.ID, acme.Problem{Type: acme.ProblemBadCSR}, nil), store.ErrConflict)
+	wantErr(t, "OrderFail on a valid order", s.OrderFail(ctx, o.ID, acme.Problem{Type: acme.ProblemBadCSR}), store.ErrConflict)
 }
 
 func testOrderReusesAuthz(t *testing.T, s store.Store, _ Extras) {
@@ -479,14 +477,14 @@ func testVerdictIsTerminal(t *testing.T, s store.Store, _ Extras) {
 	a := newAccount(t, s)
 	o := newOrder(t, s, a, "terminal.example.com")
 	az := authz(t, s, o.AuthzIDs[0])
-	err := s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: az.Challenges[0].ID, Status: acme.StatusValid}, nil)
+	err := s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: az.Challenges[0].ID, Status: acme.StatusValid})
 	wantErr(t, "verdict on a pending challenge", err, store.ErrConflict)
 	if st := challenge(t, s, az.Challenges[0].ID).Status; st != acme.StatusPending {
 		t.Fatalf("a refused verdict moved the challenge to %s", st)
 	}
 	c := validate(t, s, az.ID, acme.StatusValid)
 	err = s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: c.ID, Status: acme.StatusInvalid,
-		Error: &acme.Problem{Type: acme.ProblemConnection}}, nil)
+		Error: &acme.Problem{Type: acme.ProblemConnection}})
 	wantErr(t, "second verdict", err, store.ErrConflict)
 	if st := challenge(t, s, c.ID).Status; st != acme.StatusValid {
 		t.Fatalf("second verdict moved the challenge to %s", st)
@@ -500,31 +498,41 @@ func testVerdictIsTerminal(t *testing.T, s store.Store, _ Extras) {
 	}
 }
 
-// testVerdictDoneAtomic: the verdict and the job's completion commit
-// together; a failing completion leaves the challenge processing.
-func testVerdictDoneAtomic(t *testing.T, s store.Store, _ Extras) {
+// testVerdictLeavesItsJob: a verdict commits the challenge, its
+// authorization and its order together and writes nothing to the
+// challenge_validate job: River completes it after the handler returns. A
+// job run again after that (its worker died before River marked it) sees
+// the challenge no longer processing, and a second verdict is refused.
+func testVerdictLeavesItsJob(t *testing.T, s store.Store, x Extras) {
 	ctx := ctxT(t)
 	a := newAccount(t, s)
-	o := newOrder(t, s, a, "atomic.example.com")
+	o := newOrder(t, s, a, "verdict-job.example.com")
 	cid := authz(t, s, o.AuthzIDs[0]).Challenges[0].ID
 	if _, claimed, err := s.ChallengeClaim(ctx, cid); err != nil || !claimed {
 		t.Fatalf("claim: %v %v", claimed, err)
 	}
-	boom := errors.New("completing failed")
-	err := s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: cid, Status: acme.StatusValid}, func(context.Context, jobs.Tx) error { return boom })
-	if !errors.Is(err, boom) {
-		t.Fatalf("ChallengeVerdict with a failing done: %v, want %v", err, boom)
+	if err := s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: cid, Status: acme.StatusValid}); err != nil {
+		t.Fatalf("ChallengeVerdict: %v", err)
 	}
-	if st := challenge(t, s, cid).Status; st != acme.StatusProcessing {
-		t.Fatalf("challenge is %s after the verdict's transaction failed, want processing", st)
+	if st := challenge(t, s, cid).Status; st != acme.StatusValid {
+		t.Fatalf("challenge is %s after its verdict, want valid", st)
 	}
-	if st := authz(t, s, o.AuthzIDs[0]).Status; st != acme.StatusPending {
-		t.Fatalf("authorization is %s after the verdict's transaction failed, want pending", st)
+	if st := authz(t, s, o.AuthzIDs[0]).Status; st != acme.StatusValid {
+		t.Fatalf("authorization is %s after its challenge's verdict, want valid", st)
 	}
-	called := 0
-	if err := s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: cid, Status: acme.StatusValid}, func(context.Context, jobs.Tx) error { called++; return nil }); err != nil || called != 1 {
-		t.Fatalf("ChallengeVerdict: %v (done called %d times)", err, called)
+	if st := order(t, s, o.ID).Status; st != acme.StatusReady {
+		t.Fatalf("order is %s after its only authorization's verdict, want ready", st)
 	}
+	if n := jobsIn(t, x, jobs.KindChallengeValidate, "available"); n != 1 {
+		t.Fatalf("%d available challenge_validate jobs after the verdict, want 1: the store must not touch the job", n)
+	}
+	// What a rescued job's handler reads first.
+	tgt, err := s.ChallengeToValidate(ctx, cid)
+	if err != nil || tgt.Challenge.Status != acme.StatusValid {
+		t.Fatalf("ChallengeToValidate after the verdict: %+v, %v; want the challenge valid", tgt, err)
+	}
+	err = s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: cid, Status: acme.StatusInvalid})
+	wantErr(t, "a rescued job's second verdict", err, store.ErrConflict)
 }
 
 // handles returns s and n-1 more stores on the same database, each with its
@@ -652,14 +660,12 @@ func testOrderFail(t *testing.T, s store.Store, _ Extras) {
 	ctx := ctxT(t)
 	a := newAccount(t, s)
 	o := readyOrder(t, s, a, "fail.example.com")
-	wantErr(t, "OrderFail on a ready order", s.OrderFail(ctx, o.ID, acme.Problem{Type: acme.ProblemBadCSR}, nil), store.ErrConflict)
+	wantErr(t, "OrderFail on a ready order", s.OrderFail(ctx, o.ID, acme.Problem{Type: acme.ProblemBadCSR}), store.ErrConflict)
 	if _, _, err := s.OrderFinalizeBegin(ctx, o.ID, []byte("csr")); err != nil {
 		t.Fatal(err)
 	}
-	called := false
-	err := s.OrderFail(ctx, o.ID, acme.Problem{Type: acme.ProblemBadCSR, Detail: "key too small"}, func(context.Context, jobs.Tx) error { called = true; return nil })
-	if err != nil || !called {
-		t.Fatalf("OrderFail: %v (done called %v)", err, called)
+	if err := s.OrderFail(ctx, o.ID, acme.Problem{Type: acme.ProblemBadCSR, Detail: "key too small"}); err != nil {
+		t.Fatalf("OrderFail: %v", err)
 	}
 	got := order(t, s, o.ID)
 	if got.Status != acme.StatusInvalid || got.Error == nil || got.Error.Detail != "key too small" {

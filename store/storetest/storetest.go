@@ -55,7 +55,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"AuthzReusable", testAuthzReusable},
 		{"InvalidVerdict", testInvalidVerdict},
 		{"VerdictIsTerminal", testVerdictIsTerminal},
-		{"VerdictDoneAtomic", testVerdictDoneAtomic},
+		{"VerdictLeavesItsJob", testVerdictLeavesItsJob},
 		{"ChallengeClaimConcurrent", testChallengeClaimConcurrent},
 		{"OrderFinalizeConcurrent", testOrderFinalizeConcurrent},
 		{"ClaimEnqueueAtomic", testClaimEnqueueAtomic},
@@ -199,7 +199,7 @@ func validate(t *testing.T, s store.Store, authzID string, status acme.Status) *
 	if status == acme.StatusInvalid {
 		v.Error = &acme.Problem{Type: acme.ProblemIncorrectResponse, Detail: "the key authorization did not match"}
 	}
-	if err := s.ChallengeVerdict(ctx, v, nil); err != nil {
+	if err := s.ChallengeVerdict(ctx, v); err != nil {
 		t.Fatalf("ChallengeVerdict: %v", err)
 	}
 	return c
@@ -235,7 +235,7 @@ func issue(t *testing.T, s store.Store, o *store.Order, serial string) error {
 	return s.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{
 		Serial: serial, IssuerID: "issuer-1", DER: []byte{0x30, 0x01}, ChainPEM: []byte("-----BEGIN CERTIFICATE-----\n"),
 		Names: names, NotBefore: now, NotAfter: now.Add(90 * 24 * time.Hour),
-	}}, nil)
+	}})
 }
 
 func wantErr(t *testing.T, what string, err, want error) {
@@ -248,6 +248,12 @@ func wantErr(t *testing.T, what string, err, want error) {
 func jobCount(t *testing.T, x Extras, kind string) int64 {
 	t.Helper()
 	return x.Int(t, "SELECT count(*) FROM river_job WHERE kind = '"+kind+"'")
+}
+
+// jobsIn counts the jobs of kind in state.
+func jobsIn(t *testing.T, x Extras, kind, state string) int64 {
+	t.Helper()
+	return x.Int(t, "SELECT count(*) FROM river_job WHERE kind = '"+kind+"' AND state = '"+state+"'")
 }
 
 // failingInserter refuses every job, as a full or broken queue would.

@@ -162,7 +162,7 @@ func (c *ca) processing(a *store.Account, name string) *store.Order {
 	if err != nil || !claimed {
 		c.t.Fatalf("ChallengeClaim: %v %v", claimed, err)
 	}
-	if err := c.st().ChallengeVerdict(ctx, store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid}, nil); err != nil {
+	if err := c.st().ChallengeVerdict(ctx, store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid}); err != nil {
 		c.t.Fatal(err)
 	}
 	o, claimed, err = c.st().OrderFinalizeBegin(ctx, o.ID, []byte("csr"))
@@ -181,7 +181,7 @@ func (c *ca) issued(a *store.Account, name, serial string) *store.Order {
 	err := c.st().OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{
 		Serial: serial, IssuerID: "issuer-1", Profile: "default", DER: []byte{0x30, 0x01}, ChainPEM: []byte("-----BEGIN CERTIFICATE-----\n"),
 		Names: []string{name}, NotBefore: now, NotAfter: now.Add(90 * 24 * time.Hour),
-	}}, nil)
+	}})
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -131,9 +131,9 @@ func TestWorkerKilledHoldingJobs(t *testing.T) {
 		for _, id := range ids {
 			var state string
 			var by []string
-			// River marks a job completed in a batch after its verdict
-			// committed (jobs.Done), so the clients can finish a moment
-			// before their jobs do.
+			// River marks a job completed in a batch after the handler
+			// returns, once its verdict committed, so the clients can
+			// finish a moment before their jobs do.
 			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 				if err := conn.QueryRow(ctx, `SELECT state, attempted_by FROM river_job WHERE id = $1`, id).Scan(&state, &by); err != nil {
 					t.Fatal(err)
