@@ -56,16 +56,10 @@ func startResponders(httpAddr, dnsAddr string) (*responders, error) {
 	hs := &http.Server{Handler: r.Tokens, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = hs.Serve(hl) }()
 
-	pc, err := net.ListenPacket("udp", dnsAddr)
+	pc, tl, err := listenDNS(dnsAddr)
 	if err != nil {
 		hl.Close()
-		return nil, fmt.Errorf("listening for DNS: %w", err)
-	}
-	tl, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		hl.Close()
-		pc.Close()
-		return nil, fmt.Errorf("listening for DNS over TCP: %w", err)
+		return nil, err
 	}
 	r.DNSAddr = pc.LocalAddr().String()
 	servers := []*dns.Server{
@@ -106,4 +100,24 @@ func answerLoopback(w dns.ResponseWriter, req *dns.Msg) {
 		}
 	}
 	_ = w.WriteMsg(m)
+}
+
+// listenDNS listens on one port for DNS over UDP and TCP. With port 0 the
+// kernel picks the UDP port, which another process may hold for TCP: then
+// it tries another.
+func listenDNS(addr string) (net.PacketConn, net.Listener, error) {
+	for attempt := 0; ; attempt++ {
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("listening for DNS: %w", err)
+		}
+		tl, err := net.Listen("tcp", pc.LocalAddr().String())
+		if err == nil {
+			return pc, tl, nil
+		}
+		pc.Close()
+		if _, port, _ := net.SplitHostPort(addr); port != "0" || attempt == 9 {
+			return nil, nil, fmt.Errorf("listening for DNS over TCP: %w", err)
+		}
+	}
 }
