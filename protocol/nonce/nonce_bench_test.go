@@ -10,8 +10,9 @@ import (
 )
 
 // BenchmarkIssue mints nonces (no database: a nonce authenticates itself).
-// BenchmarkRedeem checks and consumes them on a real store: one insert
-// into the consumed set and one commit per ACME POST.
+// BenchmarkRedeem checks and consumes them on a real store one at a time:
+// one statement and one commit each, the cost of a lone request (concurrent
+// ones share a batch, BenchmarkRedeemParallel).
 //
 //	go test ./protocol/nonce -run '^$' -bench . -benchtime 2s
 func BenchmarkIssue(b *testing.B) {
@@ -32,6 +33,26 @@ func BenchmarkRedeem(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkRedeemParallel redeems from 32 goroutines at once, as a busy
+// frontend does: the redemptions share batches (protocol/nonce/batch.go).
+func BenchmarkRedeemParallel(b *testing.B) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		b.Run(kind, func(b *testing.B) {
+			s := benchService(b, kind)
+			ctx := context.Background()
+			b.SetParallelism(16) // 16 × GOMAXPROCS goroutines
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := s.Redeem(ctx, s.Issue()); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
 		})
 	}
 }
