@@ -7,10 +7,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// lazyTx is a transaction whose BEGIN travels with its first statement, in
-// one batch (pgx.Batch.BeginTx): pgx's own Begin is a round trip of its own,
-// and every write on the issuance path (claims, verdicts, issuance) is a
-// short transaction whose BEGIN was one of its four to six round trips.
+// lazyTx is a transaction whose BEGIN travels with its first statement or
+// batch, in one batch (pgx.Batch.BeginTx): pgx's own Begin is a round trip
+// of its own, and every write on the issuance path (claims, verdicts,
+// issuance) is a short transaction whose BEGIN was one of its four to six
+// round trips.
 // From the first statement on, everything goes to the pgx transaction that
 // batch began.
 //
@@ -39,20 +40,13 @@ func (t *lazyTx) begin(ctx context.Context) (pgx.Tx, error) {
 	return t.tx, nil
 }
 
-// first sends BEGIN and the transaction's first statement as one batch.
-// The caller reads the statement's result from the batch and closes it
-// before the transaction is used again.
-func (t *lazyTx) first(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+// first sends BEGIN and the transaction's first statement as one batch
+// (SendBatch). The caller reads the statement's result from the batch and
+// closes it before the transaction is used again.
+func (t *lazyTx) first(ctx context.Context, sql string, args []any) pgx.BatchResults {
 	b := &pgx.Batch{}
-	b.BeginTx(pgx.TxOptions{})
 	b.Queue(sql, args...)
-	br := t.conn.SendBatch(ctx, b)
-	t.tx = br.Tx()
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return nil, err
-	}
-	return br, nil
+	return t.SendBatch(ctx, b)
 }
 
 func (t *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
@@ -62,10 +56,7 @@ func (t *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 	if t.tx != nil {
 		return t.tx.Exec(ctx, sql, args...)
 	}
-	br, err := t.first(ctx, sql, args)
-	if err != nil {
-		return pgconn.CommandTag{}, err
-	}
+	br := t.first(ctx, sql, args)
 	tag, err := br.Exec()
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -80,10 +71,7 @@ func (t *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 	if t.tx != nil {
 		return t.tx.Query(ctx, sql, args...)
 	}
-	br, err := t.first(ctx, sql, args)
-	if err != nil {
-		return nil, err
-	}
+	br := t.first(ctx, sql, args)
 	rows, err := br.Query()
 	if err != nil {
 		_ = br.Close()
@@ -144,12 +132,28 @@ func (r *row) Scan(dest ...any) error {
 	return r.rows.Err()
 }
 
+// SendBatch sends b in the transaction. Before the transaction has begun,
+// BEGIN goes first in the same batch and its result is read here, so the
+// caller reads b's results as if the transaction had begun before.
 func (t *lazyTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	tx, err := t.begin(ctx)
-	if err != nil {
+	if t.closed {
+		return errBatch{pgx.ErrTxClosed}
+	}
+	if t.tx != nil {
+		return t.tx.SendBatch(ctx, b)
+	}
+	withBegin := &pgx.Batch{}
+	withBegin.BeginTx(pgx.TxOptions{})
+	withBegin.QueuedQueries = append(withBegin.QueuedQueries, b.QueuedQueries...)
+	br := t.conn.SendBatch(ctx, withBegin)
+	t.tx = br.Tx()
+	// BEGIN fails only when the whole batch does (pgx prepares every
+	// statement before running any); closing it then closes t.tx too.
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
 		return errBatch{err}
 	}
-	return tx.SendBatch(ctx, b)
+	return br
 }
 
 // errBatch answers every read of a batch that could not be sent.

@@ -120,6 +120,46 @@ func TestLazyTx(t *testing.T) {
 			}
 			return tx.Commit(ctx)
 		}, 5, 1},
+		{"batch first: BEGIN rides in it", func(tx pgx.Tx) error {
+			b := &pgx.Batch{}
+			b.Queue(`INSERT INTO t VALUES ('a')`)
+			b.Queue(`INSERT INTO t VALUES ('b'), ('c')`)
+			br := tx.SendBatch(ctx, b)
+			if tag, err := br.Exec(); err != nil || tag.RowsAffected() != 1 {
+				return errors.Join(err, fmt.Errorf("first result %v, want the first INSERT's", tag))
+			}
+			if tag, err := br.Exec(); err != nil || tag.RowsAffected() != 2 {
+				return errors.Join(err, fmt.Errorf("second result %v, want the second INSERT's", tag))
+			}
+			if err := br.Close(); err != nil {
+				return err
+			}
+			return tx.Commit(ctx)
+		}, 2, 3},
+		{"batch first fails in the middle", func(tx pgx.Tx) error {
+			b := &pgx.Batch{}
+			b.Queue(`INSERT INTO t VALUES ('a')`)
+			b.Queue(`INSERT INTO t VALUES ('a')`)
+			b.Queue(`INSERT INTO t VALUES ('b')`)
+			if err := tx.SendBatch(ctx, b).Close(); err == nil {
+				return errors.New("a duplicate key in a batch was accepted")
+			}
+			if err := tx.Commit(ctx); !errors.Is(err, pgx.ErrTxCommitRollback) {
+				return fmt.Errorf("commit of a failed transaction = %v, want ErrTxCommitRollback", err)
+			}
+			return nil
+		}, 2, 0},
+		{"exec, then batch", func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO t VALUES ('a')`); err != nil {
+				return err
+			}
+			b := &pgx.Batch{}
+			b.Queue(`INSERT INTO t VALUES ('b')`)
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return err
+			}
+			return tx.Commit(ctx)
+		}, 3, 2},
 		{"untouched", func(tx pgx.Tx) error { return tx.Commit(ctx) }, 0, 0},
 	}
 	for _, tc := range tests {

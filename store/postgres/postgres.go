@@ -100,7 +100,61 @@ func (t pgTx) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, 
 	return rows, nil
 }
 
+// Batch sends stmts as one pgx batch; a transaction that has not begun
+// begins in it (lazyTx.SendBatch).
+func (t pgTx) Batch(ctx context.Context, stmts []sqlstore.Stmt) ([]int64, error) {
+	return sendBatch(ctx, t.tx, stmts)
+}
+
 func (t pgTx) Raw() jobs.Tx { return t.tx }
+
+// sendBatch sends stmts on c as one pgx batch, one round trip, and reads
+// their results in order, stopping at the first that fails
+// (sqlstore.Tx.Batch).
+func sendBatch(ctx context.Context, c interface {
+	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+}, stmts []sqlstore.Stmt) ([]int64, error) {
+	if len(stmts) == 0 {
+		return nil, nil
+	}
+	b := &pgx.Batch{}
+	for _, st := range stmts {
+		b.Queue(st.SQL, st.Args...)
+	}
+	br := c.SendBatch(ctx, b)
+	n := make([]int64, 0, len(stmts))
+	for _, st := range stmts {
+		k, err := batchResult(br, st.Dest)
+		if err != nil {
+			_ = br.Close()
+			return n, err
+		}
+		n = append(n, k)
+	}
+	return n, br.Close()
+}
+
+// batchResult reads the next result of br: the rows a statement affected,
+// or with dest whether a query returned a row, scanned into dest.
+func batchResult(br pgx.BatchResults, dest []any) (int64, error) {
+	if dest == nil {
+		tag, err := br.Exec()
+		return tag.RowsAffected(), err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return 0, rows.Err()
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return 0, err
+	}
+	rows.Close()
+	return 1, rows.Err()
+}
 
 // Migrate applies Hallmark's pending migrations (not River's).
 func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {

@@ -32,5 +32,10 @@ func (t sqlAuto) Query(ctx context.Context, q string, args ...any) (sqlstore.Row
 	return sqlRows{rows}, nil
 }
 
+// Batch runs stmts one after another, each committing alone.
+func (t sqlAuto) Batch(ctx context.Context, stmts []sqlstore.Stmt) ([]int64, error) {
+	return runEach(ctx, t.c.db, stmts)
+}
+
 // Raw is nil: jobs are only ever inserted inside a transaction.
 func (t sqlAuto) Raw() jobs.Tx { return nil }

@@ -120,7 +120,37 @@ func (t sqlTx) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows,
 	return sqlRows{rows}, nil
 }
 
+// Batch runs stmts one after another: SQLite has no round trips to save.
+func (t sqlTx) Batch(ctx context.Context, stmts []sqlstore.Stmt) ([]int64, error) {
+	return runEach(ctx, t.tx, stmts)
+}
+
 func (t sqlTx) Raw() jobs.Tx { return t.tx }
+
+// runEach runs stmts in order on e, stopping at the first that fails
+// (sqlstore.Tx.Batch).
+func runEach(ctx context.Context, e interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, stmts []sqlstore.Stmt) ([]int64, error) {
+	n := make([]int64, 0, len(stmts))
+	for _, st := range stmts {
+		k, err := int64(1), error(nil)
+		if st.Dest == nil {
+			var res sql.Result
+			if res, err = e.ExecContext(ctx, st.SQL, st.Args...); err == nil {
+				k, err = res.RowsAffected()
+			}
+		} else if err = e.QueryRowContext(ctx, st.SQL, st.Args...).Scan(st.Dest...); errors.Is(err, sql.ErrNoRows) {
+			k, err = 0, nil
+		}
+		if err != nil {
+			return n, err
+		}
+		n = append(n, k)
+	}
+	return n, nil
+}
 
 type sqlRows struct{ *sql.Rows }
 

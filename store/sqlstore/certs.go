@@ -25,33 +25,38 @@ func scanCert(r interface{ Scan(...any) error }, seq *int64) (*store.Certificate
 	return &c, nil
 }
 
-func (s *Store) certificateInsert(ctx context.Context, t *txn, c store.Certificate) error {
+// queueCertificate queues on b the row of certificate c, issued for order
+// c.OrderID, and its names, and returns the index of the certificate's
+// INSERT. The INSERT reads the order row that OrderIssued's
+// compare-and-swap has just made valid with c's serial, taking the order's
+// account and profile where c leaves them empty; it inserts nothing when
+// no such row exists.
+func (s *Store) queueCertificate(b *batch, c store.Certificate) (int, error) {
 	names := c.Names
 	if names == nil {
 		names = []string{}
 	}
 	nt, err := jsonText(names)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var issued any = nil
 	if !c.IssuedAt.IsZero() {
 		issued = s.d.T(c.IssuedAt)
 	}
-	if _, err := t.exec(ctx, `INSERT INTO certificates (serial, order_id, account_id, issuer_id, profile, der, chain_pem, names, not_before, not_after, issued_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE($11, {now}))`,
+	i := b.exec("storing certificate "+c.Serial,
+		`INSERT INTO certificates (serial, order_id, account_id, issuer_id, profile, der, chain_pem, names, not_before, not_after, issued_at)
+SELECT $1, id, COALESCE(NULLIF($3, ''), account_id), $4, COALESCE(NULLIF($5, ''), profile), $6, $7, $8, $9, $10, COALESCE($11, {now})
+FROM orders WHERE id = $2 AND status = 'valid' AND cert_serial = $1`,
 		c.Serial, c.OrderID, c.AccountID, c.IssuerID, c.Profile, nonNil(c.DER), nonNil(c.ChainPEM), nt,
-		s.d.T(c.NotBefore), s.d.T(c.NotAfter), issued); err != nil {
-		return fmt.Errorf("storing certificate %s: %w", c.Serial, err)
-	}
+		s.d.T(c.NotBefore), s.d.T(c.NotAfter), issued)
 	rows := make([][]any, len(names))
 	for i, n := range names {
 		rows[i] = []any{c.Serial, n}
 	}
-	if err := insertRows(ctx, t, `INSERT INTO certificate_names (serial, name)`, `($1, $2)`, ` ON CONFLICT DO NOTHING`, rows); err != nil {
-		return fmt.Errorf("storing the names of certificate %s: %w", c.Serial, err)
-	}
-	return nil
+	queueRows(b, "storing the names of certificate "+c.Serial,
+		`INSERT INTO certificate_names (serial, name)`, `($1, $2)`, ` ON CONFLICT DO NOTHING`, rows)
+	return i, nil
 }
 
 func (s *Store) certBySerial(ctx context.Context, t *txn, serial string) (*store.Certificate, error) {

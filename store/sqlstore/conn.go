@@ -40,9 +40,31 @@ const (
 type Tx interface {
 	Exec(ctx context.Context, query string, args ...any) (int64, error)
 	Query(ctx context.Context, query string, args ...any) (Rows, error)
+	// Batch runs stmts in order, in one round trip where the driver can
+	// (PostgreSQL: one pgx batch, with BEGIN when the transaction has not
+	// begun yet; SQLite: one after another), and returns what each did:
+	// the rows it affected, or for a statement with Dest 1 when it returned
+	// a row (scanned into Dest) and 0 when it returned none. It stops at the
+	// first statement that fails and returns its error with the results of
+	// those before it, so stmts[len(n)] is the one that failed, and the
+	// transaction must roll back as after a failed Exec. (pgx prepares a
+	// batch's statements before running any: one that cannot be prepared
+	// fails the batch at its first statement.)
+	//
+	// On an Autocommitter's Tx the statements commit one by one on SQLite
+	// and together on PostgreSQL (a batch is one implicit transaction).
+	Batch(ctx context.Context, stmts []Stmt) (n []int64, err error)
 	// Raw is the driver's transaction (pgx.Tx or *sql.Tx), handed to
 	// jobs.Inserter so jobs commit with the rows.
 	Raw() jobs.Tx
+}
+
+// Stmt is one statement of a Batch. With Dest it is a query (INSERT ...
+// RETURNING, SELECT) whose first row is scanned into Dest.
+type Stmt struct {
+	SQL  string
+	Args []any
+	Dest []any
 }
 
 // Rows is a result set; Close must be called before the next statement.

@@ -1,7 +1,6 @@
 package sqlstore
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,24 +12,22 @@ import (
 // dialect's and the driver's statement caches stay small.
 const maxRowsPerStatement = 100
 
-// insertRows runs head VALUES row, row, ... tail: one INSERT for up to
-// maxRowsPerStatement rows, so writing many rows costs one round trip.
-// row is one parenthesized group whose placeholders $1..$k take the k
-// values of one element of rows; each group is renumbered to follow the
-// previous one. Nothing but placeholders enters the statement text.
-func insertRows(ctx context.Context, t *txn, head, row, tail string, rows [][]any) error {
+// queueRows queues head VALUES row, row, ... tail on b: one INSERT for up
+// to maxRowsPerStatement rows, and the batch sends them all in one round
+// trip. row is one parenthesized group whose placeholders $1..$k take the
+// k values of one element of rows; each group is renumbered to follow the
+// previous one. Nothing but placeholders enters the statement text. what
+// says what the rows are, for an error.
+func queueRows(b *batch, what, head, row, tail string, rows [][]any) {
 	for len(rows) > 0 {
 		n := min(len(rows), maxRowsPerStatement)
 		args := make([]any, 0, n*len(rows[0]))
 		for _, r := range rows[:n] {
 			args = append(args, r...)
 		}
-		if _, err := t.exec(ctx, head+" VALUES "+valueRows(row, len(rows[0]), n)+tail, args...); err != nil {
-			return err
-		}
+		b.exec(what, head+" VALUES "+valueRows(row, len(rows[0]), n)+tail, args...)
 		rows = rows[n:]
 	}
-	return nil
 }
 
 type valuesKey struct {

@@ -249,30 +249,29 @@ func (s *Store) OrderCreate(ctx context.Context, o store.NewOrder) (*store.Order
 	notBefore, notAfter, expires := dbTimeP(o.NotBefore), dbTimeP(o.NotAfter), dbTime(o.Expires)
 	var out *store.Order
 	err = s.inTx(ctx, func(t *txn) error {
-		ord := &store.Order{ID: randomID(), AccountID: o.AccountID, Status: status, Identifiers: identsRead, Profile: o.Profile,
-			NotBefore: notBefore, NotAfter: notAfter, Expires: expires, Replaces: o.Replaces}
-		if err := t.queryRow(ctx, `INSERT INTO orders (id, account_id, status, identifiers, profile, not_before, not_after, expires_at, replaces, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, {now}, {now}) RETURNING created_at, updated_at`,
-			ord.ID, o.AccountID, string(status), idents, o.Profile, s.d.TP(notBefore), s.d.TP(notAfter), s.d.T(expires), o.Replaces).
-			Scan(ts(&ord.CreatedAt), ts(&ord.UpdatedAt)); err != nil {
-			return fmt.Errorf("creating order: %w", err)
-		}
-		identRows := make([][]any, len(o.Identifiers))
-		for i, id := range o.Identifiers {
-			identRows[i] = []any{ord.ID, string(id.Type), id.Value}
-		}
-		if err := insertRows(ctx, t, `INSERT INTO order_identifiers (order_id, type, value)`, `($1, $2, $3)`, ` ON CONFLICT DO NOTHING`, identRows); err != nil {
-			return fmt.Errorf("recording the identifiers of order %s: %w", ord.ID, err)
-		}
+		// Reused authorizations are checked first: that is the one read,
+		// and every write after it needs no result of another, so they go
+		// in one batch (on PostgreSQL one round trip, with BEGIN when
+		// nothing is reused).
 		if reusing {
 			if err := checkReuse(ctx, t, o); err != nil {
 				return err
 			}
 		}
-		freshIDs, err := s.authzsCreate(ctx, t, o, fresh)
-		if err != nil {
-			return err
+		ord := &store.Order{ID: randomID(), AccountID: o.AccountID, Status: status, Identifiers: identsRead, Profile: o.Profile,
+			NotBefore: notBefore, NotAfter: notAfter, Expires: expires, Replaces: o.Replaces}
+		var b batch
+		b.scan("creating order", []any{ts(&ord.CreatedAt), ts(&ord.UpdatedAt)},
+			`INSERT INTO orders (id, account_id, status, identifiers, profile, not_before, not_after, expires_at, replaces, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, {now}, {now}) RETURNING created_at, updated_at`,
+			ord.ID, o.AccountID, string(status), idents, o.Profile, s.d.TP(notBefore), s.d.TP(notAfter), s.d.T(expires), o.Replaces)
+		identRows := make([][]any, len(o.Identifiers))
+		for i, id := range o.Identifiers {
+			identRows[i] = []any{ord.ID, string(id.Type), id.Value}
 		}
+		queueRows(&b, "recording the identifiers of order "+ord.ID,
+			`INSERT INTO order_identifiers (order_id, type, value)`, `($1, $2, $3)`, ` ON CONFLICT DO NOTHING`, identRows)
+		freshIDs := s.queueAuthzs(&b, o, fresh)
 		if len(o.Authzs) > 0 {
 			ord.AuthzIDs = make([]string, len(o.Authzs))
 			links := make([][]any, len(o.Authzs))
@@ -284,20 +283,21 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, {now}, {now}) RETURNING created_at, 
 				ord.AuthzIDs[i] = id
 				links[i] = []any{ord.ID, id, i}
 			}
-			if err := insertRows(ctx, t, `INSERT INTO order_authz (order_id, authz_id, position)`, `($1, $2, $3)`, ``, links); err != nil {
-				return fmt.Errorf("linking the authorizations of order %s: %w", ord.ID, err)
-			}
+			queueRows(&b, "linking the authorizations of order "+ord.ID,
+				`INSERT INTO order_authz (order_id, authz_id, position)`, `($1, $2, $3)`, ``, links)
 		}
+		ready := -1
 		if reusing {
-			n, err := t.exec(ctx, `UPDATE orders SET status = 'ready' WHERE id = $1 AND NOT EXISTS (
+			ready = b.exec("", `UPDATE orders SET status = 'ready' WHERE id = $1 AND NOT EXISTS (
   SELECT 1 FROM order_authz oa JOIN authorizations a ON a.id = oa.authz_id
   WHERE oa.order_id = orders.id AND a.status <> 'valid')`, ord.ID)
-			if err != nil {
-				return err
-			}
-			if n == 1 {
-				ord.Status = acme.StatusReady
-			}
+		}
+		n, err := t.send(ctx, &b)
+		if err != nil {
+			return err
+		}
+		if ready >= 0 && n[ready] == 1 {
+			ord.Status = acme.StatusReady
 		}
 		if o.ReplacesSerial != "" { // RFC 9773 §5; store/sqlstore/ari.go
 			if err := s.replace(ctx, t, o.ReplacesSerial, o.AccountID, ord.ID); err != nil {
@@ -353,18 +353,20 @@ func checkReuse(ctx context.Context, t *txn, o store.NewOrder) error {
 
 // authzCreate writes one authorization and its challenges (newAuthz).
 func (s *Store) authzCreate(ctx context.Context, t *txn, o store.NewOrder, a *store.Authorization) (string, error) {
-	ids, err := s.authzsCreate(ctx, t, o, []*store.Authorization{a})
-	if err != nil {
+	var b batch
+	ids := s.queueAuthzs(&b, o, []*store.Authorization{a})
+	if _, err := t.send(ctx, &b); err != nil {
 		return "", err
 	}
 	return ids[0], nil
 }
 
-// authzsCreate writes new authorizations of o and all their challenges,
-// one multi-row INSERT for each table, and returns their IDs in order.
-func (s *Store) authzsCreate(ctx context.Context, t *txn, o store.NewOrder, as []*store.Authorization) ([]string, error) {
+// queueAuthzs queues on b the new authorizations of o and all their
+// challenges, one multi-row INSERT for each table, and returns their IDs in
+// order.
+func (s *Store) queueAuthzs(b *batch, o store.NewOrder, as []*store.Authorization) []string {
 	if len(as) == 0 {
-		return nil, nil
+		return nil
 	}
 	ids := make([]string, len(as))
 	authzRows := make([][]any, len(as))
@@ -392,15 +394,14 @@ func (s *Store) authzsCreate(ctx context.Context, t *txn, o store.NewOrder, as [
 			challengeRows = append(challengeRows, []any{randomID(), ids[i], j, string(c.Type), token, string(cs)})
 		}
 	}
-	if err := insertRows(ctx, t, `INSERT INTO authorizations (id, account_id, identifier_type, identifier_value, wildcard, status, expires_at, created_at, updated_at)`,
-		`($1, $2, $3, $4, $5, $6, $7, {now}, {now})`, ``, authzRows); err != nil {
-		return nil, fmt.Errorf("creating authorizations for %s: %w", authzNames(as), err)
-	}
-	if err := insertRows(ctx, t, `INSERT INTO challenges (id, authz_id, position, type, token, status, updated_at)`,
-		`($1, $2, $3, $4, $5, $6, {now})`, ``, challengeRows); err != nil {
-		return nil, fmt.Errorf("creating challenges for %s: %w", authzNames(as), err)
-	}
-	return ids, nil
+	names := authzNames(as)
+	queueRows(b, "creating authorizations for "+names,
+		`INSERT INTO authorizations (id, account_id, identifier_type, identifier_value, wildcard, status, expires_at, created_at, updated_at)`,
+		`($1, $2, $3, $4, $5, $6, $7, {now}, {now})`, ``, authzRows)
+	queueRows(b, "creating challenges for "+names,
+		`INSERT INTO challenges (id, authz_id, position, type, token, status, updated_at)`,
+		`($1, $2, $3, $4, $5, $6, {now})`, ``, challengeRows)
+	return ids
 }
 
 // authzNames lists the identifiers of authorizations for an error.
@@ -590,30 +591,37 @@ RETURNING `+orderCols, orderID, nonNil(csrDER)), &seq)
 
 func (s *Store) OrderIssued(ctx context.Context, in store.Issued) error {
 	return s.inTx(ctx, func(t *txn) error {
-		// The compare-and-swap: processing → valid, returning what the
-		// certificate row defaults to.
-		var accountID, profile string
-		err := t.queryRow(ctx, `UPDATE orders SET status = 'valid', cert_serial = $2, updated_at = {now} WHERE id = $1 AND status = 'processing'
-RETURNING account_id, profile`, in.OrderID, in.Certificate.Serial).Scan(&accountID, &profile)
-		if errors.Is(err, store.ErrNotFound) {
-			o, err := s.orderByID(ctx, t, in.OrderID)
-			if err != nil {
-				return err
+		// One batch: the compare-and-swap processing → valid, the order's
+		// status as it then stands (for the error when the swap moved
+		// nothing), and the certificate's rows. The certificate takes its
+		// account and profile defaults from the order row the swap has
+		// just made valid with this serial; when the swap moved nothing,
+		// whatever the rest of the batch did rolls back with the error.
+		var b batch
+		moved := b.exec("", `UPDATE orders SET status = 'valid', cert_serial = $2, updated_at = {now} WHERE id = $1 AND status = 'processing'`,
+			in.OrderID, in.Certificate.Serial)
+		var status string
+		found := b.scan("", []any{&status}, `SELECT status FROM orders WHERE id = $1`, in.OrderID)
+		c := in.Certificate
+		c.OrderID = in.OrderID
+		inserted, err := s.queueCertificate(&b, c)
+		if err != nil {
+			return err
+		}
+		n, err := t.send(ctx, &b)
+		if len(n) > found && n[moved] == 0 {
+			if n[found] == 0 {
+				return fmt.Errorf("reading order %s: %w", in.OrderID, store.ErrNotFound)
 			}
-			return fmt.Errorf("storing the certificate of order %s: it is %s, not processing: %w", in.OrderID, o.Status, store.ErrConflict)
+			return fmt.Errorf("storing the certificate of order %s: it is %s, not processing: %w", in.OrderID, status, store.ErrConflict)
 		}
 		if err != nil {
 			return err
 		}
-		c := in.Certificate
-		c.OrderID = in.OrderID
-		if c.AccountID == "" {
-			c.AccountID = accountID
+		if n[inserted] != 1 { // unreachable: the swap made the row it reads
+			return fmt.Errorf("storing certificate %s: order %s was not valid with it", c.Serial, in.OrderID)
 		}
-		if c.Profile == "" {
-			c.Profile = profile
-		}
-		return s.certificateInsert(ctx, t, c)
+		return nil
 	})
 }
 

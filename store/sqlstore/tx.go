@@ -38,6 +38,52 @@ func (t *txn) query(ctx context.Context, q string, args ...any) (Rows, error) {
 	return rows, t.mapErr(err)
 }
 
+// batch is statements that need nothing from each other's results, sent
+// together (Tx.Batch): on PostgreSQL one round trip for all of them.
+type batch struct {
+	stmts []Stmt
+	what  []string // what each statement does, for its error ("" for none)
+}
+
+// exec queues a statement and returns its index in send's results.
+func (b *batch) exec(what, q string, args ...any) int {
+	return b.add(what, Stmt{SQL: q, Args: args})
+}
+
+// scan queues a query whose first row send scans into dest.
+func (b *batch) scan(what string, dest []any, q string, args ...any) int {
+	return b.add(what, Stmt{SQL: q, Args: args, Dest: dest})
+}
+
+func (b *batch) add(what string, st Stmt) int {
+	b.stmts = append(b.stmts, st)
+	b.what = append(b.what, what)
+	return len(b.stmts) - 1
+}
+
+// send runs b's statements in order (Tx.Batch) and returns what each did.
+// The statement that fails stops the batch; its error is mapped as exec
+// maps it, after what that statement does.
+func (t *txn) send(ctx context.Context, b *batch) ([]int64, error) {
+	if len(b.stmts) == 0 {
+		return nil, nil
+	}
+	stmts := make([]Stmt, len(b.stmts))
+	for i, st := range b.stmts {
+		st.SQL = t.d.SQL(st.SQL)
+		stmts[i] = st
+	}
+	n, err := t.raw.Batch(ctx, stmts)
+	if err == nil {
+		return n, nil
+	}
+	err = t.mapErr(err)
+	if i := len(n); i < len(b.what) && b.what[i] != "" {
+		err = fmt.Errorf("%s: %w", b.what[i], err)
+	}
+	return n, err
+}
+
 // row is one row of a query, read by Scan; no rows is store.ErrNotFound.
 type row struct {
 	t    *txn

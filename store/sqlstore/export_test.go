@@ -1,0 +1,10 @@
+package sqlstore
+
+import "context"
+
+// Send runs stmts on raw, a transaction of c, as the store sends a batch
+// (txn.send): tokens expanded, the failure mapped to the store's sentinels.
+func Send(ctx context.Context, c Conn, d *Dialect, raw Tx, stmts []Stmt) ([]int64, error) {
+	b := batch{stmts: stmts, what: make([]string, len(stmts))}
+	return (&txn{raw: raw, d: d, c: c}).send(ctx, &b)
+}
