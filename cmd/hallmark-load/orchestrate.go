@@ -233,7 +233,40 @@ dir = "ca"
 	if err := waitDirectory(ctx, t); err != nil {
 		return fail(fmt.Errorf("%w (logs in %s)", err, dir))
 	}
+	// A worker that could not start (a port taken between freePort and its
+	// bind, say) would leave the run polling until --timeout: wait until it
+	// says it is ready, or fail with its log.
+	if err := waitReady(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[2])); err != nil {
+		logText, _ := os.ReadFile(filepath.Join(dir, "worker.log"))
+		return fail(fmt.Errorf("hallmark-worker: %w; its log:\n%s", err, tail(logText, 2000)))
+	}
 	return t, nil
+}
+
+// waitReady polls url until it answers 200.
+func waitReady(ctx context.Context, url string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%s did not answer 200 within 30s", url)
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
 }
 
 // startPebble runs Let's Encrypt's Pebble with the generator's DNS server
