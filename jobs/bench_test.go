@@ -43,7 +43,7 @@ type benchRun struct {
 // backlog (its jobs/s is the offered rate, not capacity); pairs offers two
 // at once from two goroutines every 10 ms, as a client answering two
 // challenges does: the inserting client skips the second notification when
-// it comes within 1 ms, and that job waits for the next pair's (p99) or,
+// it comes within 1 ms (2 ms on SQLite), and that job waits for the next pair's (p99) or,
 // with no next pair, the poll (max). With pg_stat_statements it also
 // reports the statements and their execution time per job (-v lists them).
 //
@@ -97,10 +97,23 @@ func benchQueue(b *testing.B, dialect string, inserters, perTx int, pace time.Du
 	if v, err := time.ParseDuration(os.Getenv("HALLMARK_BENCH_FETCH_POLL")); err == nil {
 		s.FetchPollInterval = v
 	}
-	// The inserting client's limit on insert notifications (PostgreSQL).
+	// The inserting client's limit on insert notifications and, on SQLite,
+	// how often the worker checks for the inserting process's commits.
 	inserts := e.q
-	if v, err := time.ParseDuration(os.Getenv("HALLMARK_BENCH_NOTIFY_EVERY")); err == nil && dialect == "postgres" {
-		inserts = jobs.NewPostgresNotifyEvery(e.db.(pgDB).pool, v)
+	notifyEvery, notifyErr := time.ParseDuration(os.Getenv("HALLMARK_BENCH_NOTIFY_EVERY"))
+	notifyCheck, checkErr := time.ParseDuration(os.Getenv("HALLMARK_BENCH_NOTIFY_CHECK"))
+	switch {
+	case dialect == "postgres" && notifyErr == nil:
+		inserts = jobs.NewPostgresNotifyEvery(e.db.(pgDB).pool, notifyEvery)
+	case dialect == "sqlite" && (notifyErr == nil || checkErr == nil):
+		if notifyErr != nil {
+			notifyEvery = jobs.NotifyEverySQLite
+		}
+		if checkErr != nil {
+			notifyCheck = jobs.NotifyCheckSQLite
+		}
+		inserts = jobs.NewSQLiteTuned(e.db.(liteDB).db, notifyEvery, notifyCheck)
+		workerQ = jobs.NewSQLiteTuned(workerDB.(liteDB).db, notifyEvery, notifyCheck)
 	}
 	start(b, workerQ, reg, s)
 	ctx := context.Background()

@@ -28,8 +28,10 @@
 //     available within 5 s, so a rescue takes RescueAfter plus up to ~35 s.
 //   - Fetch timing is set explicitly: a 2 ms cooldown (River's 100 ms caps
 //     throughput near 1,000 jobs/s); insert notifications start jobs, and
-//     the poll that backs them up runs every 250 ms on PostgreSQL (it is
-//     most of an idle worker's cost) and 50 ms on SQLite.
+//     the poll that backs them up runs every 250 ms (it is most of an idle
+//     worker's cost). On SQLite a notification is a row in an outbox
+//     table: a worker checks every 5 ms whether another process has
+//     committed (PRAGMA data_version) and reads the outbox only then.
 //
 // On SQLite every process holds one connection (riversqlite's requirement),
 // so whoever holds a transaction on the handle (a store method inserting a

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"database/sql"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,5 +13,17 @@ import (
 // limit, for benchmarks that explore it.
 func NewPostgresNotifyEvery(pool *pgxpool.Pool, every time.Duration) Queue {
 	q := NewPostgres(pool).(*riverQueue[pgx.Tx])
-	return newQueue(riverpgxv5.New(pool), q.maxWorkers, q.pollEvery, every, q.asTx)
+	return newQueue(riverpgxv5.New(pool), q.maxWorkers, every, q.asTx)
+}
+
+// NewSQLite's insert-notification limit and commit-check interval.
+const (
+	NotifyEverySQLite = notifyEverySQLite
+	NotifyCheckSQLite = notifyCheckSQLite
+)
+
+// NewSQLiteTuned is NewSQLite with another insert-notification limit and
+// commit-check interval, for benchmarks that explore them.
+func NewSQLiteTuned(db *sql.DB, notifyEvery, checkEvery time.Duration) Queue {
+	return newSQLite(db, notifyEvery, checkEvery)
 }

@@ -26,23 +26,22 @@ import (
 // ~3,700 jobs/s, 200 workers ~7,400-8,300, 500 workers ~8,500; a 2 ms
 // cooldown beat 5 ms by ~10%.
 //
-// Insert notifications start jobs (p50 ~1-3 ms from commit); the poll only
-// catches a job whose notification the inserting client skipped (one within
-// 1 ms of the previous for the same queue on PostgreSQL, 20 ms on SQLite)
-// when no later insert's notification comes either. Each queue polls, so
-// the interval is most of what an idle worker costs: on PostgreSQL 250 ms
-// (BenchmarkIdle, four queues: 73 statements/s at 50 ms, 16 at 250 ms) with
-// no change to BenchmarkQueue's latencies. SQLite keeps 50 ms: its
-// notifications are themselves polled and skipped more often, and at 250 ms
-// its paced p50 rose from 16 to 22 ms.
+// Insert notifications start jobs (p50 ~1-3 ms from commit on both
+// dialects); the poll only catches a job whose notification the inserting
+// client skipped (one within 1 ms of the previous for the same queue on
+// PostgreSQL, 2 ms on SQLite) when no later insert's notification comes
+// either. Each queue polls, so the interval is most of what an idle worker
+// costs: 250 ms (BenchmarkIdle, four queues: on PostgreSQL 73 statements/s
+// at 50 ms, 16 at 250 ms; on SQLite, where each poll is an UPDATE costing
+// ~1 ms of CPU, 90-105 ms of CPU per second at 50 ms, ~40 at 250 ms) with
+// no change to BenchmarkQueue's latencies.
 const (
-	DefaultFetchCooldown           = 2 * time.Millisecond
-	DefaultFetchPollInterval       = 250 * time.Millisecond
-	DefaultFetchPollIntervalSQLite = 50 * time.Millisecond
-	DefaultJobTimeout              = 30 * time.Second
-	DefaultRescueAfter             = 60 * time.Second
-	DefaultRetryBase               = time.Second
-	DefaultRetryMax                = 5 * time.Minute
+	DefaultFetchCooldown     = 2 * time.Millisecond
+	DefaultFetchPollInterval = 250 * time.Millisecond
+	DefaultJobTimeout        = 30 * time.Second
+	DefaultRescueAfter       = 60 * time.Second
+	DefaultRetryBase         = time.Second
+	DefaultRetryMax          = 5 * time.Minute
 	// DefaultMaxAttempts bounds CouldNotRun retries (and rescues of jobs
 	// whose worker died); after the last retry the subject is abandoned, and
 	// one the rescuer discards is left to Recover.
@@ -50,6 +49,19 @@ const (
 
 	defaultMaxWorkersPostgres = 200
 	defaultMaxWorkersSQLite   = 4
+
+	// On SQLite a notification is a row in an outbox table that workers
+	// read (sqliteListener), so the inserting client limits them to one per
+	// queue per notifyEverySQLite, and a worker checks for other processes'
+	// commits every notifyCheckSQLite. BenchmarkQueue/sqlite/paced, p50
+	// insert→start: 16 ms with riversqlite's own 50 ms outbox poll and a
+	// 20 ms limit; 11 ms checking every 5 ms with the 20 ms limit; 2-3 ms
+	// with a 1, 2 or 5 ms limit (4 ms checking every 10 ms). The checks
+	// cost an idle worker CPU (BenchmarkIdle/sqlite: ~40 ms per second
+	// without them, 60-70 every 5 ms, ~57 every 10 ms) and a loaded one a
+	// little throughput (BenchmarkQueue/sqlite/tx1 3-6% lower).
+	notifyEverySQLite = 2 * time.Millisecond
+	notifyCheckSQLite = 5 * time.Millisecond
 )
 
 // Settings tunes the River client. Zero values take the defaults above.
@@ -60,7 +72,7 @@ type Settings struct {
 	MaxWorkers        int           // concurrent jobs per queue; default 200 (PostgreSQL), 4 (SQLite)
 	Queues            []string      // queues to work; default QueueValidate, QueueMaintenance
 	FetchCooldown     time.Duration // default 2ms
-	FetchPollInterval time.Duration // default 250ms (PostgreSQL), 50ms (SQLite)
+	FetchPollInterval time.Duration // default 250ms
 	JobTimeout        time.Duration // default 30s; must be shorter than RescueAfter
 	RescueAfter       time.Duration // default 60s: a job running longer belongs to a dead worker
 	Periodic          []*river.PeriodicJob
@@ -78,7 +90,7 @@ type Settings struct {
 	Logger *slog.Logger
 }
 
-func (s Settings) withDefaults(maxWorkers int, pollEvery time.Duration) Settings {
+func (s Settings) withDefaults(maxWorkers int) Settings {
 	if s.WorkerID == "" {
 		host, _ := os.Hostname()
 		s.WorkerID = fmt.Sprintf("%s-%d-%d", host, os.Getpid(), time.Now().UnixMilli())
@@ -93,7 +105,7 @@ func (s Settings) withDefaults(maxWorkers int, pollEvery time.Duration) Settings
 		s.FetchCooldown = DefaultFetchCooldown
 	}
 	if s.FetchPollInterval <= 0 {
-		s.FetchPollInterval = pollEvery
+		s.FetchPollInterval = DefaultFetchPollInterval
 	}
 	if s.JobTimeout == 0 {
 		s.JobTimeout = DefaultJobTimeout
@@ -139,7 +151,7 @@ type Runner interface {
 
 // NewPostgres returns a Queue on a pgx pool (River's riverpgxv5 driver).
 func NewPostgres(pool *pgxpool.Pool) Queue {
-	return newQueue(riverpgxv5.New(pool), defaultMaxWorkersPostgres, DefaultFetchPollInterval, river.FetchCooldownMin, func(tx Tx) (pgx.Tx, bool) {
+	return newQueue(riverpgxv5.New(pool), defaultMaxWorkersPostgres, river.FetchCooldownMin, func(tx Tx) (pgx.Tx, bool) {
 		t, ok := tx.(pgx.Tx)
 		return t, ok
 	})
@@ -154,10 +166,14 @@ func NewPostgres(pool *pgxpool.Pool) Queue {
 // its database work through it: a second query on the handle while that
 // transaction is open waits for a connection that never frees.
 func NewSQLite(db *sql.DB) Queue {
-	// Notifications on SQLite are rows in an outbox the workers poll every
-	// 50 ms: one per insert would only add writes and overflow the
-	// listener's buffer, so at most one per 20 ms.
-	return newQueue(riversqlite.New(db), defaultMaxWorkersSQLite, DefaultFetchPollIntervalSQLite, 20*time.Millisecond, func(tx Tx) (*sql.Tx, bool) {
+	return newSQLite(db, notifyEverySQLite, notifyCheckSQLite)
+}
+
+// newSQLite is NewSQLite with the inserting client's notification limit
+// and how often a worker checks for other processes' commits.
+func newSQLite(db *sql.DB, notifyEvery, checkEvery time.Duration) *riverQueue[*sql.Tx] {
+	d := sqliteDriver{Driver: riversqlite.New(db), db: db, checkEvery: checkEvery}
+	return newQueue(d, defaultMaxWorkersSQLite, notifyEvery, func(tx Tx) (*sql.Tx, bool) {
 		t, ok := tx.(*sql.Tx)
 		return t, ok
 	})
@@ -166,8 +182,7 @@ func NewSQLite(db *sql.DB) Queue {
 // riverQueue is Queue for one driver; TTx is pgx.Tx or *sql.Tx.
 type riverQueue[TTx any] struct {
 	driver     riverdriver.Driver[TTx]
-	maxWorkers int           // the dialect's default Settings.MaxWorkers
-	pollEvery  time.Duration // the dialect's default Settings.FetchPollInterval
+	maxWorkers int // the dialect's default Settings.MaxWorkers
 	asTx       func(Tx) (TTx, bool)
 
 	// client is insert-only (no Workers, no Queues): it is never started,
@@ -176,8 +191,8 @@ type riverQueue[TTx any] struct {
 	clientErr error
 }
 
-func newQueue[TTx any](driver riverdriver.Driver[TTx], maxWorkers int, pollEvery, notifyEvery time.Duration, asTx func(Tx) (TTx, bool)) *riverQueue[TTx] {
-	q := &riverQueue[TTx]{driver: driver, maxWorkers: maxWorkers, pollEvery: pollEvery, asTx: asTx}
+func newQueue[TTx any](driver riverdriver.Driver[TTx], maxWorkers int, notifyEvery time.Duration, asTx func(Tx) (TTx, bool)) *riverQueue[TTx] {
+	q := &riverQueue[TTx]{driver: driver, maxWorkers: maxWorkers, asTx: asTx}
 	q.client, q.clientErr = river.NewClient(driver, &river.Config{
 		// An inserting client notifies workers of new jobs at most once per
 		// FetchCooldown per queue; River's 100 ms default would leave a job
@@ -262,7 +277,7 @@ func (q *riverQueue[TTx]) Migrate(ctx context.Context) error {
 }
 
 func (q *riverQueue[TTx]) Start(ctx context.Context, reg *Registry, s Settings) (Runner, error) {
-	s = s.withDefaults(q.maxWorkers, q.pollEvery)
+	s = s.withDefaults(q.maxWorkers)
 	if s.RescueAfter <= s.JobTimeout {
 		return nil, fmt.Errorf("starting the job runner: RescueAfter (%s) must be longer than JobTimeout (%s), or running jobs are rescued while alive", s.RescueAfter, s.JobTimeout)
 	}

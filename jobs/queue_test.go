@@ -37,6 +37,7 @@ func TestQueue(t *testing.T) {
 		{"StartRefusesWithoutSubjects", testStartRefusesWithoutSubjects},
 		{"AdminRetryAndCancel", testAdminRetryAndCancel},
 		{"PeriodicHousekeepingRuns", testPeriodicHousekeeping},
+		{"InsertNotificationStartsJob", testInsertNotificationStartsJob},
 	}
 	for _, d := range dialects {
 		t.Run(d, func(t *testing.T) {
@@ -125,6 +126,43 @@ func testInsertCommitsWithTheRow(t *testing.T, dialect string) {
 	}
 	if _, err := e.q.Inserter().InsertTx(ctx, "not a tx", workArgs{Key: "b"}); err == nil {
 		t.Fatal("InsertTx accepted a transaction of the wrong type")
+	}
+}
+
+// testInsertNotificationStartsJob checks that an insert's notification,
+// not the fetch poll (a minute here), starts its job: inserted by another
+// process (on SQLite, seen through PRAGMA data_version) and by the worker's
+// own (on SQLite, the listener's 50 ms outbox read).
+func testInsertNotificationStartsJob(t *testing.T, dialect string) {
+	e := newEnv(t, dialect)
+	workerDB, workerQ := e.open(t)
+	started := make(chan string, 2)
+	reg := &jobs.Registry{}
+	if err := jobs.Register(reg, func(ctx context.Context, job jobs.Job[workArgs]) error {
+		started <- job.Args.Key
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s := fast(workerDB, workerQ, "notified-worker")
+	s.FetchPollInterval = time.Minute
+	start(t, workerQ, reg, s)
+	// The worker fetches once as it starts; let that pass.
+	time.Sleep(200 * time.Millisecond)
+	for _, c := range []struct {
+		key string
+		db  sqlDB
+		q   jobs.Queue
+	}{{"other-process", e.db, e.q}, {"same-process", workerDB, workerQ}} {
+		enqueue(t, c.db, c.q, workArgs{Key: c.key})
+		select {
+		case key := <-started:
+			if key != c.key {
+				t.Fatalf("started %s, want %s", key, c.key)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("job %s did not start within 10 s: its notification was lost", c.key)
+		}
 	}
 }
 
