@@ -31,6 +31,12 @@ func newPGStats(tb testing.TB, db sqlDB) *pgStats {
 		tb.Logf("no pg_stat_statements (%v): statement metrics skipped", err)
 		return nil
 	}
+	// The extension can be created on a server that does not load it
+	// (shared_preload_libraries); reading it then fails.
+	if err := pg.Exec(context.Background(), "SELECT 1 FROM pg_stat_statements LIMIT 1"); err != nil {
+		tb.Logf("pg_stat_statements is not loaded (%v): statement metrics skipped", err)
+		return nil
+	}
 	return &pgStats{pg}
 }
 
