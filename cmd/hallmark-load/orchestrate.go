@@ -243,12 +243,16 @@ dir = "ca"
 	return t, nil
 }
 
-// waitReady polls url until it answers 200.
+// waitReady polls url until it answers 200, for 30 s at most.
 func waitReady(ctx context.Context, url string) error {
+	return waitOK(ctx, http.DefaultClient, url)
+}
+
+func waitOK(ctx context.Context, hc *http.Client, url string) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
+		if resp, err := hc.Do(req); err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -362,22 +366,10 @@ func (e *benchEnv) startProcess(dir, logName string, env []string, bin string, a
 }
 
 func waitDirectory(ctx context.Context, t *target) error {
-	hc := newHTTPClient(t.Roots, 1)
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, t.Directory, nil)
-		if resp, err := hc.Do(req); err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
-			return err
-		}
+	if err := waitOK(ctx, newHTTPClient(t.Roots, 1), t.Directory); err != nil {
+		return fmt.Errorf("%s: %w", t.Label, err)
 	}
-	return fmt.Errorf("%s did not serve %s within 30s", t.Label, t.Directory)
+	return nil
 }
 
 // createDatabase creates a fresh PostgreSQL database on the admin URL's
