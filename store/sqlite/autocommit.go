@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/store/sqlstore"
@@ -17,7 +18,13 @@ func (c conn) Autocommit(ctx context.Context, fn func(sqlstore.Tx) error) error 
 type sqlAuto struct{ c conn }
 
 func (t sqlAuto) Exec(ctx context.Context, q string, args ...any) (int64, error) {
-	res, err := t.c.db.ExecContext(ctx, q, args...)
+	var res sql.Result
+	var err error
+	if st := t.c.stmts.outside(ctx, q, args); st != nil {
+		res, err = st.ExecContext(ctx, args...)
+	} else {
+		res, err = t.c.db.ExecContext(ctx, q, args...)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -25,16 +32,22 @@ func (t sqlAuto) Exec(ctx context.Context, q string, args ...any) (int64, error)
 }
 
 func (t sqlAuto) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
-	rows, err := t.c.db.QueryContext(ctx, q, args...)
+	var rows *sql.Rows
+	var err error
+	if st := t.c.stmts.outside(ctx, q, args); st != nil {
+		rows, err = st.QueryContext(ctx, args...)
+	} else {
+		rows, err = t.c.db.QueryContext(ctx, q, args...)
+	}
 	if err != nil {
 		return nil, err
 	}
-	return sqlRows{rows}, nil
+	return sqlRows{Rows: rows}, nil
 }
 
 // Batch runs stmts one after another, each committing alone.
 func (t sqlAuto) Batch(ctx context.Context, stmts []sqlstore.Stmt) ([]int64, error) {
-	return runEach(ctx, t.c.db, stmts)
+	return runEach(ctx, t, stmts)
 }
 
 // Raw is nil: jobs are only ever inserted inside a transaction.

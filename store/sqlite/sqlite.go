@@ -66,17 +66,21 @@ func Open(path string) (*sql.DB, error) {
 }
 
 // Conn adapts db to sqlstore's executor (for the migration runner).
-func Conn(db *sql.DB) sqlstore.Conn { return conn{db} }
+func Conn(db *sql.DB) sqlstore.Conn { return conn{db: db, stmts: newStmtCache(db)} }
 
-type conn struct{ db *sql.DB }
+type conn struct {
+	db    *sql.DB
+	stmts *stmtCache // stmts.go
+}
 
 func (c conn) InTx(ctx context.Context, fn func(sqlstore.Tx) error) error {
 	tx, err := c.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE, from the DSN
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	if err := fn(sqlTx{tx}); err != nil {
+	defer c.stmts.prepareWanted(context.WithoutCancel(ctx)) // the connection is free again by then
+	defer tx.Rollback()                                     //nolint:errcheck // a no-op after Commit
+	if err := fn(sqlTx{tx: tx, stmts: c.stmts}); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -102,10 +106,13 @@ func (c conn) Classify(err error) sqlstore.ErrorKind {
 	return sqlstore.ErrOther
 }
 
-type sqlTx struct{ tx *sql.Tx }
+type sqlTx struct {
+	tx    *sql.Tx
+	stmts *stmtCache
+}
 
 func (t sqlTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
-	res, err := t.tx.ExecContext(ctx, q, args...)
+	res, err := t.stmts.txExec(ctx, t.tx, q, args)
 	if err != nil {
 		return 0, err
 	}
@@ -113,36 +120,30 @@ func (t sqlTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
 }
 
 func (t sqlTx) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
-	rows, err := t.tx.QueryContext(ctx, q, args...)
+	rows, done, err := t.stmts.txQuery(ctx, t.tx, q, args)
 	if err != nil {
 		return nil, err
 	}
-	return sqlRows{rows}, nil
+	return sqlRows{rows, done}, nil
 }
 
 // Batch runs stmts one after another: SQLite has no round trips to save.
 func (t sqlTx) Batch(ctx context.Context, stmts []sqlstore.Stmt) ([]int64, error) {
-	return runEach(ctx, t.tx, stmts)
+	return runEach(ctx, t, stmts)
 }
 
 func (t sqlTx) Raw() jobs.Tx { return t.tx }
 
 // runEach runs stmts in order on e, stopping at the first that fails
-// (sqlstore.Tx.Batch).
-func runEach(ctx context.Context, e interface {
-	ExecContext(context.Context, string, ...any) (sql.Result, error)
-	QueryRowContext(context.Context, string, ...any) *sql.Row
-}, stmts []sqlstore.Stmt) ([]int64, error) {
+// (sqlstore.Tx.Batch). A Dest statement's result is 1 when it found a row.
+func runEach(ctx context.Context, e sqlstore.Tx, stmts []sqlstore.Stmt) ([]int64, error) {
 	n := make([]int64, 0, len(stmts))
 	for _, st := range stmts {
 		k, err := int64(1), error(nil)
 		if st.Dest == nil {
-			var res sql.Result
-			if res, err = e.ExecContext(ctx, st.SQL, st.Args...); err == nil {
-				k, err = res.RowsAffected()
-			}
-		} else if err = e.QueryRowContext(ctx, st.SQL, st.Args...).Scan(st.Dest...); errors.Is(err, sql.ErrNoRows) {
-			k, err = 0, nil
+			k, err = e.Exec(ctx, st.SQL, st.Args...)
+		} else {
+			k, err = scanFirst(ctx, e, st)
 		}
 		if err != nil {
 			return n, err
@@ -152,9 +153,35 @@ func runEach(ctx context.Context, e interface {
 	return n, nil
 }
 
-type sqlRows struct{ *sql.Rows }
+// scanFirst scans st's first row into st.Dest: 1 if there was one, else 0.
+func scanFirst(ctx context.Context, e sqlstore.Tx, st sqlstore.Stmt) (int64, error) {
+	rows, err := e.Query(ctx, st.SQL, st.Args...)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return 0, rows.Err()
+	}
+	if err := rows.Scan(st.Dest...); err != nil {
+		return 0, err
+	}
+	rows.Close()
+	return 1, rows.Err()
+}
 
-func (r sqlRows) Close() { _ = r.Rows.Close() }
+// sqlRows are a query's rows; done releases the statement they came from.
+type sqlRows struct {
+	*sql.Rows
+	done func()
+}
+
+func (r sqlRows) Close() {
+	_ = r.Rows.Close()
+	if r.done != nil {
+		r.done()
+	}
+}
 
 // Migrate applies Hallmark's pending migrations (not River's).
 func Migrate(ctx context.Context, db *sql.DB) ([]int, error) {
