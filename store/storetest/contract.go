@@ -472,6 +472,71 @@ func testInvalidVerdict(t *testing.T, s store.Store, _ Extras) {
 	}
 }
 
+// testLateVerdict: two challenges of one authorization answered at once.
+// A late failure after a success does not undo it (the authorization, the
+// order and the valid challenge stay); a failure first takes the other
+// processing challenge with it, so the late success finds it decided.
+func testLateVerdict(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	for _, firstValid := range []bool{true, false} {
+		o := newOrder(t, s, a, fmt.Sprintf("late-%v.example.com", firstValid))
+		az := authz(t, s, o.AuthzIDs[0])
+		if len(az.Challenges) < 2 {
+			t.Fatalf("authorization has %d challenges, want at least 2", len(az.Challenges))
+		}
+		c1, c2 := az.Challenges[0].ID, az.Challenges[1].ID
+		for _, id := range []string{c1, c2} {
+			if _, claimed, err := s.ChallengeClaim(ctx, id); err != nil || !claimed {
+				t.Fatalf("ChallengeClaim(%s): claimed=%v err=%v", id, claimed, err)
+			}
+		}
+		first, second := acme.StatusValid, acme.StatusInvalid
+		if !firstValid {
+			first, second = acme.StatusInvalid, acme.StatusValid
+		}
+		verdict := func(id string, st acme.Status) error {
+			v := store.Verdict{ChallengeID: id, Status: st}
+			if st == acme.StatusInvalid {
+				v.Error = &acme.Problem{Type: acme.ProblemIncorrectResponse}
+			}
+			return s.ChallengeVerdict(ctx, v)
+		}
+		if err := verdict(c1, first); err != nil {
+			t.Fatalf("first verdict: %v", err)
+		}
+		err := verdict(c2, second)
+		if firstValid {
+			if err != nil {
+				t.Fatalf("a late failure on a still processing challenge: %v", err)
+			}
+			if st := challenge(t, s, c1).Status; st != acme.StatusValid {
+				t.Errorf("the valid challenge became %s after a late failure", st)
+			}
+			if st := challenge(t, s, c2).Status; st != acme.StatusInvalid {
+				t.Errorf("the late failure left its challenge %s", st)
+			}
+			if st := authz(t, s, az.ID).Status; st != acme.StatusValid {
+				t.Errorf("authorization is %s after a late failure, want valid", st)
+			}
+			if st := order(t, s, o.ID).Status; st != acme.StatusReady {
+				t.Errorf("order is %s after a late failure, want ready", st)
+			}
+			continue
+		}
+		wantErr(t, "a late success after the authorization failed", err, store.ErrConflict)
+		if st := challenge(t, s, c2).Status; st != acme.StatusInvalid {
+			t.Errorf("the sibling of a failed challenge is %s, want invalid", st)
+		}
+		if st := authz(t, s, az.ID).Status; st != acme.StatusInvalid {
+			t.Errorf("authorization is %s, want invalid", st)
+		}
+		if st := order(t, s, o.ID).Status; st != acme.StatusInvalid {
+			t.Errorf("order is %s, want invalid", st)
+		}
+	}
+}
+
 func testVerdictIsTerminal(t *testing.T, s store.Store, _ Extras) {
 	ctx := ctxT(t)
 	a := newAccount(t, s)

@@ -55,6 +55,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"AuthzReusable", testAuthzReusable},
 		{"InvalidVerdict", testInvalidVerdict},
 		{"VerdictIsTerminal", testVerdictIsTerminal},
+		{"LateVerdict", testLateVerdict},
 		{"VerdictLeavesItsJob", testVerdictLeavesItsJob},
 		{"ChallengeClaimConcurrent", testChallengeClaimConcurrent},
 		{"OrderFinalizeConcurrent", testOrderFinalizeConcurrent},
