@@ -526,39 +526,44 @@ SELECT authz_id, (SELECT count(*) FROM locked) FROM challenges WHERE id = $1`, c
 	if status == acme.StatusValid {
 		validated = "{now}"
 	}
-	n, err := t.exec(ctx, `UPDATE challenges SET status = $2, error = $3, validation_record = $4, validated_at = `+validated+`, updated_at = {now}
+	// The rest goes in one batch (one round trip on PostgreSQL); the
+	// challenge's compare-and-swap is checked after it, and a lost swap
+	// rolls everything back. The authorization moves only while pending: a
+	// second challenge's late verdict never undoes the first's. What follows
+	// it applies only when it moved: for valid, an order is ready only when
+	// all its authorizations are valid; for invalid, the siblings and orders
+	// move only if the authorization is invalid (were it invalid already,
+	// this challenge would have been invalidated with it and lost its swap).
+	var b batch
+	b.exec("", `UPDATE challenges SET status = $2, error = $3, validation_record = $4, validated_at = `+validated+`, updated_at = {now}
 WHERE id = $1 AND status = 'processing'`, challengeID, string(status), pt, string(record))
+	b.exec("", `UPDATE authorizations SET status = $2, updated_at = {now} WHERE id = $1 AND status = 'pending'`, authzID, string(status))
+	if status == acme.StatusValid {
+		b.exec("", `UPDATE orders SET status = 'ready', updated_at = {now}
+WHERE status = 'pending' AND id IN (SELECT order_id FROM order_authz WHERE authz_id = $1)
+  AND NOT EXISTS (SELECT 1 FROM order_authz oa JOIN authorizations a ON a.id = oa.authz_id
+                  WHERE oa.order_id = orders.id AND a.status <> 'valid')`, authzID)
+	} else {
+		if p == nil {
+			pt, _ = problemText(&acme.Problem{Type: acme.ProblemUnauthorized, Detail: "challenge " + challengeID + " failed"})
+		}
+		b.exec("", `UPDATE challenges SET status = 'invalid', updated_at = {now}
+WHERE authz_id = $1 AND id <> $2 AND status IN ('pending', 'processing')
+  AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = $1 AND a.status = 'invalid')`, authzID, challengeID)
+		b.exec("", `UPDATE orders SET status = 'invalid', error = $2, updated_at = {now}
+WHERE status = 'pending' AND id IN (SELECT order_id FROM order_authz WHERE authz_id = $1)
+  AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = $1 AND a.status = 'invalid')`, authzID, pt)
+	}
+	n, err := t.send(ctx, &b)
 	if err != nil {
 		return err
 	}
-	if n == 0 {
+	if n[0] == 0 {
 		var cur string
 		_ = t.queryRow(ctx, `SELECT status FROM challenges WHERE id = $1`, challengeID).Scan(&cur)
 		return fmt.Errorf("recording verdict on challenge %s: it is %s, not processing (a verdict is terminal): %w", challengeID, cur, store.ErrConflict)
 	}
-	// The authorization moves only while pending: a second challenge's
-	// late verdict never undoes the first's.
-	n, err = t.exec(ctx, `UPDATE authorizations SET status = $2, updated_at = {now} WHERE id = $1 AND status = 'pending'`, authzID, string(status))
-	if err != nil || n == 0 {
-		return err
-	}
-	if status == acme.StatusValid {
-		_, err = t.exec(ctx, `UPDATE orders SET status = 'ready', updated_at = {now}
-WHERE status = 'pending' AND id IN (SELECT order_id FROM order_authz WHERE authz_id = $1)
-  AND NOT EXISTS (SELECT 1 FROM order_authz oa JOIN authorizations a ON a.id = oa.authz_id
-                  WHERE oa.order_id = orders.id AND a.status <> 'valid')`, authzID)
-		return err
-	}
-	if _, err := t.exec(ctx, `UPDATE challenges SET status = 'invalid', updated_at = {now}
-WHERE authz_id = $1 AND id <> $2 AND status IN ('pending', 'processing')`, authzID, challengeID); err != nil {
-		return err
-	}
-	if p == nil {
-		pt, _ = problemText(&acme.Problem{Type: acme.ProblemUnauthorized, Detail: "challenge " + challengeID + " failed"})
-	}
-	_, err = t.exec(ctx, `UPDATE orders SET status = 'invalid', error = $2, updated_at = {now}
-WHERE status = 'pending' AND id IN (SELECT order_id FROM order_authz WHERE authz_id = $1)`, authzID, pt)
-	return err
+	return nil
 }
 
 func (s *Store) OrderFinalizeBegin(ctx context.Context, orderID string, csrDER []byte) (*store.Order, bool, error) {
