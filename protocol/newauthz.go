@@ -66,7 +66,7 @@ func (s *Server) newAuthz(w http.ResponseWriter, p *post) error {
 	if err := checkBinding(bind, ids); err != nil {
 		return err
 	}
-	now, err := s.st.Now(ctx)
+	now, err := s.dbNow(p)
 	if err != nil {
 		return s.storeErr(err, "reading the database clock")
 	}

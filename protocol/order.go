@@ -117,7 +117,7 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 	if err != nil {
 		return err
 	}
-	now, err := s.st.Now(ctx)
+	now, err := s.dbNow(p)
 	if err != nil {
 		return s.storeErr(err, "reading the database clock")
 	}

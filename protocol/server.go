@@ -218,6 +218,7 @@ type post struct {
 	acct    *store.Account // set iff signed with "kid"
 	rawJWK  []byte         // the header's JWK as JSON (jwk requests)
 	thumb   string         // the header's key thumbprint (jwk requests)
+	now     time.Time      // the database clock when the nonce was consumed
 }
 
 // isGet reports a POST-as-GET: an empty payload (RFC 8555 §6.3).
@@ -408,11 +409,11 @@ func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error
 		// round trip, batched with other requests' (protocol/nonce). A kid
 		// that is no account URL of ours consumes the nonce all the same.
 		acctID, kidErr := s.kidAccountID(msg.KeyID)
-		acct, err := s.nonces.RedeemFor(r.Context(), msg.Nonce, acctID)
+		acct, now, err := s.nonces.RedeemFor(r.Context(), msg.Nonce, acctID)
 		if err != nil {
 			return s.storeErr(err, "consuming the nonce")
 		}
-		p := &post{r: r, url: want}
+		p := &post{r: r, url: want, now: now}
 		switch {
 		case msg.KeyID != "":
 			if mode == jwkOnly {
@@ -514,4 +515,13 @@ func (s *Server) certURL(serial string) string { return s.base + pathCert + seri
 func (s *Server) profile(name string) (config.Profile, bool) {
 	p, ok := s.cfg.Profiles[name]
 	return p, ok
+}
+
+// dbNow is the database clock for p's handler: read with its nonce, so
+// newOrder and newAuthz need no round trip of their own for it.
+func (s *Server) dbNow(p *post) (time.Time, error) {
+	if !p.now.IsZero() {
+		return p.now, nil
+	}
+	return s.st.Now(p.r.Context())
 }

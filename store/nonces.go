@@ -23,6 +23,9 @@ type NonceUsed struct {
 	// Account is the account AccountID names; nil when none was named or
 	// none exists.
 	Account *Account
+	// Now is the database clock when the batch ran: the request's "now" for
+	// expiries and validity, without a round trip of its own.
+	Now time.Time
 }
 
 // Nonces is the consumed-nonce set.

@@ -84,30 +84,31 @@ func (s *Service) Issue() string {
 // retries with the fresh nonce the error response carries. A database
 // failure is serverInternal: the client did nothing wrong.
 func (s *Service) Redeem(ctx context.Context, nonce string) error {
-	_, err := s.RedeemFor(ctx, nonce, "")
+	_, _, err := s.RedeemFor(ctx, nonce, "")
 	return err
 }
 
 // RedeemFor is Redeem for a request signed by the account accountID ("" for
-// none) that also returns that account, read in the same store round trip
-// as the nonce is consumed; nil if there is no such account. The nonce is
-// judged first: a replayed nonce is badNonce whatever the account.
-func (s *Service) RedeemFor(ctx context.Context, nonce, accountID string) (*store.Account, error) {
+// none) that also returns that account (nil if there is no such account)
+// and the database clock, both read in the same store round trip as the
+// nonce is consumed. The nonce is judged first: a replayed nonce is
+// badNonce whatever the account.
+func (s *Service) RedeemFor(ctx context.Context, nonce, accountID string) (*store.Account, time.Time, error) {
 	expires, err := s.check(nonce)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	got, err := s.batch.consume(ctx, store.NonceUse{Nonce: nonce, Expires: expires, AccountID: accountID})
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-			return nil, err // the caller's deadline: its own error path says "retry"
+			return nil, time.Time{}, err // the caller's deadline: its own error path says "retry"
 		}
-		return nil, acme.Internal(fmt.Errorf("consuming nonce: %w", err))
+		return nil, time.Time{}, acme.Internal(fmt.Errorf("consuming nonce: %w", err))
 	}
 	if !got.Fresh {
-		return nil, acme.BadNonce("nonce has already been used")
+		return nil, time.Time{}, acme.BadNonce("nonce has already been used")
 	}
-	return got.Account, nil
+	return got.Account, got.Now, nil
 }
 
 // check verifies everything about a nonce that needs no database: its

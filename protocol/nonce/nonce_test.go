@@ -202,7 +202,7 @@ func TestConcurrentRedeems(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			acct := fmt.Sprintf("acct-%d", i%n)
-			got, err := s.RedeemFor(ctx, nonces[i%n], acct)
+			got, _, err := s.RedeemFor(ctx, nonces[i%n], acct)
 			switch {
 			case err == nil:
 				if got == nil || got.ID != acct {

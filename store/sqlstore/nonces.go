@@ -44,7 +44,7 @@ const nonceConsumePG = `WITH input AS (
     ON CONFLICT (nonce) DO NOTHING
     RETURNING nonce
 )
-SELECT f.nonce IS NOT NULL,
+SELECT f.nonce IS NOT NULL, now(),
        coalesce(a.seq, 0), coalesce(a.id, ''), coalesce(a.key_jwk, ''), coalesce(a.thumbprint, ''),
        coalesce(a.contact, '[]'), coalesce(a.status, ''), coalesce(a.terms_agreed, false), coalesce(a.created_at, now())
 FROM input i
@@ -73,6 +73,11 @@ func (s *Store) NonceConsume(ctx context.Context, uses []store.NonceUse) ([]stor
 	if err != nil {
 		return nil, fmt.Errorf("consuming %d nonces: %w", len(send), err)
 	}
+	for i := range out {
+		if out[i].Now.IsZero() && len(send) > 0 {
+			out[i].Now = out[send[0]].Now // a duplicate, not sent
+		}
+	}
 	// The duplicates stay Fresh == false with no account: they are refused
 	// for their nonce before their account matters.
 	return out, nil
@@ -92,14 +97,15 @@ func (s *Store) nonceConsumePG(ctx context.Context, uses []store.NonceUse, send 
 				return errors.New("more answers than nonces")
 			}
 			var fresh bool
+			var now time.Time
 			var seq int64
 			var a store.Account
 			var jwk, contact, status string
-			if err := r.Scan(&fresh, &seq, &a.ID, &jwk, &a.Thumbprint, &contact, &status, &a.TermsAgreed, ts(&a.CreatedAt)); err != nil {
+			if err := r.Scan(&fresh, ts(&now), &seq, &a.ID, &jwk, &a.Thumbprint, &contact, &status, &a.TermsAgreed, ts(&a.CreatedAt)); err != nil {
 				return err
 			}
 			u := &out[send[j]]
-			u.Fresh = fresh
+			u.Fresh, u.Now = fresh, now
 			if a.ID != "" {
 				acct, err := accountFromColumns(a, jwk, contact, status)
 				if err != nil {
@@ -118,13 +124,17 @@ func (s *Store) nonceConsumePG(ctx context.Context, uses []store.NonceUse, send 
 // statements cost no round trip; the batch still shares one commit.
 func (s *Store) nonceConsumeEach(ctx context.Context, uses []store.NonceUse, send []int, out []store.NonceUsed) error {
 	return s.inTx(ctx, func(t *txn) error {
+		var now time.Time
+		if err := t.queryRow(ctx, `SELECT {now}`).Scan(ts(&now)); err != nil {
+			return err
+		}
 		for _, i := range send {
 			u := uses[i]
 			n, err := t.exec(ctx, `INSERT INTO nonces_consumed (nonce, expires_at) VALUES ($1, $2) ON CONFLICT (nonce) DO NOTHING`, u.Nonce, s.d.T(u.Expires))
 			if err != nil {
 				return err
 			}
-			out[i] = store.NonceUsed{Fresh: n == 1}
+			out[i] = store.NonceUsed{Fresh: n == 1, Now: now}
 			if u.AccountID == "" {
 				continue
 			}

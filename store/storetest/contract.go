@@ -187,6 +187,12 @@ func testNonceBatch(t *testing.T, s store.Store, _ Extras) {
 		acct.Status != a.Status || !acct.CreatedAt.Equal(a.CreatedAt) || acct.TermsAgreed != a.TermsAgreed) {
 		t.Errorf("account read with a nonce = %+v, want %+v", acct, a)
 	}
+	now := dbNow(t, s)
+	for i, u := range got {
+		if d := now.Sub(u.Now); d < 0 || d > time.Minute {
+			t.Errorf("use %d: Now = %s, want the database clock (%s)", i, u.Now, now)
+		}
+	}
 	if got, err := s.NonceConsume(ctx, nil); err != nil || len(got) != 0 {
 		t.Errorf("empty batch = %v, %v", got, err)
 	}
