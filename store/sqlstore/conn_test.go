@@ -47,10 +47,13 @@ func TestTimeScan(t *testing.T) {
 func TestRandomIDs(t *testing.T) {
 	t.Parallel()
 	seen := map[string]bool{}
-	for range 1000 {
+	for range 5000 { // a leading '-' came one in 64
 		id, tok := randomID(), randomToken()
 		if len(id) != 22 || len(tok) != 43 || seen[id] || seen[tok] {
 			t.Fatalf("id %q token %q: want 22 and 43 base64url characters, never repeated", id, tok)
+		}
+		if id[0] == '-' {
+			t.Fatalf("id %q starts with '-', which a command line reads as a flag", id)
 		}
 		seen[id], seen[tok] = true, true
 	}
