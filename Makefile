@@ -29,7 +29,7 @@ BENCH_COUNT   ?= 300
 bench: build ## load benchmark of whole issuances (Hallmark and Pebble, c=1,8,32; docs/performance.md), then the Go benchmarks
 	$(GO) build -o $(BIN)/hallmark-load ./cmd/hallmark-load
 	$(BIN)/hallmark-load bench --bin $(BIN) --targets $(BENCH_TARGETS) --concurrency 1,8,32 --count $(BENCH_COUNT) --timeout 90s
-	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 20m ./jobs/... ./signer/... ./protocol/... ./store/open/...
+	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 20m ./jobs/... ./signer/... ./protocol/... ./store/open/... ./store/sqlstore/...
 
 fuzz: ## run each fuzzer for a minute
 	$(GO) test ./protocol/jws -run '^$$' -fuzz FuzzParse -fuzztime 60s
