@@ -66,10 +66,7 @@ func (s *Server) newAuthz(w http.ResponseWriter, p *post) error {
 	if err := checkBinding(bind, ids); err != nil {
 		return err
 	}
-	now, err := s.dbNow(p)
-	if err != nil {
-		return s.storeErr(err, "reading the database clock")
-	}
+	now := p.now // the database clock, read with the nonce
 	life := hours(s.cfg.Server.AuthzLifetimeHours, 30*24)
 	a, err := s.authzFor(ctx, p.acct.ID, id, prof, name, now, now, life)
 	if err != nil {

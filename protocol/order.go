@@ -117,10 +117,7 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 	if err != nil {
 		return err
 	}
-	now, err := s.dbNow(p)
-	if err != nil {
-		return s.storeErr(err, "reading the database clock")
-	}
+	now := p.now // the database clock, read with the nonce
 	nb, na, err := validityRequest(req, prof, name, now)
 	if err != nil {
 		return err

@@ -516,12 +516,3 @@ func (s *Server) profile(name string) (config.Profile, bool) {
 	p, ok := s.cfg.Profiles[name]
 	return p, ok
 }
-
-// dbNow is the database clock for p's handler: read with its nonce, so
-// newOrder and newAuthz need no round trip of their own for it.
-func (s *Server) dbNow(p *post) (time.Time, error) {
-	if !p.now.IsZero() {
-		return p.now, nil
-	}
-	return s.st.Now(p.r.Context())
-}

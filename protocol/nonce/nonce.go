@@ -108,6 +108,10 @@ func (s *Service) RedeemFor(ctx context.Context, nonce, accountID string) (*stor
 	if !got.Fresh {
 		return nil, time.Time{}, acme.BadNonce("nonce has already been used")
 	}
+	if got.Now.IsZero() {
+		// Handlers take their "now" from here (expiries, validity).
+		return nil, time.Time{}, acme.Internal(errors.New("the store consumed the nonce without reading its clock"))
+	}
 	return got.Account, got.Now, nil
 }
 

@@ -46,7 +46,7 @@ func (m *memStore) NonceConsume(_ context.Context, uses []store.NonceUse) ([]sto
 			continue
 		}
 		m.consumed[u.Nonce] = u.Expires
-		out[i].Fresh = true
+		out[i].Fresh, out[i].Now = true, time.Now()
 		if u.AccountID != "" {
 			out[i].Account = &store.Account{ID: u.AccountID}
 		}
