@@ -22,7 +22,7 @@ func (s *Server) challenge(w http.ResponseWriter, p *post) error {
 	ctx := p.r.Context()
 	// The challenge and its authorization in one read: the worker's read
 	// before validating is the same question.
-	t, err := s.st.ChallengeToValidate(ctx, id)
+	t, err := s.st.ChallengeWithAuthz(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return notFound("challenge", id)
 	}

@@ -81,7 +81,7 @@ type Store interface {
 	Renewals
 	ExternalAccounts
 	PreAuthorizations
-	Validations // store/validation.go: the worker's one read before validating
+	ChallengeReads // store/challenge_authz.go: a challenge with its authorization, one read
 
 	RateLimits // store/ratelimit.go: counts for the frontend's rate limits
 	RemoteRevocations

@@ -24,7 +24,7 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 	args := job.Args
 	// One read: the challenge, its authorization and the account's
 	// thumbprint (the foreign keys guarantee the last two exist).
-	tgt, err := w.store.ChallengeToValidate(ctx, args.ChallengeID)
+	tgt, err := w.store.ChallengeWithAuthz(ctx, args.ChallengeID)
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("challenge %s does not exist: %w", args.ChallengeID, err)
 	}

@@ -149,9 +149,9 @@ func TestAuthzWithoutChallenges(t *testing.T) {
 	})
 }
 
-// TestChallengeToValidate: the worker's one read gives what the three
+// TestChallengeWithAuthz: the worker's one read gives what the three
 // separate reads gave.
-func TestChallengeToValidate(t *testing.T) {
+func TestChallengeWithAuthz(t *testing.T) {
 	dialects(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		acct := account(t, s, t.Name())
@@ -169,17 +169,17 @@ func TestChallengeToValidate(t *testing.T) {
 		if err != nil || ch.Status != acme.StatusProcessing {
 			t.Fatalf("ChallengeClaim = %+v, %v", ch, err)
 		}
-		got, err := s.ChallengeToValidate(ctx, ch.ID)
+		got, err := s.ChallengeWithAuthz(ctx, ch.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := store.ValidationTarget{Challenge: *ch, Authz: *az, Thumbprint: acct.Thumbprint}
+		want := store.ChallengeAuthz{Challenge: *ch, Authz: *az, Thumbprint: acct.Thumbprint}
 		want.Authz.Challenges = nil
 		if !reflect.DeepEqual(*got, want) {
-			t.Fatalf("ChallengeToValidate =\n%+v\nwant\n%+v", *got, want)
+			t.Fatalf("ChallengeWithAuthz =\n%+v\nwant\n%+v", *got, want)
 		}
-		if _, err := s.ChallengeToValidate(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
-			t.Fatalf("ChallengeToValidate of a missing challenge: %v, want ErrNotFound", err)
+		if _, err := s.ChallengeWithAuthz(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("ChallengeWithAuthz of a missing challenge: %v, want ErrNotFound", err)
 		}
 	})
 }
@@ -204,7 +204,7 @@ func BenchmarkValidationRead(b *testing.B) {
 		id := az.Challenges[0].ID
 		b.Run(kind+"/one", func(b *testing.B) {
 			for b.Loop() {
-				if _, err := s.ChallengeToValidate(ctx, id); err != nil {
+				if _, err := s.ChallengeWithAuthz(ctx, id); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -104,7 +104,7 @@ func TestIssuanceRoundTrips(t *testing.T) {
 		{"AuthzByID", 1, func() (err error) { az, err = s.AuthzByID(ctx, o.AuthzIDs[0]); return err }},
 		{"ChallengeByID", 1, func() (err error) { _, err = s.ChallengeByID(ctx, az.Challenges[0].ID); return err }},
 		{"ChallengeClaim", 2, func() (err error) { ch, _, err = s.ChallengeClaim(ctx, az.Challenges[0].ID); return err }},
-		{"ChallengeToValidate", 1, func() (err error) { _, err = s.ChallengeToValidate(ctx, ch.ID); return err }},
+		{"ChallengeWithAuthz", 1, func() (err error) { _, err = s.ChallengeWithAuthz(ctx, ch.ID); return err }},
 		{"ChallengeVerdict (valid)", 3, func() error {
 			return s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid})
 		}},

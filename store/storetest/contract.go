@@ -598,9 +598,9 @@ func testVerdictLeavesItsJob(t *testing.T, s store.Store, x Extras) {
 		t.Fatalf("%d available challenge_validate jobs after the verdict, want 1: the store must not touch the job", n)
 	}
 	// What a rescued job's handler reads first.
-	tgt, err := s.ChallengeToValidate(ctx, cid)
+	tgt, err := s.ChallengeWithAuthz(ctx, cid)
 	if err != nil || tgt.Challenge.Status != acme.StatusValid {
-		t.Fatalf("ChallengeToValidate after the verdict: %+v, %v; want the challenge valid", tgt, err)
+		t.Fatalf("ChallengeWithAuthz after the verdict: %+v, %v; want the challenge valid", tgt, err)
 	}
 	err = s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: cid, Status: acme.StatusInvalid})
 	wantErr(t, "a rescued job's second verdict", err, store.ErrConflict)

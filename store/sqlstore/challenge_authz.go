@@ -8,10 +8,10 @@ import (
 	"github.com/hallmark-ca/hallmark/store"
 )
 
-// ChallengeToValidate is one autocommitted statement: the worker reads it
+// ChallengeWithAuthz is one autocommitted statement: the worker reads it
 // for every challenge_validate job, before the network work of validating.
-func (s *Store) ChallengeToValidate(ctx context.Context, challengeID string) (*store.ValidationTarget, error) {
-	var out store.ValidationTarget
+func (s *Store) ChallengeWithAuthz(ctx context.Context, challengeID string) (*store.ChallengeAuthz, error) {
+	var out store.ChallengeAuthz
 	err := s.autocommit(ctx, func(t *txn) error {
 		var c challengeRow
 		var typ, status string
