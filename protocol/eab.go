@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
@@ -126,12 +125,12 @@ func (s *Server) createAccount(ctx context.Context, a *store.Account, keyID stri
 // the read for them. A bound account's key is read every time; its limits
 // are the operator's to change.
 func (s *Server) binding(ctx context.Context, acctID string) (*store.EABKey, error) {
-	if s.unbound.has(acctID) {
+	if _, ok := s.unbound.get(acctID); ok {
 		return nil, nil
 	}
 	k, err := s.st.AccountEAB(ctx, acctID)
 	if errors.Is(err, store.ErrNotFound) {
-		s.unbound.add(acctID)
+		s.unbound.put(acctID, struct{}{})
 		return nil, nil
 	}
 	if err != nil {
@@ -217,29 +216,4 @@ func (s *Server) auditBornValid(ctx context.Context, acctID string, k *store.EAB
 			s.auditPreValidated(ctx, acctID, k, o.AuthzIDs[i], no.Identifiers[i])
 		}
 	}
-}
-
-// idSet is a bounded set of IDs, forgotten all at once when full: losing
-// it costs a read per ID, never a wrong answer.
-type idSet struct {
-	mu sync.Mutex
-	m  map[string]struct{}
-}
-
-const idSetMax = 100_000
-
-func (c *idSet) has(id string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, ok := c.m[id]
-	return ok
-}
-
-func (c *idSet) add(id string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= idSetMax {
-		c.m = make(map[string]struct{})
-	}
-	c.m[id] = struct{}{}
 }

@@ -3,7 +3,6 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
-	"sync"
 
 	jose "github.com/go-jose/go-jose/v4"
 
@@ -30,32 +29,18 @@ func parseKey(raw []byte) (*publicKey, error) {
 // keyCache holds parsed account keys by their stored JSON. Every request
 // signed with "kid" would otherwise decode and validate its account's key
 // again. An entry cannot go stale: a parsed key never changes, and a key
-// change stores different JSON, which is a different entry. Bounded by
-// forgetting everything when full: the next requests parse again.
-type keyCache struct {
-	mu sync.Mutex
-	m  map[string]*publicKey
-}
-
-const keyCacheMax = 10_000
+// change stores different JSON, which is a different entry.
+type keyCache struct{ memo[*publicKey] }
 
 func (c *keyCache) parse(raw []byte) (*publicKey, error) {
-	c.mu.Lock()
-	k, ok := c.m[string(raw)]
-	c.mu.Unlock()
-	if ok {
+	if k, ok := c.get(string(raw)); ok {
 		return k, nil
 	}
 	k, err := parseKey(raw)
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	if c.m == nil || len(c.m) >= keyCacheMax {
-		c.m = make(map[string]*publicKey)
-	}
-	c.m[string(raw)] = k
-	c.mu.Unlock()
+	c.put(string(raw), k)
 	return k, nil
 }
 

@@ -62,7 +62,7 @@ type Server struct {
 	st      store.Store
 	nonces  *nonce.Service
 	keys    keyCache
-	unbound idSet // accounts without an external account binding (eab.go)
+	unbound memo[struct{}] // accounts without an external account binding (eab.go)
 	policy  *policy.Policy
 	log     *slog.Logger
 	permits chan struct{}
@@ -91,6 +91,7 @@ func New(cfg config.Config, st store.Store, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("default_profile %q is not a configured profile", cfg.DefaultProfile)
 	}
 	s := &Server{cfg: cfg, base: base, st: st, log: opts.Logger}
+	s.unbound.max = 100_000 // account IDs are small
 	if s.log == nil {
 		s.log = slog.Default()
 	}
