@@ -54,15 +54,6 @@ func parseCertID(s string) (certID, error) {
 	return certID{aki: aki, serial: hex.EncodeToString(new(big.Int).SetBytes(ser).Bytes()), raw: s}, nil
 }
 
-// certIDOf is the certID of a certificate as clients compute it.
-func certIDOf(c *x509.Certificate) string {
-	ser := c.SerialNumber.Bytes()
-	if len(ser) == 0 || ser[0]&0x80 != 0 {
-		ser = append([]byte{0}, ser...)
-	}
-	return base64.RawURLEncoding.EncodeToString(c.AuthorityKeyId) + "." + base64.RawURLEncoding.EncodeToString(ser)
-}
-
 // certificateByCertID finds the certificate a certID names, checking its
 // authority key identifier too (the serial alone is unique here, but a
 // client asking about another CA's certificate must get "not found").

@@ -35,8 +35,14 @@ type cell struct {
 func (c cell) scenario(t *testing.T, name string, fn func(t *testing.T)) bool {
 	t.Helper()
 	start := time.Now()
-	ran := false
-	ok := t.Run(name, func(t *testing.T) { ran = true; fn(t) })
+	ran, skipped := false, false
+	ok := t.Run(name, func(t *testing.T) {
+		ran = true
+		// t.Skip ends fn with runtime.Goexit, which runs this; t.Run's
+		// result cannot tell a pass from a skip.
+		defer func() { skipped = t.Skipped() }()
+		fn(t)
+	})
 	if !ran {
 		return ok // filtered out by -run
 	}
@@ -44,7 +50,7 @@ func (c cell) scenario(t *testing.T, name string, fn func(t *testing.T)) bool {
 	switch {
 	case !ok:
 		res = "FAIL"
-	case skipped(t, name):
+	case skipped:
 		res = "SKIP"
 	}
 	res += fmt.Sprintf(" %5.1fs", time.Since(start).Seconds())
@@ -52,22 +58,6 @@ func (c cell) scenario(t *testing.T, name string, fn func(t *testing.T)) bool {
 	matrix.rows = append(matrix.rows, outcome{c.client, name, c.store, c.backend, res})
 	matrix.Unlock()
 	return ok
-}
-
-// skips records subtests that skipped, by full name; t.Run cannot tell a
-// pass from a skip.
-var skips sync.Map
-
-func skipped(t *testing.T, name string) bool {
-	_, ok := skips.Load(t.Name() + "/" + name)
-	return ok
-}
-
-// skip marks t skipped in the matrix, then skips it.
-func skip(t *testing.T, format string, args ...any) {
-	t.Helper()
-	skips.Store(t.Name(), true)
-	t.Skipf(format, args...)
 }
 
 // printMatrix writes one line per client, scenario, store and backend to
