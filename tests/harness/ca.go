@@ -50,9 +50,9 @@ func StartCA(t *testing.T, dbURL string, o Options) *CA {
 	}
 	ca := &CA{Dir: dir, t: t, DNS: testdns.Start(t), Env: o.Env}
 	ca.Root = filepath.Join(dir, "ca", "root.pem")
-	// FreePort hands out a port that was free a moment ago; with many CAs
-	// starting in parallel another process can take it first. A start that
-	// lost such a race (a process exits at once) is retried with new ports.
+	// FreePort reserves ports against other tests, but a program outside
+	// the tests may still bind one first. A start that lost such a race (a
+	// process exits at once) is retried with new ports.
 	for attempt := 1; ; attempt++ {
 		health := ca.configure(t, dbURL, o)
 		if attempt == 1 {

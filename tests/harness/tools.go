@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"net"
 	"os"
 	"os/exec"
 	"testing"
@@ -26,17 +25,6 @@ func RequireTool(t *testing.T, name, install string) string {
 	}
 	t.Skipf("SKIPPING: %s is not installed (%s)", name, install)
 	return ""
-}
-
-// FreePort returns a loopback port that was free a moment ago.
-func FreePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // Tail is the last n bytes of s, marked when cut.
