@@ -366,6 +366,13 @@ func (s *Server) instrument(name string, admit bool, h func(http.ResponseWriter,
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.timeout))
 		}
 		if err := h(w, r); err != nil {
+			var ae *acme.Error
+			if name != "crl" && errors.As(err, &ae) && ae.Problem.Type == acme.ProblemBadNonce {
+				// The nonce above was minted before the refusal, which may
+				// have taught the service a new epoch (protocol/nonce):
+				// the retry the client makes with this one must succeed.
+				w.Header().Set("Replay-Nonce", s.nonces.Issue())
+			}
 			s.problem(w, r, err)
 		}
 	})

@@ -12,6 +12,9 @@ type NonceUse struct {
 	Nonce     string
 	Expires   time.Time // when the nonce stops being accepted anyway; NonceGC forgets it after
 	AccountID string
+	// Epoch is the nonce epoch the nonce was minted under; a nonce from any
+	// other epoch is not consumed (Fresh false).
+	Epoch int64
 }
 
 // NonceUsed answers one NonceUse.
@@ -26,9 +29,17 @@ type NonceUsed struct {
 	// Now is the database clock when the batch ran: the request's "now" for
 	// expiries and validity, without a round trip of its own.
 	Now time.Time
+	// Epoch is the current nonce epoch, 0 if there is none (PostgreSQL
+	// after a crash, until NonceEpoch starts one).
+	Epoch int64
 }
 
 // Nonces is the consumed-nonce set.
+//
+// On PostgreSQL the set is an unlogged table: consuming a nonce waits for
+// no disk flush, and a crash empties the set. The epoch makes that safe: it
+// lives in an unlogged table too, so the same crash removes it, and a nonce
+// is consumed only under the epoch it was minted in (migration 0004).
 //
 // Every ACME POST consumes a nonce and nearly every one then reads its
 // account. NonceConsume does both for a batch of concurrent requests in one
@@ -38,9 +49,14 @@ type Nonces interface {
 	// NonceKey returns the HMAC key for nonces, generating and storing it on
 	// first use so every replica shares one.
 	NonceKey(ctx context.Context) ([]byte, error)
+	// NonceEpoch returns the current nonce epoch (never 0), starting a new
+	// random one if there is none.
+	NonceEpoch(ctx context.Context) (int64, error)
 	// NonceConsume consumes uses' nonces and reads their accounts; the
-	// answers are in the order of uses. An error means none was answered
-	// (and any may have been consumed: the requests fail either way).
+	// answers are in the order of uses. A use whose Epoch is not the
+	// current one is answered Fresh false and consumes nothing. An error
+	// means none was answered (and any may have been consumed: the requests
+	// fail either way).
 	NonceConsume(ctx context.Context, uses []NonceUse) ([]NonceUsed, error)
 	// NonceGC forgets consumed nonces past their expiry.
 	NonceGC(ctx context.Context) (int64, error)

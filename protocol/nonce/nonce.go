@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
@@ -19,6 +20,8 @@ import (
 type Store interface {
 	// NonceKey returns the shared HMAC key, creating it on first use.
 	NonceKey(ctx context.Context) ([]byte, error)
+	// NonceEpoch returns the current epoch, starting one if there is none.
+	NonceEpoch(ctx context.Context) (int64, error)
 	// NonceConsume consumes a batch of nonces and reads the accounts their
 	// requests name, answering each use in order.
 	NonceConsume(ctx context.Context, uses []store.NonceUse) ([]store.NonceUsed, error)
@@ -26,13 +29,19 @@ type Store interface {
 
 var errShortAnswer = errors.New("the store answered fewer nonce uses than it was asked")
 
-// Layout of a decoded nonce: 8-byte big-endian unix seconds of issue, 16
-// random bytes, then the first 16 bytes of HMAC-SHA256(key, time||random).
+// Layout of a decoded nonce: 8-byte big-endian unix seconds of issue, the
+// 8-byte big-endian epoch it was minted in, 16 random bytes, then the first
+// 16 bytes of HMAC-SHA256(key, time||epoch||random).
+//
+// The epoch is the store's (store.Nonces): on PostgreSQL a crash empties
+// the consumed set and the epoch together, and nonces of an earlier epoch
+// are refused, so a nonce consumed before the crash is never accepted again.
 const (
 	timeLen   = 8
+	epochLen  = 8
 	randLen   = 16
 	macLen    = 16
-	bodyLen   = timeLen + randLen
+	bodyLen   = timeLen + epochLen + randLen
 	nonceLen  = bodyLen + macLen
 	minKeyLen = 16
 )
@@ -47,6 +56,7 @@ type Service struct {
 	st       Store
 	batch    *batcher
 	key      []byte
+	epoch    atomic.Int64 // the epoch Issue mints in; updated when the store reports a new one
 	lifetime time.Duration
 	now      func() time.Time
 }
@@ -64,7 +74,13 @@ func New(ctx context.Context, st Store, lifetime time.Duration) (*Service, error
 	if len(key) < minKeyLen {
 		return nil, fmt.Errorf("nonce key is %d bytes; at least %d are needed", len(key), minKeyLen)
 	}
-	return &Service{st: st, batch: &batcher{st: st}, key: append([]byte(nil), key...), lifetime: lifetime, now: time.Now}, nil
+	epoch, err := st.NonceEpoch(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("loading nonce epoch: %w", err)
+	}
+	s := &Service{st: st, batch: &batcher{st: st}, key: append([]byte(nil), key...), lifetime: lifetime, now: time.Now}
+	s.epoch.Store(epoch)
+	return s, nil
 }
 
 // Issue mints a fresh nonce. It writes nothing: the nonce carries its own
@@ -72,9 +88,10 @@ func New(ctx context.Context, st Store, lifetime time.Duration) (*Service, error
 func (s *Service) Issue() string {
 	var b [nonceLen]byte
 	binary.BigEndian.PutUint64(b[:timeLen], uint64(s.now().Unix()))
+	binary.BigEndian.PutUint64(b[timeLen:timeLen+epochLen], uint64(s.epoch.Load()))
 	// crypto/rand.Read never returns an error (Go 1.24+); it crashes the
 	// program instead of handing out a predictable nonce.
-	_, _ = rand.Read(b[timeLen:bodyLen])
+	_, _ = rand.Read(b[timeLen+epochLen : bodyLen])
 	copy(b[bodyLen:], s.mac(b[:bodyLen]))
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
@@ -94,18 +111,24 @@ func (s *Service) Redeem(ctx context.Context, nonce string) error {
 // nonce is consumed. The nonce is judged first: a replayed nonce is
 // badNonce whatever the account.
 func (s *Service) RedeemFor(ctx context.Context, nonce, accountID string) (*store.Account, time.Time, error) {
-	expires, err := s.check(nonce)
+	expires, epoch, err := s.check(nonce)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	got, err := s.batch.consume(ctx, store.NonceUse{Nonce: nonce, Expires: expires, AccountID: accountID})
+	got, err := s.batch.consume(ctx, store.NonceUse{Nonce: nonce, Expires: expires, AccountID: accountID, Epoch: epoch})
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			return nil, time.Time{}, err // the caller's deadline: its own error path says "retry"
 		}
 		return nil, time.Time{}, acme.Internal(fmt.Errorf("consuming nonce: %w", err))
 	}
+	if got.Epoch != s.epoch.Load() {
+		s.newEpoch(ctx, got.Epoch)
+	}
 	if !got.Fresh {
+		if epoch != got.Epoch {
+			return nil, time.Time{}, acme.BadNonce("the nonce is from before the server's nonce store was reset (a database restart); retry with the nonce in this response")
+		}
 		return nil, time.Time{}, acme.BadNonce("nonce has already been used")
 	}
 	if got.Now.IsZero() {
@@ -115,34 +138,49 @@ func (s *Service) RedeemFor(ctx context.Context, nonce, accountID string) (*stor
 	return got.Account, got.Now, nil
 }
 
+// newEpoch adopts the epoch the store reported, or starts one when the
+// store has none (PostgreSQL after a crash), so that the nonces Issue mints
+// from now on are accepted. Failing to start one changes nothing: the next
+// redemption tries again.
+func (s *Service) newEpoch(ctx context.Context, reported int64) {
+	if reported == 0 {
+		var err error
+		if reported, err = s.st.NonceEpoch(ctx); err != nil {
+			return
+		}
+	}
+	s.epoch.Store(reported)
+}
+
 // check verifies everything about a nonce that needs no database: its
-// length, authenticator and age. It returns when the nonce expires.
-func (s *Service) check(nonce string) (time.Time, error) {
+// length, authenticator and age. It returns when the nonce expires and the
+// epoch it was minted in.
+func (s *Service) check(nonce string) (time.Time, int64, error) {
 	if len(nonce) != base64.RawURLEncoding.EncodedLen(nonceLen) {
-		return time.Time{}, acme.BadNonce("the nonce was not issued by this server (wrong length); get a fresh one from newNonce")
+		return time.Time{}, 0, acme.BadNonce("the nonce was not issued by this server (wrong length); get a fresh one from newNonce")
 	}
 	b, err := base64.RawURLEncoding.DecodeString(nonce)
 	if err != nil || len(b) != nonceLen {
-		return time.Time{}, acme.BadNonce("the nonce was not issued by this server (not base64url); get a fresh one from newNonce")
+		return time.Time{}, 0, acme.BadNonce("the nonce was not issued by this server (not base64url); get a fresh one from newNonce")
 	}
 	if !hmac.Equal(b[bodyLen:], s.mac(b[:bodyLen])) {
-		return time.Time{}, acme.BadNonce("the nonce was not issued by this server (bad authenticator); get a fresh one from newNonce")
+		return time.Time{}, 0, acme.BadNonce("the nonce was not issued by this server (bad authenticator); get a fresh one from newNonce")
 	}
 	secs := binary.BigEndian.Uint64(b[:timeLen])
 	if secs > 1<<62 {
 		// Authenticated but absurd: only a changed key could do this.
-		return time.Time{}, acme.BadNonce("the nonce has an impossible issue time; get a fresh one from newNonce")
+		return time.Time{}, 0, acme.BadNonce("the nonce has an impossible issue time; get a fresh one from newNonce")
 	}
 	issued := time.Unix(int64(secs), 0)
 	now := s.now()
 	if issued.After(now.Add(Skew)) {
-		return time.Time{}, acme.BadNonce("the nonce's issue time is in the future; the server clocks disagree, get a fresh one from newNonce")
+		return time.Time{}, 0, acme.BadNonce("the nonce's issue time is in the future; the server clocks disagree, get a fresh one from newNonce")
 	}
 	expires := issued.Add(s.lifetime)
 	if !now.Before(expires) {
-		return time.Time{}, acme.BadNonce("the nonce has expired; get a fresh one from newNonce")
+		return time.Time{}, 0, acme.BadNonce("the nonce has expired; get a fresh one from newNonce")
 	}
-	return expires, nil
+	return expires, int64(binary.BigEndian.Uint64(b[timeLen : timeLen+epochLen])), nil
 }
 
 func (s *Service) mac(body []byte) []byte {

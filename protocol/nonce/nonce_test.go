@@ -21,6 +21,8 @@ type memStore struct {
 	mu       sync.Mutex
 	key      []byte
 	consumed map[string]time.Time
+	epoch    int64         // 0 until NonceEpoch starts one, as after a crash
+	epochs   int64         // epochs started so far
 	fail     error         // returned by NonceConsume when set
 	calls    int           // NonceConsume calls that answered
 	delay    time.Duration // how long each NonceConsume takes, like a round trip
@@ -32,6 +34,23 @@ func newMemStore() *memStore {
 
 func (m *memStore) NonceKey(context.Context) ([]byte, error) { return m.key, nil }
 
+func (m *memStore) NonceEpoch(context.Context) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.epoch == 0 {
+		m.epochs++
+		m.epoch = 1000 + m.epochs
+	}
+	return m.epoch, nil
+}
+
+// crash does what a PostgreSQL crash does to the unlogged nonce tables.
+func (m *memStore) crash() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.consumed, m.epoch = map[string]time.Time{}, 0
+}
+
 func (m *memStore) NonceConsume(_ context.Context, uses []store.NonceUse) ([]store.NonceUsed, error) {
 	time.Sleep(m.delay)
 	m.mu.Lock()
@@ -42,7 +61,8 @@ func (m *memStore) NonceConsume(_ context.Context, uses []store.NonceUse) ([]sto
 	m.calls++
 	out := make([]store.NonceUsed, len(uses))
 	for i, u := range uses {
-		if _, ok := m.consumed[u.Nonce]; ok {
+		out[i].Epoch = m.epoch
+		if _, ok := m.consumed[u.Nonce]; ok || u.Epoch != m.epoch || m.epoch == 0 {
 			continue
 		}
 		m.consumed[u.Nonce] = u.Expires
@@ -92,8 +112,9 @@ func TestRedeem(t *testing.T) {
 		detail string
 	}{
 		{"forged authenticator", func() string { return flip(s.Issue(), nonceLen-1) }, "not issued by this server"},
-		{"forged random part", func() string { return flip(s.Issue(), timeLen+3) }, "not issued by this server"},
+		{"forged random part", func() string { return flip(s.Issue(), timeLen+epochLen+3) }, "not issued by this server"},
 		{"forged time", func() string { return flip(s.Issue(), timeLen-1) }, "not issued by this server"},
+		{"forged epoch", func() string { return flip(s.Issue(), timeLen+epochLen-1) }, "not issued by this server"},
 		{"garbage", func() string { return "hello" }, "not issued by this server"},
 		{"empty", func() string { return "" }, "not issued by this server"},
 		{"right length, not base64url", func() string { return strings.Repeat("!", len(s.Issue())) }, "not issued by this server"},
@@ -163,6 +184,36 @@ func TestExpiry(t *testing.T) {
 	want := time.Unix(1_700_000_000, 0).Add(time.Minute)
 	if got := st.consumed[fresh]; !got.Equal(want) {
 		t.Fatalf("consumed with expiry %s, want issue time + lifetime %s", got, want)
+	}
+}
+
+// TestEpochReset: after a crash emptied the consumed set (PostgreSQL's
+// unlogged tables), no nonce from before it is accepted — neither one used
+// before, which the empty set no longer remembers, nor one never used — and
+// the nonce the refusal's response carries (minted after it) works, at this
+// replica and at one that has not yet seen the reset.
+func TestEpochReset(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newMemStore()
+	a, b := newService(t, st, time.Hour), newService(t, st, time.Hour)
+	used, unused, atB := a.Issue(), a.Issue(), b.Issue()
+	if err := a.Redeem(ctx, used); err != nil {
+		t.Fatal(err)
+	}
+	st.crash()
+	wantProblem(t, a.Redeem(ctx, used), acme.ProblemBadNonce, "reset")
+	wantProblem(t, a.Redeem(ctx, unused), acme.ProblemBadNonce, "reset")
+	if err := a.Redeem(ctx, a.Issue()); err != nil {
+		t.Fatalf("a nonce minted after the refusal was refused: %v", err)
+	}
+	// B still mints under the old epoch until a refusal tells it otherwise.
+	wantProblem(t, b.Redeem(ctx, atB), acme.ProblemBadNonce, "reset")
+	if err := a.Redeem(ctx, b.Issue()); err != nil {
+		t.Fatalf("B's nonce after its refusal was refused at A: %v", err)
+	}
+	if st.epochs != 2 {
+		t.Fatalf("%d epochs started, want 2 (the first, and one after the crash)", st.epochs)
 	}
 }
 

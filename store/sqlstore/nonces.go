@@ -2,6 +2,8 @@ package sqlstore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -30,21 +32,55 @@ func (s *Store) NonceKey(ctx context.Context) ([]byte, error) {
 	return key, nil
 }
 
+// NonceEpoch reads the current nonce epoch, starting one if there is none:
+// on a new database, and on PostgreSQL after a crash emptied the unlogged
+// nonce tables. Concurrent starters agree: the first insert wins.
+func (s *Store) NonceEpoch(ctx context.Context) (int64, error) {
+	var epoch int64
+	err := s.inTx(ctx, func(t *txn) error {
+		if _, err := t.exec(ctx, `INSERT INTO nonce_epoch (id, epoch) VALUES (1, $1) ON CONFLICT (id) DO NOTHING`, randomEpoch()); err != nil {
+			return err
+		}
+		return t.queryRow(ctx, `SELECT epoch FROM nonce_epoch WHERE id = 1`).Scan(&epoch)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reading the nonce epoch: %w", err)
+	}
+	return epoch, nil
+}
+
+// randomEpoch is a random non-zero epoch: a restarted epoch must not repeat
+// an earlier one, or that earlier epoch's consumed nonces would come back.
+func randomEpoch() int64 {
+	var b [8]byte
+	for {
+		_, _ = rand.Read(b[:]) // never fails (Go 1.24+)
+		if e := int64(binary.BigEndian.Uint64(b[:]) >> 1); e != 0 {
+			return e
+		}
+	}
+}
+
 // nonceConsumePG is the whole of NonceConsume on PostgreSQL: one statement,
 // autocommitted, so a batch costs one round trip and one WAL flush. The
 // INSERT's RETURNING names the nonces this statement consumed; a nonce
 // consumed before conflicts and is not returned. Accounts are joined by id
-// (every column coalesced, so a use that names none scans as id "").
+// (every column coalesced, so a use that names none scans as id ""). Only
+// nonces of the current epoch are inserted, and every row carries that
+// epoch (0 when the table is empty) so the frontend learns of a new one.
+// Both tables are unlogged: the statement commits without a WAL flush.
 const nonceConsumePG = `WITH input AS (
-    SELECT u.nonce, u.expires_at, u.account_id, u.ord
-    FROM unnest($1::text[], $2::timestamptz[], $3::text[]) WITH ORDINALITY AS u(nonce, expires_at, account_id, ord)
+    SELECT u.nonce, u.expires_at, u.account_id, u.epoch, u.ord
+    FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::bigint[]) WITH ORDINALITY AS u(nonce, expires_at, account_id, epoch, ord)
+), cur AS (
+    SELECT epoch FROM nonce_epoch WHERE id = 1
 ), fresh AS (
     INSERT INTO nonces_consumed (nonce, expires_at)
-    SELECT nonce, expires_at FROM input
+    SELECT i.nonce, i.expires_at FROM input i JOIN cur ON cur.epoch = i.epoch
     ON CONFLICT (nonce) DO NOTHING
     RETURNING nonce
 )
-SELECT f.nonce IS NOT NULL, now(),
+SELECT f.nonce IS NOT NULL, now(), coalesce((SELECT epoch FROM cur), 0),
        coalesce(a.seq, 0), coalesce(a.id, ''), coalesce(a.key_jwk, ''), coalesce(a.thumbprint, ''),
        coalesce(a.contact, '[]'), coalesce(a.status, ''), coalesce(a.terms_agreed, false), coalesce(a.created_at, now())
 FROM input i
@@ -75,7 +111,7 @@ func (s *Store) NonceConsume(ctx context.Context, uses []store.NonceUse) ([]stor
 	}
 	for i := range out {
 		if out[i].Now.IsZero() && len(send) > 0 {
-			out[i].Now = out[send[0]].Now // a duplicate, not sent
+			out[i].Now, out[i].Epoch = out[send[0]].Now, out[send[0]].Epoch // a duplicate, not sent
 		}
 	}
 	// The duplicates stay Fresh == false with no account: they are refused
@@ -87,8 +123,9 @@ func (s *Store) nonceConsumePG(ctx context.Context, uses []store.NonceUse, send 
 	nonces := make([]string, len(send))
 	expires := make([]time.Time, len(send))
 	accounts := make([]string, len(send))
+	epochs := make([]int64, len(send))
 	for j, i := range send {
-		nonces[j], expires[j], accounts[j] = uses[i].Nonce, uses[i].Expires.UTC(), uses[i].AccountID
+		nonces[j], expires[j], accounts[j], epochs[j] = uses[i].Nonce, uses[i].Expires.UTC(), uses[i].AccountID, uses[i].Epoch
 	}
 	return s.autocommit(ctx, func(t *txn) error {
 		j := 0
@@ -98,14 +135,14 @@ func (s *Store) nonceConsumePG(ctx context.Context, uses []store.NonceUse, send 
 			}
 			var fresh bool
 			var now time.Time
-			var seq int64
+			var epoch, seq int64
 			var a store.Account
 			var jwk, contact, status string
-			if err := r.Scan(&fresh, ts(&now), &seq, &a.ID, &jwk, &a.Thumbprint, &contact, &status, &a.TermsAgreed, ts(&a.CreatedAt)); err != nil {
+			if err := r.Scan(&fresh, ts(&now), &epoch, &seq, &a.ID, &jwk, &a.Thumbprint, &contact, &status, &a.TermsAgreed, ts(&a.CreatedAt)); err != nil {
 				return err
 			}
 			u := &out[send[j]]
-			u.Fresh, u.Now = fresh, now
+			u.Fresh, u.Now, u.Epoch = fresh, now, epoch
 			if a.ID != "" {
 				acct, err := accountFromColumns(a, jwk, contact, status)
 				if err != nil {
@@ -115,7 +152,7 @@ func (s *Store) nonceConsumePG(ctx context.Context, uses []store.NonceUse, send 
 			}
 			j++
 			return nil
-		}, nonceConsumePG, nonces, expires, accounts)
+		}, nonceConsumePG, nonces, expires, accounts, epochs)
 	})
 }
 
@@ -125,16 +162,20 @@ func (s *Store) nonceConsumePG(ctx context.Context, uses []store.NonceUse, send 
 func (s *Store) nonceConsumeEach(ctx context.Context, uses []store.NonceUse, send []int, out []store.NonceUsed) error {
 	return s.inTx(ctx, func(t *txn) error {
 		var now time.Time
-		if err := t.queryRow(ctx, `SELECT {now}`).Scan(ts(&now)); err != nil {
+		var epoch int64
+		if err := t.queryRow(ctx, `SELECT {now}, coalesce((SELECT epoch FROM nonce_epoch WHERE id = 1), 0)`).Scan(ts(&now), &epoch); err != nil {
 			return err
 		}
 		for _, i := range send {
 			u := uses[i]
-			n, err := t.exec(ctx, `INSERT INTO nonces_consumed (nonce, expires_at) VALUES ($1, $2) ON CONFLICT (nonce) DO NOTHING`, u.Nonce, s.d.T(u.Expires))
-			if err != nil {
-				return err
+			out[i] = store.NonceUsed{Now: now, Epoch: epoch}
+			if u.Epoch == epoch && epoch != 0 {
+				n, err := t.exec(ctx, `INSERT INTO nonces_consumed (nonce, expires_at) VALUES ($1, $2) ON CONFLICT (nonce) DO NOTHING`, u.Nonce, s.d.T(u.Expires))
+				if err != nil {
+					return err
+				}
+				out[i].Fresh = n == 1
 			}
-			out[i] = store.NonceUsed{Fresh: n == 1, Now: now}
 			if u.AccountID == "" {
 				continue
 			}

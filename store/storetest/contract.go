@@ -102,10 +102,14 @@ func testNonceKey(t *testing.T, s store.Store, x Extras) {
 	}
 }
 
-// consumeOne consumes one nonce naming no account and reports whether it
-// was fresh.
+// consumeOne consumes one nonce of the current epoch, naming no account,
+// and reports whether it was fresh.
 func consumeOne(ctx context.Context, s store.Store, nonce string, expires time.Time) (bool, error) {
-	got, err := s.NonceConsume(ctx, []store.NonceUse{{Nonce: nonce, Expires: expires}})
+	epoch, err := s.NonceEpoch(ctx)
+	if err != nil {
+		return false, err
+	}
+	got, err := s.NonceConsume(ctx, []store.NonceUse{{Nonce: nonce, Expires: expires, Epoch: epoch}})
 	if err != nil {
 		return false, err
 	}
@@ -154,12 +158,17 @@ func testNonceBatch(t *testing.T, s store.Store, _ Extras) {
 	if fresh, err := consumeOne(ctx, s, "used-before", expires); err != nil || !fresh {
 		t.Fatalf("first use of a nonce = %v, %v; want fresh", fresh, err)
 	}
+	e, err := s.NonceEpoch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	uses := []store.NonceUse{
-		{Nonce: "n1", Expires: expires, AccountID: a.ID},
-		{Nonce: "used-before", Expires: expires, AccountID: a.ID},
-		{Nonce: "n2", Expires: expires},
-		{Nonce: "n1", Expires: expires, AccountID: a.ID},
-		{Nonce: "n3", Expires: expires, AccountID: "no-such-account"},
+		{Nonce: "n1", Expires: expires, AccountID: a.ID, Epoch: e},
+		{Nonce: "used-before", Expires: expires, AccountID: a.ID, Epoch: e},
+		{Nonce: "n2", Expires: expires, Epoch: e},
+		{Nonce: "n1", Expires: expires, AccountID: a.ID, Epoch: e},
+		{Nonce: "n3", Expires: expires, AccountID: "no-such-account", Epoch: e},
+		{Nonce: "n4", Expires: expires, AccountID: a.ID, Epoch: e + 1}, // another epoch's
 	}
 	got, err := s.NonceConsume(ctx, uses)
 	if err != nil {
@@ -168,7 +177,7 @@ func testNonceBatch(t *testing.T, s store.Store, _ Extras) {
 	want := []struct {
 		fresh bool
 		acct  string
-	}{{true, a.ID}, {false, a.ID}, {true, ""}, {false, ""}, {true, ""}}
+	}{{true, a.ID}, {false, a.ID}, {true, ""}, {false, ""}, {true, ""}, {false, a.ID}}
 	if len(got) != len(want) {
 		t.Fatalf("NonceConsume answered %d uses, want %d", len(got), len(want))
 	}
@@ -192,9 +201,57 @@ func testNonceBatch(t *testing.T, s store.Store, _ Extras) {
 		if d := now.Sub(u.Now); d < 0 || d > time.Minute {
 			t.Errorf("use %d: Now = %s, want the database clock (%s)", i, u.Now, now)
 		}
+		if u.Epoch != e {
+			t.Errorf("use %d: Epoch = %d, want the current epoch %d", i, u.Epoch, e)
+		}
+	}
+	if fresh, err := consumeOne(ctx, s, "n4", expires); err != nil || !fresh {
+		t.Errorf("n4, refused under another epoch, = fresh %v, %v under the current one; want fresh (it was not consumed)", fresh, err)
 	}
 	if got, err := s.NonceConsume(ctx, nil); err != nil || len(got) != 0 {
 		t.Errorf("empty batch = %v, %v", got, err)
+	}
+}
+
+// testNonceEpochReset: what a PostgreSQL crash does to the unlogged nonce
+// tables (empties both), done here by hand. A nonce consumed before the
+// reset must not be accepted after it, so nothing is consumed until a new
+// epoch starts, and nonces of the old one never are again.
+func testNonceEpochReset(t *testing.T, s store.Store, x Extras) {
+	ctx := ctxT(t)
+	old, err := s.NonceEpoch(ctx)
+	if err != nil || old == 0 {
+		t.Fatalf("NonceEpoch = %d, %v; want a non-zero epoch", old, err)
+	}
+	if again, err := x.Open(t, nil).NonceEpoch(ctx); err != nil || again != old {
+		t.Fatalf("a second handle's NonceEpoch = %d, %v; want the same epoch %d", again, err, old)
+	}
+	expires := dbNow(t, s).Add(time.Hour)
+	consume := func(nonce string, epoch int64) store.NonceUsed {
+		t.Helper()
+		got, err := s.NonceConsume(ctx, []store.NonceUse{{Nonce: nonce, Expires: expires, Epoch: epoch}})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("NonceConsume(%s) = %v, %v", nonce, got, err)
+		}
+		return got[0]
+	}
+	if u := consume("before", old); !u.Fresh {
+		t.Fatal("a fresh nonce of the current epoch was refused")
+	}
+	x.Exec(t, `DELETE FROM nonces_consumed`)
+	x.Exec(t, `DELETE FROM nonce_epoch`)
+	if u := consume("before", old); u.Fresh || u.Epoch != 0 {
+		t.Fatalf("after the reset, the consumed nonce = fresh %v epoch %d; want refused and epoch 0 (none)", u.Fresh, u.Epoch)
+	}
+	next, err := s.NonceEpoch(ctx)
+	if err != nil || next == 0 || next == old {
+		t.Fatalf("NonceEpoch after the reset = %d, %v; want a new non-zero epoch (old %d)", next, err, old)
+	}
+	if u := consume("before", old); u.Fresh || u.Epoch != next {
+		t.Fatalf("under the new epoch, the old nonce = fresh %v epoch %d; want refused, epoch %d", u.Fresh, u.Epoch, next)
+	}
+	if u := consume("after", next); !u.Fresh {
+		t.Fatal("a nonce of the new epoch was refused")
 	}
 }
 
