@@ -504,18 +504,32 @@ func (s *Store) ChallengeVerdict(ctx context.Context, v store.Verdict) error {
 // authorization and orders with it (RFC 8555 §7.1.6).
 func (s *Store) verdict(ctx context.Context, t *txn, challengeID string, status acme.Status, p *acme.Problem, record []byte) error {
 	// One statement reads the challenge's authorization and locks
-	// (PostgreSQL) the orders using it, in id order, before anything moves:
-	// a verdict on another authorization of the same order waits here, and
-	// then sees this one's authorization when it decides whether the order
-	// is ready. Nothing else is locked while it waits. count(*) reads the
-	// whole CTE, so every row is locked; its value is not needed.
+	// (PostgreSQL) the orders using it, in id order, before anything moves,
+	// reading their status under the lock: a verdict on another
+	// authorization of the same order waits here, and then sees this one's
+	// authorization when it decides whether the order is ready. Nothing else
+	// is locked while it waits. The join reads the whole CTE, so every row
+	// is locked.
 	var authzID string
-	var nOrders int64
-	if err := t.queryRow(ctx, `WITH locked AS (
-  SELECT id FROM orders
+	var pending []string // the locked orders still pending
+	err := collect(ctx, t, func(r Rows) error {
+		var orderID, orderStatus *string
+		if err := r.Scan(&authzID, &orderID, &orderStatus); err != nil {
+			return err
+		}
+		if orderID != nil && orderStatus != nil && *orderStatus == string(acme.StatusPending) {
+			pending = append(pending, *orderID)
+		}
+		return nil
+	}, `WITH locked AS (
+  SELECT id, status FROM orders
   WHERE id IN (SELECT oa.order_id FROM order_authz oa JOIN challenges c ON c.authz_id = oa.authz_id WHERE c.id = $1)
   ORDER BY id {forupdate})
-SELECT authz_id, (SELECT count(*) FROM locked) FROM challenges WHERE id = $1`, challengeID).Scan(&authzID, &nOrders); err != nil {
+SELECT c.authz_id, l.id, l.status FROM challenges c LEFT JOIN locked l ON true WHERE c.id = $1`, challengeID)
+	if err == nil && authzID == "" {
+		err = store.ErrNotFound
+	}
+	if err != nil {
 		return fmt.Errorf("recording verdict on challenge %s: %w", challengeID, err)
 	}
 	pt, err := problemText(p)
@@ -538,11 +552,18 @@ SELECT authz_id, (SELECT count(*) FROM locked) FROM challenges WHERE id = $1`, c
 	b.exec("", `UPDATE challenges SET status = $2, error = $3, validation_record = $4, validated_at = `+validated+`, updated_at = {now}
 WHERE id = $1 AND status = 'processing'`, challengeID, string(status), pt, string(record))
 	b.exec("", `UPDATE authorizations SET status = $2, updated_at = {now} WHERE id = $1 AND status = 'pending'`, authzID, string(status))
+	// Orders are updated by id, one statement each: their status was read
+	// under the lock above. A statement that found them by status instead
+	// ("status = 'pending' AND id IN (...)") let the planner walk every
+	// pending order through orders_status_idx, dead index entries included:
+	// 0.5 ms a verdict at c=32 on a fresh table, and growing with the number
+	// of pending orders.
 	if status == acme.StatusValid {
-		b.exec("", `UPDATE orders SET status = 'ready', updated_at = {now}
-WHERE status = 'pending' AND id IN (SELECT order_id FROM order_authz WHERE authz_id = $1)
-  AND NOT EXISTS (SELECT 1 FROM order_authz oa JOIN authorizations a ON a.id = oa.authz_id
-                  WHERE oa.order_id = orders.id AND a.status <> 'valid')`, authzID)
+		for _, id := range pending {
+			b.exec("", `UPDATE orders SET status = 'ready', updated_at = {now}
+WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM order_authz oa JOIN authorizations a ON a.id = oa.authz_id
+                              WHERE oa.order_id = $1 AND a.status <> 'valid')`, id)
+		}
 	} else {
 		if p == nil {
 			pt, _ = problemText(&acme.Problem{Type: acme.ProblemUnauthorized, Detail: "challenge " + challengeID + " failed"})
@@ -550,9 +571,10 @@ WHERE status = 'pending' AND id IN (SELECT order_id FROM order_authz WHERE authz
 		b.exec("", `UPDATE challenges SET status = 'invalid', updated_at = {now}
 WHERE authz_id = $1 AND id <> $2 AND status IN ('pending', 'processing')
   AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = $1 AND a.status = 'invalid')`, authzID, challengeID)
-		b.exec("", `UPDATE orders SET status = 'invalid', error = $2, updated_at = {now}
-WHERE status = 'pending' AND id IN (SELECT order_id FROM order_authz WHERE authz_id = $1)
-  AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = $1 AND a.status = 'invalid')`, authzID, pt)
+		for _, id := range pending {
+			b.exec("", `UPDATE orders SET status = 'invalid', error = $2, updated_at = {now}
+WHERE id = $1 AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = $3 AND a.status = 'invalid')`, id, pt, authzID)
+		}
 	}
 	n, err := t.send(ctx, &b)
 	if err != nil {

@@ -535,6 +535,48 @@ func testInvalidVerdict(t *testing.T, s store.Store, _ Extras) {
 	}
 }
 
+// testConcurrentVerdicts: every authorization of an order succeeds at once,
+// each verdict on its own handle (as workers do). Each verdict decides
+// readiness after the others' authorizations are visible to it, so the
+// last one always moves the order to ready; none may leave it pending.
+func testConcurrentVerdicts(t *testing.T, s store.Store, x Extras) {
+	ctx := ctxT(t)
+	stores := handles(t, s, x, 4)
+	a := newAccount(t, s)
+	for round := range 5 {
+		names := make([]string, 4)
+		for i := range names {
+			names[i] = fmt.Sprintf("n%d.r%d.verdicts.example.com", i, round)
+		}
+		o := newOrder(t, s, a, names...)
+		var claimed []string
+		for _, id := range o.AuthzIDs {
+			c, ok, err := s.ChallengeClaim(ctx, authz(t, s, id).Challenges[0].ID)
+			if err != nil || !ok {
+				t.Fatalf("ChallengeClaim: %v %v", ok, err)
+			}
+			claimed = append(claimed, c.ID)
+		}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i, id := range claimed {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				if err := stores[i%len(stores)].ChallengeVerdict(ctx, store.Verdict{ChallengeID: id, Status: acme.StatusValid}); err != nil {
+					t.Errorf("ChallengeVerdict: %v", err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if got := order(t, s, o.ID).Status; got != acme.StatusReady {
+			t.Fatalf("round %d: order is %s after all %d authorizations were validated at once, want ready", round, got, len(names))
+		}
+	}
+}
+
 // testLateVerdict: two challenges of one authorization answered at once.
 // A late failure after a success does not undo it (the authorization, the
 // order and the valid challenge stay); a failure first takes the other

@@ -57,6 +57,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"InvalidVerdict", testInvalidVerdict},
 		{"VerdictIsTerminal", testVerdictIsTerminal},
 		{"LateVerdict", testLateVerdict},
+		{"ConcurrentVerdicts", testConcurrentVerdicts},
 		{"VerdictLeavesItsJob", testVerdictLeavesItsJob},
 		{"ChallengeClaimConcurrent", testChallengeClaimConcurrent},
 		{"OrderFinalizeConcurrent", testOrderFinalizeConcurrent},
