@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/riverqueue/river/riverdriver"
@@ -41,24 +42,70 @@ func (d sqliteDriver) GetListener(p *riverdriver.GetListenenerParams) riverdrive
 // ends waits the same way to change subscriptions.
 //
 // River's notifier calls WaitForNotification from one goroutine at a time.
+//
+// Where it can (Linux inotify, through fsnotify), it also watches the
+// database's WAL file (walWatch) and checks data_version as soon as the file
+// is written, so a job another process inserts starts without waiting for
+// the next poll; the poll then only backs the watch up, every
+// outboxEverySQLite. A check that finds no change right after a write is
+// repeated once, recheckSQLite later: the event can arrive before the
+// writer has published its commit in the WAL index.
 type sqliteListener struct {
 	riverdriver.Listener
 	db      *sql.DB
 	every   time.Duration
 	version int64     // the last data_version seen
 	readAt  time.Time // when the outbox was last read
+
+	mu      sync.Mutex // guards watch and watched against Close
+	watch   *walWatch  // nil when not (yet) watching
+	watched bool       // watchWAL was tried
+	recheck bool       // check again recheckSQLite after an unchanged write
+}
+
+const recheckSQLite = time.Millisecond
+
+// startWatch starts the WAL watch on the first wait; if it cannot (another
+// platform, no inotify instances left), the listener polls every `every`.
+func (l *sqliteListener) startWatch() *walWatch {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.watched {
+		l.watched = true
+		// Not the wait's ctx: River's notifier cancels waits to change
+		// subscriptions, and one canceled here would leave it polling.
+		wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		l.watch, _ = watchWAL(wctx, l.db)
+		cancel()
+	}
+	return l.watch
+}
+
+func (l *sqliteListener) Close(ctx context.Context) error {
+	l.mu.Lock()
+	l.watch.close()
+	l.watch, l.watched = nil, false
+	l.mu.Unlock()
+	return l.Listener.Close(ctx)
 }
 
 func (l *sqliteListener) WaitForNotification(ctx context.Context) (*riverdriver.Notification, error) {
+	watch := l.startWatch()
+	// How long an outbox read waits for rows, and how long the loop sleeps
+	// between checks when nothing wakes it.
+	readFor, sleep := l.every, l.every
+	if watch != nil {
+		readFor, sleep = recheckSQLite, outboxEverySQLite
+	}
 	// A call reads the outbox first: the previous call may have left rows
 	// buffered in the wrapped listener.
 	read := true
 	for {
-		again := false
+		again, woken := false, false
 		if read || time.Since(l.readAt) >= outboxEverySQLite {
 			l.readAt = time.Now()
 			waits := l.db.Stats().WaitCount
-			readCtx, cancel := context.WithTimeout(ctx, l.every)
+			readCtx, cancel := context.WithTimeout(ctx, readFor)
 			n, err := l.Listener.WaitForNotification(readCtx)
 			cancel()
 			switch {
@@ -74,11 +121,22 @@ func (l *sqliteListener) WaitForNotification(ctx context.Context) (*riverdriver.
 			// before the read did.
 			again = l.db.Stats().WaitCount != waits
 		} else {
-			t := time.NewTimer(l.every)
+			d := sleep
+			if l.recheck {
+				d = recheckSQLite
+			}
+			var wake <-chan struct{}
+			if watch != nil {
+				wake = watch.wake
+			}
+			t := time.NewTimer(d)
 			select {
 			case <-ctx.Done():
 				t.Stop()
 				return nil, ctx.Err()
+			case <-wake:
+				t.Stop()
+				woken = true
 			case <-t.C:
 			}
 		}
@@ -90,5 +148,7 @@ func (l *sqliteListener) WaitForNotification(ctx context.Context) (*riverdriver.
 		// counter; a spurious change only costs a read.
 		read = again || v != l.version
 		l.version = v
+		// After a write with no visible commit, look once more shortly.
+		l.recheck = woken && !read
 	}
 }
