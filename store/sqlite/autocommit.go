@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/store/sqlstore"
@@ -18,13 +17,7 @@ func (c conn) Autocommit(ctx context.Context, fn func(sqlstore.Tx) error) error 
 type sqlAuto struct{ c conn }
 
 func (t sqlAuto) Exec(ctx context.Context, q string, args ...any) (int64, error) {
-	var res sql.Result
-	var err error
-	if st := t.c.stmts.outside(ctx, q, args); st != nil {
-		res, err = st.ExecContext(ctx, args...)
-	} else {
-		res, err = t.c.db.ExecContext(ctx, q, args...)
-	}
+	res, err := t.c.db.ExecContext(ctx, q, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -32,13 +25,7 @@ func (t sqlAuto) Exec(ctx context.Context, q string, args ...any) (int64, error)
 }
 
 func (t sqlAuto) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
-	var rows *sql.Rows
-	var err error
-	if st := t.c.stmts.outside(ctx, q, args); st != nil {
-		rows, err = st.QueryContext(ctx, args...)
-	} else {
-		rows, err = t.c.db.QueryContext(ctx, q, args...)
-	}
+	rows, err := t.c.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}

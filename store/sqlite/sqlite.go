@@ -50,7 +50,7 @@ func Open(path string) (*sql.DB, error) {
 			return nil, fmt.Errorf("creating the directory of SQLite database %s: %w", path, err)
 		}
 	}
-	db, err := sql.Open("sqlite", DSN(path))
+	db, err := sql.Open(driverName, DSN(path)) // driver.go: modernc's, keeping statements prepared
 	if err != nil {
 		return nil, fmt.Errorf("opening SQLite database %s: %w", path, err)
 	}
@@ -66,11 +66,10 @@ func Open(path string) (*sql.DB, error) {
 }
 
 // Conn adapts db to sqlstore's executor (for the migration runner).
-func Conn(db *sql.DB) sqlstore.Conn { return conn{db: db, stmts: newStmtCache(db)} }
+func Conn(db *sql.DB) sqlstore.Conn { return conn{db: db} }
 
 type conn struct {
-	db    *sql.DB
-	stmts *stmtCache // stmts.go
+	db *sql.DB
 }
 
 func (c conn) InTx(ctx context.Context, fn func(sqlstore.Tx) error) error {
@@ -78,9 +77,8 @@ func (c conn) InTx(ctx context.Context, fn func(sqlstore.Tx) error) error {
 	if err != nil {
 		return err
 	}
-	defer c.stmts.prepareWanted(context.WithoutCancel(ctx)) // the connection is free again by then
-	defer tx.Rollback()                                     //nolint:errcheck // a no-op after Commit
-	if err := fn(sqlTx{tx: tx, stmts: c.stmts}); err != nil {
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if err := fn(sqlTx{tx: tx}); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -107,12 +105,11 @@ func (c conn) Classify(err error) sqlstore.ErrorKind {
 }
 
 type sqlTx struct {
-	tx    *sql.Tx
-	stmts *stmtCache
+	tx *sql.Tx
 }
 
 func (t sqlTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
-	res, err := t.stmts.txExec(ctx, t.tx, q, args)
+	res, err := t.tx.ExecContext(ctx, q, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -120,11 +117,11 @@ func (t sqlTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
 }
 
 func (t sqlTx) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
-	rows, done, err := t.stmts.txQuery(ctx, t.tx, q, args)
+	rows, err := t.tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
-	return sqlRows{rows, done}, nil
+	return sqlRows{rows}, nil
 }
 
 // Batch runs stmts one after another: SQLite has no round trips to save.
@@ -170,18 +167,10 @@ func scanFirst(ctx context.Context, e sqlstore.Tx, st sqlstore.Stmt) (int64, err
 	return 1, rows.Err()
 }
 
-// sqlRows are a query's rows; done releases the statement they came from.
-type sqlRows struct {
-	*sql.Rows
-	done func()
-}
+// sqlRows are a query's rows.
+type sqlRows struct{ *sql.Rows }
 
-func (r sqlRows) Close() {
-	_ = r.Rows.Close()
-	if r.done != nil {
-		r.done()
-	}
-}
+func (r sqlRows) Close() { _ = r.Rows.Close() }
 
 // Migrate applies Hallmark's pending migrations (not River's).
 func Migrate(ctx context.Context, db *sql.DB) ([]int, error) {

@@ -9,10 +9,11 @@ import (
 	"github.com/hallmark-ca/hallmark/store/sqlstore"
 )
 
-// TestStmtCache: statements with arguments run prepared once seen —
-// inside a transaction from the next one on, outside at once — and mean
-// what they meant: a transaction sees its own writes through them, a
-// rollback undoes them, and a script without arguments still runs whole.
+// TestStmtCache: the connection keeps statements with arguments prepared
+// once seen, inside transactions and out, and they mean what they meant: a
+// transaction sees its own writes through them, a rollback undoes them, a
+// constraint violation is still one, a script without arguments still runs
+// whole, and a statement run again while its rows are open still works.
 func TestStmtCache(t *testing.T) {
 	ctx := context.Background()
 	db, err := Open(filepath.Join(t.TempDir(), "cache.db"))
@@ -21,10 +22,27 @@ func TestStmtCache(t *testing.T) {
 	}
 	defer db.Close()
 	c := Conn(db).(conn)
-	cached := func(q string) bool {
-		c.stmts.mu.Lock()
-		defer c.stmts.mu.Unlock()
-		return c.stmts.m[q] != nil
+	// inspect looks at the handle's one connection between statements.
+	inspect := func(fn func(cc *cachingConn)) {
+		t.Helper()
+		sc, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sc.Close()
+		if err := sc.Raw(func(dc any) error {
+			cc := dc.(*cachingConn)
+			cc.mu.Lock()
+			defer cc.mu.Unlock()
+			fn(cc)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cached := func(q string) (ok bool) {
+		inspect(func(cc *cachingConn) { ok = cc.stmts[q] != nil })
+		return ok
 	}
 	// A script of two statements without arguments (as a migration is).
 	if err := c.InTx(ctx, func(tx sqlstore.Tx) error {
@@ -82,7 +100,32 @@ func TestStmtCache(t *testing.T) {
 	}); c.Classify(err) != sqlstore.ErrUnique {
 		t.Errorf("a duplicate through a prepared statement = %v, want a unique violation", err)
 	}
-	if len(c.stmts.m) != 2 {
-		t.Errorf("%d statements cached, want 2 (none without arguments)", len(c.stmts.m))
+	var n, prepares int
+	inspect(func(cc *cachingConn) { n, prepares = len(cc.stmts), cc.prepares })
+	if n != 2 || prepares != 2 {
+		t.Errorf("%d statements cached after %d prepares, want 2 and 2 (none without arguments, each prepared once)", n, prepares)
+	}
+	// The same statement again while its rows are open (on the one
+	// connection, so in a transaction): the second runs unprepared, and
+	// both read what they should.
+	if err := c.InTx(ctx, func(tx sqlstore.Tx) error {
+		outer, err := tx.Query(ctx, count, "")
+		if err != nil {
+			return err
+		}
+		defer outer.Close()
+		if got := countIn(tx); got != 2 {
+			t.Errorf("nested count = %d, want 2", got)
+		}
+		var m int
+		if !outer.Next() {
+			return errors.New("outer count has no row")
+		}
+		if err := outer.Scan(&m); err != nil || m != 2 {
+			t.Errorf("outer count = %d, %v; want 2", m, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
