@@ -63,6 +63,9 @@ type Server struct {
 	nonces  *nonce.Service
 	keys    keyCache
 	unbound memo[struct{}] // accounts without an external account binding (eab.go)
+	// lastKeys: each account's stored key JSON as of its latest request, a
+	// guess to verify with while the nonce is consumed (speculate.go).
+	lastKeys memo[string]
 	policy  *policy.Policy
 	log     *slog.Logger
 	permits chan struct{}
@@ -417,6 +420,10 @@ func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error
 		// round trip, batched with other requests' (protocol/nonce). A kid
 		// that is no account URL of ours consumes the nonce all the same.
 		acctID, kidErr := s.kidAccountID(msg.KeyID)
+		var spec *speculation
+		if acctID != "" && mode != jwkOnly {
+			spec = s.speculate(msg, acctID)
+		}
 		acct, now, err := s.nonces.RedeemFor(r.Context(), msg.Nonce, acctID)
 		if err != nil {
 			return s.storeErr(err, "consuming the nonce")
@@ -434,9 +441,15 @@ func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error
 			if err != nil {
 				return err
 			}
-			if p.payload, err = msg.Verify(key); err != nil {
-				return err
+			s.lastKeys.put(acct.ID, string(acct.KeyJWK))
+			res, ok := spec.resultFor(acct.KeyJWK)
+			if !ok {
+				res.payload, res.err = msg.Verify(key)
 			}
+			if res.err != nil {
+				return res.err
+			}
+			p.payload = res.payload
 			p.acct = acct
 		default:
 			if mode == kidOnly {
