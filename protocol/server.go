@@ -66,14 +66,14 @@ type Server struct {
 	// lastKeys: each account's stored key JSON as of its latest request, a
 	// guess to verify with while the nonce is consumed (speculate.go).
 	lastKeys memo[string]
-	policy  *policy.Policy
-	log     *slog.Logger
-	permits chan struct{}
-	timeout time.Duration
-	retry   time.Duration
-	gather  prometheus.Gatherer
-	metrics metrics
-	handler http.Handler
+	policy   *policy.Policy
+	log      *slog.Logger
+	permits  chan struct{}
+	timeout  time.Duration
+	retry    time.Duration
+	gather   prometheus.Gatherer
+	metrics  metrics
+	handler  http.Handler
 }
 
 type metrics struct {
