@@ -66,6 +66,7 @@ type Server struct {
 	// lastKeys: each account's stored key JSON as of its latest request, a
 	// guess to verify with while the nonce is consumed (speculate.go).
 	lastKeys memo[string]
+	specs    specPool
 	policy   *policy.Policy
 	log      *slog.Logger
 	permits  chan struct{}
@@ -95,6 +96,7 @@ func New(cfg config.Config, st store.Store, opts Options) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, base: base, st: st, log: opts.Logger}
 	s.unbound.max = 100_000 // account IDs are small
+	s.specs.jobs = make(chan func())
 	if s.log == nil {
 		s.log = slog.Default()
 	}
