@@ -22,23 +22,7 @@ import (
 func TestRealStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := "sqlite:" + filepath.Join(t.TempDir(), "hallmark.db")
-	if err := open.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	service := func() *nonce.Service {
-		db, err := open.Open(ctx, url, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(db.Close)
-		s, err := nonce.New(ctx, db.Store, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	a, b := service(), service()
+	a, b := twoReplicas(t, "sqlite:"+filepath.Join(t.TempDir(), "hallmark.db"))
 
 	n := a.Issue()
 	if err := b.Redeem(ctx, n); err != nil {
@@ -64,22 +48,7 @@ func TestCrashResetPostgres(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := testdb.Postgres(t)
-	if err := open.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	service := func() *nonce.Service {
-		db, err := open.Open(ctx, url, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(db.Close)
-		s, err := nonce.New(ctx, db.Store, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	a, b := service(), service()
+	a, b := twoReplicas(t, url)
 	used, fromB := a.Issue(), b.Issue()
 	if err := b.Redeem(ctx, used); err != nil {
 		t.Fatal(err)
@@ -108,4 +77,27 @@ func TestCrashResetPostgres(t *testing.T) {
 	if err := a.Redeem(ctx, b.Issue()); err != nil {
 		t.Fatalf("B's nonce after its refusal refused at A: %v", err)
 	}
+}
+
+// twoReplicas migrates the database at url and returns two nonce services,
+// each on a handle of its own, as two frontends would have.
+func twoReplicas(t *testing.T, url string) (a, b *nonce.Service) {
+	t.Helper()
+	ctx := context.Background()
+	if err := open.Migrate(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	service := func() *nonce.Service {
+		db, err := open.Open(ctx, url, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(db.Close)
+		s, err := nonce.New(ctx, db.Store, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	return service(), service()
 }
