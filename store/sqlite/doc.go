@@ -3,6 +3,8 @@
 // busy_timeout, foreign keys, BEGIN IMMEDIATE for every transaction, one
 // open connection per process because River shares the handle), adapts
 // *sql.DB to sqlstore's executor and classifies SQLite constraint errors.
+// Its database/sql driver (driver.go) is modernc's with each connection's
+// statements kept prepared, River's included.
 // The store's logic lives in sqlstore; this package must never grow its own
 // copy of it, and must never run a statement on the *sql.DB while one of the
 // store's transactions is open (with one connection that deadlocks).
