@@ -20,9 +20,9 @@ import (
 // the store, River's inserts, fetches and completions — inside transactions
 // and out.
 //
-// Only statements with arguments are cached: a script of several
-// statements (a migration) has none, and a prepared statement would run
-// only its first. A statement whose rows are still open when the same text
+// Every statement is cached, with or without arguments: modernc runs a
+// prepared script of several statements (a migration) whole, each time
+// (TestStmtCache). A statement whose rows are still open when the same text
 // runs again (a query inside its own loop) runs unprepared that time. The
 // cache holds at most maxCachedStmts per connection: the statements are
 // constants in the source, plus a bounded set of multi-row shapes.
@@ -88,11 +88,9 @@ type stmt interface {
 }
 
 // take returns q's cached statement marked busy, preparing it if need be,
-// or nil when q is to run unprepared.
-func (c *cachingConn) take(ctx context.Context, q string, args []driver.NamedValue) *cachedStmt {
-	if len(args) == 0 {
-		return nil
-	}
+// or nil when q is to run unprepared (busy, the cache full, or it does not
+// prepare).
+func (c *cachingConn) take(ctx context.Context, q string) *cachedStmt {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cs := c.stmts[q]; cs != nil {
@@ -127,7 +125,7 @@ func (c *cachingConn) release(cs *cachedStmt) {
 }
 
 func (c *cachingConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
-	cs := c.take(ctx, q, args)
+	cs := c.take(ctx, q)
 	if cs == nil {
 		return c.innerConn.ExecContext(ctx, q, args)
 	}
@@ -136,7 +134,7 @@ func (c *cachingConn) ExecContext(ctx context.Context, q string, args []driver.N
 }
 
 func (c *cachingConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
-	cs := c.take(ctx, q, args)
+	cs := c.take(ctx, q)
 	if cs == nil {
 		return c.innerConn.QueryContext(ctx, q, args)
 	}

@@ -9,11 +9,12 @@ import (
 	"github.com/hallmark-ca/hallmark/store/sqlstore"
 )
 
-// TestStmtCache: the connection keeps statements with arguments prepared
-// once seen, inside transactions and out, and they mean what they meant: a
+// TestStmtCache: the connection keeps statements prepared once seen,
+// inside transactions and out, and they mean what they meant: a
 // transaction sees its own writes through them, a rollback undoes them, a
-// constraint violation is still one, a script without arguments still runs
-// whole, and a statement run again while its rows are open still works.
+// constraint violation is still one, a script of several statements runs
+// whole every time, and a statement run again while its rows are open
+// still works.
 func TestStmtCache(t *testing.T) {
 	ctx := context.Background()
 	db, err := Open(filepath.Join(t.TempDir(), "cache.db"))
@@ -100,10 +101,29 @@ func TestStmtCache(t *testing.T) {
 	}); c.Classify(err) != sqlstore.ErrUnique {
 		t.Errorf("a duplicate through a prepared statement = %v, want a unique violation", err)
 	}
+	// A script without arguments, run twice from the cache, runs whole
+	// each time (and the first script created u as well as t).
+	const script = "INSERT INTO u (k) VALUES ('x'); INSERT INTO u (k) VALUES ('y')"
+	for range 2 {
+		if err := c.InTx(ctx, func(tx sqlstore.Tx) error {
+			_, err := tx.Exec(ctx, script)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var inU int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM u").Scan(&inU); err != nil || inU != 4 {
+		t.Fatalf("the cached two-statement script, run twice, left %d rows (%v), want 4", inU, err)
+	}
+	if !cached(script) {
+		t.Error("a script without arguments was not kept prepared")
+	}
 	var n, prepares int
 	inspect(func(cc *cachingConn) { n, prepares = len(cc.stmts), cc.prepares })
-	if n != 2 || prepares != 2 {
-		t.Errorf("%d statements cached after %d prepares, want 2 and 2 (none without arguments, each prepared once)", n, prepares)
+	// The two scripts, insert, count and the count of u: each prepared once.
+	if n != 5 || prepares != 5 {
+		t.Errorf("%d statements cached after %d prepares, want 5 and 5 (each prepared once)", n, prepares)
 	}
 	// The same statement again while its rows are open (on the one
 	// connection, so in a transaction): the second runs unprepared, and
