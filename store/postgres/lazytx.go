@@ -201,22 +201,24 @@ func (t *lazyTx) Conn() *pgx.Conn { return t.conn }
 // commit.
 func (t *lazyTx) Commit(ctx context.Context) error {
 	if t.tx == nil {
-		if t.closed {
-			return pgx.ErrTxClosed
-		}
-		t.closed = true
-		return nil
+		return t.endUnbegun()
 	}
 	return t.tx.Commit(ctx)
 }
 
 func (t *lazyTx) Rollback(ctx context.Context) error {
 	if t.tx == nil {
-		if t.closed {
-			return pgx.ErrTxClosed
-		}
-		t.closed = true
-		return nil
+		return t.endUnbegun()
 	}
 	return t.tx.Rollback(ctx)
+}
+
+// endUnbegun ends a transaction that never sent BEGIN: there is nothing on
+// the server to commit or roll back, only the second end to refuse.
+func (t *lazyTx) endUnbegun() error {
+	if t.closed {
+		return pgx.ErrTxClosed
+	}
+	t.closed = true
+	return nil
 }

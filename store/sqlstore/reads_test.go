@@ -40,6 +40,25 @@ func pendingAuthz(name string, exp time.Time) *store.Authorization {
 		Challenges: []store.Challenge{{Type: acme.ChallengeHTTP01}, {Type: acme.ChallengeDNS01}, {Type: acme.ChallengeTLSALPN01}}}
 }
 
+// orderedAuthz creates an account and an order for name with one pending
+// authorization, and returns the account and that authorization as read.
+func orderedAuthz(t testing.TB, s store.Store, acctName, name string) (*store.Account, *store.Authorization) {
+	t.Helper()
+	ctx := context.Background()
+	acct := account(t, s, acctName)
+	exp := time.Now().Add(time.Hour)
+	o, err := s.OrderCreate(ctx, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: exp,
+		Identifiers: []acme.Identifier{{Type: acme.IdentifierDNS, Value: name}}, Authzs: []*store.Authorization{pendingAuthz(name, exp)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	az, err := s.AuthzByID(ctx, o.AuthzIDs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acct, az
+}
+
 // TestOrderCreateReturnsWhatIsStored: OrderCreate builds its answer
 // instead of reading the order back, so the answer must be exactly what
 // OrderByID reads: times in UTC to the microsecond, statuses, IDs in order.
@@ -154,17 +173,7 @@ func TestAuthzWithoutChallenges(t *testing.T) {
 func TestChallengeWithAuthz(t *testing.T) {
 	dialects(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
-		acct := account(t, s, t.Name())
-		exp := time.Now().Add(time.Hour)
-		o, err := s.OrderCreate(ctx, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: exp,
-			Identifiers: []acme.Identifier{{Type: acme.IdentifierDNS, Value: "*.v.example"}}, Authzs: []*store.Authorization{pendingAuthz("*.v.example", exp)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		az, err := s.AuthzByID(ctx, o.AuthzIDs[0])
-		if err != nil {
-			t.Fatal(err)
-		}
+		acct, az := orderedAuthz(t, s, t.Name(), "*.v.example")
 		ch, _, err := s.ChallengeClaim(ctx, az.Challenges[1].ID)
 		if err != nil || ch.Status != acme.StatusProcessing {
 			t.Fatalf("ChallengeClaim = %+v, %v", ch, err)
@@ -190,17 +199,7 @@ func BenchmarkValidationRead(b *testing.B) {
 	for _, kind := range []string{"sqlite", "postgres"} {
 		s := testdb.Open(b, kind).Store
 		ctx := context.Background()
-		acct := account(b, s, "bench-"+kind)
-		exp := time.Now().Add(time.Hour)
-		o, err := s.OrderCreate(ctx, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: exp,
-			Identifiers: []acme.Identifier{{Type: acme.IdentifierDNS, Value: "v.example"}}, Authzs: []*store.Authorization{pendingAuthz("v.example", exp)}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		az, err := s.AuthzByID(ctx, o.AuthzIDs[0])
-		if err != nil {
-			b.Fatal(err)
-		}
+		_, az := orderedAuthz(b, s, "bench-"+kind, "v.example")
 		id := az.Challenges[0].ID
 		b.Run(kind+"/one", func(b *testing.B) {
 			for b.Loop() {
