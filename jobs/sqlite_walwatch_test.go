@@ -3,6 +3,9 @@ package jobs
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -52,6 +55,9 @@ func TestWALWatchWakes(t *testing.T) {
 			// The last connection closing removes the -wal file; the
 			// next write creates it again.
 			watcher.Close()
+			if _, err := os.Stat(path + "-wal"); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("the -wal file outlived the last connection (%v): the second round would not test its re-creation", err)
+			}
 			watcher = open()
 		}
 	}
