@@ -443,9 +443,11 @@ func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error
 			if err != nil {
 				return err
 			}
-			s.lastKeys.put(acct.ID, string(acct.KeyJWK))
 			res, ok := spec.resultFor(acct.KeyJWK)
 			if !ok {
+				// No guess, or a stale one: remember the key for the
+				// account's next request.
+				s.lastKeys.put(acct.ID, string(acct.KeyJWK))
 				res.payload, res.err = msg.Verify(key)
 			}
 			if res.err != nil {
