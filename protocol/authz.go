@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -49,9 +50,14 @@ func (s *Server) authzDoc(a *store.Authorization) authzDoc {
 	return d
 }
 
+// authzAhead is the authz route's read, made while the nonce is consumed.
+func (s *Server) authzAhead(ctx context.Context, r *http.Request) (any, error) {
+	return s.st.AuthzByID(ctx, mux.Vars(r)["id"])
+}
+
 // ownedAuthz loads an authorization and checks the signer owns it.
 func (s *Server) ownedAuthz(p *post, id string) (*store.Authorization, error) {
-	a, err := s.st.AuthzByID(p.r.Context(), id)
+	a, err := aheadOr(p, func() (*store.Authorization, error) { return s.st.AuthzByID(p.r.Context(), id) })
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound("authorization", id)
 	}

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -10,6 +11,12 @@ import (
 	"github.com/hallmark-ca/hallmark/store"
 )
 
+// certAhead is the certificate route's read, made while the nonce is
+// consumed.
+func (s *Server) certAhead(ctx context.Context, r *http.Request) (any, error) {
+	return s.st.CertificateBySerial(ctx, mux.Vars(r)["serial"])
+}
+
 // cert answers POST-as-GET of a certificate with its PEM chain (RFC 8555
 // §7.4.2). Only the account that ordered it may fetch it.
 func (s *Server) cert(w http.ResponseWriter, p *post) error {
@@ -17,7 +24,7 @@ func (s *Server) cert(w http.ResponseWriter, p *post) error {
 		return acme.Malformed("a certificate is read with POST-as-GET: send an empty payload")
 	}
 	serial := mux.Vars(p.r)["serial"]
-	c, err := s.st.CertificateBySerial(p.r.Context(), serial)
+	c, err := aheadOr(p, func() (*store.Certificate, error) { return s.st.CertificateBySerial(p.r.Context(), serial) })
 	if errors.Is(err, store.ErrNotFound) {
 		return notFound("certificate", serial)
 	}

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -10,6 +11,12 @@ import (
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
 )
+
+// challengeAhead is the challenge route's read, made while the nonce is
+// consumed.
+func (s *Server) challengeAhead(ctx context.Context, r *http.Request) (any, error) {
+	return s.st.ChallengeWithAuthz(ctx, mux.Vars(r)["id"])
+}
 
 // challenge answers a challenge POST (RFC 8555 §7.5.1). A {} payload asks
 // the server to validate: the store compare-and-swaps the challenge pending →
@@ -22,7 +29,7 @@ func (s *Server) challenge(w http.ResponseWriter, p *post) error {
 	ctx := p.r.Context()
 	// The challenge and its authorization in one read: the worker's read
 	// before validating is the same question.
-	t, err := s.st.ChallengeWithAuthz(ctx, id)
+	t, err := aheadOr(p, func() (*store.ChallengeAuthz, error) { return s.st.ChallengeWithAuthz(ctx, id) })
 	if errors.Is(err, store.ErrNotFound) {
 		return notFound("challenge", id)
 	}

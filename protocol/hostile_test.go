@@ -63,11 +63,15 @@ func TestHostileRequests(t *testing.T) {
 			impostor := newKey(t)
 			impostor.kid = a.kid
 			wantProblem(t, e, e.post(t, impostor, newOrder, order), acme.ProblemMalformed, 400)
+			// A route whose read is made while the nonce is consumed
+			// (ahead.go) refuses it just the same.
+			_, loc := e.newOrder(t, a, dnsIDs("impostor.example"))
+			wantProblem(t, e, e.post(t, impostor, loc, nil), acme.ProblemMalformed, 400)
 		})
 		t.Run("kid of another account's resource", func(t *testing.T) {
 			o, loc := e.newOrder(t, a, dnsIDs("mine.example"))
 			az := e.authz(t, a, o.Authorizations[0])
-			for _, u := range []string{loc, o.Authorizations[0], az.Challenges[0].URL, a.kid, a.kid + "/orders"} {
+			for _, u := range []string{loc, loc + "/finalize", o.Authorizations[0], az.Challenges[0].URL, a.kid, a.kid + "/orders"} {
 				wantProblem(t, e, e.post(t, b, u, nil), acme.ProblemUnauthorized, 403)
 			}
 		})

@@ -4,7 +4,7 @@ import "sync"
 
 // memo is a bounded map for answers that never go stale (a parsed key, a
 // fact about an account that cannot change), or for guesses that are
-// checked before they count (Server.lastKeys, speculate.go). When full it
+// checked before they count (Server.lastKeys, ahead.go). When full it
 // forgets everything at once: losing it costs recomputing an answer, never
 // a wrong one. The zero value holds up to memoMax entries.
 type memo[V any] struct {

@@ -64,9 +64,8 @@ type Server struct {
 	keys    keyCache
 	unbound memo[struct{}] // accounts without an external account binding (eab.go)
 	// lastKeys: each account's stored key JSON as of its latest request, a
-	// guess to verify with while the nonce is consumed (speculate.go).
+	// guess to verify with while the nonce is consumed (ahead.go).
 	lastKeys memo[string]
-	specs    specPool
 	policy   *policy.Policy
 	log      *slog.Logger
 	permits  chan struct{}
@@ -96,7 +95,6 @@ func New(cfg config.Config, st store.Store, opts Options) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, base: base, st: st, log: opts.Logger}
 	s.unbound.max = 100_000 // account IDs are small
-	s.specs.jobs = make(chan func())
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -225,6 +223,7 @@ type post struct {
 	rawJWK  []byte         // the header's JWK as JSON (jwk requests)
 	thumb   string         // the header's key thumbprint (jwk requests)
 	now     time.Time      // the database clock when the nonce was consumed
+	ahead   *aheadResult   // the route's first read, made while the nonce was consumed (ahead.go)
 }
 
 // isGet reports a POST-as-GET: an empty payload (RFC 8555 §6.3).
@@ -246,21 +245,23 @@ func (s *Server) routes() http.Handler {
 	r.Handle(pathRenewalInfo+"{certid}", s.instrument("renewal_info", true, methodsOnly([]string{http.MethodGet, http.MethodHead}, s.renewalInfo)))
 	r.Handle(pathRenewalExplanation+"{serial}", s.instrument("renewal_explanation", true, methodsOnly([]string{http.MethodGet, http.MethodHead}, s.renewalExplanation)))
 
-	postRoute := func(path, name string, mode keyMode, h func(http.ResponseWriter, *post) error) {
-		r.Handle(path, s.instrument(name, true, methodsOnly([]string{http.MethodPost}, s.verified(mode, h))))
+	// ahead is the route's first read, made while the nonce is consumed
+	// (ahead.go); nil for routes whose first read needs the payload.
+	postRoute := func(path, name string, mode keyMode, h func(http.ResponseWriter, *post) error, ahead readAhead) {
+		r.Handle(path, s.instrument(name, true, methodsOnly([]string{http.MethodPost}, s.verified(mode, h, ahead))))
 	}
-	postRoute(pathNewAccount, "new_account", jwkOnly, s.newAccount)
-	postRoute(pathNewOrder, "new_order", kidOnly, s.newOrder)
-	postRoute(pathNewAuthz, "new_authz", kidOnly, s.newAuthz) // newauthz.go
-	postRoute(pathRevokeCert, "revoke_cert", kidOrJWK, s.revokeCert)
-	postRoute(pathKeyChange, "key_change", kidOnly, s.keyChange)
-	postRoute(pathAccount+"{id}", "account", kidOnly, s.account)
-	postRoute(pathAccount+"{id}/orders", "account_orders", kidOnly, s.accountOrders)
-	postRoute(pathOrder+"{id}", "order", kidOnly, s.order)
-	postRoute(pathOrder+"{id}/finalize", "finalize", kidOnly, s.finalize)
-	postRoute(pathAuthz+"{id}", "authz", kidOnly, s.authz)
-	postRoute(pathChallenge+"{id}", "challenge", kidOnly, s.challenge)
-	postRoute(pathCert+"{serial}", "cert", kidOnly, s.cert)
+	postRoute(pathNewAccount, "new_account", jwkOnly, s.newAccount, nil)
+	postRoute(pathNewOrder, "new_order", kidOnly, s.newOrder, nil)
+	postRoute(pathNewAuthz, "new_authz", kidOnly, s.newAuthz, nil) // newauthz.go
+	postRoute(pathRevokeCert, "revoke_cert", kidOrJWK, s.revokeCert, nil)
+	postRoute(pathKeyChange, "key_change", kidOnly, s.keyChange, nil)
+	postRoute(pathAccount+"{id}", "account", kidOnly, s.account, nil)
+	postRoute(pathAccount+"{id}/orders", "account_orders", kidOnly, s.accountOrders, nil)
+	postRoute(pathOrder+"{id}", "order", kidOnly, s.order, s.orderAhead)
+	postRoute(pathOrder+"{id}/finalize", "finalize", kidOnly, s.finalize, s.orderAhead)
+	postRoute(pathAuthz+"{id}", "authz", kidOnly, s.authz, s.authzAhead)
+	postRoute(pathChallenge+"{id}", "challenge", kidOnly, s.challenge, s.challengeAhead)
+	postRoute(pathCert+"{serial}", "cert", kidOnly, s.cert, s.certAhead)
 
 	// The CRL touches the store, so it takes a permit too.
 	s.publicRoutes(r)
@@ -386,8 +387,8 @@ func (s *Server) instrument(name string, admit bool, h func(http.ResponseWriter,
 // verified runs the checks every ACME POST goes through, in order: content
 // type, body size, JWS shape (jws.Parse), url == the request URL (RFC 8555
 // §6.4), nonce (§6.5), key by kid or jwk (§6.2), signature. Only then does
-// the handler see the payload.
-func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error) func(http.ResponseWriter, *http.Request) error {
+// the handler see the payload, and ahead's read if the route has one.
+func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error, ahead readAhead) func(http.ResponseWriter, *http.Request) error {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 		if err != nil || ct != "application/jose+json" {
@@ -421,16 +422,25 @@ func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error
 		// The nonce is consumed and the kid's account read in one store
 		// round trip, batched with other requests' (protocol/nonce). A kid
 		// that is no account URL of ours consumes the nonce all the same.
+		// Meanwhile this goroutine guesses the signature's key and makes
+		// the route's first read (ahead.go); neither is trusted until the
+		// round trip is back.
 		acctID, kidErr := s.kidAccountID(msg.KeyID)
-		var spec *speculation
-		if acctID != "" && mode != jwkOnly {
-			spec = s.speculate(msg, acctID)
+		red := s.nonces.Begin(msg.Nonce, acctID)
+		var guess *guessed
+		var pre *aheadResult
+		if red.Sent() && acctID != "" && mode != jwkOnly {
+			guess = s.guess(msg, acctID)
+			if ahead != nil {
+				v, err := ahead(r.Context(), r)
+				pre = &aheadResult{v: v, err: err}
+			}
 		}
-		acct, now, err := s.nonces.RedeemFor(r.Context(), msg.Nonce, acctID)
+		acct, now, err := red.Wait(r.Context())
 		if err != nil {
 			return s.storeErr(err, "consuming the nonce")
 		}
-		p := &post{r: r, url: want, now: now}
+		p := &post{r: r, url: want, now: now, ahead: pre}
 		switch {
 		case msg.KeyID != "":
 			if mode == jwkOnly {
@@ -443,7 +453,7 @@ func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error
 			if err != nil {
 				return err
 			}
-			res, ok := spec.resultFor(acct.KeyJWK)
+			res, ok := guess.resultFor(acct.KeyJWK)
 			if !ok {
 				// No guess, or a stale one: remember the key for the
 				// account's next request.

@@ -35,7 +35,10 @@ type batcher struct {
 	flushing int
 }
 
-func (b *batcher) consume(ctx context.Context, use store.NonceUse) (store.NonceUsed, error) {
+// start queues use and returns its call, whose done closes when a flush
+// has answered it. The flush runs on another goroutine, so the caller can
+// do other work before wait.
+func (b *batcher) start(use store.NonceUse) *call {
 	c := &call{use: use, done: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
@@ -44,6 +47,11 @@ func (b *batcher) consume(ctx context.Context, use store.NonceUse) (store.NonceU
 		go b.flush()
 	}
 	b.mu.Unlock()
+	return c
+}
+
+// wait is c's answer, or ctx's error if ctx ends first.
+func (c *call) wait(ctx context.Context) (store.NonceUsed, error) {
 	select {
 	case <-c.done:
 		return c.res, c.err

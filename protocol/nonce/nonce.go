@@ -111,11 +111,43 @@ func (s *Service) Redeem(ctx context.Context, nonce string) error {
 // nonce is consumed. The nonce is judged first: a replayed nonce is
 // badNonce whatever the account.
 func (s *Service) RedeemFor(ctx context.Context, nonce, accountID string) (*store.Account, time.Time, error) {
+	return s.Begin(nonce, accountID).Wait(ctx)
+}
+
+// Redemption is a nonce being consumed in the background (Begin). Its
+// outcome is Wait's.
+type Redemption struct {
+	s     *Service
+	epoch int64 // the epoch the nonce was minted in
+	c     *call // nil when the nonce failed the checks that need no store
+	err   error
+}
+
+// Begin starts RedeemFor: it checks what needs no database (the nonce's
+// length, authenticator and age) at once and, if those pass, queues the
+// store round trip that consumes it and reads accountID. The caller can do
+// work of its own meanwhile — nothing that trusts the request — and must
+// call Wait for the verdict.
+func (s *Service) Begin(nonce, accountID string) *Redemption {
 	expires, epoch, err := s.check(nonce)
 	if err != nil {
-		return nil, time.Time{}, err
+		return &Redemption{s: s, err: err}
 	}
-	got, err := s.batch.consume(ctx, store.NonceUse{Nonce: nonce, Expires: expires, AccountID: accountID, Epoch: epoch})
+	c := s.batch.start(store.NonceUse{Nonce: nonce, Expires: expires, AccountID: accountID, Epoch: epoch})
+	return &Redemption{s: s, epoch: epoch, c: c}
+}
+
+// Sent reports whether the nonce passed the local checks and is being
+// consumed; when it is not, Wait returns badNonce at once.
+func (r *Redemption) Sent() bool { return r.c != nil }
+
+// Wait is RedeemFor's answer for the nonce Begin started.
+func (r *Redemption) Wait(ctx context.Context) (*store.Account, time.Time, error) {
+	if r.c == nil {
+		return nil, time.Time{}, r.err
+	}
+	s := r.s
+	got, err := r.c.wait(ctx)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			return nil, time.Time{}, err // the caller's deadline: its own error path says "retry"
@@ -126,7 +158,7 @@ func (s *Service) RedeemFor(ctx context.Context, nonce, accountID string) (*stor
 		s.newEpoch(ctx, got.Epoch)
 	}
 	if !got.Fresh {
-		if epoch != got.Epoch {
+		if r.epoch != got.Epoch {
 			return nil, time.Time{}, acme.BadNonce("the nonce is from before the server's nonce store was reset (a database restart); retry with the nonce in this response")
 		}
 		return nil, time.Time{}, acme.BadNonce("nonce has already been used")
