@@ -1,7 +1,16 @@
 package postgres
 
-import "github.com/jackc/pgx/v5"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // NewLazyTx lets the external tests drive a lazyTx on a connection of
 // their own.
 func NewLazyTx(c *pgx.Conn) pgx.Tx { return &lazyTx{conn: c} }
+
+// CommitWith is lazyTx.commitWith for the external tests.
+func CommitWith(ctx context.Context, tx pgx.Tx, b *pgx.Batch) pgx.BatchResults {
+	return tx.(*lazyTx).commitWith(ctx, b)
+}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/hallmark-ca/hallmark/store/postgres"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
@@ -30,6 +32,30 @@ func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
+// riverNotify has the name River's insert notification (PGNotifyMany)
+// starts with, which lazyTx holds back for COMMIT; TestRiverNotifyHeld
+// checks River's own statement is held.
+const riverNotify = "-- name: PGNotifyMany :exec\nSELECT pg_notify($1, $2)"
+
+// wantNotification waits briefly for a notification on conn: payload, or
+// none when payload is "".
+func wantNotification(ctx context.Context, conn *pgx.Conn, payload string) error {
+	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	n, err := conn.WaitForNotification(wctx)
+	switch {
+	case payload == "" && err == nil:
+		return fmt.Errorf("notification %q from a transaction that did not commit", n.Payload)
+	case payload == "":
+		return nil
+	case err != nil:
+		return fmt.Errorf("no notification %q after the commit: %w", payload, err)
+	case n.Payload != payload:
+		return fmt.Errorf("notification %q, want %q", n.Payload, payload)
+	}
+	return nil
+}
+
 // TestLazyTx: BEGIN rides with the first statement (one round trip fewer
 // than pgx's Begin), and the transaction means what a transaction means:
 // commit keeps both statements, rollback and a failed first statement keep
@@ -50,6 +76,9 @@ func TestLazyTx(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, `CREATE TABLE t (k text PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `LISTEN lazytx`); err != nil {
 		t.Fatal(err)
 	}
 	count := func() (n int) {
@@ -161,6 +190,73 @@ func TestLazyTx(t *testing.T) {
 			return tx.Commit(ctx)
 		}, 3, 2},
 		{"untouched", func(tx pgx.Tx) error { return tx.Commit(ctx) }, 0, 0},
+		{"last batch carries COMMIT", func(tx pgx.Tx) error {
+			b := &pgx.Batch{}
+			b.Queue(`INSERT INTO t VALUES ('a')`)
+			b.Queue(`INSERT INTO t VALUES ('b'), ('c') RETURNING k`)
+			br := postgres.CommitWith(ctx, tx, b)
+			if tag, err := br.Exec(); err != nil || tag.RowsAffected() != 1 {
+				return errors.Join(err, fmt.Errorf("first result %v, want the first INSERT's", tag))
+			}
+			if tag, err := br.Exec(); err != nil || tag.RowsAffected() != 2 {
+				return errors.Join(err, fmt.Errorf("second result %v, want the second INSERT's", tag))
+			}
+			if err := br.Close(); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO t VALUES ('d')`); !errors.Is(err, pgx.ErrTxClosed) {
+				return fmt.Errorf("a statement after the COMMIT = %v, want ErrTxClosed", err)
+			}
+			return tx.Commit(ctx) // nothing left to send
+		}, 1, 3},
+		{"last batch fails: no COMMIT, rollback", func(tx pgx.Tx) error {
+			b := &pgx.Batch{}
+			b.Queue(`INSERT INTO t VALUES ('a')`)
+			b.Queue(`INSERT INTO t VALUES ('a')`)
+			if err := postgres.CommitWith(ctx, tx, b).Close(); err == nil {
+				return errors.New("a duplicate key in the last batch was accepted")
+			}
+			return tx.Rollback(ctx)
+		}, 2, 0},
+		{"a held statement goes out with COMMIT", func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO t VALUES ('a')`); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, riverNotify, "lazytx", "held"); err != nil {
+				return err
+			}
+			if err := tx.Commit(ctx); err != nil {
+				return err
+			}
+			return wantNotification(ctx, conn, "held")
+		}, 2, 1},
+		{"a held statement is dropped by rollback", func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO t VALUES ('a')`); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, riverNotify, "lazytx", "dropped"); err != nil {
+				return err
+			}
+			if err := tx.Rollback(ctx); err != nil {
+				return err
+			}
+			return wantNotification(ctx, conn, "")
+		}, 2, 0},
+		{"a held statement that fails fails the commit", func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO t VALUES ('a')`); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, riverNotify+` WHERE 1/0 = 1`, "lazytx", "never"); err != nil {
+				return err
+			}
+			if err := tx.Commit(ctx); err == nil {
+				return errors.New("the commit succeeded though a held statement failed")
+			}
+			if err := tx.Rollback(ctx); err != nil {
+				return err
+			}
+			return wantNotification(ctx, conn, "")
+		}, 3, 0},
 	}
 	for _, tc := range tests {
 		if _, err := conn.Exec(ctx, `TRUNCATE t`); err != nil {
@@ -182,5 +278,61 @@ func TestLazyTx(t *testing.T) {
 		if err := tx.Commit(ctx); !errors.Is(err, pgx.ErrTxClosed) {
 			t.Errorf("%s: a second Commit = %v, want ErrTxClosed", tc.name, err)
 		}
+	}
+}
+
+// TestRiverNotifyHeld: River's own insert notification, sent through its
+// pgx driver on a lazyTx, costs no round trip of its own and is delivered
+// when the transaction commits. It fails if River renames the statement
+// lazyTx recognises.
+func TestRiverNotifyHeld(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg, err := pgx.ParseConfig(testdb.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &roundTrips{}
+	cfg.Tracer = rt
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	driver := riverpgxv5.New(nil)
+	params := &riverdriver.NotifyManyParams{Topic: "river_insert", Payload: []string{`{"queue": "held"}`}, Schema: "public"}
+	// River learns the server's capabilities once per driver, with a
+	// query of its own; let it, outside the transaction measured.
+	warm := postgres.NewLazyTx(conn)
+	if err := driver.UnwrapExecutor(warm).NotifyMany(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `LISTEN "public.river_insert"`); err != nil {
+		t.Fatal(err)
+	}
+
+	tx := postgres.NewLazyTx(conn)
+	if _, err := tx.Exec(ctx, `SELECT 1`); err != nil {
+		t.Fatal(err)
+	}
+	before := rt.n.Load()
+	if err := driver.UnwrapExecutor(tx).NotifyMany(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	if got := rt.n.Load() - before; got != 0 {
+		t.Fatalf("River's notification took %d round trips of its own, want 0 (held for COMMIT)", got)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := rt.n.Load() - before; got != 1 {
+		t.Fatalf("the notification and COMMIT took %d round trips, want 1", got)
+	}
+	if err := wantNotification(ctx, conn, `{"queue": "held"}`); err != nil {
+		t.Fatal(err)
 	}
 }

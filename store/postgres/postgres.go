@@ -106,6 +106,24 @@ func (t pgTx) Batch(ctx context.Context, stmts []sqlstore.Stmt) ([]int64, error)
 	return sendBatch(ctx, t.tx, stmts)
 }
 
+// BatchCommit is Batch with the transaction's COMMIT, and any statements
+// held for it, in the same batch (lazyTx.commitWith): the last round trip
+// of a transaction does both.
+func (t pgTx) BatchCommit(ctx context.Context, stmts []sqlstore.Stmt) ([]int64, error) {
+	lt, ok := t.tx.(*lazyTx)
+	if !ok {
+		return t.Batch(ctx, stmts)
+	}
+	return sendBatch(ctx, committer{lt}, stmts)
+}
+
+// committer sends a batch with COMMIT at its end.
+type committer struct{ t *lazyTx }
+
+func (c committer) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return c.t.commitWith(ctx, b)
+}
+
 func (t pgTx) Raw() jobs.Tx { return t.tx }
 
 // sendBatch sends stmts on c as one pgx batch, one round trip, and reads

@@ -292,7 +292,11 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, {now}, {now}) RETURNING created_at, 
   SELECT 1 FROM order_authz oa JOIN authorizations a ON a.id = oa.authz_id
   WHERE oa.order_id = orders.id AND a.status <> 'valid')`, ord.ID)
 		}
-		n, err := t.send(ctx, &b)
+		send := t.sendLast // on PostgreSQL the order commits in this round trip
+		if o.ReplacesSerial != "" {
+			send = t.send // s.replace below still has statements to run
+		}
+		n, err := send(ctx, &b)
 		if err != nil {
 			return err
 		}

@@ -65,6 +65,27 @@ func (b *batch) add(what string, st Stmt) int {
 // The statement that fails stops the batch; its error is mapped as exec
 // maps it, after what that statement does.
 func (t *txn) send(ctx context.Context, b *batch) ([]int64, error) {
+	return t.sendWith(ctx, b, t.raw.Batch)
+}
+
+// lastBatcher is a Tx that can send its last statements together with its
+// COMMIT (PostgreSQL: one round trip for both).
+type lastBatcher interface {
+	BatchCommit(ctx context.Context, stmts []Stmt) ([]int64, error)
+}
+
+// sendLast is send for a transaction's last statements: where the driver
+// can, the transaction commits in the same round trip, and its commit
+// error is sendLast's. Nothing may run on t after it; the transaction's
+// own commit then has nothing left to do.
+func (t *txn) sendLast(ctx context.Context, b *batch) ([]int64, error) {
+	if lb, ok := t.raw.(lastBatcher); ok {
+		return t.sendWith(ctx, b, lb.BatchCommit)
+	}
+	return t.send(ctx, b)
+}
+
+func (t *txn) sendWith(ctx context.Context, b *batch, run func(context.Context, []Stmt) ([]int64, error)) ([]int64, error) {
 	if len(b.stmts) == 0 {
 		return nil, nil
 	}
@@ -73,7 +94,7 @@ func (t *txn) send(ctx context.Context, b *batch) ([]int64, error) {
 		st.SQL = t.d.SQL(st.SQL)
 		stmts[i] = st
 	}
-	n, err := t.raw.Batch(ctx, stmts)
+	n, err := run(ctx, stmts)
 	if err == nil {
 		return n, nil
 	}
