@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"os"
@@ -30,12 +31,20 @@ const BusyTimeoutMS = 10000
 
 // DSN is the modernc.org/sqlite data source for path: WAL so readers never
 // block the writer, busy_timeout so two processes wait for each other
-// rather than fail, foreign keys on, and BEGIN IMMEDIATE so a transaction
+// rather than fail, foreign keys on, BEGIN IMMEDIATE so a transaction
 // takes the write lock at its start (a deferred transaction that upgrades
-// later fails with SQLITE_BUSY instead of waiting).
+// later fails with SQLITE_BUSY instead of waiting), and synchronous=FULL
+// so a commit is on disk before it returns: in WAL mode NORMAL syncs only
+// at checkpoints, and a power loss would forget everything since the last
+// one, issued certificates included. Only the nonce set commits without a
+// sync (InTxUnsynced).
 func DSN(path string) string {
-	return path + fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate", BusyTimeoutMS)
+	return path + fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(%s)&_txlock=immediate", BusyTimeoutMS, synchronous)
 }
+
+// synchronous is every connection's setting; InTxUnsynced lowers it for
+// one transaction and restores it.
+const synchronous = "FULL"
 
 // Open opens (creating it and its directory) the database file at path
 // with one open connection: River and the store share the handle, and a
@@ -74,6 +83,38 @@ type conn struct {
 
 func (c conn) InTx(ctx context.Context, fn func(sqlstore.Tx) error) error {
 	tx, err := c.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE, from the DSN
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if err := fn(sqlTx{tx: tx}); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// InTxUnsynced is InTx for a transaction that need not survive a power
+// loss: it commits with synchronous=NORMAL, which in WAL mode appends to
+// the WAL without syncing it. The next synced commit of any transaction
+// syncs the WAL, and with it this one. The store uses it for nothing but
+// consuming nonces (store/sqlstore/nonces.go says why that is safe).
+// The connection gets its setting back before anything else uses it, or
+// is discarded.
+func (c conn) InTxUnsynced(ctx context.Context, fn func(sqlstore.Tx) error) error {
+	sc, err := c.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer sc.Close()
+	if _, err := sc.ExecContext(ctx, "PRAGMA synchronous = NORMAL"); err != nil {
+		return err
+	}
+	defer func() {
+		if _, err := sc.ExecContext(context.WithoutCancel(ctx), "PRAGMA synchronous = "+synchronous); err != nil {
+			_ = sc.Raw(func(any) error { return driver.ErrBadConn }) // never hand out an unsynced connection
+		}
+	}()
+	tx, err := sc.BeginTx(ctx, nil) // BEGIN IMMEDIATE, from the DSN
 	if err != nil {
 		return err
 	}

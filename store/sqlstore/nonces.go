@@ -156,11 +156,29 @@ func (s *Store) nonceConsumePG(ctx context.Context, uses []store.NonceUse, send 
 	})
 }
 
+// unsyncedTx is a Conn that can commit a transaction without waiting for
+// the disk (SQLite: store/sqlite's InTxUnsynced).
+type unsyncedTx interface {
+	InTxUnsynced(ctx context.Context, fn func(Tx) error) error
+}
+
 // nonceConsumeEach is NonceConsume statement by statement in one
 // transaction: SQLite has neither unnest nor data-modifying CTEs, and its
 // statements cost no round trip; the batch still shares one commit.
+//
+// That commit does not wait for the disk (unsyncedTx), as PostgreSQL's
+// unlogged table does not. A power loss can therefore forget the last
+// nonces consumed, but only those of requests that wrote nothing durable
+// since: every request that changes anything commits its change after its
+// nonce, and that synced commit syncs the nonce's too. What a replay of a
+// forgotten nonce can do is what its request did before — a read, or a
+// write that itself was lost with the power and is made again.
 func (s *Store) nonceConsumeEach(ctx context.Context, uses []store.NonceUse, send []int, out []store.NonceUsed) error {
-	return s.inTx(ctx, func(t *txn) error {
+	run := s.c.InTx
+	if u, ok := s.c.(unsyncedTx); ok {
+		run = u.InTxUnsynced
+	}
+	return s.retrying(ctx, run, func(t *txn) error {
 		var now time.Time
 		var epoch int64
 		if err := t.queryRow(ctx, `SELECT {now}, coalesce((SELECT epoch FROM nonce_epoch WHERE id = 1), 0)`).Scan(ts(&now), &epoch); err != nil {

@@ -155,9 +155,14 @@ func collect(ctx context.Context, t *txn, scan func(Rows) error, q string, args 
 // inTx runs fn in one transaction, again (up to three times in all) when
 // the database reports a deadlock or serialization failure.
 func (s *Store) inTx(ctx context.Context, fn func(t *txn) error) error {
+	return s.retrying(ctx, s.c.InTx, fn)
+}
+
+// retrying is inTx with run in place of Conn.InTx.
+func (s *Store) retrying(ctx context.Context, run func(context.Context, func(Tx) error) error, fn func(t *txn) error) error {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		err = s.c.InTx(ctx, func(raw Tx) error { return fn(&txn{raw: raw, d: s.d, c: s.c}) })
+		err = run(ctx, func(raw Tx) error { return fn(&txn{raw: raw, d: s.d, c: s.c}) })
 		if err == nil || s.c.Classify(err) != ErrRetry {
 			return err
 		}
