@@ -88,6 +88,24 @@ LEFT JOIN fresh f ON f.nonce = i.nonce
 LEFT JOIN accounts a ON a.id = i.account_id AND i.account_id <> ''
 ORDER BY i.ord`
 
+// nonceConsumeOnePG is nonceConsumePG for a batch of one, the usual batch
+// when requests are few: the same answer without the arrays, ordinality
+// and joins that a batch needs, ~60 µs less of PostgreSQL's time a request
+// (measured one at a time, 2 ms apart).
+const nonceConsumeOnePG = `WITH cur AS (
+    SELECT epoch FROM nonce_epoch WHERE id = 1
+), fresh AS (
+    INSERT INTO nonces_consumed (nonce, expires_at)
+    SELECT $1, $2 FROM cur WHERE cur.epoch = $4
+    ON CONFLICT (nonce) DO NOTHING
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM fresh), now(), coalesce((SELECT epoch FROM cur), 0),
+       coalesce(a.seq, 0), coalesce(a.id, ''), coalesce(a.key_jwk, ''), coalesce(a.thumbprint, ''),
+       coalesce(a.contact, '[]'), coalesce(a.status, ''), coalesce(a.terms_agreed, false), coalesce(a.created_at, now())
+FROM (SELECT 1) AS one
+LEFT JOIN accounts a ON a.id = $3 AND $3 <> ''`
+
 func (s *Store) NonceConsume(ctx context.Context, uses []store.NonceUse) ([]store.NonceUsed, error) {
 	out := make([]store.NonceUsed, len(uses))
 	// A nonce twice in one batch is a replay racing its original: only the
@@ -120,12 +138,19 @@ func (s *Store) NonceConsume(ctx context.Context, uses []store.NonceUse) ([]stor
 }
 
 func (s *Store) nonceConsumePG(ctx context.Context, uses []store.NonceUse, send []int, out []store.NonceUsed) error {
-	nonces := make([]string, len(send))
-	expires := make([]time.Time, len(send))
-	accounts := make([]string, len(send))
-	epochs := make([]int64, len(send))
-	for j, i := range send {
-		nonces[j], expires[j], accounts[j], epochs[j] = uses[i].Nonce, uses[i].Expires.UTC(), uses[i].AccountID, uses[i].Epoch
+	q, args := nonceConsumePG, []any(nil)
+	if len(send) == 1 {
+		u := uses[send[0]]
+		q, args = nonceConsumeOnePG, []any{u.Nonce, u.Expires.UTC(), u.AccountID, u.Epoch}
+	} else {
+		nonces := make([]string, len(send))
+		expires := make([]time.Time, len(send))
+		accounts := make([]string, len(send))
+		epochs := make([]int64, len(send))
+		for j, i := range send {
+			nonces[j], expires[j], accounts[j], epochs[j] = uses[i].Nonce, uses[i].Expires.UTC(), uses[i].AccountID, uses[i].Epoch
+		}
+		args = []any{nonces, expires, accounts, epochs}
 	}
 	return s.autocommit(ctx, func(t *txn) error {
 		j := 0
@@ -152,7 +177,7 @@ func (s *Store) nonceConsumePG(ctx context.Context, uses []store.NonceUse, send 
 			}
 			j++
 			return nil
-		}, nonceConsumePG, nonces, expires, accounts, epochs)
+		}, q, args...)
 	})
 }
 

@@ -211,6 +211,38 @@ func testNonceBatch(t *testing.T, s store.Store, _ Extras) {
 	if got, err := s.NonceConsume(ctx, nil); err != nil || len(got) != 0 {
 		t.Errorf("empty batch = %v, %v", got, err)
 	}
+
+	// A batch of one (PostgreSQL answers it with a statement of its own)
+	// means the same, use by use.
+	for _, tc := range []struct {
+		use   store.NonceUse
+		fresh bool
+		acct  string
+	}{
+		{store.NonceUse{Nonce: "one-1", Expires: expires, AccountID: a.ID, Epoch: e}, true, a.ID},
+		{store.NonceUse{Nonce: "one-1", Expires: expires, AccountID: a.ID, Epoch: e}, false, ""},
+		{store.NonceUse{Nonce: "one-2", Expires: expires, Epoch: e}, true, ""},
+		{store.NonceUse{Nonce: "one-3", Expires: expires, AccountID: "no-such-account", Epoch: e}, true, ""},
+		{store.NonceUse{Nonce: "one-4", Expires: expires, AccountID: a.ID, Epoch: e + 1}, false, ""},
+	} {
+		got, err := s.NonceConsume(ctx, []store.NonceUse{tc.use})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("NonceConsume(%s alone) = %v, %v", tc.use.Nonce, got, err)
+		}
+		acct := ""
+		if got[0].Account != nil {
+			acct = got[0].Account.ID
+		}
+		if got[0].Fresh != tc.fresh || (tc.fresh && acct != tc.acct) || got[0].Epoch != e {
+			t.Errorf("%s alone: fresh %v account %q epoch %d, want fresh %v account %q epoch %d", tc.use.Nonce, got[0].Fresh, acct, got[0].Epoch, tc.fresh, tc.acct, e)
+		}
+		if d := now.Sub(got[0].Now); d < -time.Minute || d > time.Minute {
+			t.Errorf("%s alone: Now = %s, want the database clock (%s)", tc.use.Nonce, got[0].Now, now)
+		}
+		if a := got[0].Account; tc.fresh && tc.acct != "" && a != nil && (string(a.KeyJWK) == "" || a.Status == "" || a.CreatedAt.IsZero()) {
+			t.Errorf("%s alone: account read incompletely: %+v", tc.use.Nonce, a)
+		}
+	}
 }
 
 // testNonceEpochReset: what a PostgreSQL crash does to the unlogged nonce
