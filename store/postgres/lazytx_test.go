@@ -37,6 +37,16 @@ func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 // checks River's own statement is held.
 const riverNotify = "-- name: PGNotifyMany :exec\nSELECT pg_notify($1, $2)"
 
+// insertAndNotify inserts a row, then sends a statement lazyTx holds for
+// COMMIT: a notification of payload on "lazytx", with where appended.
+func insertAndNotify(ctx context.Context, tx pgx.Tx, where, payload string) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO t VALUES ('a')`); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, riverNotify+where, "lazytx", payload)
+	return err
+}
+
 // wantNotification waits briefly for a notification on conn: payload, or
 // none when payload is "".
 func wantNotification(ctx context.Context, conn *pgx.Conn, payload string) error {
@@ -219,10 +229,7 @@ func TestLazyTx(t *testing.T) {
 			return tx.Rollback(ctx)
 		}, 2, 0},
 		{"a held statement goes out with COMMIT", func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `INSERT INTO t VALUES ('a')`); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, riverNotify, "lazytx", "held"); err != nil {
+			if err := insertAndNotify(ctx, tx, "", "held"); err != nil {
 				return err
 			}
 			if err := tx.Commit(ctx); err != nil {
@@ -231,10 +238,7 @@ func TestLazyTx(t *testing.T) {
 			return wantNotification(ctx, conn, "held")
 		}, 2, 1},
 		{"a held statement is dropped by rollback", func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `INSERT INTO t VALUES ('a')`); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, riverNotify, "lazytx", "dropped"); err != nil {
+			if err := insertAndNotify(ctx, tx, "", "dropped"); err != nil {
 				return err
 			}
 			if err := tx.Rollback(ctx); err != nil {
@@ -243,10 +247,7 @@ func TestLazyTx(t *testing.T) {
 			return wantNotification(ctx, conn, "")
 		}, 2, 0},
 		{"a held statement that fails fails the commit", func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `INSERT INTO t VALUES ('a')`); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, riverNotify+` WHERE 1/0 = 1`, "lazytx", "never"); err != nil {
+			if err := insertAndNotify(ctx, tx, ` WHERE 1/0 = 1`, "never"); err != nil {
 				return err
 			}
 			if err := tx.Commit(ctx); err == nil {
