@@ -253,7 +253,7 @@ func (t *lazyTx) Rollback(ctx context.Context) error {
 // sent, so the statement can go out with COMMIT instead: one round trip
 // fewer for every claim that queues a job. Its error, should it have one,
 // fails the commit, which rolls everything back as failing at once would
-// have. TestRiverNotifySQL fails if River renames the statement.
+// have. TestRiverNotifyHeld fails if River renames the statement.
 const riverNotifySQL = "-- name: PGNotifyMany :exec"
 
 func holdForCommit(sql string) bool { return strings.HasPrefix(sql, riverNotifySQL) }
