@@ -1,0 +1,94 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/store/open"
+	"github.com/hallmark-ca/hallmark/store/postgres"
+	"github.com/hallmark-ca/hallmark/tests/testdb"
+)
+
+// TestWriteRoundTrips: the writes on a certificate's path cost the round
+// trips they are built for. Creating an order is one (BEGIN, its rows and
+// COMMIT in one batch); claiming a challenge is three (BEGIN with the
+// claim, River's insert, then River's notification with COMMIT). Each
+// round trip at one request at a time costs a process wake-up
+// (docs/performance.md, round 4).
+func TestWriteRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := testdb.Postgres(t)
+	if err := open.Migrate(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &roundTrips{}
+	cfg.ConnConfig.Tracer = rt
+	cfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	s := postgres.New(pool, jobs.NewPostgres(pool).Inserter())
+
+	acct, err := s.AccountCreate(ctx, &store.Account{KeyJWK: []byte(`{"kty":"OKP","crv":"Ed25519","x":"roundtrips"}`), Thumbprint: "roundtrips", TermsAgreed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := s.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	no := store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: now.Add(time.Hour),
+		Identifiers: []acme.Identifier{{Type: acme.IdentifierDNS, Value: "trips.example"}},
+		Authzs: []*store.Authorization{{AccountID: acct.ID, Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: "trips.example"},
+			Status: acme.StatusPending, Expires: now.Add(time.Hour),
+			Challenges: []store.Challenge{{Type: acme.ChallengeHTTP01, Token: "tok-trips", Status: acme.StatusPending}}}}}
+
+	count := func(name string, want int64, fn func() error) {
+		t.Helper()
+		before := rt.n.Load()
+		if err := fn(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := rt.n.Load() - before; got != want {
+			t.Errorf("%s took %d round trips, want %d", name, got, want)
+		}
+	}
+	// Twice: River asks the server's version once per driver, on the
+	// first insert, with a query of its own.
+	for i := range 2 {
+		no.Authzs[0].Challenges[0].Token = fmt.Sprintf("tok-trips-%d", i)
+		no.Authzs[0].ID, no.Authzs[0].Challenges[0].ID = "", ""
+		var o *store.Order
+		count("OrderCreate", 1, func() (err error) { o, err = s.OrderCreate(ctx, no); return err })
+		a, err := s.AuthzByID(ctx, o.AuthzIDs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		trips := int64(3)
+		if i == 0 {
+			trips = 4
+		}
+		count("ChallengeClaim", trips, func() error {
+			_, claimed, err := s.ChallengeClaim(ctx, a.Challenges[0].ID)
+			if err == nil && !claimed {
+				t.Error("the challenge was not claimed")
+			}
+			return err
+		})
+	}
+}
