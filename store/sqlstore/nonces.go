@@ -195,9 +195,10 @@ type unsyncedTx interface {
 // unlogged table does not. A power loss can therefore forget the last
 // nonces consumed, but only those of requests that wrote nothing durable
 // since: every request that changes anything commits its change after its
-// nonce, and that synced commit syncs the nonce's too. What a replay of a
-// forgotten nonce can do is what its request did before — a read, or a
-// write that itself was lost with the power and is made again.
+// nonce, and that synced commit syncs the nonce's too. A replay of a
+// forgotten nonce repeats a request that changed nothing: a read, a
+// request that was refused (which may now succeed, doing only what its
+// account signed for), or a write lost with the power, made again.
 func (s *Store) nonceConsumeEach(ctx context.Context, uses []store.NonceUse, send []int, out []store.NonceUsed) error {
 	run := s.c.InTx
 	if u, ok := s.c.(unsyncedTx); ok {
