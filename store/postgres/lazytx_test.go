@@ -66,14 +66,12 @@ func wantNotification(ctx context.Context, conn *pgx.Conn, payload string) error
 	return nil
 }
 
-// TestLazyTx: BEGIN rides with the first statement (one round trip fewer
-// than pgx's Begin), and the transaction means what a transaction means:
-// commit keeps both statements, rollback and a failed first statement keep
-// neither, savepoints work, an untouched transaction sends nothing.
-func TestLazyTx(t *testing.T) {
-	t.Parallel()
+// tracedConn is a connection to a fresh database that counts its round
+// trips, closed when the test ends, and a context for the test.
+func tracedConn(t *testing.T) (context.Context, *pgx.Conn, *roundTrips) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	cfg, err := pgx.ParseConfig(testdb.Postgres(t))
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +82,17 @@ func TestLazyTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return ctx, conn, rt
+}
+
+// TestLazyTx: BEGIN rides with the first statement (one round trip fewer
+// than pgx's Begin), and the transaction means what a transaction means:
+// commit keeps both statements, rollback and a failed first statement keep
+// neither, savepoints work, an untouched transaction sends nothing.
+func TestLazyTx(t *testing.T) {
+	t.Parallel()
+	ctx, conn, rt := tracedConn(t)
 	if _, err := conn.Exec(ctx, `CREATE TABLE t (k text PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
@@ -288,19 +296,7 @@ func TestLazyTx(t *testing.T) {
 // lazyTx recognises.
 func TestRiverNotifyHeld(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cfg, err := pgx.ParseConfig(testdb.Postgres(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := &roundTrips{}
-	cfg.Tracer = rt
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	ctx, conn, rt := tracedConn(t)
 	driver := riverpgxv5.New(nil)
 	params := &riverdriver.NotifyManyParams{Topic: "river_insert", Payload: []string{`{"queue": "held"}`}, Schema: "public"}
 	// River learns the server's capabilities once per driver, with a
