@@ -38,7 +38,7 @@ func (t pgAuto) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows
 // Batch sends stmts as one pgx batch: PostgreSQL runs it as one implicit
 // transaction.
 func (t pgAuto) Batch(ctx context.Context, stmts []sqlstore.Stmt) ([]int64, error) {
-	return sendBatch(ctx, t.c, stmts)
+	return sendBatch(ctx, t.c.SendBatch, stmts)
 }
 
 // Raw is nil: jobs are only ever inserted inside a transaction.

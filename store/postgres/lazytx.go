@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -30,7 +31,7 @@ type lazyTx struct {
 	early bool
 	// atCommit are statements held back to travel with COMMIT
 	// (holdForCommit).
-	atCommit []pgx.QueuedQuery
+	atCommit []*pgx.QueuedQuery
 }
 
 var _ pgx.Tx = (*lazyTx)(nil)
@@ -64,7 +65,7 @@ func (t *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 		return pgconn.CommandTag{}, pgx.ErrTxClosed
 	}
 	if t.tx != nil && holdForCommit(sql) {
-		t.atCommit = append(t.atCommit, pgx.QueuedQuery{SQL: sql, Arguments: args})
+		t.atCommit = append(t.atCommit, &pgx.QueuedQuery{SQL: sql, Arguments: args})
 		return pgconn.NewCommandTag("SELECT 1"), nil
 	}
 	if t.tx != nil {
@@ -224,11 +225,10 @@ func (t *lazyTx) Commit(ctx context.Context) error {
 	case t.tx == nil:
 		return t.endUnbegun()
 	case len(t.atCommit) > 0:
-		err := t.commitWith(ctx, &pgx.Batch{}).Close()
-		if t.early {
-			t.early, t.closed = false, true
+		if err := t.commitWith(ctx, &pgx.Batch{}).Close(); err != nil {
+			return err
 		}
-		return err
+		return t.Commit(ctx) // the COMMIT went out early: close as above
 	}
 	return t.tx.Commit(ctx)
 }
@@ -269,17 +269,9 @@ func (t *lazyTx) commitWith(ctx context.Context, b *pgx.Batch) pgx.BatchResults 
 	if t.closed || t.early {
 		return errBatch{pgx.ErrTxClosed}
 	}
-	all := &pgx.Batch{QueuedQueries: append(append(append([]*pgx.QueuedQuery(nil), b.QueuedQueries...), held(t.atCommit)...), &pgx.QueuedQuery{SQL: "COMMIT"})}
+	all := &pgx.Batch{QueuedQueries: slices.Concat(b.QueuedQueries, t.atCommit, []*pgx.QueuedQuery{{SQL: "COMMIT"}})}
 	t.atCommit = nil
 	return &commitResults{BatchResults: t.SendBatch(ctx, all), t: t, total: len(all.QueuedQueries)}
-}
-
-func held(qs []pgx.QueuedQuery) []*pgx.QueuedQuery {
-	out := make([]*pgx.QueuedQuery, len(qs))
-	for i := range qs {
-		out[i] = &qs[i]
-	}
-	return out
 }
 
 // commitResults are a commitWith batch's results: the caller reads its

@@ -85,7 +85,7 @@ func (c conn) Classify(err error) sqlstore.ErrorKind {
 	return sqlstore.ErrOther
 }
 
-type pgTx struct{ tx pgx.Tx }
+type pgTx struct{ tx *lazyTx }
 
 func (t pgTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
 	tag, err := t.tx.Exec(ctx, q, args...)
@@ -103,35 +103,22 @@ func (t pgTx) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, 
 // Batch sends stmts as one pgx batch; a transaction that has not begun
 // begins in it (lazyTx.SendBatch).
 func (t pgTx) Batch(ctx context.Context, stmts []sqlstore.Stmt) ([]int64, error) {
-	return sendBatch(ctx, t.tx, stmts)
+	return sendBatch(ctx, t.tx.SendBatch, stmts)
 }
 
 // BatchCommit is Batch with the transaction's COMMIT, and any statements
 // held for it, in the same batch (lazyTx.commitWith): the last round trip
 // of a transaction does both.
 func (t pgTx) BatchCommit(ctx context.Context, stmts []sqlstore.Stmt) ([]int64, error) {
-	lt, ok := t.tx.(*lazyTx)
-	if !ok {
-		return t.Batch(ctx, stmts)
-	}
-	return sendBatch(ctx, committer{lt}, stmts)
-}
-
-// committer sends a batch with COMMIT at its end.
-type committer struct{ t *lazyTx }
-
-func (c committer) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	return c.t.commitWith(ctx, b)
+	return sendBatch(ctx, t.tx.commitWith, stmts)
 }
 
 func (t pgTx) Raw() jobs.Tx { return t.tx }
 
-// sendBatch sends stmts on c as one pgx batch, one round trip, and reads
+// sendBatch sends stmts with send as one pgx batch, one round trip, and reads
 // their results in order, stopping at the first that fails
 // (sqlstore.Tx.Batch).
-func sendBatch(ctx context.Context, c interface {
-	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
-}, stmts []sqlstore.Stmt) ([]int64, error) {
+func sendBatch(ctx context.Context, send func(context.Context, *pgx.Batch) pgx.BatchResults, stmts []sqlstore.Stmt) ([]int64, error) {
 	if len(stmts) == 0 {
 		return nil, nil
 	}
@@ -139,7 +126,7 @@ func sendBatch(ctx context.Context, c interface {
 	for _, st := range stmts {
 		b.Queue(st.SQL, st.Args...)
 	}
-	br := c.SendBatch(ctx, b)
+	br := send(ctx, b)
 	n := make([]int64, 0, len(stmts))
 	for _, st := range stmts {
 		k, err := batchResult(br, st.Dest)
