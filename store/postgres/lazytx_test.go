@@ -37,16 +37,6 @@ func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 // checks River's own statement is held.
 const riverNotify = "-- name: PGNotifyMany :exec\nSELECT pg_notify($1, $2)"
 
-// insertAndNotify inserts a row, then sends a statement lazyTx holds for
-// COMMIT: a notification of payload on "lazytx", with where appended.
-func insertAndNotify(ctx context.Context, tx pgx.Tx, where, payload string) error {
-	if _, err := tx.Exec(ctx, `INSERT INTO t VALUES ('a')`); err != nil {
-		return err
-	}
-	_, err := tx.Exec(ctx, riverNotify+where, "lazytx", payload)
-	return err
-}
-
 // wantNotification waits briefly for a notification on conn: payload, or
 // none when payload is "".
 func wantNotification(ctx context.Context, conn *pgx.Conn, payload string) error {
@@ -106,6 +96,23 @@ func TestLazyTx(t *testing.T) {
 		return n
 	}
 
+	// held inserts a row, sends a notification of payload (with where
+	// appended) that lazyTx holds for COMMIT, ends the transaction with
+	// end, and expects the notification delivered ("" for none).
+	held := func(where, payload string, end func(pgx.Tx) error, delivered string) func(pgx.Tx) error {
+		return func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO t VALUES ('a')`); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, riverNotify+where, "lazytx", payload); err != nil {
+				return err
+			}
+			if err := end(tx); err != nil {
+				return err
+			}
+			return wantNotification(ctx, conn, delivered)
+		}
+	}
 	tests := []struct {
 		name  string
 		run   func(tx pgx.Tx) error
@@ -236,36 +243,14 @@ func TestLazyTx(t *testing.T) {
 			}
 			return tx.Rollback(ctx)
 		}, 2, 0},
-		{"a held statement goes out with COMMIT", func(tx pgx.Tx) error {
-			if err := insertAndNotify(ctx, tx, "", "held"); err != nil {
-				return err
-			}
-			if err := tx.Commit(ctx); err != nil {
-				return err
-			}
-			return wantNotification(ctx, conn, "held")
-		}, 2, 1},
-		{"a held statement is dropped by rollback", func(tx pgx.Tx) error {
-			if err := insertAndNotify(ctx, tx, "", "dropped"); err != nil {
-				return err
-			}
-			if err := tx.Rollback(ctx); err != nil {
-				return err
-			}
-			return wantNotification(ctx, conn, "")
-		}, 2, 0},
-		{"a held statement that fails fails the commit", func(tx pgx.Tx) error {
-			if err := insertAndNotify(ctx, tx, ` WHERE 1/0 = 1`, "never"); err != nil {
-				return err
-			}
+		{"a held statement goes out with COMMIT", held("", "held", func(tx pgx.Tx) error { return tx.Commit(ctx) }, "held"), 2, 1},
+		{"a held statement is dropped by rollback", held("", "dropped", func(tx pgx.Tx) error { return tx.Rollback(ctx) }, ""), 2, 0},
+		{"a held statement that fails fails the commit", held(` WHERE 1/0 = 1`, "never", func(tx pgx.Tx) error {
 			if err := tx.Commit(ctx); err == nil {
 				return errors.New("the commit succeeded though a held statement failed")
 			}
-			if err := tx.Rollback(ctx); err != nil {
-				return err
-			}
-			return wantNotification(ctx, conn, "")
-		}, 3, 0},
+			return tx.Rollback(ctx)
+		}, ""), 3, 0},
 	}
 	for _, tc := range tests {
 		if _, err := conn.Exec(ctx, `TRUNCATE t`); err != nil {
