@@ -1,9 +1,10 @@
 package protocol
 
 import (
-	"context"
+	"fmt"
 	"net/http"
 
+	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/jws"
 )
 
@@ -66,7 +67,7 @@ func (g *guessed) resultFor(jwk []byte) (r verifyResult, ok bool) {
 }
 
 // readAhead is a route's first store read, made from the URL alone.
-type readAhead func(ctx context.Context, r *http.Request) (any, error)
+type readAhead func(r *http.Request) (any, error)
 
 // aheadResult is what a readAhead returned.
 type aheadResult struct {
@@ -74,19 +75,24 @@ type aheadResult struct {
 	err error
 }
 
-// aheadOr is the read made ahead for p if it produced a T (or an error), or
-// read's answer when there was none (the guess and the read are skipped for
-// a nonce that failed its local checks, and some routes have no read).
-func aheadOr[T any](p *post, read func() (T, error)) (T, error) {
-	if a := p.ahead; a != nil {
-		p.ahead = nil // once: a handler that reads again wants a fresh answer
-		if a.err != nil {
-			var zero T
-			return zero, a.err
-		}
-		if v, ok := a.v.(T); ok {
-			return v, nil
-		}
+// aheadOr is what read, the route's readAhead, returned for p: the read
+// made while the nonce was consumed, or, when there was none, one made now.
+// It takes the early read once; a handler that reads again gets a fresh
+// answer.
+func aheadOr[T any](p *post, read readAhead) (T, error) {
+	a := p.ahead
+	p.ahead = nil
+	if a == nil {
+		v, err := read(p.r)
+		a = &aheadResult{v: v, err: err}
 	}
-	return read()
+	var zero T
+	if a.err != nil {
+		return zero, a.err
+	}
+	v, ok := a.v.(T)
+	if !ok {
+		return zero, acme.Internal(fmt.Errorf("the read made ahead returned %T, not %T", a.v, zero))
+	}
+	return v, nil
 }

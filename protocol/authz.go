@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -51,13 +50,13 @@ func (s *Server) authzDoc(a *store.Authorization) authzDoc {
 }
 
 // authzAhead is the authz route's read, made while the nonce is consumed.
-func (s *Server) authzAhead(ctx context.Context, r *http.Request) (any, error) {
-	return s.st.AuthzByID(ctx, mux.Vars(r)["id"])
+func (s *Server) authzAhead(r *http.Request) (any, error) {
+	return s.st.AuthzByID(r.Context(), mux.Vars(r)["id"])
 }
 
 // ownedAuthz loads an authorization and checks the signer owns it.
 func (s *Server) ownedAuthz(p *post, id string) (*store.Authorization, error) {
-	a, err := aheadOr(p, func() (*store.Authorization, error) { return s.st.AuthzByID(p.r.Context(), id) })
+	a, err := aheadOr[*store.Authorization](p, s.authzAhead)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound("authorization", id)
 	}

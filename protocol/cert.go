@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"context"
 	"errors"
 	"net/http"
 
@@ -13,8 +12,8 @@ import (
 
 // certAhead is the certificate route's read, made while the nonce is
 // consumed.
-func (s *Server) certAhead(ctx context.Context, r *http.Request) (any, error) {
-	return s.st.CertificateBySerial(ctx, mux.Vars(r)["serial"])
+func (s *Server) certAhead(r *http.Request) (any, error) {
+	return s.st.CertificateBySerial(r.Context(), mux.Vars(r)["serial"])
 }
 
 // cert answers POST-as-GET of a certificate with its PEM chain (RFC 8555
@@ -24,7 +23,7 @@ func (s *Server) cert(w http.ResponseWriter, p *post) error {
 		return acme.Malformed("a certificate is read with POST-as-GET: send an empty payload")
 	}
 	serial := mux.Vars(p.r)["serial"]
-	c, err := aheadOr(p, func() (*store.Certificate, error) { return s.st.CertificateBySerial(p.r.Context(), serial) })
+	c, err := aheadOr[*store.Certificate](p, s.certAhead)
 	if errors.Is(err, store.ErrNotFound) {
 		return notFound("certificate", serial)
 	}

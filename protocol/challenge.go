@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -14,8 +13,8 @@ import (
 
 // challengeAhead is the challenge route's read, made while the nonce is
 // consumed.
-func (s *Server) challengeAhead(ctx context.Context, r *http.Request) (any, error) {
-	return s.st.ChallengeWithAuthz(ctx, mux.Vars(r)["id"])
+func (s *Server) challengeAhead(r *http.Request) (any, error) {
+	return s.st.ChallengeWithAuthz(r.Context(), mux.Vars(r)["id"])
 }
 
 // challenge answers a challenge POST (RFC 8555 §7.5.1). A {} payload asks
@@ -29,7 +28,7 @@ func (s *Server) challenge(w http.ResponseWriter, p *post) error {
 	ctx := p.r.Context()
 	// The challenge and its authorization in one read: the worker's read
 	// before validating is the same question.
-	t, err := aheadOr(p, func() (*store.ChallengeAuthz, error) { return s.st.ChallengeWithAuthz(ctx, id) })
+	t, err := aheadOr[*store.ChallengeAuthz](p, s.challengeAhead)
 	if errors.Is(err, store.ErrNotFound) {
 		return notFound("challenge", id)
 	}

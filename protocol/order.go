@@ -274,14 +274,14 @@ func (s *Server) profileNames() []string {
 
 // orderAhead is the order and finalize routes' read, made while the nonce
 // is consumed.
-func (s *Server) orderAhead(ctx context.Context, r *http.Request) (any, error) {
-	return s.st.OrderByID(ctx, mux.Vars(r)["id"])
+func (s *Server) orderAhead(r *http.Request) (any, error) {
+	return s.st.OrderByID(r.Context(), mux.Vars(r)["id"])
 }
 
 // ownedOrder loads the order in the path and checks the signer owns it.
 func (s *Server) ownedOrder(p *post) (*store.Order, error) {
 	id := mux.Vars(p.r)["id"]
-	o, err := aheadOr(p, func() (*store.Order, error) { return s.st.OrderByID(p.r.Context(), id) })
+	o, err := aheadOr[*store.Order](p, s.orderAhead)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound("order", id)
 	}

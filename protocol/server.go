@@ -432,7 +432,7 @@ func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error
 		if red.Sent() && acctID != "" && mode != jwkOnly {
 			guess = s.guess(msg, acctID)
 			if ahead != nil {
-				v, err := ahead(r.Context(), r)
+				v, err := ahead(r)
 				pre = &aheadResult{v: v, err: err}
 			}
 		}
