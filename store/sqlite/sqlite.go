@@ -82,7 +82,13 @@ type conn struct {
 }
 
 func (c conn) InTx(ctx context.Context, fn func(sqlstore.Tx) error) error {
-	tx, err := c.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE, from the DSN
+	return inTx(ctx, c.db.BeginTx, fn)
+}
+
+// inTx runs fn in a transaction that begin starts (BEGIN IMMEDIATE, from
+// the DSN), committing when fn returns nil.
+func inTx(ctx context.Context, begin func(context.Context, *sql.TxOptions) (*sql.Tx, error), fn func(sqlstore.Tx) error) error {
+	tx, err := begin(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -114,15 +120,7 @@ func (c conn) InTxUnsynced(ctx context.Context, fn func(sqlstore.Tx) error) erro
 			_ = sc.Raw(func(any) error { return driver.ErrBadConn }) // never hand out an unsynced connection
 		}
 	}()
-	tx, err := sc.BeginTx(ctx, nil) // BEGIN IMMEDIATE, from the DSN
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	if err := fn(sqlTx{tx: tx}); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return inTx(ctx, sc.BeginTx, fn)
 }
 
 func (c conn) Ping(ctx context.Context) error { return c.db.PingContext(ctx) }
