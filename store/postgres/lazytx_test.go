@@ -96,6 +96,23 @@ func TestLazyTx(t *testing.T) {
 		return n
 	}
 
+	// insertABC sends two INSERTs in one batch with send, the second with
+	// suffix appended, and checks each one's result in order.
+	insertABC := func(send func(context.Context, *pgx.Batch) pgx.BatchResults, suffix string) error {
+		b := &pgx.Batch{}
+		b.Queue(`INSERT INTO t VALUES ('a')`)
+		b.Queue(`INSERT INTO t VALUES ('b'), ('c')` + suffix)
+		br := send(ctx, b)
+		if tag, err := br.Exec(); err != nil || tag.RowsAffected() != 1 {
+			_ = br.Close()
+			return errors.Join(err, fmt.Errorf("first result %v, want the first INSERT's", tag))
+		}
+		if tag, err := br.Exec(); err != nil || tag.RowsAffected() != 2 {
+			_ = br.Close()
+			return errors.Join(err, fmt.Errorf("second result %v, want the second INSERT's", tag))
+		}
+		return br.Close()
+	}
 	// held inserts a row, sends a notification of payload (with where
 	// appended) that lazyTx holds for COMMIT, ends the transaction with
 	// end, and expects the notification delivered ("" for none).
@@ -175,17 +192,7 @@ func TestLazyTx(t *testing.T) {
 			return tx.Commit(ctx)
 		}, 5, 1},
 		{"batch first: BEGIN rides in it", func(tx pgx.Tx) error {
-			b := &pgx.Batch{}
-			b.Queue(`INSERT INTO t VALUES ('a')`)
-			b.Queue(`INSERT INTO t VALUES ('b'), ('c')`)
-			br := tx.SendBatch(ctx, b)
-			if tag, err := br.Exec(); err != nil || tag.RowsAffected() != 1 {
-				return errors.Join(err, fmt.Errorf("first result %v, want the first INSERT's", tag))
-			}
-			if tag, err := br.Exec(); err != nil || tag.RowsAffected() != 2 {
-				return errors.Join(err, fmt.Errorf("second result %v, want the second INSERT's", tag))
-			}
-			if err := br.Close(); err != nil {
+			if err := insertABC(tx.SendBatch, ``); err != nil {
 				return err
 			}
 			return tx.Commit(ctx)
@@ -216,17 +223,8 @@ func TestLazyTx(t *testing.T) {
 		}, 3, 2},
 		{"untouched", func(tx pgx.Tx) error { return tx.Commit(ctx) }, 0, 0},
 		{"last batch carries COMMIT", func(tx pgx.Tx) error {
-			b := &pgx.Batch{}
-			b.Queue(`INSERT INTO t VALUES ('a')`)
-			b.Queue(`INSERT INTO t VALUES ('b'), ('c') RETURNING k`)
-			br := postgres.CommitWith(ctx, tx, b)
-			if tag, err := br.Exec(); err != nil || tag.RowsAffected() != 1 {
-				return errors.Join(err, fmt.Errorf("first result %v, want the first INSERT's", tag))
-			}
-			if tag, err := br.Exec(); err != nil || tag.RowsAffected() != 2 {
-				return errors.Join(err, fmt.Errorf("second result %v, want the second INSERT's", tag))
-			}
-			if err := br.Close(); err != nil {
+			commitWith := func(ctx context.Context, b *pgx.Batch) pgx.BatchResults { return postgres.CommitWith(ctx, tx, b) }
+			if err := insertABC(commitWith, ` RETURNING k`); err != nil {
 				return err
 			}
 			if _, err := tx.Exec(ctx, `INSERT INTO t VALUES ('d')`); !errors.Is(err, pgx.ErrTxClosed) {
