@@ -46,7 +46,7 @@ func (s *Server) finalize(w http.ResponseWriter, p *post) error {
 	if err := s.limitCertificates(p.r.Context(), o.Identifiers); err != nil {
 		return err
 	}
-	cur, claimed, err := s.st.OrderFinalizeBegin(p.r.Context(), o.ID, der)
+	cur, claimed, err := s.st.OrderFinalizeBegin(p.r.Context(), o.ID, o.Profile, der)
 	if err != nil {
 		return s.storeErr(err, "queuing the order for issuance")
 	}

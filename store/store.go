@@ -138,8 +138,11 @@ type Store interface {
 
 	// OrderFinalizeBegin compare-and-swaps the order ready → processing,
 	// stores the CSR and inserts signer_issue in the same transaction.
-	// claimed is false when the order was not ready.
-	OrderFinalizeBegin(ctx context.Context, orderID string, csrDER []byte) (o *Order, claimed bool, err error)
+	// claimed is false when the order was not ready. profile is the
+	// order's, as the caller read it: the job, queued on the profile's
+	// queue, goes out with the swap, before its result is back. An order
+	// of another profile is an error and nothing moves.
+	OrderFinalizeBegin(ctx context.Context, orderID, profile string, csrDER []byte) (o *Order, claimed bool, err error)
 	// OrderIssued stores the certificate and moves the order processing →
 	// valid, in one transaction; ErrConflict if the order is not processing.
 	// River completes the signer_issue job after the handler returns.

@@ -191,7 +191,7 @@ func TestIssue(t *testing.T) {
 	o := r.order(t, acct, "default", "a.worker.test", "b.worker.test")
 	r.ready(t, o)
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, csrFor(t, key, "a.worker.test", "b.worker.test")); err != nil || !claimed {
+	if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, "a.worker.test", "b.worker.test")); err != nil || !claimed {
 		t.Fatalf("finalize: %v %v", claimed, err)
 	}
 	o = r.waitOrder(t, o.ID, acme.StatusValid)
@@ -222,7 +222,7 @@ func TestIssueRefusedKeyIsAVerdict(t *testing.T) {
 	o := r.order(t, acct, "ecdsa-only", "rsa.worker.test")
 	r.ready(t, o)
 	key, _ := rsa.GenerateKey(rand.Reader, 2048)
-	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, csrFor(t, key, "rsa.worker.test")); err != nil {
+	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, "rsa.worker.test")); err != nil {
 		t.Fatal(err)
 	}
 	o = r.waitOrder(t, o.ID, acme.StatusInvalid)
@@ -240,14 +240,14 @@ func TestUnmountedProfileIsLeft(t *testing.T) {
 	o := r.order(t, acct, "hsm", "hsm.worker.test")
 	r.ready(t, o)
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, csrFor(t, key, "hsm.worker.test")); err != nil {
+	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, "hsm.worker.test")); err != nil {
 		t.Fatal(err)
 	}
 	// A default-profile order finalized after it is signed, proving the
 	// worker is running and reached the queue.
 	o2 := r.order(t, acct, "default", "def.worker.test")
 	r.ready(t, o2)
-	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o2.ID, csrFor(t, key, "def.worker.test")); err != nil {
+	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o2.ID, o2.Profile, csrFor(t, key, "def.worker.test")); err != nil {
 		t.Fatal(err)
 	}
 	r.waitOrder(t, o2.ID, acme.StatusValid)
@@ -329,7 +329,7 @@ func TestCRLAfterRevocation(t *testing.T) {
 	o := r.order(t, acct, "default", "crl.worker.test")
 	r.ready(t, o)
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, csrFor(t, key, "crl.worker.test")); err != nil {
+	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, "crl.worker.test")); err != nil {
 		t.Fatal(err)
 	}
 	o = r.waitOrder(t, o.ID, acme.StatusValid)

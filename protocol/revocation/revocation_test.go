@@ -74,7 +74,7 @@ func seed(t *testing.T, profile string) (store.Store, *store.Certificate) {
 	if err := st.ChallengeVerdict(ctx, store.Verdict{ChallengeID: az.Challenges[0].ID, Status: acme.StatusValid}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := st.OrderFinalizeBegin(ctx, o.ID, []byte("csr")); err != nil {
+	if _, _, err := st.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr")); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: "5e", IssuerID: "iss", Profile: profile,

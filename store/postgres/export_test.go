@@ -14,3 +14,8 @@ func NewLazyTx(c *pgx.Conn) pgx.Tx { return &lazyTx{conn: c} }
 func CommitWith(ctx context.Context, tx pgx.Tx, b *pgx.Batch) pgx.BatchResults {
 	return tx.(*lazyTx).commitWith(ctx, b)
 }
+
+// SendAhead is lazyTx.sendAhead for the external tests.
+func SendAhead(tx pgx.Tx, b *pgx.Batch, read func(pgx.BatchResults) error) {
+	tx.(*lazyTx).sendAhead(b, read)
+}

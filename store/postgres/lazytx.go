@@ -32,24 +32,52 @@ type lazyTx struct {
 	// atCommit are statements held back to travel with COMMIT
 	// (holdForCommit).
 	atCommit []*pgx.QueuedQuery
+	// ahead are statements held back to travel in front of whatever the
+	// transaction sends next (sendAhead), and readAhead reads their
+	// results from that batch before anything else is read from it.
+	ahead     []*pgx.QueuedQuery
+	readAhead func(pgx.BatchResults) error
 }
 
 var _ pgx.Tx = (*lazyTx)(nil)
 
-// begin begins the transaction alone, for the calls that cannot carry BEGIN.
+// begin begins the transaction, for the calls that cannot carry BEGIN
+// (with any statements sent ahead).
 func (t *lazyTx) begin(ctx context.Context) (pgx.Tx, error) {
-	if t.closed {
+	if t.closed || t.early {
 		return nil, pgx.ErrTxClosed
 	}
-	if t.tx == nil {
-		tx, err := t.conn.Begin(ctx)
-		if err != nil {
+	if t.tx == nil || len(t.ahead) > 0 {
+		if err := t.SendBatch(ctx, &pgx.Batch{}).Close(); err != nil {
 			return nil, err
 		}
-		t.tx = tx
 	}
 	return t.tx, nil
 }
+
+// sendAhead holds b's statements back to go out in front of the next
+// statement or batch sent in the transaction, whoever sends it, and read
+// reads their results there. Claims use it so that River's job insert,
+// which River sends itself, travels with the claim: one round trip for
+// both. Statements still held when the transaction commits go with the
+// COMMIT; when it rolls back, they are dropped unsent and read is never
+// called.
+func (t *lazyTx) sendAhead(b *pgx.Batch, read func(pgx.BatchResults) error) {
+	t.ahead = append(t.ahead, b.QueuedQueries...)
+	prev := t.readAhead
+	t.readAhead = func(br pgx.BatchResults) error {
+		if prev != nil {
+			if err := prev(br); err != nil {
+				return err
+			}
+		}
+		return read(br)
+	}
+}
+
+// direct: a statement may go straight to the begun pgx transaction, as
+// nothing is held to go in front of it.
+func (t *lazyTx) direct() bool { return t.tx != nil && len(t.ahead) == 0 }
 
 // first sends BEGIN and the transaction's first statement as one batch
 // (SendBatch). The caller reads the statement's result from the batch and
@@ -68,7 +96,7 @@ func (t *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 		t.atCommit = append(t.atCommit, &pgx.QueuedQuery{SQL: sql, Arguments: args})
 		return pgconn.NewCommandTag("SELECT 1"), nil
 	}
-	if t.tx != nil {
+	if t.direct() {
 		return t.tx.Exec(ctx, sql, args...)
 	}
 	br := t.first(ctx, sql, args)
@@ -83,7 +111,7 @@ func (t *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 	if t.closed || t.early {
 		return nil, pgx.ErrTxClosed
 	}
-	if t.tx != nil {
+	if t.direct() {
 		return t.tx.Query(ctx, sql, args...)
 	}
 	br := t.first(ctx, sql, args)
@@ -148,25 +176,45 @@ func (r *row) Scan(dest ...any) error {
 }
 
 // SendBatch sends b in the transaction. Before the transaction has begun,
-// BEGIN goes first in the same batch and its result is read here, so the
-// caller reads b's results as if the transaction had begun before.
+// BEGIN goes first in the same batch, and statements held to go ahead
+// (sendAhead) go next; their results are read here, so the caller reads
+// b's results as if the transaction had begun, and those statements had
+// run, before.
 func (t *lazyTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if t.closed || t.early {
 		return errBatch{pgx.ErrTxClosed}
 	}
-	if t.tx != nil {
+	if t.direct() {
 		return t.tx.SendBatch(ctx, b)
 	}
-	withBegin := &pgx.Batch{}
-	withBegin.BeginTx(pgx.TxOptions{})
-	withBegin.QueuedQueries = append(withBegin.QueuedQueries, b.QueuedQueries...)
-	br := t.conn.SendBatch(ctx, withBegin)
-	t.tx = br.Tx()
-	// BEGIN fails only when the whole batch does (pgx prepares every
-	// statement before running any); closing it then closes t.tx too.
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return errBatch{err}
+	all := &pgx.Batch{}
+	began := t.tx == nil
+	if began {
+		all.BeginTx(pgx.TxOptions{})
+	}
+	all.QueuedQueries = slices.Concat(all.QueuedQueries, t.ahead, b.QueuedQueries)
+	read := t.readAhead
+	t.ahead, t.readAhead = nil, nil
+	var br pgx.BatchResults
+	if began {
+		br = t.conn.SendBatch(ctx, all)
+		t.tx = br.Tx()
+		// BEGIN fails only when the whole batch does (pgx prepares every
+		// statement before running any); closing it then closes t.tx too.
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return errBatch{err}
+		}
+	} else {
+		br = t.tx.SendBatch(ctx, all)
+	}
+	if read != nil {
+		if err := read(br); err != nil {
+			// PostgreSQL skips the rest of the batch after a failed
+			// statement: b's statements did not run.
+			_ = br.Close()
+			return errBatch{err}
+		}
 	}
 	return br
 }
@@ -214,7 +262,8 @@ func (t *lazyTx) Conn() *pgx.Conn { return t.conn }
 
 // Commit commits the transaction; one that never began has nothing to
 // commit, and one whose last batch carried its COMMIT (commitWith) is done.
-// Statements held for the commit travel with it, in one round trip.
+// Statements held for the commit, or still held to go ahead, travel with
+// it, in one round trip.
 func (t *lazyTx) Commit(ctx context.Context) error {
 	switch {
 	case t.early:
@@ -222,9 +271,9 @@ func (t *lazyTx) Commit(ctx context.Context) error {
 		return nil
 	case t.closed:
 		return pgx.ErrTxClosed
-	case t.tx == nil:
+	case t.tx == nil && len(t.ahead) == 0:
 		return t.endUnbegun()
-	case len(t.atCommit) > 0:
+	case len(t.atCommit) > 0 || len(t.ahead) > 0:
 		if err := t.commitWith(ctx, &pgx.Batch{}).Close(); err != nil {
 			return err
 		}
@@ -234,7 +283,7 @@ func (t *lazyTx) Commit(ctx context.Context) error {
 }
 
 func (t *lazyTx) Rollback(ctx context.Context) error {
-	t.atCommit = nil
+	t.atCommit, t.ahead, t.readAhead = nil, nil, nil
 	switch {
 	case t.early, t.closed:
 		t.early, t.closed = false, true

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
@@ -130,6 +131,39 @@ func TestLazyTx(t *testing.T) {
 			return wantNotification(ctx, conn, delivered)
 		}
 	}
+	// ahead holds an INSERT of key to go in front of the next statement
+	// (sendAhead); read counts the times its result was read, and fails
+	// on a result other than the INSERT's.
+	var read int
+	ahead := func(tx pgx.Tx, key string) {
+		b := &pgx.Batch{}
+		b.Queue(`INSERT INTO t VALUES ($1)`, key)
+		postgres.SendAhead(tx, b, func(br pgx.BatchResults) error {
+			read++
+			tag, err := br.Exec()
+			if err == nil && tag.RowsAffected() != 1 {
+				err = fmt.Errorf("result %v, want the INSERT's", tag)
+			}
+			return err
+		})
+	}
+	// aheadThen holds key's INSERT ahead, then runs next, and wants the
+	// held result read exactly once by then.
+	aheadThen := func(key string, next func(tx pgx.Tx) error) func(pgx.Tx) error {
+		return func(tx pgx.Tx) error {
+			read = 0
+			ahead(tx, key)
+			err := next(tx)
+			if read != 1 && err == nil {
+				err = fmt.Errorf("the held statement's result was read %d times, want once", read)
+			}
+			return err
+		}
+	}
+	execB := func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO t VALUES ('b')`)
+		return err
+	}
 	tests := []struct {
 		name  string
 		run   func(tx pgx.Tx) error
@@ -249,6 +283,50 @@ func TestLazyTx(t *testing.T) {
 			}
 			return tx.Rollback(ctx)
 		}, ""), 3, 0},
+		{"a statement held ahead rides with BEGIN and the next", aheadThen("a", func(tx pgx.Tx) error {
+			if err := execB(tx); err != nil {
+				return err
+			}
+			return tx.Commit(ctx)
+		}), 2, 2},
+		{"held ahead after BEGIN, in front of a query", func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO t VALUES ('c')`); err != nil {
+				return err
+			}
+			return aheadThen("a", func(tx pgx.Tx) error {
+				var n int
+				if err := tx.QueryRow(ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil || n != 2 {
+					return errors.Join(err, fmt.Errorf("the query saw %d rows, want 2: the held INSERT runs first", n))
+				}
+				return tx.Commit(ctx)
+			})(tx)
+		}, 3, 2},
+		{"held ahead fails: its error is the next statement's, which does not run", func(tx pgx.Tx) error {
+			read = 0
+			ahead(tx, "a")
+			ahead(tx, "a")
+			_, err := tx.Exec(ctx, `INSERT INTO t VALUES ('b')`)
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+				return fmt.Errorf("the statement after a held duplicate INSERT = %v, want the duplicate's unique violation", err)
+			}
+			if read != 2 {
+				return fmt.Errorf("held results read %d times, want 2", read)
+			}
+			return tx.Rollback(ctx)
+		}, 2, 0},
+		{"held ahead, then nothing: it goes with COMMIT", aheadThen("a", func(tx pgx.Tx) error { return tx.Commit(ctx) }), 1, 1},
+		{"held ahead, then rollback: never sent", func(tx pgx.Tx) error {
+			read = 0
+			ahead(tx, "a")
+			if err := tx.Rollback(ctx); err != nil {
+				return err
+			}
+			if read != 0 {
+				return fmt.Errorf("a dropped statement's result was read %d times", read)
+			}
+			return nil
+		}, 0, 0},
 	}
 	for _, tc := range tests {
 		if _, err := conn.Exec(ctx, `TRUNCATE t`); err != nil {

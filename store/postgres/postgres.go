@@ -113,6 +113,44 @@ func (t pgTx) BatchCommit(ctx context.Context, stmts []sqlstore.Stmt) ([]int64, 
 	return sendBatch(ctx, t.tx.commitWith, stmts)
 }
 
+// BatchAhead sends stmts in front of whatever then sends first (River's
+// job insert), in one batch, and reads their results there
+// (lazyTx.sendAhead). If then sends nothing, stmts go alone once it
+// returns. A failed statement among stmts is the error: what followed it
+// in the batch never ran.
+func (t pgTx) BatchAhead(ctx context.Context, stmts []sqlstore.Stmt, then func() error) ([]int64, error) {
+	b := &pgx.Batch{}
+	for _, st := range stmts {
+		b.Queue(st.SQL, st.Args...)
+	}
+	var n []int64
+	var stmtErr error
+	read := false
+	t.tx.sendAhead(b, func(br pgx.BatchResults) error {
+		read = true
+		for _, st := range stmts {
+			k, err := batchResult(br, st.Dest)
+			if err != nil {
+				stmtErr = err
+				return err
+			}
+			n = append(n, k)
+		}
+		return nil
+	})
+	thenErr := then()
+	switch {
+	case !read && thenErr != nil:
+		return nil, thenErr
+	case !read:
+		t.tx.ahead, t.tx.readAhead = nil, nil
+		return sendBatch(ctx, t.tx.SendBatch, stmts)
+	case stmtErr != nil:
+		return n, stmtErr
+	}
+	return n, thenErr
+}
+
 func (t pgTx) Raw() jobs.Tx { return t.tx }
 
 // sendBatch sends stmts with send as one pgx batch, one round trip, and reads

@@ -18,8 +18,9 @@ import (
 
 // TestWriteRoundTrips: the writes on a certificate's path cost the round
 // trips they are built for. Creating an order is one (BEGIN, its rows and
-// COMMIT in one batch); claiming a challenge is three (BEGIN with the
-// claim, River's insert, then River's notification with COMMIT). Each
+// COMMIT in one batch); claiming a challenge or an order for finalizing is
+// two (BEGIN with the claim and River's insert, then River's notification
+// with COMMIT). Each
 // round trip at one request at a time costs a process wake-up
 // (docs/performance.md, round 4).
 func TestWriteRoundTrips(t *testing.T) {
@@ -79,14 +80,24 @@ func TestWriteRoundTrips(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		trips := int64(3)
+		trips := int64(2)
 		if i == 0 {
-			trips = 4
+			trips = 3
 		}
 		count("ChallengeClaim", trips, func() error {
 			_, claimed, err := s.ChallengeClaim(ctx, a.Challenges[0].ID)
 			if err == nil && !claimed {
 				t.Error("the challenge was not claimed")
+			}
+			return err
+		})
+		if err := s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: a.Challenges[0].ID, Status: acme.StatusValid}); err != nil {
+			t.Fatal(err)
+		}
+		count("OrderFinalizeBegin", 2, func() error {
+			_, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"))
+			if err == nil && !claimed {
+				t.Error("the order was not claimed")
 			}
 			return err
 		})

@@ -22,26 +22,43 @@ import (
 const orderCols = `seq, id, account_id, status, identifiers, profile, not_before, not_after, expires_at, csr, cert_serial, error, replaces, created_at, updated_at,
   COALESCE((SELECT string_agg(authz_id, ',' ORDER BY position) FROM order_authz WHERE order_id = orders.id), '')`
 
-func scanOrder(r interface{ Scan(...any) error }, seq *int64) (*store.Order, error) {
-	var o store.Order
-	var status, idents, problem, authzIDs string
-	if err := r.Scan(seq, &o.ID, &o.AccountID, &status, &idents, &o.Profile, tsNull(&o.NotBefore), tsNull(&o.NotAfter),
-		ts(&o.Expires), &o.CSR, &o.CertSerial, &problem, &o.Replaces, ts(&o.CreatedAt), ts(&o.UpdatedAt), &authzIDs); err != nil {
-		return nil, err
-	}
-	o.Status = acme.Status(status)
+// orderRow is an order row as scanned (dest), then decoded (finish).
+type orderRow struct {
+	o                                 store.Order
+	seq                               int64
+	status, idents, problem, authzIDs string
+}
+
+func (r *orderRow) dest() []any {
+	o := &r.o
+	return []any{&r.seq, &o.ID, &o.AccountID, &r.status, &r.idents, &o.Profile, tsNull(&o.NotBefore), tsNull(&o.NotAfter),
+		ts(&o.Expires), &o.CSR, &o.CertSerial, &r.problem, &o.Replaces, ts(&o.CreatedAt), ts(&o.UpdatedAt), &r.authzIDs}
+}
+
+func (r *orderRow) finish() (*store.Order, error) {
+	o := r.o
+	o.Status = acme.Status(r.status)
 	if len(o.CSR) == 0 {
 		o.CSR = nil
 	}
-	if authzIDs != "" {
-		o.AuthzIDs = strings.Split(authzIDs, ",")
+	if r.authzIDs != "" {
+		o.AuthzIDs = strings.Split(r.authzIDs, ",")
 	}
-	if err := json.Unmarshal([]byte(idents), &o.Identifiers); err != nil {
+	if err := json.Unmarshal([]byte(r.idents), &o.Identifiers); err != nil {
 		return nil, fmt.Errorf("decoding identifiers of order %s: %w", o.ID, err)
 	}
 	var err error
-	o.Error, err = parseProblem(problem)
+	o.Error, err = parseProblem(r.problem)
 	return &o, err
+}
+
+func scanOrder(r interface{ Scan(...any) error }, seq *int64) (*store.Order, error) {
+	var o orderRow
+	if err := r.Scan(o.dest()...); err != nil {
+		return nil, err
+	}
+	*seq = o.seq
+	return o.finish()
 }
 
 func (s *Store) orderByID(ctx context.Context, t *txn, id string) (*store.Order, error) {
@@ -465,34 +482,49 @@ WHERE status IN ('pending', 'ready') AND id IN (SELECT order_id FROM order_authz
 	return out, err
 }
 
+// errLost ends a claim's transaction when its compare-and-swap moved
+// nothing, rolling back the job queued with it.
+var errLost = errors.New("the compare-and-swap moved nothing")
+
 func (s *Store) ChallengeClaim(ctx context.Context, challengeID string) (*store.Challenge, bool, error) {
 	var out *store.Challenge
-	var claimed bool
 	err := s.inTx(ctx, func(t *txn) error {
 		// The compare-and-swap: only one caller gets the row back. The
 		// authorization must still be pending and unexpired on the
-		// database clock.
-		var err error
-		out, err = scanChallenge(t.queryRow(ctx, `UPDATE challenges SET status = 'processing', updated_at = {now}
+		// database clock. River's job insert is queued before the swap's
+		// result is known, so that both go in one round trip (sendAhead);
+		// a lost swap rolls the job back with it.
+		var c challengeRow
+		var b batch
+		b.scan("claiming challenge "+challengeID, c.dest(), `UPDATE challenges SET status = 'processing', updated_at = {now}
 WHERE id = $1 AND status = 'pending'
   AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = challenges.authz_id AND a.status = 'pending' AND a.expires_at > {now})
-RETURNING `+challengeCols, challengeID))
-		claimed = err == nil
-		if errors.Is(err, store.ErrNotFound) {
-			out, err = s.challengeByID(ctx, t, challengeID)
-		}
-		if err != nil {
-			return fmt.Errorf("claiming challenge %s: %w", challengeID, err)
-		}
-		if claimed {
+RETURNING `+challengeCols, challengeID)
+		n, err := t.sendAhead(ctx, &b, func() error {
 			return s.enqueue(ctx, t, jobs.ChallengeValidateArgs{ChallengeID: challengeID})
+		})
+		if err != nil {
+			return err
 		}
-		return nil
+		if n[0] == 0 {
+			return errLost
+		}
+		out, err = c.finish()
+		return err
 	})
+	if errors.Is(err, errLost) {
+		// Another claim, a verdict or an expiry moved it first: report it
+		// as it now stands.
+		out, err = s.ChallengeByID(ctx, challengeID)
+		if err != nil {
+			return nil, false, fmt.Errorf("claiming challenge %s: %w", challengeID, err)
+		}
+		return out, false, nil
+	}
 	if err != nil {
 		return nil, false, err
 	}
-	return out, claimed, nil
+	return out, true, nil
 }
 
 func (s *Store) ChallengeVerdict(ctx context.Context, v store.Verdict) error {
@@ -592,32 +624,46 @@ WHERE id = $1 AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = $3 AND a.s
 	return nil
 }
 
-func (s *Store) OrderFinalizeBegin(ctx context.Context, orderID string, csrDER []byte) (*store.Order, bool, error) {
+func (s *Store) OrderFinalizeBegin(ctx context.Context, orderID, profile string, csrDER []byte) (*store.Order, bool, error) {
 	var out *store.Order
-	var claimed bool
 	err := s.inTx(ctx, func(t *txn) error {
-		// The compare-and-swap: only one caller gets the row back.
-		var seq int64
-		var err error
-		out, err = scanOrder(t.queryRow(ctx, `UPDATE orders SET status = 'processing', csr = $2, updated_at = {now}
+		// The compare-and-swap: only one caller gets the row back. As with
+		// a challenge's claim, River's job insert travels with it
+		// (sendAhead), and a lost swap rolls the job back.
+		var o orderRow
+		var b batch
+		b.scan("claiming order "+orderID, o.dest(), `UPDATE orders SET status = 'processing', csr = $2, updated_at = {now}
 WHERE id = $1 AND status = 'ready' AND expires_at > {now}
-RETURNING `+orderCols, orderID, nonNil(csrDER)), &seq)
-		claimed = err == nil
-		if errors.Is(err, store.ErrNotFound) {
-			out, err = s.orderByID(ctx, t, orderID)
-		}
+RETURNING `+orderCols, orderID, nonNil(csrDER))
+		n, err := t.sendAhead(ctx, &b, func() error {
+			return s.enqueue(ctx, t, jobs.SignerIssueArgs{OrderID: orderID, Profile: profile})
+		})
 		if err != nil {
-			return fmt.Errorf("claiming order %s: %w", orderID, err)
+			return err
 		}
-		if claimed {
-			return s.enqueue(ctx, t, jobs.SignerIssueArgs{OrderID: orderID, Profile: out.Profile})
+		if n[0] == 0 {
+			return errLost
+		}
+		if out, err = o.finish(); err != nil {
+			return err
+		}
+		if out.Profile != profile {
+			return fmt.Errorf("claiming order %s: it has profile %q, not %q; nothing was claimed", orderID, out.Profile, profile)
 		}
 		return nil
 	})
+	if errors.Is(err, errLost) {
+		// Another finalize or an expiry moved it first.
+		out, err = s.OrderByID(ctx, orderID)
+		if err != nil {
+			return nil, false, fmt.Errorf("claiming order %s: %w", orderID, err)
+		}
+		return out, false, nil
+	}
 	if err != nil {
 		return nil, false, err
 	}
-	return out, claimed, nil
+	return out, true, nil
 }
 
 func (s *Store) OrderIssued(ctx context.Context, in store.Issued) error {

@@ -85,6 +85,31 @@ func (t *txn) sendLast(ctx context.Context, b *batch) ([]int64, error) {
 	return t.send(ctx, b)
 }
 
+// aheadBatcher is a Tx that can send statements in the same round trip as
+// whatever the transaction sends next (PostgreSQL).
+type aheadBatcher interface {
+	BatchAhead(ctx context.Context, stmts []Stmt, then func() error) ([]int64, error)
+}
+
+// sendAhead runs b's statements, then then, which may send statements of
+// its own (River's job insert); where the driver can, b's statements go in
+// then's first round trip. Their results are read once then returns, so
+// then must not depend on them: a claim queues its job before it knows it
+// won, and rolls both back when it did not. A failed statement of b is the
+// error in preference to then's.
+func (t *txn) sendAhead(ctx context.Context, b *batch, then func() error) ([]int64, error) {
+	if ab, ok := t.raw.(aheadBatcher); ok {
+		return t.sendWith(ctx, b, func(ctx context.Context, stmts []Stmt) ([]int64, error) {
+			return ab.BatchAhead(ctx, stmts, then)
+		})
+	}
+	n, err := t.send(ctx, b)
+	if err != nil {
+		return n, err
+	}
+	return n, then()
+}
+
 func (t *txn) sendWith(ctx context.Context, b *batch, run func(context.Context, []Stmt) ([]int64, error)) ([]int64, error) {
 	if len(b.stmts) == 0 {
 		return nil, nil

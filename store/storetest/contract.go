@@ -53,7 +53,7 @@ func testNotFound(t *testing.T, s store.Store, _ Extras) {
 	wantErr(t, "ChallengeClaim", err, store.ErrNotFound)
 	err = s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: "nope", Status: acme.StatusValid})
 	wantErr(t, "ChallengeVerdict", err, store.ErrNotFound)
-	_, _, err = s.OrderFinalizeBegin(ctx, "nope", []byte("csr"))
+	_, _, err = s.OrderFinalizeBegin(ctx, "nope", "default", []byte("csr"))
 	wantErr(t, "OrderFinalizeBegin", err, store.ErrNotFound)
 	err = s.OrderIssued(ctx, store.Issued{OrderID: "nope", Certificate: store.Certificate{Serial: "01"}})
 	wantErr(t, "OrderIssued", err, store.ErrNotFound)
@@ -456,14 +456,25 @@ func testOrderHappyPath(t *testing.T, s store.Store, x Extras) {
 		t.Fatalf("order is %s with every authorization valid, want ready", got.Status)
 	}
 
-	got, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, []byte("csr-der"))
+	// Naming another profile than the order's claims nothing and queues
+	// nothing: the job would have gone to that profile's workers.
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile+"-other", []byte("csr-der")); err == nil || claimed {
+		t.Fatalf("finalize naming another profile: claimed=%v err=%v, want an error", claimed, err)
+	}
+	if got := order(t, s, o.ID); got.Status != acme.StatusReady || got.CSR != nil {
+		t.Fatalf("order is %s (csr %q) after a finalize naming another profile, want ready with no CSR", got.Status, got.CSR)
+	}
+	if n := jobCount(t, x, jobs.KindSignerIssue); n != 0 {
+		t.Fatalf("%d signer_issue jobs after a finalize naming another profile, want 0", n)
+	}
+	got, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr-der"))
 	if err != nil || !claimed || got.Status != acme.StatusProcessing || string(got.CSR) != "csr-der" {
 		t.Fatalf("OrderFinalizeBegin = %+v, %v, %v", got, claimed, err)
 	}
 	if n := jobCount(t, x, jobs.KindSignerIssue); n != 1 {
 		t.Fatalf("%d signer_issue jobs after finalize, want 1", n)
 	}
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, []byte("again")); err != nil || claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("again")); err != nil || claimed {
 		t.Fatalf("second finalize: claimed=%v err=%v, want not claimed", claimed, err)
 	}
 	if n := jobCount(t, x, jobs.KindSignerIssue); n != 1 {
@@ -796,7 +807,7 @@ func testOrderFinalizeConcurrent(t *testing.T, s store.Store, x Extras) {
 	a := newAccount(t, s)
 	o := readyOrder(t, s, a, "finalize-race.example.com")
 	wins := race(t, handles(t, s, x, 4), func(s store.Store) (bool, error) {
-		_, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, []byte("csr"))
+		_, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"))
 		return claimed, err
 	})
 	if wins != 1 {
@@ -832,7 +843,7 @@ func testClaimEnqueueAtomic(t *testing.T, s store.Store, x Extras) {
 	}
 
 	ready := readyOrder(t, s, a, "finalize-queue-down.example.com")
-	if _, _, err := broken.OrderFinalizeBegin(ctx, ready.ID, []byte("csr")); !errors.Is(err, errQueueDown) {
+	if _, _, err := broken.OrderFinalizeBegin(ctx, ready.ID, ready.Profile, []byte("csr")); !errors.Is(err, errQueueDown) {
 		t.Fatalf("OrderFinalizeBegin with a failing queue: %v, want %v", err, errQueueDown)
 	}
 	if got := order(t, s, ready.ID); got.Status != acme.StatusReady || got.CSR != nil {
@@ -843,7 +854,9 @@ func testClaimEnqueueAtomic(t *testing.T, s store.Store, x Extras) {
 	}
 }
 
-func testClaimExpiredAuthz(t *testing.T, s store.Store, _ Extras) {
+// testClaimExpiredAuthz: a claim that loses its compare-and-swap queues
+// nothing, although the job's insert may travel with the swap (sendAhead).
+func testClaimExpiredAuthz(t *testing.T, s store.Store, x Extras) {
 	ctx := ctxT(t)
 	a := newAccount(t, s)
 	spec := orderSpec(t, s, a, "late.example.com")
@@ -856,6 +869,9 @@ func testClaimExpiredAuthz(t *testing.T, s store.Store, _ Extras) {
 	if c, claimed, err := s.ChallengeClaim(ctx, cid); err != nil || claimed || c.Status != acme.StatusPending {
 		t.Fatalf("claiming a challenge of an expired authorization: %+v claimed=%v err=%v, want not claimed", c, claimed, err)
 	}
+	if n := jobCount(t, x, jobs.KindChallengeValidate); n != 0 {
+		t.Fatalf("%d challenge_validate jobs after a lost claim, want 0", n)
+	}
 }
 
 func testOrderFail(t *testing.T, s store.Store, _ Extras) {
@@ -863,7 +879,7 @@ func testOrderFail(t *testing.T, s store.Store, _ Extras) {
 	a := newAccount(t, s)
 	o := readyOrder(t, s, a, "fail.example.com")
 	wantErr(t, "OrderFail on a ready order", s.OrderFail(ctx, o.ID, acme.Problem{Type: acme.ProblemBadCSR}), store.ErrConflict)
-	if _, _, err := s.OrderFinalizeBegin(ctx, o.ID, []byte("csr")); err != nil {
+	if _, _, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr")); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.OrderFail(ctx, o.ID, acme.Problem{Type: acme.ProblemBadCSR, Detail: "key too small"}); err != nil {
@@ -874,7 +890,7 @@ func testOrderFail(t *testing.T, s store.Store, _ Extras) {
 		t.Fatalf("failed order = %s %+v", got.Status, got.Error)
 	}
 	// A backend's rejection is terminal: never ready again.
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, []byte("csr")); err != nil || claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr")); err != nil || claimed {
 		t.Fatalf("finalizing a failed order: claimed=%v err=%v", claimed, err)
 	}
 }
@@ -1244,7 +1260,7 @@ func testStrandedOrder(t *testing.T, s store.Store, x Extras) {
 		t.Fatal(err)
 	}
 	validate(t, s, o.AuthzIDs[0], acme.StatusValid)
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, []byte("csr")); err != nil || !claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr")); err != nil || !claimed {
 		t.Fatal(claimed, err)
 	}
 	x.Exec(t, "DELETE FROM river_job")

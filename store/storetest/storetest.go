@@ -227,7 +227,7 @@ func issue(t *testing.T, s store.Store, o *store.Order, serial string) error {
 	ctx := ctxT(t)
 	now := dbNow(t, s)
 	if o.Status == acme.StatusReady {
-		if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, []byte("csr")); err != nil || !claimed {
+		if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr")); err != nil || !claimed {
 			t.Fatalf("OrderFinalizeBegin: claimed=%v err=%v", claimed, err)
 		}
 	}
