@@ -537,37 +537,19 @@ func (s *Store) ChallengeVerdict(ctx context.Context, v store.Verdict) error {
 }
 
 // verdict moves a processing challenge to valid or invalid, and its
-// authorization and orders with it (RFC 8555 §7.1.6).
+// authorization and orders with it (RFC 8555 §7.1.6). It is the last thing
+// its transaction does: its last batch carries the COMMIT where the driver
+// can (sendLast), so callers run nothing on t after it.
 func (s *Store) verdict(ctx context.Context, t *txn, challengeID string, status acme.Status, p *acme.Problem, record []byte) error {
-	// One statement reads the challenge's authorization and locks
+	// The first round trip reads the challenge's authorization and locks
 	// (PostgreSQL) the orders using it, in id order, before anything moves,
 	// reading their status under the lock: a verdict on another
 	// authorization of the same order waits here, and then sees this one's
 	// authorization when it decides whether the order is ready. Nothing else
-	// is locked while it waits. The join reads the whole CTE, so every row
-	// is locked.
-	var authzID string
-	var pending []string // the locked orders still pending
-	err := collect(ctx, t, func(r Rows) error {
-		var orderID, orderStatus *string
-		if err := r.Scan(&authzID, &orderID, &orderStatus); err != nil {
-			return err
-		}
-		if orderID != nil && orderStatus != nil && *orderStatus == string(acme.StatusPending) {
-			pending = append(pending, *orderID)
-		}
-		return nil
-	}, `WITH locked AS (
-  SELECT id, status FROM orders
-  WHERE id IN (SELECT oa.order_id FROM order_authz oa JOIN challenges c ON c.authz_id = oa.authz_id WHERE c.id = $1)
-  ORDER BY id {forupdate})
-SELECT c.authz_id, l.id, l.status FROM challenges c LEFT JOIN locked l ON true WHERE c.id = $1`, challengeID)
-	if err == nil && authzID == "" {
-		err = store.ErrNotFound
-	}
-	if err != nil {
-		return fmt.Errorf("recording verdict on challenge %s: %w", challengeID, err)
-	}
+	// is locked while it waits. The aggregate reads the whole CTE, so every
+	// row is locked. Then, in the same batch and so after the lock, the
+	// challenge's compare-and-swap; a lost swap rolls back before anything
+	// else moves.
 	pt, err := problemText(p)
 	if err != nil {
 		return err
@@ -576,17 +558,40 @@ SELECT c.authz_id, l.id, l.status FROM challenges c LEFT JOIN locked l ON true W
 	if status == acme.StatusValid {
 		validated = "{now}"
 	}
-	// The rest goes in one batch (one round trip on PostgreSQL); the
-	// challenge's compare-and-swap is checked after it, and a lost swap
-	// rolls everything back. The authorization moves only while pending: a
+	var authzID, pendingIDs string // pendingIDs: the locked orders still pending, comma-separated
+	var first batch
+	first.scan("", []any{&authzID, &pendingIDs}, `WITH locked AS (
+  SELECT id, status FROM orders
+  WHERE id IN (SELECT oa.order_id FROM order_authz oa JOIN challenges c ON c.authz_id = oa.authz_id WHERE c.id = $1)
+  ORDER BY id {forupdate})
+SELECT c.authz_id, COALESCE(string_agg(l.id, ',' ORDER BY l.id) FILTER (WHERE l.status = 'pending'), '')
+FROM challenges c LEFT JOIN locked l ON true WHERE c.id = $1 GROUP BY c.authz_id`, challengeID)
+	first.exec("", `UPDATE challenges SET status = $2, error = $3, validation_record = $4, validated_at = `+validated+`, updated_at = {now}
+WHERE id = $1 AND status = 'processing'`, challengeID, string(status), pt, string(record))
+	n, err := t.send(ctx, &first)
+	if err == nil && n[0] == 0 {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("recording verdict on challenge %s: %w", challengeID, err)
+	}
+	if n[1] == 0 {
+		var cur string
+		_ = t.queryRow(ctx, `SELECT status FROM challenges WHERE id = $1`, challengeID).Scan(&cur)
+		return fmt.Errorf("recording verdict on challenge %s: it is %s, not processing (a verdict is terminal): %w", challengeID, cur, store.ErrConflict)
+	}
+	var pending []string
+	if pendingIDs != "" {
+		pending = strings.Split(pendingIDs, ",")
+	}
+	// The rest goes in one batch with the COMMIT (one round trip on
+	// PostgreSQL, sendLast). The authorization moves only while pending: a
 	// second challenge's late verdict never undoes the first's. What follows
 	// it applies only when it moved: for valid, an order is ready only when
 	// all its authorizations are valid; for invalid, the siblings and orders
 	// move only if the authorization is invalid (were it invalid already,
 	// this challenge would have been invalidated with it and lost its swap).
 	var b batch
-	b.exec("", `UPDATE challenges SET status = $2, error = $3, validation_record = $4, validated_at = `+validated+`, updated_at = {now}
-WHERE id = $1 AND status = 'processing'`, challengeID, string(status), pt, string(record))
 	b.exec("", `UPDATE authorizations SET status = $2, updated_at = {now} WHERE id = $1 AND status = 'pending'`, authzID, string(status))
 	// Orders are updated by id, one statement each: their status was read
 	// under the lock above. A statement that found them by status instead
@@ -612,16 +617,8 @@ WHERE authz_id = $1 AND id <> $2 AND status IN ('pending', 'processing')
 WHERE id = $1 AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = $3 AND a.status = 'invalid')`, id, pt, authzID)
 		}
 	}
-	n, err := t.send(ctx, &b)
-	if err != nil {
-		return err
-	}
-	if n[0] == 0 {
-		var cur string
-		_ = t.queryRow(ctx, `SELECT status FROM challenges WHERE id = $1`, challengeID).Scan(&cur)
-		return fmt.Errorf("recording verdict on challenge %s: it is %s, not processing (a verdict is terminal): %w", challengeID, cur, store.ErrConflict)
-	}
-	return nil
+	_, err = t.sendLast(ctx, &b)
+	return err
 }
 
 func (s *Store) OrderFinalizeBegin(ctx context.Context, orderID, profile string, csrDER []byte) (*store.Order, bool, error) {

@@ -51,6 +51,13 @@ func (t countingTx) Batch(ctx context.Context, stmts []sqlstore.Stmt) ([]int64, 
 	return t.Tx.Batch(ctx, stmts)
 }
 
+// BatchCommit carries the COMMIT that InTx counted: no round trip more.
+func (t countingTx) BatchCommit(ctx context.Context, stmts []sqlstore.Stmt) ([]int64, error) {
+	return t.Tx.(interface {
+		BatchCommit(context.Context, []sqlstore.Stmt) ([]int64, error)
+	}).BatchCommit(ctx, stmts)
+}
+
 func (t countingTx) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
 	t.n.Add(1)
 	return t.Tx.Query(ctx, q, args...)
@@ -95,7 +102,7 @@ func TestIssuanceRoundTrips(t *testing.T) {
 			}
 			return nil
 		}},
-		{"OrderCreate", 2, func() (err error) {
+		{"OrderCreate", 1, func() (err error) {
 			o, err = s.OrderCreate(ctx, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: exp,
 				Identifiers: []acme.Identifier{id}, Authzs: []*store.Authorization{pendingAuthz(id.Value, exp)}})
 			return err
@@ -105,7 +112,7 @@ func TestIssuanceRoundTrips(t *testing.T) {
 		{"ChallengeByID", 1, func() (err error) { _, err = s.ChallengeByID(ctx, az.Challenges[0].ID); return err }},
 		{"ChallengeClaim", 2, func() (err error) { ch, _, err = s.ChallengeClaim(ctx, az.Challenges[0].ID); return err }},
 		{"ChallengeWithAuthz", 1, func() (err error) { _, err = s.ChallengeWithAuthz(ctx, ch.ID); return err }},
-		{"ChallengeVerdict (valid)", 3, func() error {
+		{"ChallengeVerdict (valid)", 2, func() error {
 			return s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid})
 		}},
 		{"OrderFinalizeBegin", 2, func() (err error) { _, _, err = s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr")); return err }},
