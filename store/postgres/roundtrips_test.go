@@ -21,8 +21,8 @@ import (
 // COMMIT in one batch); claiming a challenge or an order for finalizing is
 // two (BEGIN with the claim and River's insert, then River's notification
 // with COMMIT); a verdict is two (BEGIN, the lock of the orders and the
-// challenge's swap, then the rest with COMMIT). Each
-// round trip at one request at a time costs a process wake-up
+// challenge's swap, then the rest with COMMIT); storing the certificate is
+// one. Each round trip at one request at a time costs a process wake-up
 // (docs/performance.md, round 4).
 func TestWriteRoundTrips(t *testing.T) {
 	t.Parallel()
@@ -101,6 +101,10 @@ func TestWriteRoundTrips(t *testing.T) {
 				t.Error("the order was not claimed")
 			}
 			return err
+		})
+		count("OrderIssued", 1, func() error {
+			return s.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: fmt.Sprintf("0abc%d", i),
+				IssuerID: "i", Names: []string{"trips.example"}, NotBefore: now, NotAfter: now.Add(time.Hour)}})
 		})
 	}
 }

@@ -670,7 +670,10 @@ func (s *Store) OrderIssued(ctx context.Context, in store.Issued) error {
 		// nothing), and the certificate's rows. The certificate takes its
 		// account and profile defaults from the order row the swap has
 		// just made valid with this serial; when the swap moved nothing,
-		// whatever the rest of the batch did rolls back with the error.
+		// the certificate row is not written and its names fail their
+		// foreign key, so the batch fails and nothing commits (with no
+		// names there is nothing to commit). That is what lets the batch
+		// carry the COMMIT (sendLast): one round trip on PostgreSQL.
 		var b batch
 		moved := b.exec("", `UPDATE orders SET status = 'valid', cert_serial = $2, updated_at = {now} WHERE id = $1 AND status = 'processing'`,
 			in.OrderID, in.Certificate.Serial)
@@ -682,7 +685,7 @@ func (s *Store) OrderIssued(ctx context.Context, in store.Issued) error {
 		if err != nil {
 			return err
 		}
-		n, err := t.send(ctx, &b)
+		n, err := t.sendLast(ctx, &b)
 		if len(n) > found && n[moved] == 0 {
 			if n[found] == 0 {
 				return fmt.Errorf("reading order %s: %w", in.OrderID, store.ErrNotFound)
