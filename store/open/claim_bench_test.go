@@ -16,8 +16,10 @@ import (
 // authorization and its http-01 and dns-01 challenges, in one transaction.
 // BenchmarkChallengeClaim is a challenge POST's write: the compare-and-swap
 // pending → processing and the challenge_validate job inserted in the same
-// transaction (claim + enqueue). Both on a real SQLite file and a fresh
-// PostgreSQL database, one commit per operation, as a request makes.
+// transaction (claim + enqueue). BenchmarkChallengeVerdict is a
+// validation's write: the verdict, with its authorization and order. All
+// on a real SQLite file and a fresh PostgreSQL database, one commit per
+// operation, as a request makes.
 //
 //	go test ./store/open -run '^$' -bench . -benchtime 2s
 func BenchmarkOrderCreate(b *testing.B) {
@@ -55,6 +57,39 @@ func BenchmarkChallengeClaim(b *testing.B) {
 			for _, id := range challenges {
 				if _, claimed, err := s.ChallengeClaim(ctx, id); err != nil || !claimed {
 					b.Fatalf("ChallengeClaim = %v, %v", claimed, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkChallengeVerdict is a validation's write: the verdict on a
+// processing challenge, moving its authorization and its order with it,
+// in one transaction.
+func BenchmarkChallengeVerdict(b *testing.B) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		b.Run(kind, func(b *testing.B) {
+			s, acct := benchStore(b, kind)
+			ctx := context.Background()
+			challenges := make([]string, b.N)
+			for i := range challenges {
+				o, err := s.OrderCreate(ctx, benchOrder(acct))
+				if err != nil {
+					b.Fatal(err)
+				}
+				az, err := s.AuthzByID(ctx, o.AuthzIDs[0])
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, claimed, err := s.ChallengeClaim(ctx, az.Challenges[0].ID); err != nil || !claimed {
+					b.Fatalf("ChallengeClaim = %v, %v", claimed, err)
+				}
+				challenges[i] = az.Challenges[0].ID
+			}
+			b.ResetTimer()
+			for _, id := range challenges {
+				if err := s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: id, Status: acme.StatusValid}); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})
