@@ -221,6 +221,28 @@ func TestCheckCAA(t *testing.T) {
 	}
 }
 
+// TestCAAClimbAsksEveryLevelAtOnce: the server answers no CAA question
+// until it has been asked about every level of the name, so a climb that
+// waited for each level's answer before asking the next would get none and
+// fail on its timeout. The answers still decide as the climb's order says:
+// the record at the middle level permits, the silent root-most level is
+// never waited for.
+func TestCAAClimbAsksEveryLevelAtOnce(t *testing.T) {
+	t.Parallel()
+	d := newTestDNS(t)
+	d.add(t, `example.test. CAA 0 issue "hallmark.test"`)
+	d.holdCAA(3) // www.example.test, example.test, test
+	p := New(testConfig(d)).CheckCAA(t.Context(), dnsID("www.example.test"), false, acme.ChallengeHTTP01, testAccount)
+	checkProblem(t, p, "")
+
+	d = newTestDNS(t)
+	d.add(t, `www.example.test. CAA 0 issue "hallmark.test"`)
+	d.blackhole("example.test")
+	d.blackhole("test")
+	p = New(testConfig(d)).CheckCAA(t.Context(), dnsID("www.example.test"), false, acme.ChallengeHTTP01, testAccount)
+	checkProblem(t, p, "")
+}
+
 // TestValidateRunsCAA proves Validate applies CAA after a passing challenge,
 // and reports the challenge's own failure first.
 func TestValidateRunsCAA(t *testing.T) {

@@ -42,6 +42,21 @@ type testDNS struct {
 	records map[string][]dns.RR // by canonical owner name
 	rcodes  map[string]int      // forced RCODE for every question about a name
 	silent  map[string]bool     // never answer questions about a name
+
+	// caaHeld, when set, holds every CAA answer until CAA questions about
+	// that many names have arrived (holdCAA).
+	caaHeld  int
+	caaAsked map[string]bool
+	caaAll   chan struct{}
+}
+
+// holdCAA makes the server answer no CAA question until it has been asked
+// about n distinct names; until then it stays silent, and a resolver that
+// waits for one answer before its next question times out.
+func (d *testDNS) holdCAA(n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.caaHeld, d.caaAsked, d.caaAll = n, map[string]bool{}, make(chan struct{})
 }
 
 func newTestDNS(t *testing.T) *testDNS {
@@ -88,9 +103,23 @@ func (d *testDNS) serve(w dns.ResponseWriter, req *dns.Msg) {
 		rcode, forced = rc, true
 	}
 	rrs := append([]dns.RR(nil), d.records[name]...)
+	held := d.caaAll
+	if held != nil && q.Qtype == dns.TypeCAA && !d.caaAsked[name] {
+		d.caaAsked[name] = true
+		if len(d.caaAsked) == d.caaHeld {
+			close(d.caaAll)
+		}
+	}
 	d.mu.Unlock()
 	if silent {
 		return
+	}
+	if held != nil && q.Qtype == dns.TypeCAA {
+		select {
+		case <-held:
+		case <-time.After(10 * time.Second):
+			return
+		}
 	}
 	m := new(dns.Msg)
 	m.SetReply(req)
