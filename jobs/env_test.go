@@ -192,7 +192,8 @@ func openEnv(t testing.TB, dialect, url string) (sqlDB, jobs.Queue) {
 		}
 		// Tests run beside other packages' tests on one PostgreSQL
 		// (max_connections 100 by default), and the multi-process tests
-		// open four handles: 8 connections each keeps them well inside it.
+		// open four handles: 8 connections each (and up to 6 more for each
+		// started worker's runner pool) keeps them well inside it.
 		// Benchmarks keep 20, the figures docs/performance.md quotes.
 		cfg.MaxConns = 8
 		if _, bench := t.(*testing.B); bench {

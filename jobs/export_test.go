@@ -16,6 +16,9 @@ func NewPostgresNotifyEvery(pool *pgxpool.Pool, every time.Duration) Queue {
 	return newQueue(riverpgxv5.New(pool), q.maxWorkers, every, q.asTx)
 }
 
+// RunnerPool is the pool a started PostgreSQL worker runs River on.
+var RunnerPool = runnerPool
+
 // NewSQLite's insert-notification limit and commit-check interval.
 const (
 	NotifyEverySQLite = notifyEverySQLite

@@ -156,11 +156,53 @@ type Runner interface {
 }
 
 // NewPostgres returns a Queue on a pgx pool (River's riverpgxv5 driver).
+// Jobs are inserted on pool, in the store's transactions; a started worker
+// runs on a pool of its own (runnerPool).
 func NewPostgres(pool *pgxpool.Pool) Queue {
-	return newQueue(riverpgxv5.New(pool), defaultMaxWorkersPostgres, river.FetchCooldownMin, func(tx Tx) (pgx.Tx, bool) {
+	q := newQueue(riverpgxv5.New(pool), defaultMaxWorkersPostgres, river.FetchCooldownMin, func(tx Tx) (pgx.Tx, bool) {
 		t, ok := tx.(pgx.Tx)
 		return t, ok
 	})
+	q.runOn = func(ctx context.Context) (riverdriver.Driver[pgx.Tx], func(), error) {
+		run, err := runnerPool(ctx, pool)
+		if err != nil {
+			return nil, nil, err
+		}
+		return riverpgxv5.New(run), run.Close, nil
+	}
+	return q
+}
+
+const runnerConns = 6
+
+// runnerPool is a pool like pool whose sessions commit without waiting for
+// the WAL flush (synchronous_commit=off), for River's own work in a worker:
+// fetching jobs, completing them, rescuing and cleaning up. At one job at a
+// time the fetch's flush was on the path from a claim to its job's start.
+//
+// Nothing is lost by it. A fetch or completion that a crash forgets puts
+// its job back (available, or running until River's rescuer frees it), and
+// the job runs again; the handlers are idempotent (a verdict and an
+// issuance are compare-and-swaps). What a job does that must survive, its
+// verdict or certificate, the store commits on its own pool, synchronously,
+// and PostgreSQL writes WAL in order: that commit's flush carries every
+// earlier asynchronous commit with it, so River's bookkeeping is lost only
+// together with what came after it. Inserting jobs stays on the store's
+// pool, inside the store's synchronous transactions.
+//
+// River's bookkeeping is a few statements at a time (a fetch per queue, a
+// batch of completions, its notification listener), so the pool is small:
+// runnerConns at most.
+func runnerPool(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Pool, error) {
+	cfg := pool.Config()
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	cfg.MaxConns = min(cfg.MaxConns, runnerConns)
+	cfg.MinConns = min(cfg.MinConns, cfg.MaxConns)
+	run, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("opening the job runner's PostgreSQL pool: %w", err)
+	}
+	return run, nil
 }
 
 // NewSQLite returns a Queue on a database/sql handle opened with
@@ -195,6 +237,10 @@ type riverQueue[TTx any] struct {
 	// it inserts, lists, retries and cancels.
 	client    *river.Client[TTx]
 	clientErr error
+
+	// runOn, if set, opens the driver a started worker runs on instead of
+	// driver, and how to close it once the worker stops.
+	runOn func(context.Context) (riverdriver.Driver[TTx], func(), error)
 }
 
 func newQueue[TTx any](driver riverdriver.Driver[TTx], maxWorkers int, notifyEvery time.Duration, asTx func(Tx) (TTx, bool)) *riverQueue[TTx] {
@@ -295,7 +341,13 @@ func (q *riverQueue[TTx]) Start(ctx context.Context, reg *Registry, s Settings) 
 	for _, name := range s.Queues {
 		queues[name] = river.QueueConfig{MaxWorkers: s.MaxWorkers}
 	}
-	client, err := river.NewClient(q.driver, &river.Config{
+	driver, closeDriver := q.driver, func() {}
+	if q.runOn != nil {
+		if driver, closeDriver, err = q.runOn(ctx); err != nil {
+			return nil, err
+		}
+	}
+	client, err := river.NewClient(driver, &river.Config{
 		ID:                   s.WorkerID,
 		Queues:               queues,
 		Workers:              workers,
@@ -309,19 +361,25 @@ func (q *riverQueue[TTx]) Start(ctx context.Context, reg *Registry, s Settings) 
 		Logger:               s.Logger,
 	})
 	if err != nil {
+		closeDriver()
 		return nil, fmt.Errorf("building the river client for worker %s: %w", s.WorkerID, err)
 	}
 	if err := client.Start(ctx); err != nil {
+		closeDriver()
 		return nil, fmt.Errorf("starting the river client for worker %s: %w", s.WorkerID, err)
 	}
-	return runner[TTx]{client}, nil
+	return runner[TTx]{c: client, closeDriver: closeDriver}, nil
 }
 
-type runner[TTx any] struct{ c *river.Client[TTx] }
+type runner[TTx any] struct {
+	c           *river.Client[TTx]
+	closeDriver func()
+}
 
 // Stop stops fetching and waits for running jobs; when ctx ends first their
 // contexts are cancelled (River puts them back as available).
 func (r runner[TTx]) Stop(ctx context.Context) error {
+	defer r.closeDriver()
 	err := r.c.Stop(ctx)
 	if err != nil && ctx.Err() != nil {
 		hard, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
 
 // TestQueue runs every behaviour on both dialects:
@@ -653,5 +655,45 @@ func testPeriodicHousekeeping(t *testing.T, dialect string) {
 	case <-ran: // enqueued at start by the elected leader, then worked
 	case <-time.After(30 * time.Second):
 		t.Fatal("housekeeping did not run at start")
+	}
+}
+
+// TestRunnerPoolCommitsAsync: a PostgreSQL worker runs River's own work on
+// sessions that commit without waiting for the WAL flush, and small; the
+// store's pool, where jobs are inserted with the store's rows, keeps
+// synchronous commits.
+func TestRunnerPoolCommitsAsync(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	cfg, err := pgxpool.ParseConfig(testdb.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 20
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	run, err := jobs.RunnerPool(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	for _, tc := range []struct {
+		name string
+		p    *pgxpool.Pool
+		want string
+	}{{"the store's pool", pool, "on"}, {"the runner's pool", run, "off"}} {
+		var got string
+		if err := tc.p.QueryRow(ctx, "SHOW synchronous_commit").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("%s: synchronous_commit = %s, want %s", tc.name, got, tc.want)
+		}
+	}
+	if n := run.Config().MaxConns; n > 6 {
+		t.Errorf("the runner's pool holds up to %d connections, want at most 6", n)
 	}
 }
