@@ -115,9 +115,9 @@ func (t pgTx) BatchCommit(ctx context.Context, stmts []sqlstore.Stmt) ([]int64, 
 
 // BatchAhead sends stmts in front of whatever then sends first (River's
 // job insert), in one batch, and reads their results there
-// (lazyTx.sendAhead). If then sends nothing, stmts go alone once it
-// returns. A failed statement among stmts is the error: what followed it
-// in the batch never ran.
+// (lazyTx.sendAhead). If then sends nothing and succeeds, stmts go alone
+// once it returns. A failed statement among stmts is the error: what
+// followed it in the batch never ran.
 func (t pgTx) BatchAhead(ctx context.Context, stmts []sqlstore.Stmt, then func() error) ([]int64, error) {
 	b := &pgx.Batch{}
 	for _, st := range stmts {
@@ -139,14 +139,17 @@ func (t pgTx) BatchAhead(ctx context.Context, stmts []sqlstore.Stmt, then func()
 		return nil
 	})
 	thenErr := then()
+	if !read && thenErr == nil {
+		// then sent nothing: the statements go alone.
+		if err := t.tx.SendBatch(ctx, &pgx.Batch{}).Close(); err != nil && stmtErr == nil {
+			return n, err
+		}
+	}
 	switch {
-	case !read && thenErr != nil:
-		return nil, thenErr
-	case !read:
-		t.tx.ahead, t.tx.readAhead = nil, nil
-		return sendBatch(ctx, t.tx.SendBatch, stmts)
 	case stmtErr != nil:
 		return n, stmtErr
+	case !read:
+		return nil, thenErr // then failed before sending anything: stmts never ran
 	}
 	return n, thenErr
 }

@@ -842,6 +842,17 @@ func testClaimEnqueueAtomic(t *testing.T, s store.Store, x Extras) {
 		t.Fatalf("%d challenge_validate jobs after the claim, want 1", n)
 	}
 
+	// A queue that sends nothing of its own: the swap goes out alone.
+	silent := x.Open(t, silentInserter{})
+	quiet := newOrder(t, s, a, "queue-silent.example.com")
+	qid := authz(t, s, quiet.AuthzIDs[0]).Challenges[0].ID
+	if c, claimed, err := silent.ChallengeClaim(ctx, qid); err != nil || !claimed || c.Status != acme.StatusProcessing {
+		t.Fatalf("ChallengeClaim with a queue that sends nothing: %+v claimed=%v err=%v", c, claimed, err)
+	}
+	if st := challenge(t, s, qid).Status; st != acme.StatusProcessing {
+		t.Fatalf("challenge is %s after a claim whose queue sent nothing, want processing", st)
+	}
+
 	ready := readyOrder(t, s, a, "finalize-queue-down.example.com")
 	if _, _, err := broken.OrderFinalizeBegin(ctx, ready.ID, ready.Profile, []byte("csr")); !errors.Is(err, errQueueDown) {
 		t.Fatalf("OrderFinalizeBegin with a failing queue: %v, want %v", err, errQueueDown)
