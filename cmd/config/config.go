@@ -36,8 +36,10 @@ type Config struct {
 
 // Database names the store. URL is "postgres://..." or "sqlite:<path>".
 type Database struct {
-	URL      string `toml:"url"`
-	MaxConns int    `toml:"max_conns"`
+	URL string `toml:"url"`
+	// MaxConns bounds each process's PostgreSQL pool; 0, the default, is
+	// four per CPU the process may use (store/postgres.DefaultConns).
+	MaxConns int `toml:"max_conns"`
 }
 
 // Server is the public ACME listener.
@@ -145,7 +147,7 @@ type Profile struct {
 // Default returns a configuration that runs a local CA on loopback with SQLite.
 func Default() Config {
 	return Config{
-		Database: Database{URL: "sqlite:hallmark-data/hallmark.db", MaxConns: 20},
+		Database: Database{URL: "sqlite:hallmark-data/hallmark.db"},
 		Server: Server{
 			Listen: "127.0.0.1:14000", PublicHTTPListen: "127.0.0.1:14080", MaxConcurrentRequests: 256, RequestTimeoutMS: 10000,
 			MaxBodyBytes: 64 << 10, RetryAfterSeconds: 1, NonceLifetimeSeconds: 3600,

@@ -33,7 +33,8 @@ type DB struct {
 
 // Open connects to url ("postgres://..." or "postgresql://...", or
 // "sqlite:<path>", whose directory is created). maxConns bounds a
-// PostgreSQL pool (0: pgx's default); SQLite always has one connection. It
+// PostgreSQL pool (0: postgres.DefaultConns); SQLite always has one
+// connection. It
 // refuses (store.ErrTooNew) a database migrated by a newer Hallmark.
 func Open(ctx context.Context, url string, maxConns int) (*DB, error) {
 	db, err := open(ctx, url, maxConns)

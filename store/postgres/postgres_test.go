@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -67,5 +68,26 @@ func newStore(t *testing.T) (store.Store, storetest.Extras) {
 		},
 		Migrate: func(ctx context.Context) ([]int, error) { return postgres.Migrate(ctx, raw) },
 		Status:  func(ctx context.Context) (sqlstore.MigrationStatus, error) { return postgres.MigrationStatus(ctx, raw) },
+	}
+}
+
+// TestConnectSize: a pool the configuration does not size gets
+// DefaultConns, four per CPU, not pgx's default or a fixed number; a
+// configured size is kept.
+func TestConnectSize(t *testing.T) {
+	t.Parallel()
+	url := testdb.Postgres(t)
+	for _, tc := range []struct{ asked, want int }{{0, postgres.DefaultConns()}, {3, 3}} {
+		pool, err := postgres.Connect(t.Context(), url, tc.asked)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := int(pool.Config().MaxConns); got != tc.want {
+			t.Errorf("Connect(max_conns %d): a pool of %d, want %d", tc.asked, got, tc.want)
+		}
+		pool.Close()
+	}
+	if n := postgres.DefaultConns(); n != 4*runtime.GOMAXPROCS(0) {
+		t.Errorf("DefaultConns = %d, want 4 per CPU (%d)", n, 4*runtime.GOMAXPROCS(0))
 	}
 }
