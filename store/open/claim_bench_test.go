@@ -39,20 +39,8 @@ func BenchmarkOrderCreate(b *testing.B) {
 func BenchmarkChallengeClaim(b *testing.B) {
 	for _, kind := range []string{"sqlite", "postgres"} {
 		b.Run(kind, func(b *testing.B) {
-			s, acct := benchStore(b, kind)
+			s, challenges := benchChallenges(b, kind, false)
 			ctx := context.Background()
-			challenges := make([]string, b.N)
-			for i := range challenges {
-				o, err := s.OrderCreate(ctx, benchOrder(acct))
-				if err != nil {
-					b.Fatal(err)
-				}
-				az, err := s.AuthzByID(ctx, o.AuthzIDs[0])
-				if err != nil {
-					b.Fatal(err)
-				}
-				challenges[i] = az.Challenges[0].ID
-			}
 			b.ResetTimer()
 			for _, id := range challenges {
 				if _, claimed, err := s.ChallengeClaim(ctx, id); err != nil || !claimed {
@@ -69,23 +57,8 @@ func BenchmarkChallengeClaim(b *testing.B) {
 func BenchmarkChallengeVerdict(b *testing.B) {
 	for _, kind := range []string{"sqlite", "postgres"} {
 		b.Run(kind, func(b *testing.B) {
-			s, acct := benchStore(b, kind)
+			s, challenges := benchChallenges(b, kind, true)
 			ctx := context.Background()
-			challenges := make([]string, b.N)
-			for i := range challenges {
-				o, err := s.OrderCreate(ctx, benchOrder(acct))
-				if err != nil {
-					b.Fatal(err)
-				}
-				az, err := s.AuthzByID(ctx, o.AuthzIDs[0])
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, claimed, err := s.ChallengeClaim(ctx, az.Challenges[0].ID); err != nil || !claimed {
-					b.Fatalf("ChallengeClaim = %v, %v", claimed, err)
-				}
-				challenges[i] = az.Challenges[0].ID
-			}
 			b.ResetTimer()
 			for _, id := range challenges {
 				if err := s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: id, Status: acme.StatusValid}); err != nil {
@@ -94,6 +67,33 @@ func BenchmarkChallengeVerdict(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchChallenges is a store of kind with b.N new orders, and the first
+// challenge of each: pending, or claimed (processing) when claim is set.
+func benchChallenges(b *testing.B, kind string, claim bool) (store.Store, []string) {
+	b.Helper()
+	s, acct := benchStore(b, kind)
+	ctx := context.Background()
+	challenges := make([]string, b.N)
+	for i := range challenges {
+		o, err := s.OrderCreate(ctx, benchOrder(acct))
+		if err != nil {
+			b.Fatal(err)
+		}
+		az, err := s.AuthzByID(ctx, o.AuthzIDs[0])
+		if err != nil {
+			b.Fatal(err)
+		}
+		challenges[i] = az.Challenges[0].ID
+		if !claim {
+			continue
+		}
+		if _, claimed, err := s.ChallengeClaim(ctx, challenges[i]); err != nil || !claimed {
+			b.Fatalf("ChallengeClaim = %v, %v", claimed, err)
+		}
+	}
+	return s, challenges
 }
 
 func benchStore(b *testing.B, kind string) (store.Store, *store.Account) {
