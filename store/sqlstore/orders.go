@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/riverqueue/river"
+
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
@@ -486,45 +488,56 @@ WHERE status IN ('pending', 'ready') AND id IN (SELECT order_id FROM order_authz
 // nothing, rolling back the job queued with it.
 var errLost = errors.New("the compare-and-swap moved nothing")
 
-func (s *Store) ChallengeClaim(ctx context.Context, challengeID string) (*store.Challenge, bool, error) {
-	var out *store.Challenge
-	err := s.inTx(ctx, func(t *txn) error {
-		// The compare-and-swap: only one caller gets the row back. The
-		// authorization must still be pending and unexpired on the
-		// database clock. River's job insert is queued before the swap's
-		// result is known, so that both go in one round trip (sendAhead);
-		// a lost swap rolls the job back with it.
-		var c challengeRow
-		var b batch
-		b.scan("claiming challenge "+challengeID, c.dest(), `UPDATE challenges SET status = 'processing', updated_at = {now}
-WHERE id = $1 AND status = 'pending'
-  AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = challenges.authz_id AND a.status = 'pending' AND a.expires_at > {now})
-RETURNING `+challengeCols, challengeID)
-		n, err := t.sendAhead(ctx, &b, func() error {
-			return s.enqueue(ctx, t, jobs.ChallengeValidateArgs{ChallengeID: challengeID})
-		})
+// claim runs a compare-and-swap (swap: one UPDATE ... RETURNING, scanning
+// the row it moved) with job queued in the same transaction. River's
+// insert is queued before the swap's result is known, so that both go in
+// one round trip (sendAhead); won is false, and the job rolled back, when
+// the swap moved nothing. moved runs in the transaction on the row the
+// swap returned.
+func (s *Store) claim(ctx context.Context, swap *batch, job river.JobArgs, moved func() error) (won bool, err error) {
+	err = s.inTx(ctx, func(t *txn) error {
+		n, err := t.sendAhead(ctx, swap, func() error { return s.enqueue(ctx, t, job) })
 		if err != nil {
 			return err
 		}
 		if n[0] == 0 {
 			return errLost
 		}
+		return moved()
+	})
+	if errors.Is(err, errLost) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (s *Store) ChallengeClaim(ctx context.Context, challengeID string) (*store.Challenge, bool, error) {
+	// The compare-and-swap: only one caller gets the row back. The
+	// authorization must still be pending and unexpired on the database
+	// clock.
+	var c challengeRow
+	var b batch
+	b.scan("claiming challenge "+challengeID, c.dest(), `UPDATE challenges SET status = 'processing', updated_at = {now}
+WHERE id = $1 AND status = 'pending'
+  AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = challenges.authz_id AND a.status = 'pending' AND a.expires_at > {now})
+RETURNING `+challengeCols, challengeID)
+	var out *store.Challenge
+	won, err := s.claim(ctx, &b, jobs.ChallengeValidateArgs{ChallengeID: challengeID}, func() (err error) {
 		out, err = c.finish()
 		return err
 	})
-	if errors.Is(err, errLost) {
+	switch {
+	case err != nil:
+		return nil, false, err
+	case !won:
 		// Another claim, a verdict or an expiry moved it first: report it
 		// as it now stands.
 		out, err = s.ChallengeByID(ctx, challengeID)
 		if err != nil {
 			return nil, false, fmt.Errorf("claiming challenge %s: %w", challengeID, err)
 		}
-		return out, false, nil
 	}
-	if err != nil {
-		return nil, false, err
-	}
-	return out, true, nil
+	return out, won, nil
 }
 
 func (s *Store) ChallengeVerdict(ctx context.Context, v store.Verdict) error {
@@ -622,25 +635,14 @@ WHERE id = $1 AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = $3 AND a.s
 }
 
 func (s *Store) OrderFinalizeBegin(ctx context.Context, orderID, profile string, csrDER []byte) (*store.Order, bool, error) {
-	var out *store.Order
-	err := s.inTx(ctx, func(t *txn) error {
-		// The compare-and-swap: only one caller gets the row back. As with
-		// a challenge's claim, River's job insert travels with it
-		// (sendAhead), and a lost swap rolls the job back.
-		var o orderRow
-		var b batch
-		b.scan("claiming order "+orderID, o.dest(), `UPDATE orders SET status = 'processing', csr = $2, updated_at = {now}
+	// The compare-and-swap: only one caller gets the row back.
+	var o orderRow
+	var b batch
+	b.scan("claiming order "+orderID, o.dest(), `UPDATE orders SET status = 'processing', csr = $2, updated_at = {now}
 WHERE id = $1 AND status = 'ready' AND expires_at > {now}
 RETURNING `+orderCols, orderID, nonNil(csrDER))
-		n, err := t.sendAhead(ctx, &b, func() error {
-			return s.enqueue(ctx, t, jobs.SignerIssueArgs{OrderID: orderID, Profile: profile})
-		})
-		if err != nil {
-			return err
-		}
-		if n[0] == 0 {
-			return errLost
-		}
+	var out *store.Order
+	won, err := s.claim(ctx, &b, jobs.SignerIssueArgs{OrderID: orderID, Profile: profile}, func() (err error) {
 		if out, err = o.finish(); err != nil {
 			return err
 		}
@@ -649,18 +651,17 @@ RETURNING `+orderCols, orderID, nonNil(csrDER))
 		}
 		return nil
 	})
-	if errors.Is(err, errLost) {
+	switch {
+	case err != nil:
+		return nil, false, err
+	case !won:
 		// Another finalize or an expiry moved it first.
 		out, err = s.OrderByID(ctx, orderID)
 		if err != nil {
 			return nil, false, fmt.Errorf("claiming order %s: %w", orderID, err)
 		}
-		return out, false, nil
 	}
-	if err != nil {
-		return nil, false, err
-	}
-	return out, true, nil
+	return out, won, nil
 }
 
 func (s *Store) OrderIssued(ctx context.Context, in store.Issued) error {

@@ -68,17 +68,17 @@ func (v *Validator) checkCAA(ctx context.Context, name string, wildcard bool, me
 		rrs []dns.RR
 		err error
 	}
+	domains := make([]string, len(labels))
 	answers := make([]chan answer, len(labels))
 	for i := range labels {
-		domain := strings.Join(labels[i:], ".")
+		domains[i] = strings.Join(labels[i:], ".")
 		answers[i] = make(chan answer, 1)
-		go func(out chan<- answer) {
+		go func(domain string, out chan<- answer) {
 			rrs, err := v.res.lookup(ctx, domain, dns.TypeCAA)
 			out <- answer{rrs, err}
-		}(answers[i])
+		}(domains[i], answers[i])
 	}
-	for i := range labels {
-		domain := strings.Join(labels[i:], ".")
+	for i, domain := range domains {
 		a := <-answers[i]
 		rrs, err := a.rrs, a.err
 		if err != nil {
