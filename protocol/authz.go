@@ -11,6 +11,9 @@ import (
 	"github.com/hallmark-ca/hallmark/store"
 )
 
+// authzAhead is the authz route's read, made while the nonce is consumed.
+var authzAhead = lookupOf(store.LookupAuthz, "id")
+
 // authzDoc is the authorization object (RFC 8555 §7.1.4).
 type authzDoc struct {
 	Identifier acme.Identifier `json:"identifier"`
@@ -49,14 +52,9 @@ func (s *Server) authzDoc(a *store.Authorization) authzDoc {
 	return d
 }
 
-// authzAhead is the authz route's read, made while the nonce is consumed.
-func (s *Server) authzAhead(r *http.Request) (any, error) {
-	return s.st.AuthzByID(r.Context(), mux.Vars(r)["id"])
-}
-
 // ownedAuthz loads an authorization and checks the signer owns it.
 func (s *Server) ownedAuthz(p *post, id string) (*store.Authorization, error) {
-	a, err := aheadOr[*store.Authorization](p, s.authzAhead)
+	a, err := aheadOr[*store.Authorization](p, authzAhead, s.lookup)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound("authorization", id)
 	}

@@ -12,9 +12,7 @@ import (
 
 // certAhead is the certificate route's read, made while the nonce is
 // consumed.
-func (s *Server) certAhead(r *http.Request) (any, error) {
-	return s.st.CertificateBySerial(r.Context(), mux.Vars(r)["serial"])
-}
+var certAhead = lookupOf(store.LookupCert, "serial")
 
 // cert answers POST-as-GET of a certificate with its PEM chain (RFC 8555
 // §7.4.2). Only the account that ordered it may fetch it.
@@ -23,7 +21,7 @@ func (s *Server) cert(w http.ResponseWriter, p *post) error {
 		return acme.Malformed("a certificate is read with POST-as-GET: send an empty payload")
 	}
 	serial := mux.Vars(p.r)["serial"]
-	c, err := aheadOr[*store.Certificate](p, s.certAhead)
+	c, err := aheadOr[*store.Certificate](p, certAhead, s.lookup)
 	if errors.Is(err, store.ErrNotFound) {
 		return notFound("certificate", serial)
 	}

@@ -13,9 +13,7 @@ import (
 
 // challengeAhead is the challenge route's read, made while the nonce is
 // consumed.
-func (s *Server) challengeAhead(r *http.Request) (any, error) {
-	return s.st.ChallengeWithAuthz(r.Context(), mux.Vars(r)["id"])
-}
+var challengeAhead = lookupOf(store.LookupChallenge, "id")
 
 // challenge answers a challenge POST (RFC 8555 §7.5.1). A {} payload asks
 // the server to validate: the store compare-and-swaps the challenge pending →
@@ -28,7 +26,7 @@ func (s *Server) challenge(w http.ResponseWriter, p *post) error {
 	ctx := p.r.Context()
 	// The challenge and its authorization in one read: the worker's read
 	// before validating is the same question.
-	t, err := aheadOr[*store.ChallengeAuthz](p, s.challengeAhead)
+	t, err := aheadOr[*store.ChallengeAuthz](p, challengeAhead, s.lookup)
 	if errors.Is(err, store.ErrNotFound) {
 		return notFound("challenge", id)
 	}

@@ -13,11 +13,24 @@ import (
 	"github.com/hallmark-ca/hallmark/store"
 )
 
-// failingOrders is the real store with one fault: reading an order fails.
+// failingOrders is the real store with one fault: reading an order fails,
+// on its own or in a nonce's round trip.
 type failingOrders struct{ store.Store }
 
+var errDiskOnFire = errors.New("disk on fire at sector 7")
+
 func (failingOrders) OrderByID(context.Context, string) (*store.Order, error) {
-	return nil, errors.New("disk on fire at sector 7")
+	return nil, errDiskOnFire
+}
+
+func (f failingOrders) NonceConsume(ctx context.Context, uses []store.NonceUse) ([]store.NonceUsed, error) {
+	got, err := f.Store.NonceConsume(ctx, uses)
+	for i, u := range uses {
+		if err == nil && u.Lookup.Kind == store.LookupOrder && (got[i].Found != nil || got[i].FoundErr != nil) {
+			got[i].Found, got[i].FoundErr = nil, errDiskOnFire
+		}
+	}
+	return got, err
 }
 
 type syncBuffer struct {

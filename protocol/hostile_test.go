@@ -75,6 +75,21 @@ func TestHostileRequests(t *testing.T) {
 				wantProblem(t, e, e.post(t, b, u, nil), acme.ProblemUnauthorized, 403)
 			}
 		})
+		t.Run("kid or URL no account or row can have", func(t *testing.T) {
+			// A NUL or invalid UTF-8 reaches the store only as "no such
+			// account" or "no such row": PostgreSQL would refuse the text,
+			// and with it the batch of every request sharing the nonce's
+			// round trip.
+			for _, kid := range []string{a.kid + "\x00", a.kid[:strings.LastIndex(a.kid, "/")+1] + "\x00", a.kid + "\xff"} {
+				impostor := newKey(t)
+				impostor.kid = kid
+				wantProblem(t, e, e.post(t, impostor, newOrder, order), acme.ProblemAccountDoesNotExist, 400)
+			}
+			_, loc := e.newOrder(t, a, dnsIDs("odd-url.example"))
+			for _, u := range []string{loc + "%00", loc + "%FF", loc + "%2F"} {
+				wantStatus(t, e.post(t, a, u, nil), http.StatusNotFound)
+			}
+		})
 		t.Run("POST-as-GET with a payload where none belongs", func(t *testing.T) {
 			_, loc := e.newOrder(t, a, dnsIDs("x.example"))
 			wantProblem(t, e, e.post(t, a, loc, map[string]any{"status": "valid"}), acme.ProblemMalformed, 400)

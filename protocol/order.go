@@ -18,6 +18,10 @@ import (
 	"github.com/hallmark-ca/hallmark/store"
 )
 
+// orderAhead is the order and finalize routes' read, made while the nonce
+// is consumed.
+var orderAhead = lookupOf(store.LookupOrder, "id")
+
 // orderDoc is the order object (RFC 8555 §7.1.3), with the profile of
 // draft-ietf-acme-profiles.
 type orderDoc struct {
@@ -272,16 +276,10 @@ func (s *Server) profileNames() []string {
 	return names
 }
 
-// orderAhead is the order and finalize routes' read, made while the nonce
-// is consumed.
-func (s *Server) orderAhead(r *http.Request) (any, error) {
-	return s.st.OrderByID(r.Context(), mux.Vars(r)["id"])
-}
-
 // ownedOrder loads the order in the path and checks the signer owns it.
 func (s *Server) ownedOrder(p *post) (*store.Order, error) {
 	id := mux.Vars(p.r)["id"]
-	o, err := aheadOr[*store.Order](p, s.orderAhead)
+	o, err := aheadOr[*store.Order](p, orderAhead, s.lookup)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound("order", id)
 	}

@@ -3,67 +3,63 @@ package protocol_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/hallmark-ca/hallmark/store"
 )
 
 // aheadWatch is the real store watching one request at a time, once armed:
-// its nonce's consumption waits (up to a second) for the route's read to
-// start, which happens only if the read is made while the nonce is being
-// consumed; and it counts the route's reads.
+// it records the lookups its nonce consumption carried and counts the
+// route's reads made on their own.
 type aheadWatch struct {
 	store.Store
 	mu      sync.Mutex
 	armed   bool
-	started chan struct{} // closed by the request's first read
+	lookups []store.Lookup
+	found   int // lookups answered with a row
 	reads   int
-	waited  bool // the nonce's consumption saw the read start
 }
 
 func (w *aheadWatch) arm() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.armed, w.started, w.reads, w.waited = true, make(chan struct{}), 0, false
+	w.armed, w.lookups, w.found, w.reads = true, nil, 0, 0
 }
 
-// disarm stops watching and reports the request's reads and whether the
-// read was made ahead.
-func (w *aheadWatch) disarm() (reads int, ahead bool) {
+// disarm stops watching and reports what the request's nonce carried and
+// how many reads it made on its own.
+func (w *aheadWatch) disarm() (lookups []store.Lookup, found, reads int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.armed = false
-	return w.reads, w.waited
+	return w.lookups, w.found, w.reads
 }
 
 func (w *aheadWatch) read() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.armed {
-		return
+	if w.armed {
+		w.reads++
 	}
-	if w.reads == 0 {
-		close(w.started)
-	}
-	w.reads++
 }
 
 func (w *aheadWatch) NonceConsume(ctx context.Context, uses []store.NonceUse) ([]store.NonceUsed, error) {
+	got, err := w.Store.NonceConsume(ctx, uses)
 	w.mu.Lock()
-	armed, started := w.armed, w.started
-	w.mu.Unlock()
-	if armed {
-		select {
-		case <-started:
-			w.mu.Lock()
-			w.waited = true
-			w.mu.Unlock()
-		case <-time.After(time.Second):
+	defer w.mu.Unlock()
+	if w.armed {
+		for i, u := range uses {
+			if u.Lookup.Kind != store.LookupNone {
+				w.lookups = append(w.lookups, u.Lookup)
+				if err == nil && got[i].Found != nil {
+					w.found++
+				}
+			}
 		}
 	}
-	return w.Store.NonceConsume(ctx, uses)
+	return got, err
 }
 
 func (w *aheadWatch) OrderByID(ctx context.Context, id string) (*store.Order, error) {
@@ -87,8 +83,10 @@ func (w *aheadWatch) CertificateBySerial(ctx context.Context, serial string) (*s
 }
 
 // TestReadAhead: a POST-as-GET of an order, authorization, challenge or
-// certificate reads its resource while its nonce is being consumed, not
-// after, and only once: the handler takes the read made ahead.
+// certificate reads its resource in its nonce's round trip (a Lookup of
+// the right kind and ID) and makes no read of its own; a URL naming a
+// resource that does not exist is still 404, and one whose ID this server
+// could not have minted is read on its own, not in the shared batch.
 func TestReadAhead(t *testing.T) {
 	t.Parallel()
 	wrap := func(s store.Store) store.Store { return &aheadWatch{Store: s} }
@@ -98,22 +96,48 @@ func TestReadAhead(t *testing.T) {
 		o, loc := e.newOrder(t, a, dnsIDs("ahead.example"))
 		az := e.authz(t, a, o.Authorizations[0])
 		done := e.issue(t, a, "", "ahead-issued.example")
-		for _, tc := range []struct{ name, url string }{
-			{"order", loc},
-			{"authorization", o.Authorizations[0]},
-			{"challenge", az.Challenges[0].URL},
-			{"certificate", done.certURL},
+		last := func(u string) string { return u[strings.LastIndex(u, "/")+1:] }
+		for _, tc := range []struct {
+			name, url  string
+			want       store.Lookup
+			wantStatus int
+		}{
+			{"order", loc, store.Lookup{Kind: store.LookupOrder, ID: last(loc)}, http.StatusOK},
+			{"authorization", o.Authorizations[0], store.Lookup{Kind: store.LookupAuthz, ID: last(o.Authorizations[0])}, http.StatusOK},
+			{"challenge", az.Challenges[0].URL, store.Lookup{Kind: store.LookupChallenge, ID: last(az.Challenges[0].URL)}, http.StatusOK},
+			{"certificate", done.certURL, store.Lookup{Kind: store.LookupCert, ID: last(done.certURL)}, http.StatusOK},
+			{"missing order", loc + "x", store.Lookup{Kind: store.LookupOrder, ID: last(loc) + "x"}, http.StatusNotFound},
 		} {
 			watch.arm()
 			r := e.post(t, a, tc.url, nil)
-			reads, ahead := watch.disarm()
-			wantStatus(t, r, http.StatusOK)
-			if !ahead {
-				t.Errorf("%s: the read was not made while the nonce was consumed", tc.name)
+			lookups, found, reads := watch.disarm()
+			wantStatus(t, r, tc.wantStatus)
+			if len(lookups) != 1 || lookups[0] != tc.want {
+				t.Errorf("%s: the nonce carried lookups %+v, want [%+v]", tc.name, lookups, tc.want)
 			}
-			if reads != 1 {
-				t.Errorf("%s: %d reads of the resource, want 1", tc.name, reads)
+			if wantFound := b2i(tc.wantStatus == http.StatusOK); found != wantFound {
+				t.Errorf("%s: %d lookups found a row, want %d", tc.name, found, wantFound)
+			}
+			if reads != 0 {
+				t.Errorf("%s: %d reads of its own, want none", tc.name, reads)
 			}
 		}
+
+		// An ID with a character no minted ID has: no lookup in the
+		// batch, one read of the request's own, and a 404.
+		watch.arm()
+		r := e.post(t, a, loc+"%2A", nil)
+		lookups, _, reads := watch.disarm()
+		wantStatus(t, r, http.StatusNotFound)
+		if len(lookups) != 0 || reads != 1 {
+			t.Errorf("odd ID: lookups %+v and %d reads of its own, want none and 1", lookups, reads)
+		}
 	})
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

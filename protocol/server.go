@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
@@ -245,8 +246,8 @@ func (s *Server) routes() http.Handler {
 	r.Handle(pathRenewalInfo+"{certid}", s.instrument("renewal_info", true, methodsOnly([]string{http.MethodGet, http.MethodHead}, s.renewalInfo)))
 	r.Handle(pathRenewalExplanation+"{serial}", s.instrument("renewal_explanation", true, methodsOnly([]string{http.MethodGet, http.MethodHead}, s.renewalExplanation)))
 
-	// ahead is the route's first read, made while the nonce is consumed
-	// (ahead.go); nil for routes whose first read needs the payload.
+	// ahead names the route's first read, made with the nonce (ahead.go);
+	// nil for routes whose first read needs the payload.
 	postRoute := func(path, name string, mode keyMode, h func(http.ResponseWriter, *post) error, ahead readAhead) {
 		r.Handle(path, s.instrument(name, true, methodsOnly([]string{http.MethodPost}, s.verified(mode, h, ahead))))
 	}
@@ -257,11 +258,11 @@ func (s *Server) routes() http.Handler {
 	postRoute(pathKeyChange, "key_change", kidOnly, s.keyChange, nil)
 	postRoute(pathAccount+"{id}", "account", kidOnly, s.account, nil)
 	postRoute(pathAccount+"{id}/orders", "account_orders", kidOnly, s.accountOrders, nil)
-	postRoute(pathOrder+"{id}", "order", kidOnly, s.order, s.orderAhead)
-	postRoute(pathOrder+"{id}/finalize", "finalize", kidOnly, s.finalize, s.orderAhead)
-	postRoute(pathAuthz+"{id}", "authz", kidOnly, s.authz, s.authzAhead)
-	postRoute(pathChallenge+"{id}", "challenge", kidOnly, s.challenge, s.challengeAhead)
-	postRoute(pathCert+"{serial}", "cert", kidOnly, s.cert, s.certAhead)
+	postRoute(pathOrder+"{id}", "order", kidOnly, s.order, orderAhead)
+	postRoute(pathOrder+"{id}/finalize", "finalize", kidOnly, s.finalize, orderAhead)
+	postRoute(pathAuthz+"{id}", "authz", kidOnly, s.authz, authzAhead)
+	postRoute(pathChallenge+"{id}", "challenge", kidOnly, s.challenge, challengeAhead)
+	postRoute(pathCert+"{serial}", "cert", kidOnly, s.cert, certAhead)
 
 	// The CRL touches the store, so it takes a permit too.
 	s.publicRoutes(r)
@@ -371,6 +372,14 @@ func (s *Server) instrument(name string, admit bool, h func(http.ResponseWriter,
 			// trickles its body does not hold a permit past it.
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.timeout))
 		}
+		if !utf8.ValidString(r.URL.Path) || strings.IndexByte(r.URL.Path, 0) >= 0 {
+			// No URL of ours has a NUL or invalid UTF-8 in it, and
+			// PostgreSQL refuses such text as a parameter: answered here,
+			// it never reaches the store as a read that fails with 500.
+			s.problem(w, r, &acme.Error{Problem: acme.Problem{Type: acme.ProblemMalformed, Status: http.StatusNotFound,
+				Detail: fmt.Sprintf("there is no resource at %q", r.URL.Path)}})
+			return
+		}
 		if err := h(w, r); err != nil {
 			var ae *acme.Error
 			if name != "crl" && errors.As(err, &ae) && ae.Problem.Type == acme.ProblemBadNonce {
@@ -419,28 +428,32 @@ func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error
 			// reject the request as unauthorized."
 			return acme.Unauthorized("the JWS url %q does not match the request URL %q", msg.URL, want)
 		}
-		// The nonce is consumed and the kid's account read in one store
-		// round trip, batched with other requests' (protocol/nonce). A kid
-		// that is no account URL of ours consumes the nonce all the same.
-		// Meanwhile this goroutine guesses the signature's key and makes
-		// the route's first read (ahead.go); neither is trusted until the
-		// round trip is back.
+		// The nonce is consumed, the kid's account read and the route's
+		// first read made in one store round trip, batched with other
+		// requests' (protocol/nonce). A kid that is no account URL of ours
+		// consumes the nonce all the same. Meanwhile this goroutine
+		// guesses the signature's key (ahead.go); nothing read is trusted
+		// until the request is verified.
 		acctID, kidErr := s.kidAccountID(msg.KeyID)
-		red := s.nonces.Begin(msg.Nonce, acctID)
+		var first store.Lookup
+		if acctID != "" && mode != jwkOnly && ahead != nil {
+			if l := ahead(r); aheadID(l.ID) {
+				first = l
+			}
+		}
+		red := s.nonces.Begin(msg.Nonce, acctID, first)
 		var guess *guessed
-		var pre *aheadResult
 		if red.Sent() && acctID != "" && mode != jwkOnly {
 			guess = s.guess(msg, acctID)
-			if ahead != nil {
-				v, err := ahead(r)
-				pre = &aheadResult{v: v, err: err}
-			}
 		}
 		acct, now, err := red.Wait(r.Context())
 		if err != nil {
 			return s.storeErr(err, "consuming the nonce")
 		}
-		p := &post{r: r, url: want, now: now, ahead: pre}
+		p := &post{r: r, url: want, now: now}
+		if v, err, ok := red.Found(); ok {
+			p.ahead = &aheadResult{v: v, err: err}
+		}
 		switch {
 		case msg.KeyID != "":
 			if mode == jwkOnly {

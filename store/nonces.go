@@ -15,7 +15,32 @@ type NonceUse struct {
 	// Epoch is the nonce epoch the nonce was minted under; a nonce from any
 	// other epoch is not consumed (Fresh false).
 	Epoch int64
+	// Lookup is a read to make in the same round trip: the row the
+	// request's URL names, read before the request is verified, so the
+	// caller must not trust it until it is (LookupNone: no read).
+	Lookup Lookup
 }
+
+// Lookup names the one row a POST-as-GET or a challenge or finalize POST
+// reads first: an order, an authorization with its challenges, a challenge
+// with its authorization, or a certificate. Reading it with the request's
+// nonce saves the request a round trip of its own.
+type Lookup struct {
+	Kind LookupKind
+	ID   string // the order, authorization or challenge ID, or the certificate's serial
+}
+
+// LookupKind is what a Lookup reads, and so the type of its Found:
+// *Order, *Authorization, *ChallengeAuthz or *Certificate.
+type LookupKind uint8
+
+const (
+	LookupNone LookupKind = iota
+	LookupOrder
+	LookupAuthz
+	LookupChallenge
+	LookupCert
+)
 
 // NonceUsed answers one NonceUse.
 type NonceUsed struct {
@@ -32,6 +57,11 @@ type NonceUsed struct {
 	// Epoch is the current nonce epoch, 0 if there is none (PostgreSQL
 	// after a crash, until NonceEpoch starts one).
 	Epoch int64
+	// Found is what the use's Lookup read, FoundErr why it read nothing
+	// (ErrNotFound when there is no such row); both are nil without a
+	// Lookup, or for a duplicate nonce, which is refused anyway.
+	Found    any
+	FoundErr error
 }
 
 // Nonces is the consumed-nonce set.
@@ -52,8 +82,8 @@ type Nonces interface {
 	// NonceEpoch returns the current nonce epoch (never 0), starting a new
 	// random one if there is none.
 	NonceEpoch(ctx context.Context) (int64, error)
-	// NonceConsume consumes uses' nonces and reads their accounts; the
-	// answers are in the order of uses. A use whose Epoch is not the
+	// NonceConsume consumes uses' nonces and reads their accounts and
+	// lookups; the answers are in the order of uses. A use whose Epoch is not the
 	// current one is answered Fresh false and consumes nothing. An error
 	// means none was answered (and any may have been consumed: the requests
 	// fail either way).

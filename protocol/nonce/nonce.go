@@ -111,35 +111,48 @@ func (s *Service) Redeem(ctx context.Context, nonce string) error {
 // nonce is consumed. The nonce is judged first: a replayed nonce is
 // badNonce whatever the account.
 func (s *Service) RedeemFor(ctx context.Context, nonce, accountID string) (*store.Account, time.Time, error) {
-	return s.Begin(nonce, accountID).Wait(ctx)
+	return s.Begin(nonce, accountID, store.Lookup{}).Wait(ctx)
 }
 
 // Redemption is a nonce being consumed in the background (Begin). Its
 // outcome is Wait's.
 type Redemption struct {
-	s     *Service
-	epoch int64 // the epoch the nonce was minted in
-	c     *call // nil when the nonce failed the checks that need no store
-	err   error
+	s      *Service
+	epoch  int64 // the epoch the nonce was minted in
+	c      *call // nil when the nonce failed the checks that need no store
+	err    error
+	waited bool // Wait returned c's answer
 }
 
 // Begin starts RedeemFor: it checks what needs no database (the nonce's
 // length, authenticator and age) at once and, if those pass, queues the
-// store round trip that consumes it and reads accountID. The caller can do
-// work of its own meanwhile — nothing that trusts the request — and must
-// call Wait for the verdict.
-func (s *Service) Begin(nonce, accountID string) *Redemption {
+// store round trip that consumes it and reads accountID and lookup (the
+// row the request's URL names; Found has it). The caller can do work of
+// its own meanwhile — nothing that trusts the request — and must call Wait
+// for the verdict.
+func (s *Service) Begin(nonce, accountID string, lookup store.Lookup) *Redemption {
 	expires, epoch, err := s.check(nonce)
 	if err != nil {
 		return &Redemption{s: s, err: err}
 	}
-	c := s.batch.start(store.NonceUse{Nonce: nonce, Expires: expires, AccountID: accountID, Epoch: epoch})
+	c := s.batch.start(store.NonceUse{Nonce: nonce, Expires: expires, AccountID: accountID, Epoch: epoch, Lookup: lookup})
 	return &Redemption{s: s, epoch: epoch, c: c}
 }
 
 // Sent reports whether the nonce passed the local checks and is being
 // consumed; when it is not, Wait returns badNonce at once.
 func (r *Redemption) Sent() bool { return r.c != nil }
+
+// Found is what Begin's lookup read, once Wait has returned without error:
+// ok is false when there was no lookup or no answer to it (the nonce was
+// refused, or a duplicate in its batch), and the caller reads for itself.
+// Nothing in it is trusted until the request is verified.
+func (r *Redemption) Found() (v any, err error, ok bool) {
+	if r.c == nil || !r.waited || (r.c.res.Found == nil && r.c.res.FoundErr == nil) {
+		return nil, nil, false
+	}
+	return r.c.res.Found, r.c.res.FoundErr, true
+}
 
 // Wait is RedeemFor's answer for the nonce Begin started.
 func (r *Redemption) Wait(ctx context.Context) (*store.Account, time.Time, error) {
@@ -167,6 +180,7 @@ func (r *Redemption) Wait(ctx context.Context) (*store.Account, time.Time, error
 		// Handlers take their "now" from here (expiries, validity).
 		return nil, time.Time{}, acme.Internal(errors.New("the store consumed the nonce without reading its clock"))
 	}
+	r.waited = true
 	return got.Account, got.Now, nil
 }
 

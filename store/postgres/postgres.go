@@ -142,7 +142,7 @@ func (t pgTx) BatchAhead(ctx context.Context, stmts []sqlstore.Stmt, then func()
 	t.tx.sendAhead(b, func(br pgx.BatchResults) error {
 		read = true
 		for _, st := range stmts {
-			k, err := batchResult(br, st.Dest)
+			k, err := batchResult(br, st)
 			if err != nil {
 				stmtErr = err
 				return err
@@ -183,7 +183,7 @@ func sendBatch(ctx context.Context, send func(context.Context, *pgx.Batch) pgx.B
 	br := send(ctx, b)
 	n := make([]int64, 0, len(stmts))
 	for _, st := range stmts {
-		k, err := batchResult(br, st.Dest)
+		k, err := batchResult(br, st)
 		if err != nil {
 			_ = br.Close()
 			return n, err
@@ -193,9 +193,27 @@ func sendBatch(ctx context.Context, send func(context.Context, *pgx.Batch) pgx.B
 	return n, br.Close()
 }
 
-// batchResult reads the next result of br: the rows a statement affected,
-// or with dest whether a query returned a row, scanned into dest.
-func batchResult(br pgx.BatchResults, dest []any) (int64, error) {
+// batchResult reads the next result of br, st's: the rows it affected, or
+// with Dest whether it returned a row, scanned into Dest, or with Each the
+// rows Each read.
+func batchResult(br pgx.BatchResults, st sqlstore.Stmt) (int64, error) {
+	if st.Each != nil {
+		rows, err := br.Query()
+		if err != nil {
+			return 0, err
+		}
+		defer rows.Close()
+		var n int64
+		for rows.Next() {
+			if err := st.Each(rows); err != nil {
+				return n, err
+			}
+			n++
+		}
+		rows.Close()
+		return n, rows.Err()
+	}
+	dest := st.Dest
 	if dest == nil {
 		tag, err := br.Exec()
 		return tag.RowsAffected(), err

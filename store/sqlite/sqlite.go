@@ -176,9 +176,12 @@ func runEach(ctx context.Context, e sqlstore.Tx, stmts []sqlstore.Stmt) ([]int64
 	n := make([]int64, 0, len(stmts))
 	for _, st := range stmts {
 		k, err := int64(1), error(nil)
-		if st.Dest == nil {
+		switch {
+		case st.Each != nil:
+			k, err = scanEach(ctx, e, st)
+		case st.Dest == nil:
 			k, err = e.Exec(ctx, st.SQL, st.Args...)
-		} else {
+		default:
 			k, err = scanFirst(ctx, e, st)
 		}
 		if err != nil {
@@ -204,6 +207,24 @@ func scanFirst(ctx context.Context, e sqlstore.Tx, st sqlstore.Stmt) (int64, err
 	}
 	rows.Close()
 	return 1, rows.Err()
+}
+
+// scanEach reads every row of st with st.Each and counts them.
+func scanEach(ctx context.Context, e sqlstore.Tx, st sqlstore.Stmt) (int64, error) {
+	rows, err := e.Query(ctx, st.SQL, st.Args...)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var n int64
+	for rows.Next() {
+		if err := st.Each(rows); err != nil {
+			return n, err
+		}
+		n++
+	}
+	rows.Close()
+	return n, rows.Err()
 }
 
 // sqlRows are a query's rows.

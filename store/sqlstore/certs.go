@@ -59,9 +59,12 @@ FROM orders WHERE id = $2 AND status = 'valid' AND cert_serial = $1`,
 	return i, nil
 }
 
+// certBySerialSQL reads one certificate by serial.
+const certBySerialSQL = `SELECT ` + certCols + ` FROM certificates WHERE serial = $1`
+
 func (s *Store) certBySerial(ctx context.Context, t *txn, serial string) (*store.Certificate, error) {
 	var seq int64
-	c, err := scanCert(t.queryRow(ctx, `SELECT `+certCols+` FROM certificates WHERE serial = $1`, serial), &seq)
+	c, err := scanCert(t.queryRow(ctx, certBySerialSQL, serial), &seq)
 	if err != nil {
 		return nil, fmt.Errorf("reading certificate %s: %w", serial, err)
 	}

@@ -44,7 +44,8 @@ type Tx interface {
 	// (PostgreSQL: one pgx batch, with BEGIN when the transaction has not
 	// begun yet; SQLite: one after another), and returns what each did:
 	// the rows it affected, or for a statement with Dest 1 when it returned
-	// a row (scanned into Dest) and 0 when it returned none. It stops at the
+	// a row (scanned into Dest) and 0 when it returned none, or for one
+	// with Each the number of rows Each read. It stops at the
 	// first statement that fails and returns its error with the results of
 	// those before it, so stmts[len(n)] is the one that failed, and the
 	// transaction must roll back as after a failed Exec. (pgx prepares a
@@ -60,11 +61,14 @@ type Tx interface {
 }
 
 // Stmt is one statement of a Batch. With Dest it is a query (INSERT ...
-// RETURNING, SELECT) whose first row is scanned into Dest.
+// RETURNING, SELECT) whose first row is scanned into Dest; with Each, a
+// query whose every row Each reads (an error from Each fails the
+// statement).
 type Stmt struct {
 	SQL  string
 	Args []any
 	Dest []any
+	Each func(Rows) error
 }
 
 // Rows is a result set; Close must be called before the next statement.

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hallmark-ca/hallmark/store"
@@ -108,6 +109,20 @@ LEFT JOIN accounts a ON a.id = $3 AND $3 <> ''`
 
 func (s *Store) NonceConsume(ctx context.Context, uses []store.NonceUse) ([]store.NonceUsed, error) {
 	out := make([]store.NonceUsed, len(uses))
+	// An account ID no account can have (a NUL from a JSON "kid") names
+	// none: as a PostgreSQL parameter it would fail the batch, and with it
+	// every other request in it.
+	for i := range uses {
+		if !storable(uses[i].AccountID) {
+			uses = slices.Clone(uses)
+			for j := i; j < len(uses); j++ {
+				if !storable(uses[j].AccountID) {
+					uses[j].AccountID = ""
+				}
+			}
+			break
+		}
+	}
 	// A nonce twice in one batch is a replay racing its original: only the
 	// first use is sent; the statement could not tell the two apart.
 	var send []int
@@ -152,9 +167,20 @@ func (s *Store) nonceConsumePG(ctx context.Context, uses []store.NonceUse, send 
 		}
 		args = []any{nonces, expires, accounts, epochs}
 	}
+	// The lookups go in the same round trip: one batch, one implicit
+	// transaction. Their IDs come from request URLs, but as text
+	// parameters they can only miss, never fail the batch for the other
+	// requests in it (the frontend sends only well-formed ones).
+	var looks []*lookup
+	var lookFor []int // the use each of looks answers
+	for _, i := range send {
+		if lk, ok := newLookup(uses[i].Lookup); ok {
+			looks, lookFor = append(looks, lk), append(lookFor, i)
+		}
+	}
 	return s.autocommit(ctx, func(t *txn) error {
 		j := 0
-		return collect(ctx, t, func(r Rows) error {
+		each := func(r Rows) error {
 			if j >= len(send) {
 				return errors.New("more answers than nonces")
 			}
@@ -177,7 +203,24 @@ func (s *Store) nonceConsumePG(ctx context.Context, uses []store.NonceUse, send 
 			}
 			j++
 			return nil
-		}, q, args...)
+		}
+		if len(looks) == 0 {
+			return collect(ctx, t, each, q, args...)
+		}
+		var b batch
+		b.each("", each, q, args...)
+		for _, lk := range looks {
+			if lk.sql != "" {
+				b.each("", lk.each, lk.sql, lk.args...)
+			}
+		}
+		if _, err := t.send(ctx, &b); err != nil {
+			return err
+		}
+		for k, lk := range looks {
+			out[lookFor[k]].Found, out[lookFor[k]].FoundErr = lk.found()
+		}
+		return nil
 	})
 }
 
@@ -230,6 +273,15 @@ func (s *Store) nonceConsumeEach(ctx context.Context, uses []store.NonceUse, sen
 				return err
 			default:
 				out[i].Account = a
+			}
+		}
+		for _, i := range send {
+			if lk, ok := newLookup(uses[i].Lookup); ok {
+				found, err := lk.read(ctx, t)
+				if err != nil && !errors.Is(err, store.ErrNotFound) {
+					return err
+				}
+				out[i].Found, out[i].FoundErr = found, err
 			}
 		}
 		return nil

@@ -63,9 +63,12 @@ func scanOrder(r interface{ Scan(...any) error }, seq *int64) (*store.Order, err
 	return o.finish()
 }
 
+// orderByIDSQL reads one order by id.
+const orderByIDSQL = `SELECT ` + orderCols + ` FROM orders WHERE id = $1`
+
 func (s *Store) orderByID(ctx context.Context, t *txn, id string) (*store.Order, error) {
 	var seq int64
-	o, err := scanOrder(t.queryRow(ctx, `SELECT `+orderCols+` FROM orders WHERE id = $1`, id), &seq)
+	o, err := scanOrder(t.queryRow(ctx, orderByIDSQL, id), &seq)
 	if err != nil {
 		return nil, fmt.Errorf("reading order %s: %w", id, err)
 	}
@@ -119,38 +122,54 @@ WHERE a.id = `
 
 // readAuthz runs a selectAuthz query; no rows is store.ErrNotFound.
 func readAuthz(ctx context.Context, t *txn, q string, args ...any) (*store.Authorization, error) {
-	var out *store.Authorization
-	err := collect(ctx, t, func(r Rows) error {
-		var a store.Authorization
-		var typ, status string
-		var c challengeRow
-		if err := r.Scan(append([]any{&a.ID, &a.AccountID, &typ, &a.Identifier.Value, &a.Wildcard, &status, ts(&a.Expires), ts(&a.CreatedAt)},
-			c.dest()...)...); err != nil {
-			return err
-		}
-		if out == nil {
-			a.Identifier.Type = acme.IdentifierType(typ)
-			a.Status = acme.Status(status)
-			out = &a
-		}
-		if c.c.ID == "" {
-			return nil // no challenges
-		}
-		ch, err := c.finish()
-		if err != nil {
-			return err
-		}
-		out.Challenges = append(out.Challenges, *ch)
-		return nil
-	}, q, args...)
-	if err == nil && out == nil {
-		err = store.ErrNotFound
+	var r authzRows
+	if err := collect(ctx, t, r.each, q, args...); err != nil {
+		return nil, err
 	}
-	return out, err
+	return r.result()
 }
 
+// authzRows gathers a selectAuthz query's rows: the authorization from the
+// first, a challenge from each.
+type authzRows struct{ out *store.Authorization }
+
+func (ar *authzRows) each(r Rows) error {
+	var a store.Authorization
+	var typ, status string
+	var c challengeRow
+	if err := r.Scan(append([]any{&a.ID, &a.AccountID, &typ, &a.Identifier.Value, &a.Wildcard, &status, ts(&a.Expires), ts(&a.CreatedAt)},
+		c.dest()...)...); err != nil {
+		return err
+	}
+	if ar.out == nil {
+		a.Identifier.Type = acme.IdentifierType(typ)
+		a.Status = acme.Status(status)
+		ar.out = &a
+	}
+	if c.c.ID == "" {
+		return nil // no challenges
+	}
+	ch, err := c.finish()
+	if err != nil {
+		return err
+	}
+	ar.out.Challenges = append(ar.out.Challenges, *ch)
+	return nil
+}
+
+// result is the authorization read; no rows is store.ErrNotFound.
+func (ar *authzRows) result() (*store.Authorization, error) {
+	if ar.out == nil {
+		return nil, store.ErrNotFound
+	}
+	return ar.out, nil
+}
+
+// authzByIDSQL reads one authorization by id.
+const authzByIDSQL = selectAuthz + `$1 ORDER BY c.position`
+
 func (s *Store) authzByID(ctx context.Context, t *txn, id string) (*store.Authorization, error) {
-	a, err := readAuthz(ctx, t, selectAuthz+`$1 ORDER BY c.position`, id)
+	a, err := readAuthz(ctx, t, authzByIDSQL, id)
 	if err != nil {
 		return nil, fmt.Errorf("reading authorization %s: %w", id, err)
 	}

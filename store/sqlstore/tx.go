@@ -55,6 +55,11 @@ func (b *batch) scan(what string, dest []any, q string, args ...any) int {
 	return b.add(what, Stmt{SQL: q, Args: args, Dest: dest})
 }
 
+// each queues a query whose every row send passes to each.
+func (b *batch) each(what string, each func(Rows) error, q string, args ...any) int {
+	return b.add(what, Stmt{SQL: q, Args: args, Each: each})
+}
+
 func (b *batch) add(what string, st Stmt) int {
 	b.stmts = append(b.stmts, st)
 	b.what = append(b.what, what)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -242,6 +243,96 @@ func testNonceBatch(t *testing.T, s store.Store, _ Extras) {
 		if a := got[0].Account; tc.fresh && tc.acct != "" && a != nil && (string(a.KeyJWK) == "" || a.Status == "" || a.CreatedAt.IsZero()) {
 			t.Errorf("%s alone: account read incompletely: %+v", tc.use.Nonce, a)
 		}
+	}
+}
+
+// testNonceLookups: a use's Lookup reads, in the nonce's round trip, what
+// the store's own read of that row returns — an order, an authorization
+// with its challenges, a challenge with its authorization, a certificate —
+// and store.ErrNotFound for a row that does not exist. An ID or account ID
+// no row can have (a NUL, invalid UTF-8) finds nothing and fails nothing:
+// the batch answers everyone else in it.
+func testNonceLookups(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	o := readyOrder(t, s, a, "lookup.example.com")
+	if err := issue(t, s, o, "10ccab1e"); err != nil {
+		t.Fatal(err)
+	}
+	o = order(t, s, o.ID)
+	az := authz(t, s, o.AuthzIDs[0])
+	ch, err := s.ChallengeWithAuthz(ctx, az.Challenges[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := s.CertificateBySerial(ctx, "10ccab1e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := s.NonceEpoch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expires := dbNow(t, s).Add(time.Hour)
+	tests := []struct {
+		name   string
+		acct   string
+		lookup store.Lookup
+		want   any // nil: store.ErrNotFound
+	}{
+		{"order", a.ID, store.Lookup{Kind: store.LookupOrder, ID: o.ID}, o},
+		{"authorization", a.ID, store.Lookup{Kind: store.LookupAuthz, ID: az.ID}, az},
+		{"challenge", a.ID, store.Lookup{Kind: store.LookupChallenge, ID: ch.Challenge.ID}, ch},
+		{"certificate", a.ID, store.Lookup{Kind: store.LookupCert, ID: cert.Serial}, cert},
+		{"missing order", a.ID, store.Lookup{Kind: store.LookupOrder, ID: "no-such-order"}, nil},
+		{"missing authorization", "", store.Lookup{Kind: store.LookupAuthz, ID: "no-such-authz"}, nil},
+		{"NUL in the ID", a.ID, store.Lookup{Kind: store.LookupChallenge, ID: "bad\x00id"}, nil},
+		{"invalid UTF-8", a.ID, store.Lookup{Kind: store.LookupCert, ID: "bad\xffid"}, nil},
+		{"NUL in the account ID", "bad\x00acct", store.Lookup{Kind: store.LookupOrder, ID: o.ID}, o},
+	}
+	check := func(t *testing.T, name, acct string, got store.NonceUsed, want any) {
+		t.Helper()
+		if !got.Fresh {
+			t.Errorf("%s: nonce not fresh", name)
+		}
+		if wantAcct := acct == a.ID; (got.Account != nil) != wantAcct {
+			t.Errorf("%s: account %+v, want one: %v", name, got.Account, wantAcct)
+		}
+		if want == nil {
+			if got.Found != nil || !errors.Is(got.FoundErr, store.ErrNotFound) {
+				t.Errorf("%s: found %+v, %v; want store.ErrNotFound", name, got.Found, got.FoundErr)
+			}
+			return
+		}
+		if got.FoundErr != nil || !reflect.DeepEqual(got.Found, want) {
+			t.Errorf("%s: found %+v, %v\nwant %+v", name, got.Found, got.FoundErr, want)
+		}
+	}
+	// One batch of all of them, and each alone (PostgreSQL answers a
+	// batch of one with a statement of its own).
+	var uses []store.NonceUse
+	for i, tc := range tests {
+		uses = append(uses, store.NonceUse{Nonce: fmt.Sprintf("lookup-%d", i), Expires: expires, AccountID: tc.acct, Epoch: e, Lookup: tc.lookup})
+	}
+	// A replay in the same batch is refused before anything it read
+	// matters: it is answered nothing.
+	uses = append(uses, store.NonceUse{Nonce: "lookup-0", Expires: expires, AccountID: a.ID, Epoch: e, Lookup: tests[0].lookup})
+	got, err := s.NonceConsume(ctx, uses)
+	if err != nil || len(got) != len(uses) {
+		t.Fatalf("NonceConsume = %d answers, %v; want %d", len(got), err, len(uses))
+	}
+	for i, tc := range tests {
+		check(t, "in a batch: "+tc.name, tc.acct, got[i], tc.want)
+	}
+	if r := got[len(tests)]; r.Fresh || r.Found != nil || r.FoundErr != nil {
+		t.Errorf("the replay in the batch: fresh %v found %v, %v; want refused with nothing", r.Fresh, r.Found, r.FoundErr)
+	}
+	for i, tc := range tests {
+		got, err := s.NonceConsume(ctx, []store.NonceUse{{Nonce: fmt.Sprintf("lookup-alone-%d", i), Expires: expires, AccountID: tc.acct, Epoch: e, Lookup: tc.lookup}})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("%s alone: %v, %v", tc.name, got, err)
+		}
+		check(t, "alone: "+tc.name, tc.acct, got[0], tc.want)
 	}
 }
 

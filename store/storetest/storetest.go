@@ -45,6 +45,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"NonceKey", testNonceKey},
 		{"NonceConsumedOnce", testNonceConsumedOnce},
 		{"NonceBatch", testNonceBatch},
+		{"NonceLookups", testNonceLookups},
 		{"NonceEpochReset", testNonceEpochReset},
 		{"NonceGC", testNonceGC},
 		{"AccountLifecycle", testAccountLifecycle},

@@ -1,0 +1,93 @@
+package sqlstore
+
+import (
+	"context"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// lookup is a store.Lookup as one statement: each reads its rows, and
+// found, once they are read, is the row or store.ErrNotFound. NonceConsume
+// sends it in the nonce's own round trip (PostgreSQL: the same batch).
+type lookup struct {
+	sql   string
+	args  []any
+	each  func(Rows) error
+	found func() (any, error)
+}
+
+// newLookup is l's statement; ok is false for LookupNone or an unknown
+// kind, which read nothing. An ID no row can have (storable) finds nothing
+// without a statement: on PostgreSQL it would fail the whole batch, the
+// other requests' nonces with it.
+func newLookup(l store.Lookup) (lk *lookup, ok bool) {
+	if l.Kind != store.LookupNone && !storable(l.ID) {
+		return &lookup{found: func() (any, error) { return nil, store.ErrNotFound }}, true
+	}
+	args := []any{l.ID}
+	switch l.Kind {
+	case store.LookupOrder:
+		var o *store.Order
+		return &lookup{sql: orderByIDSQL, args: args,
+			each: func(r Rows) (err error) {
+				var seq int64
+				o, err = scanOrder(r, &seq)
+				return err
+			},
+			found: func() (any, error) { return foundOrNot(o) },
+		}, true
+	case store.LookupAuthz:
+		var ar authzRows
+		return &lookup{sql: authzByIDSQL, args: args, each: ar.each,
+			found: func() (any, error) { return foundOrNot(ar.out) },
+		}, true
+	case store.LookupChallenge:
+		var c *store.ChallengeAuthz
+		return &lookup{sql: challengeAuthzSQL, args: args,
+			each: func(r Rows) (err error) {
+				c, err = scanChallengeAuthz(r)
+				return err
+			},
+			found: func() (any, error) { return foundOrNot(c) },
+		}, true
+	case store.LookupCert:
+		var c *store.Certificate
+		return &lookup{sql: certBySerialSQL, args: args,
+			each: func(r Rows) (err error) {
+				var seq int64
+				c, err = scanCert(r, &seq)
+				return err
+			},
+			found: func() (any, error) { return foundOrNot(c) },
+		}, true
+	}
+	return nil, false
+}
+
+// foundOrNot is v as a Found, or store.ErrNotFound when the statement
+// returned no row: never a typed nil in an interface.
+func foundOrNot[T any](v *T) (any, error) {
+	if v == nil {
+		return nil, store.ErrNotFound
+	}
+	return v, nil
+}
+
+// storable reports whether s can be a text column's value: PostgreSQL
+// refuses a NUL or invalid UTF-8 as a parameter, failing its statement.
+func storable(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+}
+
+// read runs lk on its own (SQLite, whose statements cost no round trip).
+func (lk *lookup) read(ctx context.Context, t *txn) (any, error) {
+	if lk.sql == "" {
+		return lk.found()
+	}
+	if err := collect(ctx, t, lk.each, lk.sql, lk.args...); err != nil {
+		return nil, err
+	}
+	return lk.found()
+}
