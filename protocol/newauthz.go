@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
 )
 
 // pathNewAuthz is pre-authorization (RFC 8555 §7.4.1), offered only when
@@ -68,7 +69,11 @@ func (s *Server) newAuthz(w http.ResponseWriter, p *post) error {
 	}
 	now := p.now // the database clock, read with the nonce
 	life := hours(s.cfg.Server.AuthzLifetimeHours, 30*24)
-	a, err := s.authzFor(ctx, p.acct.ID, id, prof, name, now, now, life)
+	reusable, err := s.st.AuthzsReusable(ctx, p.acct.ID, []store.AuthzKey{{Identifier: id.Base(), Wildcard: id.IsWildcard()}}, now)
+	if err != nil {
+		return s.storeErr(err, "looking for a reusable authorization")
+	}
+	a, err := authzFor(reusable[0], p.acct.ID, id, prof, name, now, life)
 	if err != nil {
 		return err
 	}

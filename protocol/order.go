@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -134,8 +133,18 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 		NotBefore: nb, NotAfter: na, Expires: expires,
 		Replaces: req.Replaces, ReplacesSerial: replacesSerial,
 	}
-	for _, id := range ids {
-		a, err := s.authzFor(ctx, p.acct.ID, id, prof, name, now, expires, authzLife)
+	// The account's valid authorizations that outlive the order, for
+	// every identifier in one read.
+	keys := make([]store.AuthzKey, len(ids))
+	for i, id := range ids {
+		keys[i] = store.AuthzKey{Identifier: id.Base(), Wildcard: id.IsWildcard()}
+	}
+	reusable, err := s.st.AuthzsReusable(ctx, p.acct.ID, keys, expires)
+	if err != nil {
+		return s.storeErr(err, "looking for reusable authorizations")
+	}
+	for i, id := range ids {
+		a, err := authzFor(reusable[i], p.acct.ID, id, prof, name, now, authzLife)
 		if err != nil {
 			return err
 		}
@@ -159,24 +168,20 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 	return s.writeOrder(w, http.StatusCreated, o)
 }
 
-// authzFor reuses a valid authorization of the account that outlives the
-// order, else builds a new pending one with its challenges.
-func (s *Server) authzFor(ctx context.Context, acctID string, id acme.Identifier, prof config.Profile, profName string,
-	now, orderExpires time.Time, life time.Duration) (*store.Authorization, error) {
+// authzFor is reusable, the account's valid authorization for id that
+// outlives the order, or else a new pending one with its challenges.
+func authzFor(reusable *store.Authorization, acctID string, id acme.Identifier, prof config.Profile, profName string,
+	now time.Time, life time.Duration) (*store.Authorization, error) {
+	if reusable != nil {
+		return reusable, nil
+	}
 	base, wildcard := id.Base(), id.IsWildcard()
-	a, err := s.st.AuthzReusable(ctx, acctID, base, wildcard, orderExpires)
-	if err == nil && a != nil {
-		return a, nil
-	}
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return nil, s.storeErr(err, "looking for a reusable authorization")
-	}
 	types := challengeTypes(id, prof)
 	if len(types) == 0 {
 		return nil, &acme.Error{Problem: acme.Problem{Type: acme.ProblemRejectedIdentifier, Identifier: &id,
 			Detail: fmt.Sprintf("profile %q offers no challenge type that can validate %s", profName, id.Value)}}
 	}
-	a = &store.Authorization{AccountID: acctID, Identifier: base, Wildcard: wildcard, Status: acme.StatusPending, Expires: now.Add(life)}
+	a := &store.Authorization{AccountID: acctID, Identifier: base, Wildcard: wildcard, Status: acme.StatusPending, Expires: now.Add(life)}
 	for _, t := range types {
 		tok, err := token()
 		if err != nil {

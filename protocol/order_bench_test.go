@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -21,41 +22,46 @@ import (
 
 // BenchmarkNewOrder is one newOrder request through the whole frontend
 // handler: admission, JWS parse and verify, nonce redeemed, account looked
-// up, policy, the order with its authorization and challenges written, the
-// response rendered. On a real SQLite file and a fresh PostgreSQL database;
-// no network (the handler is called directly).
+// up, policy, the order with its authorizations and challenges written,
+// the response rendered. On a real SQLite file and a fresh PostgreSQL
+// database; no network (the handler is called directly). names=100 is an
+// order of 100 names, each needing a new authorization.
 //
 //	go test ./protocol -run '^$' -bench NewOrder -benchtime 2s
 func BenchmarkNewOrder(b *testing.B) {
 	for _, kind := range []string{"sqlite", "postgres"} {
-		b.Run(kind, func(b *testing.B) {
-			db := testdb.Open(b, kind)
-			cfg := testConfig()
-			cfg.Server.BaseURL = "http://127.0.0.1:1"
-			srv, err := protocol.New(cfg, db.Store, protocol.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			if err != nil {
-				b.Fatal(err)
-			}
-			c := &benchClient{h: srv.Handler(), base: cfg.Server.BaseURL}
-			if c.key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
-				b.Fatal(err)
-			}
-			res := c.post(b, "/acme/new-account", `{"termsOfServiceAgreed":true}`)
-			if res.Code != http.StatusCreated {
-				b.Fatalf("newAccount: %d %s", res.Code, res.Body)
-			}
-			c.kid = res.Header().Get("Location")
-			var n int
-			for b.Loop() {
-				n++
-				name := make([]byte, 8)
-				_, _ = rand.Read(name)
-				payload, _ := json.Marshal(map[string]any{"identifiers": []map[string]string{{"type": "dns", "value": hex.EncodeToString(name) + ".example.com"}}})
-				if res := c.post(b, "/acme/new-order", string(payload)); res.Code != http.StatusCreated {
-					b.Fatalf("newOrder: %d %s", res.Code, res.Body)
+		for _, names := range []int{1, 100} {
+			b.Run(fmt.Sprintf("%s/names=%d", kind, names), func(b *testing.B) {
+				db := testdb.Open(b, kind)
+				cfg := testConfig()
+				cfg.Server.BaseURL = "http://127.0.0.1:1"
+				srv, err := protocol.New(cfg, db.Store, protocol.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+				if err != nil {
+					b.Fatal(err)
 				}
-			}
-		})
+				c := &benchClient{h: srv.Handler(), base: cfg.Server.BaseURL}
+				if c.key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+					b.Fatal(err)
+				}
+				res := c.post(b, "/acme/new-account", `{"termsOfServiceAgreed":true}`)
+				if res.Code != http.StatusCreated {
+					b.Fatalf("newAccount: %d %s", res.Code, res.Body)
+				}
+				c.kid = res.Header().Get("Location")
+				for b.Loop() {
+					ids := make([]map[string]string, names)
+					for i := range ids {
+						name := make([]byte, 8)
+						_, _ = rand.Read(name)
+						ids[i] = map[string]string{"type": "dns", "value": hex.EncodeToString(name) + ".example.com"}
+					}
+					payload, _ := json.Marshal(map[string]any{"identifiers": ids})
+					if res := c.post(b, "/acme/new-order", string(payload)); res.Code != http.StatusCreated {
+						b.Fatalf("newOrder: %d %s", res.Code, res.Body)
+					}
+				}
+			})
+		}
 	}
 }
 

@@ -126,36 +126,45 @@ func (s *Server) revocationAuthority(ctx context.Context, p *post, x *x509.Certi
 	if len(ids) == 0 {
 		return "", acme.Unauthorized("the certificate was not ordered by this account")
 	}
-	now := time.Now()
-	for _, id := range ids {
-		ok, err := s.holdsAuthz(ctx, p.acct.ID, id, now)
-		if err != nil {
-			return "", err
-		}
-		if !ok {
-			return "", acme.Unauthorized("the certificate was not ordered by this account, and the account holds no valid authorization for %s", id.Value)
-		}
+	missing, err := s.unauthorized(ctx, p.acct.ID, ids, time.Now())
+	if err != nil {
+		return "", err
+	}
+	if missing != nil {
+		return "", acme.Unauthorized("the certificate was not ordered by this account, and the account holds no valid authorization for %s", missing.Value)
 	}
 	return actor, nil
 }
 
-// holdsAuthz reports a valid, unexpired authorization of the account for
-// id; for a wildcard name either a wildcard or a base authorization counts.
-func (s *Server) holdsAuthz(ctx context.Context, acctID string, id acme.Identifier, now time.Time) (bool, error) {
-	flags := []bool{id.IsWildcard()}
-	if id.IsWildcard() {
-		flags = append(flags, false)
-	}
-	for _, wildcard := range flags {
-		a, err := s.st.AuthzReusable(ctx, acctID, id.Base(), wildcard, now)
-		if err == nil && a != nil {
-			return true, nil
-		}
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return false, s.storeErr(err, "looking up the account's authorizations")
+// unauthorized is the first of ids the account holds no valid, unexpired
+// authorization for, or nil when it holds one for each: for a wildcard
+// name either a wildcard or a base authorization counts. One store read
+// asks for all of them.
+func (s *Server) unauthorized(ctx context.Context, acctID string, ids []acme.Identifier, now time.Time) (*acme.Identifier, error) {
+	var keys []store.AuthzKey
+	var of []int // the identifier each key is for
+	for i, id := range ids {
+		keys, of = append(keys, store.AuthzKey{Identifier: id.Base(), Wildcard: id.IsWildcard()}), append(of, i)
+		if id.IsWildcard() {
+			keys, of = append(keys, store.AuthzKey{Identifier: id.Base()}), append(of, i)
 		}
 	}
-	return false, nil
+	found, err := s.st.AuthzsReusable(ctx, acctID, keys, now)
+	if err != nil {
+		return nil, s.storeErr(err, "looking up the account's authorizations")
+	}
+	held := make([]bool, len(ids))
+	for k, a := range found {
+		if a != nil {
+			held[of[k]] = true
+		}
+	}
+	for i := range ids {
+		if !held[i] {
+			return &ids[i], nil
+		}
+	}
+	return nil, nil
 }
 
 // certIdentifiers are the names a certificate vouches for.

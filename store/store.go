@@ -75,6 +75,13 @@ type CertFilter struct {
 }
 
 // Store is every operation on Hallmark's records.
+// AuthzKey is what an authorization is for: an identifier (without "*.")
+// and whether it is a wildcard's.
+type AuthzKey struct {
+	Identifier acme.Identifier
+	Wildcard   bool
+}
+
 type Store interface {
 	// store/ari.go, store/eab.go: ARI (RFC 9773), external account binding
 	// and newAuthz (RFC 8555 §7.3.4, §7.4.1).
@@ -115,9 +122,10 @@ type Store interface {
 	OrdersList(ctx context.Context, f OrderFilter, p Page) ([]*Order, string, error)
 
 	AuthzByID(ctx context.Context, id string) (*Authorization, error)
-	// AuthzReusable finds a valid, unexpired authorization of the account
-	// for the identifier (and wildcard flag) that lives past minExpiry.
-	AuthzReusable(ctx context.Context, accountID string, id acme.Identifier, wildcard bool, minExpiry time.Time) (*Authorization, error)
+	// AuthzsReusable finds, for each key, a valid, unexpired authorization
+	// of the account for it that lives past minExpiry, in one read:
+	// found[i] is keys[i]'s, nil when there is none.
+	AuthzsReusable(ctx context.Context, accountID string, keys []AuthzKey, minExpiry time.Time) (found []*Authorization, err error)
 	// AuthzDeactivate moves a pending or valid authorization to deactivated
 	// and the orders that use it (pending or ready) to invalid.
 	AuthzDeactivate(ctx context.Context, id string) (*Authorization, error)

@@ -114,11 +114,14 @@ ORDER BY seq DESC LIMIT $5`, f.AccountID, f.Identifier, string(f.Status))
 // one row per challenge. The LEFT JOIN keeps an authorization that has none
 // as one row whose challenge columns are empty. The query goes on with the
 // authorization's id (or a subquery choosing it).
-const selectAuthz = `SELECT a.id, a.account_id, a.identifier_type, a.identifier_value, a.wildcard, a.status, a.expires_at, a.created_at,
-  COALESCE(c.id, ''), COALESCE(c.authz_id, ''), COALESCE(c.type, ''), COALESCE(c.token, ''), COALESCE(c.status, ''),
-  c.validated_at, COALESCE(c.error, ''), COALESCE(c.validation_record, '')
+const selectAuthz = `SELECT ` + authzChallengeCols + `
 FROM authorizations a LEFT JOIN challenges c ON c.authz_id = a.id
 WHERE a.id = `
+
+// authzChallengeCols are a selectAuthz row's columns (scanAuthzRow).
+const authzChallengeCols = `a.id, a.account_id, a.identifier_type, a.identifier_value, a.wildcard, a.status, a.expires_at, a.created_at,
+  COALESCE(c.id, ''), COALESCE(c.authz_id, ''), COALESCE(c.type, ''), COALESCE(c.token, ''), COALESCE(c.status, ''),
+  c.validated_at, COALESCE(c.error, ''), COALESCE(c.validation_record, '')`
 
 // readAuthz runs a selectAuthz query; no rows is store.ErrNotFound.
 func readAuthz(ctx context.Context, t *txn, q string, args ...any) (*store.Authorization, error) {
@@ -129,31 +132,43 @@ func readAuthz(ctx context.Context, t *txn, q string, args ...any) (*store.Autho
 	return r.result()
 }
 
+// scanAuthzRow scans one row of authzChallengeCols, after lead (columns the
+// query puts first): the authorization, and its challenge when it has one.
+func scanAuthzRow(r Rows, lead ...any) (*store.Authorization, *store.Challenge, error) {
+	var a store.Authorization
+	var typ, status string
+	var c challengeRow
+	if err := r.Scan(append(append(lead, &a.ID, &a.AccountID, &typ, &a.Identifier.Value, &a.Wildcard, &status, ts(&a.Expires), ts(&a.CreatedAt)),
+		c.dest()...)...); err != nil {
+		return nil, nil, err
+	}
+	a.Identifier.Type = acme.IdentifierType(typ)
+	a.Status = acme.Status(status)
+	if c.c.ID == "" {
+		return &a, nil, nil // no challenges
+	}
+	ch, err := c.finish()
+	if err != nil {
+		return nil, nil, err
+	}
+	return &a, ch, nil
+}
+
 // authzRows gathers a selectAuthz query's rows: the authorization from the
 // first, a challenge from each.
 type authzRows struct{ out *store.Authorization }
 
 func (ar *authzRows) each(r Rows) error {
-	var a store.Authorization
-	var typ, status string
-	var c challengeRow
-	if err := r.Scan(append([]any{&a.ID, &a.AccountID, &typ, &a.Identifier.Value, &a.Wildcard, &status, ts(&a.Expires), ts(&a.CreatedAt)},
-		c.dest()...)...); err != nil {
-		return err
-	}
-	if ar.out == nil {
-		a.Identifier.Type = acme.IdentifierType(typ)
-		a.Status = acme.Status(status)
-		ar.out = &a
-	}
-	if c.c.ID == "" {
-		return nil // no challenges
-	}
-	ch, err := c.finish()
+	a, ch, err := scanAuthzRow(r)
 	if err != nil {
 		return err
 	}
-	ar.out.Challenges = append(ar.out.Challenges, *ch)
+	if ar.out == nil {
+		ar.out = a
+	}
+	if ch != nil {
+		ar.out.Challenges = append(ar.out.Challenges, *ch)
+	}
 	return nil
 }
 
@@ -185,20 +200,66 @@ func (s *Store) AuthzByID(ctx context.Context, id string) (*store.Authorization,
 	return out, err
 }
 
-// AuthzReusable is a read: it runs autocommitted, choosing the
-// authorization and reading it with its challenges in one statement.
-func (s *Store) AuthzReusable(ctx context.Context, accountID string, id acme.Identifier, wildcard bool, minExpiry time.Time) (*store.Authorization, error) {
-	var out *store.Authorization
-	err := s.autocommit(ctx, func(t *txn) (err error) {
-		out, err = readAuthz(ctx, t, selectAuthz+`(SELECT id FROM authorizations
-  WHERE account_id = $1 AND identifier_type = $2 AND identifier_value = $3 AND wildcard = $4
-    AND status = 'valid' AND expires_at > $5 AND expires_at > {now}
+// reusableChunk is how many identifiers one AuthzsReusable statement
+// asks about: four parameters each, well under SQLite's limit of 32,766.
+const reusableChunk = 500
+
+// AuthzsReusable is a read: it runs autocommitted, choosing each key's
+// authorization and reading it with its challenges in one statement for
+// all of them (per reusableChunk keys), not one per identifier: a
+// newOrder of 100 names asks once. The keys are a VALUES list, and each
+// chooses its authorization with a correlated subquery, which both
+// PostgreSQL and SQLite plan as an index lookup per key.
+func (s *Store) AuthzsReusable(ctx context.Context, accountID string, keys []store.AuthzKey, minExpiry time.Time) ([]*store.Authorization, error) {
+	out := make([]*store.Authorization, len(keys))
+	err := s.autocommit(ctx, func(t *txn) error {
+		for lo := 0; lo < len(keys); lo += reusableChunk {
+			chunk := keys[lo:min(lo+reusableChunk, len(keys))]
+			var q strings.Builder
+			args := []any{accountID, s.d.T(minExpiry)}
+			q.WriteString("WITH want (i, typ, val, wc) AS (VALUES ")
+			for i, k := range chunk {
+				if i > 0 {
+					q.WriteString(", ")
+				}
+				n := len(args)
+				fmt.Fprintf(&q, "(CAST($%d AS INTEGER), CAST($%d AS TEXT), CAST($%d AS TEXT), CAST($%d AS BOOLEAN))", n+1, n+2, n+3, n+4)
+				args = append(args, lo+i, string(k.Identifier.Type), k.Identifier.Value, k.Wildcard)
+			}
+			q.WriteString(`)
+SELECT w.i, ` + authzChallengeCols + `
+FROM want w
+JOIN authorizations a ON a.id = (SELECT id FROM authorizations
+  WHERE account_id = $1 AND identifier_type = w.typ AND identifier_value = w.val AND wildcard = w.wc
+    AND status = 'valid' AND expires_at > $2 AND expires_at > {now}
   ORDER BY expires_at DESC LIMIT 1)
-ORDER BY c.position`, accountID, string(id.Type), id.Value, wildcard, s.d.T(minExpiry))
-		return err
+LEFT JOIN challenges c ON c.authz_id = a.id
+ORDER BY w.i, c.position`)
+			err := collect(ctx, t, func(r Rows) error {
+				var i int
+				a, ch, err := scanAuthzRow(r, &i)
+				if err != nil {
+					return err
+				}
+				if i < lo || i >= lo+len(chunk) {
+					return fmt.Errorf("a reusable authorization for key %d, not asked for", i)
+				}
+				if out[i] == nil {
+					out[i] = a
+				}
+				if ch != nil {
+					out[i].Challenges = append(out[i].Challenges, *ch)
+				}
+				return nil
+			}, q.String(), args...)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("finding a reusable authorization for %s: %w", id, err)
+		return nil, fmt.Errorf("finding reusable authorizations: %w", err)
 	}
 	return out, nil
 }

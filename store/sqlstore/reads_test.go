@@ -161,9 +161,9 @@ func TestAuthzWithoutChallenges(t *testing.T) {
 		if a.Status != acme.StatusValid || a.Challenges != nil || a.Identifier.Value != "bare.example" || a.AccountID != acct.ID {
 			t.Fatalf("authorization = %+v", a)
 		}
-		got, err := s.AuthzReusable(ctx, acct.ID, a.Identifier, false, time.Now())
-		if err != nil || !reflect.DeepEqual(got, a) {
-			t.Fatalf("AuthzReusable = %+v, %v; want %+v", got, err, a)
+		got, err := s.AuthzsReusable(ctx, acct.ID, []store.AuthzKey{{Identifier: a.Identifier}}, time.Now())
+		if err != nil || !reflect.DeepEqual(got, []*store.Authorization{a}) {
+			t.Fatalf("AuthzsReusable = %+v, %v; want %+v", got, err, a)
 		}
 	})
 }

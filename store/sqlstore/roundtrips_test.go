@@ -1,6 +1,7 @@
 package sqlstore_test
 
 import (
+	"fmt"
 	"context"
 	"sync/atomic"
 	"testing"
@@ -95,12 +96,12 @@ func TestIssuanceRoundTrips(t *testing.T) {
 		call func() error
 	}{
 		{"Now", 1, func() error { _, err := s.Now(ctx); return err }},
-		{"AuthzReusable (none)", 1, func() error {
-			_, err := s.AuthzReusable(ctx, acct.ID, id, false, exp)
-			if err == nil {
-				t.Fatal("AuthzReusable found one")
+		{"AuthzsReusable (none)", 1, func() error {
+			found, err := s.AuthzsReusable(ctx, acct.ID, []store.AuthzKey{{Identifier: id}}, exp)
+			if err == nil && found[0] != nil {
+				t.Fatal("AuthzsReusable found one")
 			}
-			return nil
+			return err
 		}},
 		{"OrderCreate", 1, func() (err error) {
 			o, err = s.OrderCreate(ctx, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: exp,
@@ -120,7 +121,20 @@ func TestIssuanceRoundTrips(t *testing.T) {
 			return s.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: "0abc", IssuerID: "i",
 				Names: []string{id.Value}, NotBefore: exp, NotAfter: exp}})
 		}},
-		{"AuthzReusable (found)", 1, func() error { _, err := s.AuthzReusable(ctx, acct.ID, id, false, exp.Add(-time.Minute)); return err }},
+		{"AuthzsReusable (100 names, one found)", 1, func() error {
+			keys := make([]store.AuthzKey, 100)
+			for i := range keys {
+				keys[i] = store.AuthzKey{Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: fmt.Sprintf("n%d.%s", i, id.Value)}}
+			}
+			keys[50].Identifier = id
+			found, err := s.AuthzsReusable(ctx, acct.ID, keys, exp.Add(-time.Minute))
+			for i, a := range found {
+				if (a != nil) != (i == 50) {
+					t.Fatalf("AuthzsReusable found %+v for key %d", a, i)
+				}
+			}
+			return err
+		}},
 	} {
 		before := c.n.Load()
 		if err := step.call(); err != nil {

@@ -137,7 +137,7 @@ func testAuthzCreate(t *testing.T, s store.Store, _ Extras) {
 		t.Fatalf("AuthzCreate = %+v, %v", az, err)
 	}
 	validate(t, s, az.ID, acme.StatusValid)
-	re, err := s.AuthzReusable(ctx, a.ID, az.Identifier, false, now.Add(time.Minute))
+	re, err := reusable(ctx, s, a.ID, az.Identifier, false, now.Add(time.Minute))
 	if err != nil || re.ID != az.ID {
 		t.Errorf("AuthzReusable = %+v, %v; want %s", re, err, az.ID)
 	}

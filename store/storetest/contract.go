@@ -76,7 +76,7 @@ func testNotFound(t *testing.T, s store.Store, _ Extras) {
 	wantErr(t, "Abandon challenge", err, store.ErrNotFound)
 	err = s.Abandon(ctx, jobs.Subject{Kind: jobs.KindSignerIssue, ID: "nope"}, acme.Problem{})
 	wantErr(t, "Abandon order", err, store.ErrNotFound)
-	_, err = s.AuthzReusable(ctx, "nope", acme.Identifier{Type: acme.IdentifierDNS, Value: "example.com"}, false, time.Now())
+	_, err = reusable(ctx, s, "nope", acme.Identifier{Type: acme.IdentifierDNS, Value: "example.com"}, false, time.Now())
 	wantErr(t, "AuthzReusable", err, store.ErrNotFound)
 	// An order for a missing account names what is missing rather than
 	// failing with a driver error.
@@ -623,22 +623,55 @@ func testAuthzReusable(t *testing.T, s store.Store, _ Extras) {
 	o := readyOrder(t, s, a, "*.wild.example.com")
 	az := authz(t, s, o.AuthzIDs[0])
 	id := acme.Identifier{Type: acme.IdentifierDNS, Value: "wild.example.com"}
-	got, err := s.AuthzReusable(ctx, a.ID, id, true, az.Expires.Add(-time.Minute))
+	got, err := reusable(ctx, s, a.ID, id, true, az.Expires.Add(-time.Minute))
 	if err != nil || got.ID != az.ID || len(got.Challenges) != 2 {
 		t.Fatalf("AuthzReusable = %+v, %v", got, err)
 	}
 	for name, call := range map[string]func() error{
 		"past minExpiry": func() error {
-			_, err := s.AuthzReusable(ctx, a.ID, id, true, az.Expires.Add(time.Minute))
+			_, err := reusable(ctx, s, a.ID, id, true, az.Expires.Add(time.Minute))
 			return err
 		},
-		"not wildcard": func() error { _, err := s.AuthzReusable(ctx, a.ID, id, false, time.Time{}); return err },
+		"not wildcard": func() error { _, err := reusable(ctx, s, a.ID, id, false, time.Time{}); return err },
 		"other account": func() error {
-			_, err := s.AuthzReusable(ctx, newAccount(t, s).ID, id, true, time.Time{})
+			_, err := reusable(ctx, s, newAccount(t, s).ID, id, true, time.Time{})
 			return err
 		},
 	} {
 		wantErr(t, "AuthzReusable "+name, call(), store.ErrNotFound)
+	}
+
+	// Several keys in one read: each answered in its place, a key asked
+	// twice answered twice, the authorization with its challenges, and
+	// more keys than one statement takes (reusableChunk) answered all
+	// the same.
+	o2 := readyOrder(t, s, a, "plain.example.com")
+	az2 := authz(t, s, o2.AuthzIDs[0])
+	plain := acme.Identifier{Type: acme.IdentifierDNS, Value: "plain.example.com"}
+	keys := []store.AuthzKey{
+		{Identifier: plain},
+		{Identifier: id},                 // the wildcard's base name, not a wildcard: none
+		{Identifier: id, Wildcard: true}, // the wildcard
+		{Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: "nothing.example.com"}},
+		{Identifier: plain},
+	}
+	for len(keys) < 1205 {
+		keys = append(keys, store.AuthzKey{Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: fmt.Sprintf("n%d.example.com", len(keys))}})
+	}
+	keys = append(keys, store.AuthzKey{Identifier: plain})
+	found, err := s.AuthzsReusable(ctx, a.ID, keys, az.Expires.Add(-time.Minute))
+	if err != nil || len(found) != len(keys) {
+		t.Fatalf("AuthzsReusable = %d answers, %v; want %d", len(found), err, len(keys))
+	}
+	want := map[int]*store.Authorization{0: az2, 2: az, 4: az2, len(keys) - 1: az2}
+	for i, got := range found {
+		w := want[i]
+		if w == nil && got != nil || w != nil && (got == nil || got.ID != w.ID || len(got.Challenges) != len(w.Challenges)) {
+			t.Errorf("AuthzsReusable key %d (%+v) = %+v, want %+v", i, keys[i], got, w)
+		}
+	}
+	if found, err := s.AuthzsReusable(ctx, a.ID, nil, time.Time{}); err != nil || len(found) != 0 {
+		t.Errorf("AuthzsReusable of no keys = %v, %v", found, err)
 	}
 }
 

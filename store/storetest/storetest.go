@@ -242,6 +242,19 @@ func issue(t *testing.T, s store.Store, o *store.Order, serial string) error {
 	}})
 }
 
+// reusable is AuthzsReusable for one identifier, none being
+// store.ErrNotFound.
+func reusable(ctx context.Context, s store.Store, accountID string, id acme.Identifier, wildcard bool, minExpiry time.Time) (*store.Authorization, error) {
+	found, err := s.AuthzsReusable(ctx, accountID, []store.AuthzKey{{Identifier: id, Wildcard: wildcard}}, minExpiry)
+	if err != nil {
+		return nil, err
+	}
+	if found[0] == nil {
+		return nil, store.ErrNotFound
+	}
+	return found[0], nil
+}
+
 func wantErr(t *testing.T, what string, err, want error) {
 	t.Helper()
 	if !errors.Is(err, want) {
