@@ -1,8 +1,8 @@
 package sqlstore_test
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
