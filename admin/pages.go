@@ -461,7 +461,7 @@ func pageOf(r *http.Request) store.Page {
 // pageErr turns a cursor the store did not issue into a 404 rather than a
 // logged server error.
 func pageErr(err error) error {
-	if strings.Contains(err.Error(), "page cursor") {
+	if errors.Is(err, store.ErrBadCursor) {
 		return errNotFound("that page cursor is not one this panel issued; start from the first page")
 	}
 	return err

@@ -228,6 +228,9 @@ func (s *Server) accountOrders(w http.ResponseWriter, p *post) error {
 	}
 	cursor := p.r.URL.Query().Get("cursor")
 	ids, next, err := s.st.OrdersByAccount(p.r.Context(), p.acct.ID, store.Page{After: cursor, Limit: ordersPage})
+	if errors.Is(err, store.ErrBadCursor) {
+		return acme.Malformed("the cursor %q is not one this server handed out in a \"next\" link", cursor)
+	}
 	if err != nil {
 		return s.storeErr(err, "listing the account's orders")
 	}

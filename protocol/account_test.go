@@ -188,6 +188,10 @@ func TestAccountOrdersPagination(t *testing.T) {
 		if len(seen) != n || pages < 2 {
 			t.Errorf("saw %d orders on %d pages, want %d on 2 or more", len(seen), pages, n)
 		}
+		// A cursor the server did not hand out is the client's mistake.
+		for _, c := range []string{"garbage", "-1", "%00"} {
+			wantProblem(t, e, e.post(t, a, a.kid+"/orders?cursor="+c, nil), acme.ProblemMalformed, http.StatusBadRequest)
+		}
 	})
 }
 

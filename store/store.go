@@ -16,6 +16,10 @@ var (
 	ErrConflict  = errors.New("store: conflict")   // a unique key or a compare-and-swap lost
 	ErrLeaseLost = errors.New("store: lease lost") // the caller no longer holds the lease
 	ErrTooNew    = errors.New("store: database schema is newer than this binary")
+	// ErrBadCursor is a Page.After this store did not hand out: the
+	// caller's mistake (a client or an operator editing a URL), not the
+	// store's.
+	ErrBadCursor = errors.New("store: not a page cursor this store returned")
 )
 
 // NewOrder is what OrderCreate writes. Authzs with an ID are existing

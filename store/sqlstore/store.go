@@ -71,7 +71,7 @@ func page(p store.Page) (before int64, limit int, err error) {
 	if p.After != "" {
 		before, err = strconv.ParseInt(p.After, 10, 64)
 		if err != nil || before <= 0 {
-			return 0, 0, fmt.Errorf("page cursor %q is not one this store returned", p.After)
+			return 0, 0, fmt.Errorf("page cursor %q: %w", p.After, store.ErrBadCursor)
 		}
 	}
 	limit = p.Limit

@@ -494,8 +494,9 @@ func testAccountsListPages(t *testing.T, s store.Store, _ Extras) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("pages gave %v, want newest first %v", got, want)
 	}
-	if _, _, err := s.AccountsList(ctx, store.Page{After: "garbage"}); err == nil {
-		t.Fatal("a garbage cursor was accepted")
+	for _, after := range []string{"garbage", "0", "-5", "1\x00"} {
+		_, _, err := s.AccountsList(ctx, store.Page{After: after})
+		wantErr(t, fmt.Sprintf("a cursor of %q", after), err, store.ErrBadCursor)
 	}
 }
 
