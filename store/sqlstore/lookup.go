@@ -1,7 +1,6 @@
 package sqlstore
 
 import (
-	"context"
 	"strings"
 	"unicode/utf8"
 
@@ -16,6 +15,32 @@ type lookup struct {
 	args  []any
 	each  func(Rows) error
 	found func() (any, error)
+}
+
+// isolated is lk with a row it cannot read (a stored problem that does not
+// parse, say) kept to itself: found reports it, and each lets the batch go
+// on, so one bad row fails the requests that read it, not every request
+// sharing the round trip.
+func (lk *lookup) isolated() *lookup {
+	if lk.each == nil {
+		return lk
+	}
+	var rowErr error
+	each, found := lk.each, lk.found
+	return &lookup{sql: lk.sql, args: lk.args,
+		each: func(r Rows) error {
+			if rowErr == nil {
+				rowErr = each(r)
+			}
+			return nil
+		},
+		found: func() (any, error) {
+			if rowErr != nil {
+				return nil, rowErr
+			}
+			return found()
+		},
+	}
 }
 
 // newLookup is l's statement; ok is false for LookupNone or an unknown
@@ -79,15 +104,4 @@ func foundOrNot[T any](v *T) (any, error) {
 // refuses a NUL or invalid UTF-8 as a parameter, failing its statement.
 func storable(s string) bool {
 	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
-}
-
-// read runs lk on its own (SQLite, whose statements cost no round trip).
-func (lk *lookup) read(ctx context.Context, t *txn) (any, error) {
-	if lk.sql == "" {
-		return lk.found()
-	}
-	if err := collect(ctx, t, lk.each, lk.sql, lk.args...); err != nil {
-		return nil, err
-	}
-	return lk.found()
 }

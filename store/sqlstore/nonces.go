@@ -175,7 +175,7 @@ func (s *Store) nonceConsumePG(ctx context.Context, uses []store.NonceUse, send 
 	var lookFor []int // the use each of looks answers
 	for _, i := range send {
 		if lk, ok := newLookup(uses[i].Lookup); ok {
-			looks, lookFor = append(looks, lk), append(lookFor, i)
+			looks, lookFor = append(looks, lk.isolated()), append(lookFor, i)
 		}
 	}
 	return s.autocommit(ctx, func(t *txn) error {
@@ -277,11 +277,13 @@ func (s *Store) nonceConsumeEach(ctx context.Context, uses []store.NonceUse, sen
 		}
 		for _, i := range send {
 			if lk, ok := newLookup(uses[i].Lookup); ok {
-				found, err := lk.read(ctx, t)
-				if err != nil && !errors.Is(err, store.ErrNotFound) {
-					return err
+				lk = lk.isolated()
+				if lk.sql != "" {
+					if err := collect(ctx, t, lk.each, lk.sql, lk.args...); err != nil {
+						return err
+					}
 				}
-				out[i].Found, out[i].FoundErr = found, err
+				out[i].Found, out[i].FoundErr = lk.found()
 			}
 		}
 		return nil

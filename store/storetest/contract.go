@@ -252,7 +252,7 @@ func testNonceBatch(t *testing.T, s store.Store, _ Extras) {
 // and store.ErrNotFound for a row that does not exist. An ID or account ID
 // no row can have (a NUL, invalid UTF-8) finds nothing and fails nothing:
 // the batch answers everyone else in it.
-func testNonceLookups(t *testing.T, s store.Store, _ Extras) {
+func testNonceLookups(t *testing.T, s store.Store, x Extras) {
 	ctx := ctxT(t)
 	a := newAccount(t, s)
 	o := readyOrder(t, s, a, "lookup.example.com")
@@ -334,6 +334,23 @@ func testNonceLookups(t *testing.T, s store.Store, _ Extras) {
 		}
 		check(t, "alone: "+tc.name, tc.acct, got[0], tc.want)
 	}
+
+	// A row that cannot be read (its stored problem is not JSON) fails
+	// the lookup that reads it, and nothing else in the batch.
+	bad := newOrder(t, s, a, "corrupt.example.com")
+	badCh := authz(t, s, bad.AuthzIDs[0]).Challenges[0].ID
+	x.Exec(t, "UPDATE challenges SET error = 'not json' WHERE id = '"+badCh+"'")
+	got, err = s.NonceConsume(ctx, []store.NonceUse{
+		{Nonce: "lookup-corrupt", Expires: expires, AccountID: a.ID, Epoch: e, Lookup: store.Lookup{Kind: store.LookupChallenge, ID: badCh}},
+		{Nonce: "lookup-beside-corrupt", Expires: expires, AccountID: a.ID, Epoch: e, Lookup: tests[0].lookup},
+	})
+	if err != nil || len(got) != 2 {
+		t.Fatalf("a batch with a corrupt row: %v, %v; want both answered", got, err)
+	}
+	if got[0].Found != nil || got[0].FoundErr == nil || errors.Is(got[0].FoundErr, store.ErrNotFound) {
+		t.Errorf("the corrupt row's lookup = %+v, %v; want its read error", got[0].Found, got[0].FoundErr)
+	}
+	check(t, "beside a corrupt row", a.ID, got[1], tests[0].want)
 }
 
 // testNonceEpochReset: what a PostgreSQL crash does to the unlogged nonce
