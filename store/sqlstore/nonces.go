@@ -167,18 +167,19 @@ func (s *Store) nonceConsumePG(ctx context.Context, uses []store.NonceUse, send 
 		}
 		args = []any{nonces, expires, accounts, epochs}
 	}
-	// The lookups go in the same round trip: one batch, one implicit
-	// transaction. Their IDs come from request URLs, but as text
-	// parameters they can only miss, never fail the batch for the other
-	// requests in it (the frontend sends only well-formed ones).
-	var looks []*lookup
-	var lookFor []int // the use each of looks answers
-	for _, i := range send {
-		if lk, ok := newLookup(uses[i].Lookup); ok {
-			looks, lookFor = append(looks, lk.isolated()), append(lookFor, i)
-		}
-	}
 	return s.autocommit(ctx, func(t *txn) error {
+		// The lookups go in the same round trip: one batch, one implicit
+		// transaction. An ID no row can have, or a row that cannot be
+		// read, fails its own lookup only (newLookup, isolated), never the
+		// batch with the other requests in it. Made here, so that an
+		// attempt made again starts them afresh.
+		var looks []*lookup
+		var lookFor []int // the use each of looks answers
+		for _, i := range send {
+			if lk, ok := newLookup(uses[i].Lookup); ok {
+				looks, lookFor = append(looks, lk.isolated()), append(lookFor, i)
+			}
+		}
 		j := 0
 		each := func(r Rows) error {
 			if j >= len(send) {
