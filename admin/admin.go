@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
@@ -116,6 +117,23 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /audit", s.authed(s.audit))
 }
 
+// storableRequest reports whether r's path and query values are text a
+// store column can hold (valid UTF-8, no NUL).
+func storableRequest(r *http.Request) bool {
+	ok := func(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
+	if !ok(r.URL.Path) {
+		return false
+	}
+	for _, vs := range r.URL.Query() {
+		for _, v := range vs {
+			if !ok(v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // handlerFunc is a page handler for an authenticated operator.
 type handlerFunc func(w http.ResponseWriter, r *http.Request, p principal) error
 
@@ -136,6 +154,14 @@ func (s *Server) authed(h handlerFunc) http.Handler {
 				http.Error(w, "403 forbidden: the form's CSRF token is missing or does not belong to your session; reload the page and submit it again", http.StatusForbidden)
 				return
 			}
+		}
+		if !storableRequest(r) {
+			// No record's ID or filter value holds a NUL or invalid UTF-8,
+			// and PostgreSQL refuses such text as a parameter: answered
+			// here rather than as a store failure.
+			s.render(w, r, p, http.StatusBadRequest, "error", map[string]any{
+				"Message": "the address holds a character no record or filter can contain", "Status": http.StatusBadRequest})
+			return
 		}
 		if err := h(w, r, p); err != nil {
 			s.fail(w, r, p, err)

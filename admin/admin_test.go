@@ -28,7 +28,13 @@ const token = "test-operator-token-0123456789abcdef"
 // loopback listener.
 func panel(t *testing.T) (*httptest.Server, store.Store) {
 	t.Helper()
-	db := testdb.Open(t, "sqlite")
+	return panelOn(t, "sqlite")
+}
+
+// panelOn is panel on a store of kind ("sqlite" or "postgres").
+func panelOn(t *testing.T, kind string) (*httptest.Server, store.Store) {
+	t.Helper()
+	db := testdb.Open(t, kind)
 	p, err := admin.New(admin.Options{Store: db.Store, Queue: db.Queue, Token: token,
 		Revoker: revocation.New(db.Store, config.Default().Profiles)})
 	if err != nil {
@@ -220,6 +226,25 @@ func TestPagesRender(t *testing.T) {
 		if resp, body := do(t, c, "GET", srv.URL+p, "Bearer "+token, nil); resp.StatusCode != 404 {
 			t.Fatalf("GET %s: %d, want 404\n%s", p, resp.StatusCode, body)
 		}
+	}
+}
+
+// TestOddAddresses: a record ID or filter with a NUL or invalid UTF-8 is
+// the operator's typo, 400, on PostgreSQL too, which refuses such text as
+// a parameter (it was a logged "could not read the store" 500 there).
+func TestOddAddresses(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			srv, _ := panelOn(t, kind)
+			c := &http.Client{CheckRedirect: noRedirect}
+			for _, p := range []string{"/orders/a%00b", "/accounts/%FF", "/certs/%00", "/orders?status=%00", "/certs?name=a%FFb", "/jobs?kind=%00"} {
+				if resp, body := do(t, c, "GET", srv.URL+p, "Bearer "+token, nil); resp.StatusCode != http.StatusBadRequest {
+					t.Errorf("GET %s: %d, want 400\n%s", p, resp.StatusCode, body)
+				}
+			}
+		})
 	}
 }
 
