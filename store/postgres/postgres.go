@@ -202,16 +202,7 @@ func batchResult(br pgx.BatchResults, st sqlstore.Stmt) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		defer rows.Close()
-		var n int64
-		for rows.Next() {
-			if err := st.Each(rows); err != nil {
-				return n, err
-			}
-			n++
-		}
-		rows.Close()
-		return n, rows.Err()
+		return sqlstore.EachRow(rows, st.Each)
 	}
 	dest := st.Dest
 	if dest == nil {

@@ -215,16 +215,7 @@ func scanEach(ctx context.Context, e sqlstore.Tx, st sqlstore.Stmt) (int64, erro
 	if err != nil {
 		return 0, err
 	}
-	defer rows.Close()
-	var n int64
-	for rows.Next() {
-		if err := st.Each(rows); err != nil {
-			return n, err
-		}
-		n++
-	}
-	rows.Close()
-	return n, rows.Err()
+	return sqlstore.EachRow(rows, st.Each)
 }
 
 // sqlRows are a query's rows.

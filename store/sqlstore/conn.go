@@ -71,6 +71,21 @@ type Stmt struct {
 	Each func(Rows) error
 }
 
+// EachRow passes every row of rows to each and counts them; it closes
+// rows (a driver's Batch reads a Stmt with Each through it).
+func EachRow(rows Rows, each func(Rows) error) (int64, error) {
+	defer rows.Close()
+	var n int64
+	for rows.Next() {
+		if err := each(rows); err != nil {
+			return n, err
+		}
+		n++
+	}
+	rows.Close()
+	return n, rows.Err()
+}
+
 // Rows is a result set; Close must be called before the next statement.
 type Rows interface {
 	Next() bool

@@ -54,41 +54,38 @@ func newLookup(l store.Lookup) (lk *lookup, ok bool) {
 	args := []any{l.ID}
 	switch l.Kind {
 	case store.LookupOrder:
-		var o *store.Order
-		return &lookup{sql: orderByIDSQL, args: args,
-			each: func(r Rows) (err error) {
-				var seq int64
-				o, err = scanOrder(r, &seq)
-				return err
-			},
-			found: func() (any, error) { return foundOrNot(o) },
-		}, true
+		return oneRow(orderByIDSQL, args, func(r Rows) (*store.Order, error) {
+			var seq int64
+			return scanOrder(r, &seq)
+		}), true
 	case store.LookupAuthz:
 		var ar authzRows
 		return &lookup{sql: authzByIDSQL, args: args, each: ar.each,
 			found: func() (any, error) { return foundOrNot(ar.out) },
 		}, true
 	case store.LookupChallenge:
-		var c *store.ChallengeAuthz
-		return &lookup{sql: challengeAuthzSQL, args: args,
-			each: func(r Rows) (err error) {
-				c, err = scanChallengeAuthz(r)
-				return err
-			},
-			found: func() (any, error) { return foundOrNot(c) },
-		}, true
+		return oneRow(challengeAuthzSQL, args, func(r Rows) (*store.ChallengeAuthz, error) {
+			return scanChallengeAuthz(r)
+		}), true
 	case store.LookupCert:
-		var c *store.Certificate
-		return &lookup{sql: certBySerialSQL, args: args,
-			each: func(r Rows) (err error) {
-				var seq int64
-				c, err = scanCert(r, &seq)
-				return err
-			},
-			found: func() (any, error) { return foundOrNot(c) },
-		}, true
+		return oneRow(certBySerialSQL, args, func(r Rows) (*store.Certificate, error) {
+			var seq int64
+			return scanCert(r, &seq)
+		}), true
 	}
 	return nil, false
+}
+
+// oneRow is the lookup of a query returning at most one row, read by scan.
+func oneRow[T any](sql string, args []any, scan func(Rows) (*T, error)) *lookup {
+	var v *T
+	return &lookup{sql: sql, args: args,
+		each: func(r Rows) (err error) {
+			v, err = scan(r)
+			return err
+		},
+		found: func() (any, error) { return foundOrNot(v) },
+	}
 }
 
 // foundOrNot is v as a Found, or store.ErrNotFound when the statement

@@ -173,13 +173,8 @@ func collect(ctx context.Context, t *txn, scan func(Rows) error, q string, args 
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := scan(rows); err != nil {
-			return err
-		}
-	}
-	return t.mapErr(rows.Err())
+	_, err = EachRow(rows, scan)
+	return t.mapErr(err)
 }
 
 // inTx runs fn in one transaction, again (up to three times in all) when
