@@ -41,14 +41,16 @@ type result struct {
 	Errors     map[string]int
 	Example    map[string]string        // the first error of each kind, in full
 	CPU        map[string]time.Duration // per process group, during the timed part
+	Switches   map[string]int64         // context switches per process group, during the timed part
 	PeakRSSKiB map[string]int64
 	PGCommits  int64 // transactions the run's PostgreSQL database committed
 	Requests   int   // HTTP requests the clients sent during the timed part
 	// SelfCPU is the generator's own CPU during the timed part: it runs on
 	// the same cores as the server, so it bounds what any server can do.
-	SelfCPU    time.Duration
-	JobLatency string
-	TimedOut   bool
+	SelfCPU      time.Duration
+	SelfSwitches int64
+	JobLatency   string
+	TimedOut     bool
 }
 
 func (r *result) CertsPerSec() float64 {
@@ -122,7 +124,7 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	selfBefore := selfCPU()
+	selfBefore, switchesBefore := selfCPU(), selfSwitches()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range clients {
@@ -159,6 +161,7 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	wg.Wait()
 	res.Wall = time.Since(start)
 	res.SelfCPU = selfCPU() - selfBefore
+	res.SelfSwitches = selfSwitches() - switchesBefore
 	for _, c := range clients {
 		res.Requests += c.requests
 	}
@@ -171,6 +174,7 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 		return nil, err
 	}
 	res.CPU = diffCPU(before, after)
+	res.Switches = diffSwitches(before, after)
 	res.PeakRSSKiB = after.rss
 	res.PGCommits = after.commits - before.commits
 	return res, nil
@@ -234,7 +238,11 @@ func (r *result) print(w io.Writer) {
 		if kib, ok := r.PeakRSSKiB[g]; ok {
 			rss = fmt.Sprintf(", peak RSS %.1f MiB", float64(kib)/1024)
 		}
-		fmt.Fprintf(w, "  cpu %-22s %8.2fs = %6.2f ms/cert%s\n", g, r.CPU[g].Seconds(), float64(per)/float64(time.Millisecond), rss)
+		cs := ""
+		if n, ok := r.Switches[g]; ok && r.OK > 0 {
+			cs = fmt.Sprintf(", %.0f context switches/cert", float64(n)/float64(r.OK))
+		}
+		fmt.Fprintf(w, "  cpu %-22s %8.2fs = %6.2f ms/cert%s%s\n", g, r.CPU[g].Seconds(), float64(per)/float64(time.Millisecond), rss, cs)
 	}
 	if r.PGCommits > 0 && r.OK > 0 {
 		fmt.Fprintf(w, "  postgres commits %d = %.1f per certificate (includes the worker's idle housekeeping)\n", r.PGCommits, float64(r.PGCommits)/float64(r.OK))
@@ -244,8 +252,19 @@ func (r *result) print(w io.Writer) {
 		fmt.Fprintf(w, "  cpu %-22s %6.2f ms/cert (shared groups excluded)\n", "server total", float64(r.CPUPerCert())/float64(time.Millisecond))
 	}
 	if r.OK > 0 {
-		fmt.Fprintf(w, "  cpu %-22s %6.2f ms/cert (the client, DNS and http-01 responder; same cores)\n", "load generator", float64(r.SelfCPU/time.Duration(r.OK))/float64(time.Millisecond))
+		fmt.Fprintf(w, "  cpu %-22s %6.2f ms/cert, %.0f context switches/cert (the client, DNS and http-01 responder; same cores)\n", "load generator",
+			float64(r.SelfCPU/time.Duration(r.OK))/float64(time.Millisecond), float64(r.SelfSwitches)/float64(r.OK))
 	}
+}
+
+// selfSwitches is how many times this process's threads have been
+// switched out so far, voluntarily or not.
+func selfSwitches() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Nvcsw + ru.Nivcsw
 }
 
 // selfCPU is this process's user+system CPU so far.

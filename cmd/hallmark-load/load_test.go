@@ -108,4 +108,16 @@ func TestProcReadings(t *testing.T) {
 	if procHWM(os.Getpid()) <= 0 {
 		t.Fatal("no VmHWM for this process")
 	}
+	// Sleeping switches this thread out; the count is the sum over every
+	// thread, so it only grows.
+	before := procSwitches(os.Getpid())
+	for range 3 {
+		time.Sleep(time.Millisecond)
+	}
+	if after := procSwitches(os.Getpid()); before <= 0 || after <= before {
+		t.Fatalf("procSwitches = %d, then %d after sleeping", before, after)
+	}
+	if selfSwitches() <= 0 {
+		t.Fatal("getrusage reports no context switches for this process")
+	}
 }

@@ -29,9 +29,10 @@ type procSet struct {
 }
 
 type procSample struct {
-	cpu     map[string]time.Duration
-	rss     map[string]int64 // VmHWM, KiB
-	commits int64            // pg_stat_database.xact_commit of pgDatabase
+	cpu      map[string]time.Duration
+	rss      map[string]int64 // VmHWM, KiB
+	switches map[string]int64 // context switches, voluntary and not, of every thread
+	commits  int64            // pg_stat_database.xact_commit of pgDatabase
 }
 
 // pgCommits reads how many transactions pgDatabase has committed. The
@@ -59,7 +60,7 @@ func (p procSet) pgCommits() int64 {
 const sharedPrefix = "(shared) "
 
 func (p procSet) sample() (procSample, error) {
-	s := procSample{cpu: map[string]time.Duration{}, rss: map[string]int64{}, commits: p.pgCommits()}
+	s := procSample{cpu: map[string]time.Duration{}, rss: map[string]int64{}, switches: map[string]int64{}, commits: p.pgCommits()}
 	for group, pids := range p.pids {
 		for _, pid := range pids {
 			cpu, err := procCPU(pid)
@@ -68,6 +69,7 @@ func (p procSet) sample() (procSample, error) {
 			}
 			s.cpu[group] += cpu
 			s.rss[group] += procHWM(pid)
+			s.switches[group] += procSwitches(pid)
 		}
 	}
 	if p.pgDatabase == "" {
@@ -92,6 +94,7 @@ func (p procSet) sample() (procSample, error) {
 		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
 		if cpu, err := procCPU(pid); err == nil {
 			s.cpu[group] += cpu
+			s.switches[group] += procSwitches(pid)
 		}
 	}
 	return s, nil
@@ -103,6 +106,38 @@ func diffCPU(before, after procSample) map[string]time.Duration {
 		out[g] = a - before.cpu[g]
 	}
 	return out
+}
+
+func diffSwitches(before, after procSample) map[string]int64 {
+	out := map[string]int64{}
+	for g, a := range after.switches {
+		out[g] = a - before.switches[g]
+	}
+	return out
+}
+
+// procSwitches is how many times pid's live threads have been switched
+// out, voluntarily (waiting: a round trip, a lock, an idle thread parking)
+// or not (preempted). On a hypervisor where a switch is dear it is what a
+// round trip between processes costs (docs/performance.md, rounds 5 and 6).
+func procSwitches(pid int) int64 {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/[0-9]*/status", pid))
+	var n int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue // the thread exited
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			for _, key := range []string{"voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:"} {
+				if v, ok := strings.CutPrefix(line, key); ok {
+					k, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+					n += k
+				}
+			}
+		}
+	}
+	return n
 }
 
 // procCPU is utime+stime of pid.
