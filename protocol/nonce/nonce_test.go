@@ -62,6 +62,14 @@ func (m *memStore) NonceConsume(_ context.Context, uses []store.NonceUse) ([]sto
 	out := make([]store.NonceUsed, len(uses))
 	for i, u := range uses {
 		out[i].Epoch = m.epoch
+		// A lookup is answered whatever the nonce, as the real store does.
+		switch {
+		case u.Lookup.Kind == store.LookupNone:
+		case u.Lookup.ID == "missing":
+			out[i].FoundErr = store.ErrNotFound
+		default:
+			out[i].Found = "row " + u.Lookup.ID
+		}
 		if _, ok := m.consumed[u.Nonce]; ok || u.Epoch != m.epoch || m.epoch == 0 {
 			continue
 		}
@@ -323,5 +331,46 @@ func BenchmarkIssueRedeem(b *testing.B) {
 		if err := s.Redeem(ctx, s.Issue()); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestFound: a redemption's lookup is handed over only once Wait has
+// accepted the nonce — a refused nonce's read is never used — and "no
+// lookup" is not "found nothing".
+func TestFound(t *testing.T) {
+	s := newService(t, newMemStore(), time.Minute)
+	ctx := context.Background()
+	order := func(id string) store.Lookup { return store.Lookup{Kind: store.LookupOrder, ID: id} }
+	n1 := s.Issue()
+	tests := []struct {
+		name    string
+		nonce   string
+		lookup  store.Lookup
+		wantErr bool // Wait refuses the nonce
+		want    any
+		wantFE  error
+		wantOK  bool
+	}{
+		{"found", n1, order("o1"), false, "row o1", nil, true},
+		{"not found", s.Issue(), order("missing"), false, nil, store.ErrNotFound, true},
+		{"no lookup", s.Issue(), store.Lookup{}, false, nil, nil, false},
+		{"replayed nonce", n1, order("o1"), true, nil, nil, false},
+		{"forged nonce", "AAAA", order("o1"), true, nil, nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			red := s.Begin(tc.nonce, "acct", tc.lookup)
+			if _, _, ok := red.Found(); ok {
+				t.Fatal("Found answered before Wait")
+			}
+			_, _, err := red.Wait(ctx)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Wait = %v, want an error: %v", err, tc.wantErr)
+			}
+			v, fe, ok := red.Found()
+			if ok != tc.wantOK || v != tc.want || !errors.Is(fe, tc.wantFE) || (tc.wantFE == nil && fe != nil) {
+				t.Fatalf("Found = %v, %v, %v; want %v, %v, %v", v, fe, ok, tc.want, tc.wantFE, tc.wantOK)
+			}
+		})
 	}
 }
