@@ -49,8 +49,10 @@ type NonceUsed struct {
 	// same batch (RFC 8555 §6.5: a nonce is accepted once).
 	Fresh bool
 	// Account is the account AccountID names; nil when none was named or
-	// none exists.
-	Account *Account
+	// none exists. AccountErr is set instead when the account's row was
+	// found but could not be read: that request fails, the batch does not.
+	Account    *Account
+	AccountErr error
 	// Now is the database clock when the batch ran: the request's "now" for
 	// expiries and validity, without a round trip of its own.
 	Now time.Time

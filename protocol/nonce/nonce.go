@@ -176,6 +176,9 @@ func (r *Redemption) Wait(ctx context.Context) (*store.Account, time.Time, error
 		}
 		return nil, time.Time{}, acme.BadNonce("nonce has already been used")
 	}
+	if got.AccountErr != nil {
+		return nil, time.Time{}, acme.Internal(fmt.Errorf("reading the account with the nonce: %w", got.AccountErr))
+	}
 	if got.Now.IsZero() {
 		// Handlers take their "now" from here (expiries, validity).
 		return nil, time.Time{}, acme.Internal(errors.New("the store consumed the nonce without reading its clock"))

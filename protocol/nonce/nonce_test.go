@@ -75,7 +75,11 @@ func (m *memStore) NonceConsume(_ context.Context, uses []store.NonceUse) ([]sto
 		}
 		m.consumed[u.Nonce] = u.Expires
 		out[i].Fresh, out[i].Now = true, time.Now()
-		if u.AccountID != "" {
+		switch u.AccountID {
+		case "":
+		case "unreadable":
+			out[i].AccountErr = errors.New("the stored row does not decode")
+		default:
 			out[i].Account = &store.Account{ID: u.AccountID}
 		}
 	}
@@ -373,4 +377,16 @@ func TestFound(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUnreadableAccount: an account the store found but could not read
+// fails its request as the server's fault (the nonce is spent), not as a
+// bad nonce or a missing account.
+func TestUnreadableAccount(t *testing.T) {
+	s := newService(t, newMemStore(), time.Minute)
+	acct, _, err := s.RedeemFor(context.Background(), s.Issue(), "unreadable")
+	if acct != nil {
+		t.Fatalf("RedeemFor gave account %+v", acct)
+	}
+	wantProblem(t, err, acme.ProblemServerInternal, "")
 }

@@ -25,13 +25,18 @@ func scanAccount(r interface{ Scan(...any) error }, seq *int64) (*store.Account,
 	return accountFromColumns(a, jwk, contact, status)
 }
 
+// errUndecodable marks a stored row that was read but does not decode:
+// the row's trouble, which a batch shared with other requests keeps to the
+// request that read it.
+var errUndecodable = errors.New("the stored row does not decode")
+
 // accountFromColumns completes an account scanned into a with its text
 // columns decoded.
 func accountFromColumns(a store.Account, jwk, contact, status string) (*store.Account, error) {
 	a.KeyJWK = json.RawMessage(jwk)
 	a.Status = acme.Status(status)
 	if err := json.Unmarshal([]byte(contact), &a.Contact); err != nil {
-		return nil, fmt.Errorf("decoding contacts of account %s: %w", a.ID, err)
+		return nil, fmt.Errorf("decoding contacts of account %s: %w (%v)", a.ID, errUndecodable, err)
 	}
 	return &a, nil
 }

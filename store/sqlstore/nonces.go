@@ -196,11 +196,9 @@ func (s *Store) nonceConsumePG(ctx context.Context, uses []store.NonceUse, send 
 			u := &out[send[j]]
 			u.Fresh, u.Now, u.Epoch = fresh, now, epoch
 			if a.ID != "" {
-				acct, err := accountFromColumns(a, jwk, contact, status)
-				if err != nil {
-					return err
-				}
-				u.Account = acct
+				// An account that does not decode fails its own request
+				// (AccountErr), not the batch.
+				u.Account, u.AccountErr = accountFromColumns(a, jwk, contact, status)
 			}
 			j++
 			return nil
@@ -270,6 +268,8 @@ func (s *Store) nonceConsumeEach(ctx context.Context, uses []store.NonceUse, sen
 			a, err := s.accountByID(ctx, t, u.AccountID)
 			switch {
 			case errors.Is(err, store.ErrNotFound):
+			case errors.Is(err, errUndecodable):
+				out[i].AccountErr = err
 			case err != nil:
 				return err
 			default:

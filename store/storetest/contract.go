@@ -351,6 +351,35 @@ func testNonceLookups(t *testing.T, s store.Store, x Extras) {
 		t.Errorf("the corrupt row's lookup = %+v, %v; want its read error", got[0].Found, got[0].FoundErr)
 	}
 	check(t, "beside a corrupt row", a.ID, got[1], tests[0].want)
+
+	// So does an account whose row cannot be read (its contact list is not
+	// JSON): its use is answered with AccountErr, the others as usual, in
+	// a batch and alone.
+	broken := newAccount(t, s)
+	x.Exec(t, "UPDATE accounts SET contact = 'not json' WHERE id = '"+broken.ID+"'")
+	for _, batch := range [][]string{{"broken", "fine"}, {"broken"}} {
+		var uses []store.NonceUse
+		for _, who := range batch {
+			id := a.ID
+			if who == "broken" {
+				id = broken.ID
+			}
+			uses = append(uses, store.NonceUse{Nonce: fmt.Sprintf("lookup-acct-%d-%s", len(batch), who), Expires: expires, AccountID: id, Epoch: e, Lookup: tests[0].lookup})
+		}
+		got, err := s.NonceConsume(ctx, uses)
+		if err != nil || len(got) != len(uses) {
+			t.Fatalf("a batch with an unreadable account (%v): %v, %v; want every use answered", batch, got, err)
+		}
+		if got[0].Account != nil || got[0].AccountErr == nil || !got[0].Fresh {
+			t.Errorf("the unreadable account's use (%v) = account %+v, error %v, fresh %v; want no account, its read error, the nonce consumed", batch, got[0].Account, got[0].AccountErr, got[0].Fresh)
+		}
+		if len(got) > 1 {
+			if got[1].AccountErr != nil {
+				t.Errorf("the use beside it has AccountErr %v", got[1].AccountErr)
+			}
+			check(t, "beside an unreadable account", a.ID, got[1], tests[0].want)
+		}
+	}
 }
 
 // testNonceEpochReset: what a PostgreSQL crash does to the unlogged nonce
