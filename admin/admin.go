@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
@@ -120,13 +119,12 @@ func (s *Server) routes() {
 // storableRequest reports whether r's path and query values are text a
 // store column can hold (valid UTF-8, no NUL).
 func storableRequest(r *http.Request) bool {
-	ok := func(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
-	if !ok(r.URL.Path) {
+	if !store.Storable(r.URL.Path) {
 		return false
 	}
 	for _, vs := range r.URL.Query() {
 		for _, v := range vs {
-			if !ok(v) {
+			if !store.Storable(v) {
 				return false
 			}
 		}

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
@@ -372,7 +371,7 @@ func (s *Server) instrument(name string, admit bool, h func(http.ResponseWriter,
 			// trickles its body does not hold a permit past it.
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.timeout))
 		}
-		if !utf8.ValidString(r.URL.Path) || strings.IndexByte(r.URL.Path, 0) >= 0 {
+		if !store.Storable(r.URL.Path) {
 			// No URL of ours has a NUL or invalid UTF-8 in it, and
 			// PostgreSQL refuses such text as a parameter: answered here,
 			// it never reaches the store as a read that fails with 500.

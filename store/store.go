@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
@@ -21,6 +23,15 @@ var (
 	// store's.
 	ErrBadCursor = errors.New("store: not a page cursor this store returned")
 )
+
+// Storable reports whether s can be a text column's value on every store:
+// valid UTF-8 with no NUL. PostgreSQL refuses anything else as a parameter,
+// failing the statement (and a batch with it), so text that comes from the
+// network and would only look a row up is checked with this first: no row
+// can hold it.
+func Storable(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+}
 
 // NewOrder is what OrderCreate writes. Authzs with an ID are existing
 // authorizations being reused; those without are created with their

@@ -141,15 +141,8 @@ func (t pgTx) BatchAhead(ctx context.Context, stmts []sqlstore.Stmt, then func()
 	read := false
 	t.tx.sendAhead(b, func(br pgx.BatchResults) error {
 		read = true
-		for _, st := range stmts {
-			k, err := batchResult(br, st)
-			if err != nil {
-				stmtErr = err
-				return err
-			}
-			n = append(n, k)
-		}
-		return nil
+		n, stmtErr = readResults(br, stmts)
+		return stmtErr
 	})
 	thenErr := then()
 	if !read && thenErr == nil {
@@ -181,16 +174,26 @@ func sendBatch(ctx context.Context, send func(context.Context, *pgx.Batch) pgx.B
 		b.Queue(st.SQL, st.Args...)
 	}
 	br := send(ctx, b)
+	n, err := readResults(br, stmts)
+	if err != nil {
+		_ = br.Close()
+		return n, err
+	}
+	return n, br.Close()
+}
+
+// readResults reads stmts' results from br in order, stopping at the first
+// that fails: its error, with the results of those before it.
+func readResults(br pgx.BatchResults, stmts []sqlstore.Stmt) ([]int64, error) {
 	n := make([]int64, 0, len(stmts))
 	for _, st := range stmts {
 		k, err := batchResult(br, st)
 		if err != nil {
-			_ = br.Close()
 			return n, err
 		}
 		n = append(n, k)
 	}
-	return n, br.Close()
+	return n, nil
 }
 
 // batchResult reads the next result of br, st's: the rows it affected, or

@@ -1,54 +1,29 @@
 package sqlstore
 
 import (
-	"strings"
-	"unicode/utf8"
-
 	"github.com/hallmark-ca/hallmark/store"
 )
 
 // lookup is a store.Lookup as one statement: each reads its rows, and
-// found, once they are read, is the row or store.ErrNotFound. NonceConsume
-// sends it in the nonce's own round trip (PostgreSQL: the same batch).
+// found, once they are read, is the row or why there is none.
+// NonceConsume sends it in the nonce's own round trip (PostgreSQL: the
+// same batch), so each never fails: a row it cannot read (a stored
+// problem that does not parse, say) is kept for found, and fails the
+// request that read it, not every request sharing the round trip.
 type lookup struct {
-	sql   string
-	args  []any
-	each  func(Rows) error
-	found func() (any, error)
-}
-
-// isolated is lk with a row it cannot read (a stored problem that does not
-// parse, say) kept to itself: found reports it, and each lets the batch go
-// on, so one bad row fails the requests that read it, not every request
-// sharing the round trip.
-func (lk *lookup) isolated() *lookup {
-	if lk.each == nil {
-		return lk
-	}
-	var rowErr error
-	each, found := lk.each, lk.found
-	return &lookup{sql: lk.sql, args: lk.args,
-		each: func(r Rows) error {
-			if rowErr == nil {
-				rowErr = each(r)
-			}
-			return nil
-		},
-		found: func() (any, error) {
-			if rowErr != nil {
-				return nil, rowErr
-			}
-			return found()
-		},
-	}
+	sql    string // "" when there is nothing to ask (an ID no row can have)
+	args   []any
+	each   func(Rows) error
+	found  func() (any, error)
+	rowErr error
 }
 
 // newLookup is l's statement; ok is false for LookupNone or an unknown
-// kind, which read nothing. An ID no row can have (storable) finds nothing
-// without a statement: on PostgreSQL it would fail the whole batch, the
-// other requests' nonces with it.
+// kind, which read nothing. An ID no row can have (store.Storable) finds
+// nothing without a statement: on PostgreSQL it would fail the whole
+// batch, the other requests' nonces with it.
 func newLookup(l store.Lookup) (lk *lookup, ok bool) {
-	if l.Kind != store.LookupNone && !storable(l.ID) {
+	if l.Kind != store.LookupNone && !store.Storable(l.ID) {
 		return &lookup{found: func() (any, error) { return nil, store.ErrNotFound }}, true
 	}
 	args := []any{l.ID}
@@ -60,9 +35,7 @@ func newLookup(l store.Lookup) (lk *lookup, ok bool) {
 		}), true
 	case store.LookupAuthz:
 		var ar authzRows
-		return &lookup{sql: authzByIDSQL, args: args, each: ar.each,
-			found: func() (any, error) { return foundOrNot(ar.out) },
-		}, true
+		return isolated(authzByIDSQL, args, ar.each, func() (any, error) { return foundOrNot(ar.out) }), true
 	case store.LookupChallenge:
 		return oneRow(challengeAuthzSQL, args, func(r Rows) (*store.ChallengeAuthz, error) {
 			return scanChallengeAuthz(r)
@@ -79,13 +52,31 @@ func newLookup(l store.Lookup) (lk *lookup, ok bool) {
 // oneRow is the lookup of a query returning at most one row, read by scan.
 func oneRow[T any](sql string, args []any, scan func(Rows) (*T, error)) *lookup {
 	var v *T
-	return &lookup{sql: sql, args: args,
-		each: func(r Rows) (err error) {
+	return isolated(sql, args,
+		func(r Rows) (err error) {
 			v, err = scan(r)
 			return err
 		},
-		found: func() (any, error) { return foundOrNot(v) },
+		func() (any, error) { return foundOrNot(v) })
+}
+
+// isolated is the lookup reading sql's rows with each and answering with
+// found, a row's read error kept to itself (lookup).
+func isolated(sql string, args []any, each func(Rows) error, found func() (any, error)) *lookup {
+	lk := &lookup{sql: sql, args: args}
+	lk.each = func(r Rows) error {
+		if lk.rowErr == nil {
+			lk.rowErr = each(r)
+		}
+		return nil
 	}
+	lk.found = func() (any, error) {
+		if lk.rowErr != nil {
+			return nil, lk.rowErr
+		}
+		return found()
+	}
+	return lk
 }
 
 // foundOrNot is v as a Found, or store.ErrNotFound when the statement
@@ -95,10 +86,4 @@ func foundOrNot[T any](v *T) (any, error) {
 		return nil, store.ErrNotFound
 	}
 	return v, nil
-}
-
-// storable reports whether s can be a text column's value: PostgreSQL
-// refuses a NUL or invalid UTF-8 as a parameter, failing its statement.
-func storable(s string) bool {
-	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }

@@ -112,15 +112,13 @@ func (s *Store) NonceConsume(ctx context.Context, uses []store.NonceUse) ([]stor
 	// An account ID no account can have (a NUL from a JSON "kid") names
 	// none: as a PostgreSQL parameter it would fail the batch, and with it
 	// every other request in it.
-	for i := range uses {
-		if !storable(uses[i].AccountID) {
-			uses = slices.Clone(uses)
-			for j := i; j < len(uses); j++ {
-				if !storable(uses[j].AccountID) {
-					uses[j].AccountID = ""
-				}
+	unstorable := func(u store.NonceUse) bool { return !store.Storable(u.AccountID) }
+	if slices.ContainsFunc(uses, unstorable) {
+		uses = slices.Clone(uses) // the caller's slice stays as it was
+		for i := range uses {
+			if unstorable(uses[i]) {
+				uses[i].AccountID = ""
 			}
-			break
 		}
 	}
 	// A nonce twice in one batch is a replay racing its original: only the
@@ -170,14 +168,14 @@ func (s *Store) nonceConsumePG(ctx context.Context, uses []store.NonceUse, send 
 	return s.autocommit(ctx, func(t *txn) error {
 		// The lookups go in the same round trip: one batch, one implicit
 		// transaction. An ID no row can have, or a row that cannot be
-		// read, fails its own lookup only (newLookup, isolated), never the
-		// batch with the other requests in it. Made here, so that an
-		// attempt made again starts them afresh.
+		// read, fails its own lookup only (newLookup), never the batch
+		// with the other requests in it. Made here, so that an attempt
+		// made again starts them afresh.
 		var looks []*lookup
 		var lookFor []int // the use each of looks answers
 		for _, i := range send {
 			if lk, ok := newLookup(uses[i].Lookup); ok {
-				looks, lookFor = append(looks, lk.isolated()), append(lookFor, i)
+				looks, lookFor = append(looks, lk), append(lookFor, i)
 			}
 		}
 		j := 0
@@ -278,7 +276,6 @@ func (s *Store) nonceConsumeEach(ctx context.Context, uses []store.NonceUse, sen
 		}
 		for _, i := range send {
 			if lk, ok := newLookup(uses[i].Lookup); ok {
-				lk = lk.isolated()
 				if lk.sql != "" {
 					if err := collect(ctx, t, lk.each, lk.sql, lk.args...); err != nil {
 						return err

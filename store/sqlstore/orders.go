@@ -163,13 +163,19 @@ func (ar *authzRows) each(r Rows) error {
 	if err != nil {
 		return err
 	}
+	ar.add(a, ch)
+	return nil
+}
+
+// add is one row of the authorization: the first row's authorization
+// stands for all of them, and each row adds its challenge, if any.
+func (ar *authzRows) add(a *store.Authorization, ch *store.Challenge) {
 	if ar.out == nil {
 		ar.out = a
 	}
 	if ch != nil {
 		ar.out.Challenges = append(ar.out.Challenges, *ch)
 	}
-	return nil
 }
 
 // result is the authorization read; no rows is store.ErrNotFound.
@@ -211,7 +217,7 @@ const reusableChunk = 500
 // chooses its authorization with a correlated subquery, which both
 // PostgreSQL and SQLite plan as an index lookup per key.
 func (s *Store) AuthzsReusable(ctx context.Context, accountID string, keys []store.AuthzKey, minExpiry time.Time) ([]*store.Authorization, error) {
-	out := make([]*store.Authorization, len(keys))
+	found := make([]authzRows, len(keys))
 	err := s.autocommit(ctx, func(t *txn) error {
 		for lo := 0; lo < len(keys); lo += reusableChunk {
 			chunk := keys[lo:min(lo+reusableChunk, len(keys))]
@@ -244,12 +250,7 @@ ORDER BY w.i, c.position`)
 				if i < lo || i >= lo+len(chunk) {
 					return fmt.Errorf("a reusable authorization for key %d, not asked for", i)
 				}
-				if out[i] == nil {
-					out[i] = a
-				}
-				if ch != nil {
-					out[i].Challenges = append(out[i].Challenges, *ch)
-				}
+				found[i].add(a, ch)
 				return nil
 			}, q.String(), args...)
 			if err != nil {
@@ -260,6 +261,10 @@ ORDER BY w.i, c.position`)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("finding reusable authorizations: %w", err)
+	}
+	out := make([]*store.Authorization, len(keys))
+	for i := range found {
+		out[i] = found[i].out
 	}
 	return out, nil
 }

@@ -23,9 +23,7 @@ func testAdminViews(t *testing.T, s store.Store, _ Extras) {
 	if _, err := s.OrderCreate(ctx, orderSpec(t, s, a, "pending.example.com")); err != nil {
 		t.Fatal(err)
 	}
-	if err := issue(t, s, o, "cafe"); err != nil {
-		t.Fatal(err)
-	}
+	mustIssue(t, s, o, "cafe")
 	if _, err := s.Revoke(ctx, "cafe", 4, store.AuditEvent{Actor: "admin:test", Action: "revoke", Subject: "cafe"}); err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,7 @@ func testRenewalMove(t *testing.T, s store.Store, _ Extras) {
 	a, b := newAccount(t, s), newAccount(t, s)
 	serials := []string{"a1" + rnd(4), "a2" + rnd(4), "b1" + rnd(4)}
 	for i, acct := range []*store.Account{a, a, b} {
-		if err := issue(t, s, readyOrder(t, s, acct, "ari.example.com"), serials[i]); err != nil {
-			t.Fatalf("issue: %v", err)
-		}
+		mustIssue(t, s, readyOrder(t, s, acct, "ari.example.com"), serials[i])
 	}
 	if _, err := s.Revoke(ctx, serials[1], 1, store.AuditEvent{Actor: "cli:test", Action: "revoke", Subject: serials[1]}); err != nil {
 		t.Fatal(err)
@@ -61,9 +59,7 @@ func testOrderReplaces(t *testing.T, s store.Store, _ Extras) {
 	ctx := ctxT(t)
 	a, other := newAccount(t, s), newAccount(t, s)
 	serial := "r" + rnd(6)
-	if err := issue(t, s, readyOrder(t, s, a, "r.example.com"), serial); err != nil {
-		t.Fatal(err)
-	}
+	mustIssue(t, s, readyOrder(t, s, a, "r.example.com"), serial)
 	spec := orderSpec(t, s, other, "r.example.com")
 	spec.Replaces, spec.ReplacesSerial = "cert-id", serial
 	_, err := s.OrderCreate(ctx, spec)

@@ -256,9 +256,7 @@ func testNonceLookups(t *testing.T, s store.Store, x Extras) {
 	ctx := ctxT(t)
 	a := newAccount(t, s)
 	o := readyOrder(t, s, a, "lookup.example.com")
-	if err := issue(t, s, o, "10ccab1e"); err != nil {
-		t.Fatal(err)
-	}
+	mustIssue(t, s, o, "10ccab1e")
 	o = order(t, s, o.ID)
 	az := authz(t, s, o.AuthzIDs[0])
 	ch, err := s.ChallengeWithAuthz(ctx, az.Challenges[0].ID)
@@ -1082,9 +1080,7 @@ func testCertificateSerialUnique(t *testing.T, s store.Store, _ Extras) {
 	a := newAccount(t, s)
 	o1 := readyOrder(t, s, a, "one.example.com")
 	o2 := readyOrder(t, s, a, "two.example.com")
-	if err := issue(t, s, o1, "abcdef01"); err != nil {
-		t.Fatal(err)
-	}
+	mustIssue(t, s, o1, "abcdef01")
 	wantErr(t, "second certificate with one serial", issue(t, s, o2, "abcdef01"), store.ErrConflict)
 	if got := order(t, s, o2.ID); got.Status != acme.StatusProcessing || got.CertSerial != "" {
 		t.Fatalf("order is %s with serial %q after its certificate conflicted, want processing with none", got.Status, got.CertSerial)
@@ -1099,9 +1095,7 @@ func testCertificatesList(t *testing.T, s store.Store, _ Extras) {
 	a, b := newAccount(t, s), newAccount(t, s)
 	for i, acct := range []*store.Account{a, a, b} {
 		o := readyOrder(t, s, acct, fmt.Sprintf("host%d.example.com", i))
-		if err := issue(t, s, o, fmt.Sprintf("%02x", i+1)); err != nil {
-			t.Fatal(err)
-		}
+		mustIssue(t, s, o, fmt.Sprintf("%02x", i+1))
 	}
 	if _, err := s.Revoke(ctx, "02", 1, store.AuditEvent{Actor: "cli:test", Action: "revoke", Subject: "02"}); err != nil {
 		t.Fatal(err)
@@ -1201,9 +1195,7 @@ func testRevoke(t *testing.T, s store.Store, x Extras) {
 	ctx := ctxT(t)
 	a := newAccount(t, s)
 	o := readyOrder(t, s, a, "revoke.example.com")
-	if err := issue(t, s, o, "beef"); err != nil {
-		t.Fatal(err)
-	}
+	mustIssue(t, s, o, "beef")
 	ev := store.AuditEvent{Actor: "cli:alice", Action: "revoke", Subject: "beef", Detail: "keyCompromise"}
 	c, err := s.Revoke(ctx, "beef", 1, ev)
 	if err != nil || c.RevokedAt == nil || c.RevocationReason != 1 {
@@ -1237,9 +1229,7 @@ func testRevokeQueue(t *testing.T, s store.Store, x Extras) {
 	ctx := ctxT(t)
 	a := newAccount(t, s)
 	o := readyOrder(t, s, a, "relay.example.com")
-	if err := issue(t, s, o, "cafe"); err != nil {
-		t.Fatal(err)
-	}
+	mustIssue(t, s, o, "cafe")
 	if err := s.RevokeQueue(ctx, "cafe", 4, store.AuditEvent{Actor: "acme:" + a.ID, Action: "revoke", Subject: "cafe"}); err != nil {
 		t.Fatal(err)
 	}

@@ -55,17 +55,11 @@ func testRateCounts(t *testing.T, s store.Store, _ Extras) {
 
 	// Certificates per registered domain count the domain and names below
 	// it, not a lookalike.
-	if err := issue(t, s, o1, "fa01"); err != nil {
-		t.Fatal(err)
-	}
+	mustIssue(t, s, o1, "fa01")
 	o2 := readyOrder(t, s, b, "rl-example.com", "x.y.rl-example.com")
-	if err := issue(t, s, o2, "fa02"); err != nil {
-		t.Fatal(err)
-	}
+	mustIssue(t, s, o2, "fa02")
 	o3 := readyOrder(t, s, b, "notrl-example.com")
-	if err := issue(t, s, o3, "fa03"); err != nil {
-		t.Fatal(err)
-	}
+	mustIssue(t, s, o3, "fa03")
 	rc, err = s.RateCertificates(ctx, "rl-example.com", time.Hour)
 	check("certificates of rl-example.com", rc, err, 2)
 	rc, err = s.RateCertificates(ctx, "notrl-example.com", time.Hour)

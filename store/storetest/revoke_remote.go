@@ -14,9 +14,7 @@ func testRevokeRecorded(t *testing.T, s store.Store, x Extras) {
 	ctx := ctxT(t)
 	a := newAccount(t, s)
 	o := readyOrder(t, s, a, "remote.example.com")
-	if err := issue(t, s, o, "f00d"); err != nil {
-		t.Fatal(err)
-	}
+	mustIssue(t, s, o, "f00d")
 	ev := store.AuditEvent{Actor: "worker:w1", Action: "revoke", Subject: "f00d", Detail: "relay"}
 	wantErr(t, "RevokeRecorded of an unknown serial", s.RevokeRecorded(ctx, "nope", 1, ev), store.ErrNotFound)
 

@@ -223,6 +223,14 @@ func readyOrder(t *testing.T, s store.Store, acct *store.Account, names ...strin
 	return o
 }
 
+// mustIssue is issue, failing the test if the certificate is not stored.
+func mustIssue(t *testing.T, s store.Store, o *store.Order, serial string) {
+	t.Helper()
+	if err := issue(t, s, o, serial); err != nil {
+		t.Fatalf("issuing %s for order %s: %v", serial, o.ID, err)
+	}
+}
+
 func issue(t *testing.T, s store.Store, o *store.Order, serial string) error {
 	t.Helper()
 	ctx := ctxT(t)
