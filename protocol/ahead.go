@@ -15,7 +15,9 @@ import (
 
 // Work done ahead: a request's nonce is consumed, the account its "kid"
 // names read, and the route's first read made (the order, authorization,
-// challenge or certificate the URL names: a route's readAhead), all in one
+// challenge or certificate the URL names, or for newOrder the account's
+// reusable authorizations for the identifiers the payload names as sent:
+// a route's readAhead), all in one
 // store round trip on the nonce batcher's goroutine (protocol/nonce), in
 // one batch with other requests' (store.NonceUse.Lookup). While that round
 // trip is out, the request's own goroutine checks the signature with the
@@ -67,13 +69,15 @@ func (g *guessed) resultFor(jwk []byte) (r verifyResult, ok bool) {
 	return g.verifyResult, true
 }
 
-// readAhead names a route's first store read from the URL alone.
-type readAhead func(r *http.Request) store.Lookup
+// readAhead names a route's first store read from the URL or from the
+// payload as sent (jws.Message.UnverifiedPayload); for the account acctID
+// names, which the same round trip reads. A zero Lookup reads nothing.
+type readAhead func(r *http.Request, msg *jws.Message, acctID string) store.Lookup
 
 // lookupOf is the readAhead of a route whose URL variable v names a row of
 // kind.
 func lookupOf(kind store.LookupKind, v string) readAhead {
-	return func(r *http.Request) store.Lookup {
+	return func(r *http.Request, _ *jws.Message, _ string) store.Lookup {
 		return store.Lookup{Kind: kind, ID: mux.Vars(r)[v]}
 	}
 }
@@ -129,7 +133,7 @@ func aheadOr[T any](p *post, ahead readAhead, read func(context.Context, store.L
 	a := p.ahead
 	p.ahead = nil
 	if a == nil {
-		v, err := read(p.r.Context(), ahead(p.r))
+		v, err := read(p.r.Context(), ahead(p.r, nil, ""))
 		a = &aheadResult{v: v, err: err}
 	}
 	var zero T

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/jws"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -34,9 +35,11 @@ func TestAheadOr(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &post{r: httptest.NewRequest(http.MethodPost, "/acme/order/o1", nil), ahead: tc.ahead}
 			reads := 0
-			ahead := func(*http.Request) store.Lookup { return store.Lookup{Kind: store.LookupOrder, ID: "o1"} }
+			ahead := func(*http.Request, *jws.Message, string) store.Lookup {
+				return store.Lookup{Kind: store.LookupOrder, ID: "o1"}
+			}
 			read := func(_ context.Context, l store.Lookup) (any, error) {
-				if l != (store.Lookup{Kind: store.LookupOrder, ID: "o1"}) {
+				if l.Kind != store.LookupOrder || l.ID != "o1" {
 					t.Errorf("read %+v, not the route's lookup", l)
 				}
 				reads++

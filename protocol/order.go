@@ -3,9 +3,11 @@ package protocol
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/jws"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -126,22 +129,16 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 		return err
 	}
 
-	expires := now.Add(hours(s.cfg.Server.OrderLifetimeHours, 7*24))
+	expires := now.Add(s.orderLifetime())
 	authzLife := hours(s.cfg.Server.AuthzLifetimeHours, 30*24)
 	no := store.NewOrder{
 		AccountID: p.acct.ID, Identifiers: ids, Profile: name,
 		NotBefore: nb, NotAfter: na, Expires: expires,
 		Replaces: req.Replaces, ReplacesSerial: replacesSerial,
 	}
-	// The account's valid authorizations that outlive the order, for
-	// every identifier in one read.
-	keys := make([]store.AuthzKey, len(ids))
-	for i, id := range ids {
-		keys[i] = store.AuthzKey{Identifier: id.Base(), Wildcard: id.IsWildcard()}
-	}
-	reusable, err := s.st.AuthzsReusable(ctx, p.acct.ID, keys, expires)
+	reusable, err := s.reusable(p, authzKeys(ids), expires)
 	if err != nil {
-		return s.storeErr(err, "looking for reusable authorizations")
+		return err
 	}
 	for i, id := range ids {
 		a, err := authzFor(reusable[i], p.acct.ID, id, prof, name, now, authzLife)
@@ -166,6 +163,86 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 	}
 	s.auditBornValid(ctx, p.acct.ID, bind, no, o)
 	return s.writeOrder(w, http.StatusCreated, o)
+}
+
+// orderLifetime is how long a new order lives, at most.
+func (s *Server) orderLifetime() time.Duration {
+	return hours(s.cfg.Server.OrderLifetimeHours, 7*24)
+}
+
+// authzKeys are the authorizations ids need.
+func authzKeys(ids []acme.Identifier) []store.AuthzKey {
+	keys := make([]store.AuthzKey, len(ids))
+	for i, id := range ids {
+		keys[i] = store.AuthzKey{Identifier: id.Base(), Wildcard: id.IsWildcard()}
+	}
+	return keys
+}
+
+// aheadSkew is how far the frontend's clock may run ahead of the
+// database's before a reusable-authorization read made ahead is of no use
+// (newOrderAhead).
+const aheadSkew = 10 * time.Minute
+
+// newOrderAhead is newOrder's readAhead: the account's reusable
+// authorizations for the identifiers the payload names as sent, read
+// with the nonce. The order's expiry is not known until the database
+// clock is (it comes back with the nonce), so this asks for those that
+// outlive an earlier one, aheadSkew sooner by the frontend's clock; the
+// handler keeps only those that outlive the order (reusable). A payload
+// that does not parse, or names nothing the policy allows, reads nothing
+// ahead: the handler refuses it after verifying it.
+func (s *Server) newOrderAhead(_ *http.Request, msg *jws.Message, acctID string) store.Lookup {
+	var req newOrderReq
+	if msg == nil || json.Unmarshal(msg.UnverifiedPayload(), &req) != nil || len(req.Identifiers) == 0 {
+		return store.Lookup{}
+	}
+	name := req.Profile
+	if name == "" {
+		name = s.cfg.DefaultProfile
+	}
+	prof, ok := s.profile(name)
+	if !ok {
+		return store.Lookup{}
+	}
+	ids, err := s.policy.Check(req.Identifiers, prof)
+	if err != nil {
+		return store.Lookup{}
+	}
+	return store.Lookup{Kind: store.LookupReusable, ID: acctID, Keys: authzKeys(ids),
+		After: time.Now().Add(s.orderLifetime() - aheadSkew)}
+}
+
+// reusable is, for each key, the account's valid authorization that
+// outlives expires (store.AuthzsReusable): from the read made with the
+// nonce when it asked for these keys, for this account, and for an
+// expiry no later than expires, which a longest-lived authorization per
+// key can be filtered for; else read now.
+func (s *Server) reusable(p *post, keys []store.AuthzKey, expires time.Time) ([]*store.Authorization, error) {
+	sent := p.aheadOf
+	if a := p.ahead; a != nil && sent.Kind == store.LookupReusable && sent.ID == p.acct.ID &&
+		!sent.After.After(expires) && slices.Equal(sent.Keys, keys) {
+		p.ahead = nil
+		if a.err != nil {
+			return nil, s.storeErr(a.err, "looking for reusable authorizations")
+		}
+		found, ok := a.v.([]*store.Authorization)
+		if !ok || len(found) != len(keys) {
+			return nil, acme.Internal(fmt.Errorf("the reusable authorizations read ahead are a %T of %d, not %d", a.v, len(found), len(keys)))
+		}
+		out := make([]*store.Authorization, len(found))
+		for i, a := range found {
+			if a != nil && a.Expires.After(expires) {
+				out[i] = a
+			}
+		}
+		return out, nil
+	}
+	found, err := s.st.AuthzsReusable(p.r.Context(), p.acct.ID, keys, expires)
+	if err != nil {
+		return nil, s.storeErr(err, "looking for reusable authorizations")
+	}
+	return found, nil
 }
 
 // authzFor is reusable, the account's valid authorization for id that

@@ -3,10 +3,14 @@ package protocol_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -77,6 +81,11 @@ func (w *aheadWatch) ChallengeWithAuthz(ctx context.Context, id string) (*store.
 	return w.Store.ChallengeWithAuthz(ctx, id)
 }
 
+func (w *aheadWatch) AuthzsReusable(ctx context.Context, accountID string, keys []store.AuthzKey, minExpiry time.Time) ([]*store.Authorization, error) {
+	w.read()
+	return w.Store.AuthzsReusable(ctx, accountID, keys, minExpiry)
+}
+
 func (w *aheadWatch) CertificateBySerial(ctx context.Context, serial string) (*store.Certificate, error) {
 	w.read()
 	return w.Store.CertificateBySerial(ctx, serial)
@@ -112,7 +121,7 @@ func TestReadAhead(t *testing.T) {
 			r := e.post(t, a, tc.url, nil)
 			lookups, found, reads := watch.disarm()
 			wantStatus(t, r, tc.wantStatus)
-			if len(lookups) != 1 || lookups[0] != tc.want {
+			if len(lookups) != 1 || lookups[0].Kind != tc.want.Kind || lookups[0].ID != tc.want.ID {
 				t.Errorf("%s: the nonce carried lookups %+v, want [%+v]", tc.name, lookups, tc.want)
 			}
 			if wantFound := b2i(tc.wantStatus == http.StatusOK); found != wantFound {
@@ -132,6 +141,27 @@ func TestReadAhead(t *testing.T) {
 		if len(lookups) != 0 || reads != 1 {
 			t.Errorf("odd ID: lookups %+v and %d reads of its own, want none and 1", lookups, reads)
 		}
+
+		// newOrder: the account's reusable authorizations for the
+		// identifiers as sent, read with the nonce; the valid one is
+		// reused, the other is new.
+		watch.arm()
+		o2, _ := e.newOrder(t, a, dnsIDs("ahead-issued.example", "ahead-new.example"))
+		lookups, found, reads := watch.disarm()
+		wantKeys := []store.AuthzKey{
+			{Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: "ahead-issued.example"}},
+			{Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: "ahead-new.example"}},
+		}
+		if len(lookups) != 1 || lookups[0].Kind != store.LookupReusable || lookups[0].ID != last(a.kid) || !slices.Equal(lookups[0].Keys, wantKeys) {
+			t.Errorf("newOrder: the nonce carried lookups %+v, want the account's reusable authorizations for %+v", lookups, wantKeys)
+		}
+		if found != 1 || reads != 0 {
+			t.Errorf("newOrder: %d lookups answered and %d reads of its own, want 1 and none", found, reads)
+		}
+		if len(o2.Authorizations) != 2 || e.authz(t, a, o2.Authorizations[0]).Status != acme.StatusValid ||
+			e.authz(t, a, o2.Authorizations[1]).Status != acme.StatusPending {
+			t.Errorf("newOrder: order %+v, want the first authorization reused (valid) and the second new", o2)
+		}
 	})
 }
 
@@ -140,4 +170,31 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// TestReuseAheadOutlivesOrder: the reusable authorizations read with the
+// nonce are asked for with an expiry earlier than the order's (the
+// database clock is not known yet), so the handler must drop those that
+// do not outlive the order. With orders and authorizations both living an
+// hour, a valid authorization never outlives a later order, and is not
+// reused, though the read made ahead found it.
+func TestReuseAheadOutlivesOrder(t *testing.T) {
+	t.Parallel()
+	hour := func(c *config.Config) { c.Server.OrderLifetimeHours, c.Server.AuthzLifetimeHours = 1, 1 }
+	wrap := func(s store.Store) store.Store { return &aheadWatch{Store: s} }
+	withWrappedStores(t, hour, wrap, nil, func(t *testing.T, e *env) {
+		watch := e.st.(*aheadWatch)
+		a := e.register(t)
+		o, _ := e.newOrder(t, a, dnsIDs("short.example"))
+		e.validate(t, a, o)
+		watch.arm()
+		o2, _ := e.newOrder(t, a, dnsIDs("short.example"))
+		lookups, found, reads := watch.disarm()
+		if len(lookups) != 1 || found != 1 || reads != 0 {
+			t.Fatalf("lookups %+v (%d answered), %d reads of its own; want one answered lookup and no read", lookups, found, reads)
+		}
+		if o2.Status != acme.StatusPending || o2.Authorizations[0] == o.Authorizations[0] {
+			t.Errorf("second order %+v reused authorization %s, which expires before it", o2, o.Authorizations[0])
+		}
+	})
 }

@@ -224,6 +224,7 @@ type post struct {
 	thumb   string         // the header's key thumbprint (jwk requests)
 	now     time.Time      // the database clock when the nonce was consumed
 	ahead   *aheadResult   // the route's first read, made while the nonce was consumed (ahead.go)
+	aheadOf store.Lookup   // what ahead read
 }
 
 // isGet reports a POST-as-GET: an empty payload (RFC 8555 §6.3).
@@ -251,7 +252,7 @@ func (s *Server) routes() http.Handler {
 		r.Handle(path, s.instrument(name, true, methodsOnly([]string{http.MethodPost}, s.verified(mode, h, ahead))))
 	}
 	postRoute(pathNewAccount, "new_account", jwkOnly, s.newAccount, nil)
-	postRoute(pathNewOrder, "new_order", kidOnly, s.newOrder, nil)
+	postRoute(pathNewOrder, "new_order", kidOnly, s.newOrder, s.newOrderAhead)
 	postRoute(pathNewAuthz, "new_authz", kidOnly, s.newAuthz, nil) // newauthz.go
 	postRoute(pathRevokeCert, "revoke_cert", kidOrJWK, s.revokeCert, nil)
 	postRoute(pathKeyChange, "key_change", kidOnly, s.keyChange, nil)
@@ -436,7 +437,7 @@ func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error
 		acctID, kidErr := s.kidAccountID(msg.KeyID)
 		var first store.Lookup
 		if acctID != "" && mode != jwkOnly && ahead != nil {
-			if l := ahead(r); aheadID(l.ID) {
+			if l := ahead(r, msg, acctID); aheadID(l.ID) {
 				first = l
 			}
 		}
@@ -451,7 +452,7 @@ func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error
 		}
 		p := &post{r: r, url: want, now: now}
 		if v, err, ok := red.Found(); ok {
-			p.ahead = &aheadResult{v: v, err: err}
+			p.ahead, p.aheadOf = &aheadResult{v: v, err: err}, first
 		}
 		switch {
 		case msg.KeyID != "":

@@ -21,17 +21,25 @@ type NonceUse struct {
 	Lookup Lookup
 }
 
-// Lookup names the one row a POST-as-GET or a challenge or finalize POST
-// reads first: an order, an authorization with its challenges, a challenge
-// with its authorization, or a certificate. Reading it with the request's
-// nonce saves the request a round trip of its own.
+// Lookup names what a request reads first: for a POST-as-GET or a
+// challenge or finalize POST the one row its URL names (an order, an
+// authorization with its challenges, a challenge with its authorization,
+// or a certificate); for a newOrder the account's reusable
+// authorizations. Reading it with the request's nonce saves the request a
+// round trip of its own.
 type Lookup struct {
 	Kind LookupKind
-	ID   string // the order, authorization or challenge ID, or the certificate's serial
+	// ID is the order, authorization or challenge ID, the certificate's
+	// serial, or (LookupReusable) the account's ID.
+	ID string
+	// Keys and After are LookupReusable's: AuthzsReusable(ID, Keys, After).
+	Keys  []AuthzKey
+	After time.Time
 }
 
 // LookupKind is what a Lookup reads, and so the type of its Found:
-// *Order, *Authorization, *ChallengeAuthz or *Certificate.
+// *Order, *Authorization, *ChallengeAuthz, *Certificate, or
+// []*Authorization (one per key, as AuthzsReusable answers).
 type LookupKind uint8
 
 const (
@@ -40,6 +48,7 @@ const (
 	LookupAuthz
 	LookupChallenge
 	LookupCert
+	LookupReusable
 )
 
 // NonceUsed answers one NonceUse.

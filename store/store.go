@@ -89,7 +89,6 @@ type CertFilter struct {
 	Revoked        *bool
 }
 
-// Store is every operation on Hallmark's records.
 // AuthzKey is what an authorization is for: an identifier (without "*.")
 // and whether it is a wildcard's.
 type AuthzKey struct {
@@ -97,6 +96,7 @@ type AuthzKey struct {
 	Wildcard   bool
 }
 
+// Store is every operation on Hallmark's records.
 type Store interface {
 	// store/ari.go, store/eab.go: ARI (RFC 9773), external account binding
 	// and newAuthz (RFC 8555 §7.3.4, §7.4.1).
@@ -137,9 +137,11 @@ type Store interface {
 	OrdersList(ctx context.Context, f OrderFilter, p Page) ([]*Order, string, error)
 
 	AuthzByID(ctx context.Context, id string) (*Authorization, error)
-	// AuthzsReusable finds, for each key, a valid, unexpired authorization
-	// of the account for it that lives past minExpiry, in one read:
-	// found[i] is keys[i]'s, nil when there is none.
+	// AuthzsReusable finds, for each key, the valid, unexpired
+	// authorization of the account for it that lives longest, if it lives
+	// past minExpiry, in one read: found[i] is keys[i]'s, nil when there
+	// is none. (Choosing the longest-lived lets a caller that asked with
+	// an earlier minExpiry filter the answer for a later one.)
 	AuthzsReusable(ctx context.Context, accountID string, keys []AuthzKey, minExpiry time.Time) (found []*Authorization, err error)
 	// AuthzDeactivate moves a pending or valid authorization to deactivated
 	// and the orders that use it (pending or ready) to invalid.

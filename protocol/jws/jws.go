@@ -283,6 +283,17 @@ func parse(body []byte, r rules) (*Message, error) {
 	return m, nil
 }
 
+// UnverifiedPayload is the payload as sent, before any signature check.
+// Nothing in it may be trusted or acted on: it is for reads made ahead
+// while the signature is checked (protocol/ahead.go), whose answers are
+// used only once Verify has returned the same bytes.
+func (m *Message) UnverifiedPayload() []byte {
+	if m == nil || m.sig == nil {
+		return nil
+	}
+	return m.sig.UnsafePayloadWithoutVerification()
+}
+
 // Verify checks the signature with key (the header's JWK for newAccount and
 // keyChange's inner JWS, the account's key otherwise) and returns the
 // payload, which is empty for POST-as-GET (RFC 8555 §6.3). The key must be

@@ -215,6 +215,11 @@ func TestParseAndVerifyValid(t *testing.T) {
 				}
 				verifyKey = m.JWK
 			}
+			// The payload as sent is there before verification, and is
+			// what verification returns.
+			if got := m.UnverifiedPayload(); string(got) != string(payload) {
+				t.Fatalf("UnverifiedPayload %q, want %q", got, payload)
+			}
 			got, err := m.Verify(verifyKey)
 			if err != nil {
 				t.Fatalf("Verify: %v", err)
@@ -223,6 +228,9 @@ func TestParseAndVerifyValid(t *testing.T) {
 				t.Fatalf("payload %q, want %q", got, payload)
 			}
 		})
+	}
+	if got := (*Message)(nil).UnverifiedPayload(); got != nil {
+		t.Errorf("a nil Message's UnverifiedPayload = %q, want nil", got)
 	}
 }
 

@@ -1,6 +1,8 @@
 package sqlstore
 
 import (
+	"slices"
+
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -22,12 +24,23 @@ type lookup struct {
 // kind, which read nothing. An ID no row can have (store.Storable) finds
 // nothing without a statement: on PostgreSQL it would fail the whole
 // batch, the other requests' nonces with it.
-func newLookup(l store.Lookup) (lk *lookup, ok bool) {
+func (s *Store) newLookup(l store.Lookup) (lk *lookup, ok bool) {
 	if l.Kind != store.LookupNone && !store.Storable(l.ID) {
 		return &lookup{found: func() (any, error) { return nil, store.ErrNotFound }}, true
 	}
 	args := []any{l.ID}
 	switch l.Kind {
+	case store.LookupReusable:
+		// Keys a client sent: one no text column can hold (or more than
+		// one statement's worth) is left to the handler's own read.
+		if len(l.Keys) == 0 || len(l.Keys) > reusableChunk || slices.ContainsFunc(l.Keys, func(k store.AuthzKey) bool {
+			return !store.Storable(k.Identifier.Value) || !store.Storable(string(k.Identifier.Type))
+		}) {
+			return nil, false
+		}
+		found := make([]authzRows, len(l.Keys))
+		q, args := s.reusableSQL(l.ID, l.Keys, l.After)
+		return isolated(q, args, reusableRows(found), func() (any, error) { return reusableFound(found), nil }), true
 	case store.LookupOrder:
 		return oneRow(orderByIDSQL, args, func(r Rows) (*store.Order, error) {
 			var seq int64

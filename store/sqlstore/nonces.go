@@ -174,7 +174,7 @@ func (s *Store) nonceConsumePG(ctx context.Context, uses []store.NonceUse, send 
 		var looks []*lookup
 		var lookFor []int // the use each of looks answers
 		for _, i := range send {
-			if lk, ok := newLookup(uses[i].Lookup); ok {
+			if lk, ok := s.newLookup(uses[i].Lookup); ok {
 				looks, lookFor = append(looks, lk), append(lookFor, i)
 			}
 		}
@@ -275,7 +275,7 @@ func (s *Store) nonceConsumeEach(ctx context.Context, uses []store.NonceUse, sen
 			}
 		}
 		for _, i := range send {
-			if lk, ok := newLookup(uses[i].Lookup); ok {
+			if lk, ok := s.newLookup(uses[i].Lookup); ok {
 				if lk.sql != "" {
 					if err := collect(ctx, t, lk.each, lk.sql, lk.args...); err != nil {
 						return err

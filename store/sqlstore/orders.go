@@ -213,47 +213,15 @@ const reusableChunk = 500
 // AuthzsReusable is a read: it runs autocommitted, choosing each key's
 // authorization and reading it with its challenges in one statement for
 // all of them (per reusableChunk keys), not one per identifier: a
-// newOrder of 100 names asks once. The keys are a VALUES list, and each
-// chooses its authorization with a correlated subquery, which both
-// PostgreSQL and SQLite plan as an index lookup per key.
+// newOrder of 100 names asks once. A newOrder of at most reusableChunk
+// names asks with its nonce instead (LookupReusable, newLookup).
 func (s *Store) AuthzsReusable(ctx context.Context, accountID string, keys []store.AuthzKey, minExpiry time.Time) ([]*store.Authorization, error) {
 	found := make([]authzRows, len(keys))
 	err := s.autocommit(ctx, func(t *txn) error {
 		for lo := 0; lo < len(keys); lo += reusableChunk {
 			chunk := keys[lo:min(lo+reusableChunk, len(keys))]
-			var q strings.Builder
-			args := []any{accountID, s.d.T(minExpiry)}
-			q.WriteString("WITH want (i, typ, val, wc) AS (VALUES ")
-			for i, k := range chunk {
-				if i > 0 {
-					q.WriteString(", ")
-				}
-				n := len(args)
-				fmt.Fprintf(&q, "(CAST($%d AS INTEGER), CAST($%d AS TEXT), CAST($%d AS TEXT), CAST($%d AS BOOLEAN))", n+1, n+2, n+3, n+4)
-				args = append(args, lo+i, string(k.Identifier.Type), k.Identifier.Value, k.Wildcard)
-			}
-			q.WriteString(`)
-SELECT w.i, ` + authzChallengeCols + `
-FROM want w
-JOIN authorizations a ON a.id = (SELECT id FROM authorizations
-  WHERE account_id = $1 AND identifier_type = w.typ AND identifier_value = w.val AND wildcard = w.wc
-    AND status = 'valid' AND expires_at > $2 AND expires_at > {now}
-  ORDER BY expires_at DESC LIMIT 1)
-LEFT JOIN challenges c ON c.authz_id = a.id
-ORDER BY w.i, c.position`)
-			err := collect(ctx, t, func(r Rows) error {
-				var i int
-				a, ch, err := scanAuthzRow(r, &i)
-				if err != nil {
-					return err
-				}
-				if i < lo || i >= lo+len(chunk) {
-					return fmt.Errorf("a reusable authorization for key %d, not asked for", i)
-				}
-				found[i].add(a, ch)
-				return nil
-			}, q.String(), args...)
-			if err != nil {
+			q, args := s.reusableSQL(accountID, chunk, minExpiry)
+			if err := collect(ctx, t, reusableRows(found[lo:lo+len(chunk)]), q, args...); err != nil {
 				return err
 			}
 		}
@@ -262,11 +230,60 @@ ORDER BY w.i, c.position`)
 	if err != nil {
 		return nil, fmt.Errorf("finding reusable authorizations: %w", err)
 	}
-	out := make([]*store.Authorization, len(keys))
+	return reusableFound(found), nil
+}
+
+// reusableSQL is the statement answering keys (at most reusableChunk):
+// the keys are a VALUES list, and each chooses its authorization with a
+// correlated subquery, which both PostgreSQL and SQLite plan as an index
+// lookup per key. Its rows carry the key's index in keys first.
+func (s *Store) reusableSQL(accountID string, keys []store.AuthzKey, minExpiry time.Time) (string, []any) {
+	var q strings.Builder
+	args := []any{accountID, s.d.T(minExpiry)}
+	q.WriteString("WITH want (i, typ, val, wc) AS (VALUES ")
+	for i, k := range keys {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		n := len(args)
+		fmt.Fprintf(&q, "(CAST($%d AS INTEGER), CAST($%d AS TEXT), CAST($%d AS TEXT), CAST($%d AS BOOLEAN))", n+1, n+2, n+3, n+4)
+		args = append(args, i, string(k.Identifier.Type), k.Identifier.Value, k.Wildcard)
+	}
+	q.WriteString(`)
+SELECT w.i, ` + authzChallengeCols + `
+FROM want w
+JOIN authorizations a ON a.id = (SELECT id FROM authorizations
+  WHERE account_id = $1 AND identifier_type = w.typ AND identifier_value = w.val AND wildcard = w.wc
+    AND status = 'valid' AND expires_at > $2 AND expires_at > {now}
+  ORDER BY expires_at DESC LIMIT 1)
+LEFT JOIN challenges c ON c.authz_id = a.id
+ORDER BY w.i, c.position`)
+	return q.String(), args
+}
+
+// reusableRows reads reusableSQL's rows into found, one per key asked.
+func reusableRows(found []authzRows) func(Rows) error {
+	return func(r Rows) error {
+		var i int
+		a, ch, err := scanAuthzRow(r, &i)
+		if err != nil {
+			return err
+		}
+		if i < 0 || i >= len(found) {
+			return fmt.Errorf("a reusable authorization for key %d, not asked for", i)
+		}
+		found[i].add(a, ch)
+		return nil
+	}
+}
+
+// reusableFound is found as AuthzsReusable answers it.
+func reusableFound(found []authzRows) []*store.Authorization {
+	out := make([]*store.Authorization, len(found))
 	for i := range found {
 		out[i] = found[i].out
 	}
-	return out, nil
+	return out
 }
 
 const challengeCols = `id, authz_id, type, token, status, validated_at, error, validation_record`

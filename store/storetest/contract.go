@@ -272,12 +272,27 @@ func testNonceLookups(t *testing.T, s store.Store, x Extras) {
 		t.Fatal(err)
 	}
 	expires := dbNow(t, s).Add(time.Hour)
+	// The reusable authorizations of the account: its valid one, and
+	// none for a name it has none for, as AuthzsReusable answers.
+	keys := []store.AuthzKey{{Identifier: az.Identifier}, {Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: "none.example.com"}}}
+	after := dbNow(t, s)
+	reusable, err := s.AuthzsReusable(ctx, a.ID, keys, after)
+	if err != nil || len(reusable) != 2 || reusable[0] == nil || reusable[1] != nil {
+		t.Fatalf("AuthzsReusable = %+v, %v; want the valid authorization and none", reusable, err)
+	}
+	// A key no text column can hold is not read with the nonce (it would
+	// fail the whole batch on PostgreSQL): no answer, and the caller
+	// reads for itself.
+	badKeys := []store.AuthzKey{{Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: "bad\x00name"}}}
 	tests := []struct {
 		name   string
 		acct   string
 		lookup store.Lookup
-		want   any // nil: store.ErrNotFound
+		want   any // nil: store.ErrNotFound; noAnswer: nothing read
 	}{
+		{"reusable authorizations", a.ID, store.Lookup{Kind: store.LookupReusable, ID: a.ID, Keys: keys, After: after}, reusable},
+		{"reusable, none after", a.ID, store.Lookup{Kind: store.LookupReusable, ID: a.ID, Keys: keys, After: after.Add(365 * 24 * time.Hour)}, []*store.Authorization{nil, nil}},
+		{"reusable, NUL in a key", a.ID, store.Lookup{Kind: store.LookupReusable, ID: a.ID, Keys: badKeys, After: after}, noAnswer{}},
 		{"order", a.ID, store.Lookup{Kind: store.LookupOrder, ID: o.ID}, o},
 		{"authorization", a.ID, store.Lookup{Kind: store.LookupAuthz, ID: az.ID}, az},
 		{"challenge", a.ID, store.Lookup{Kind: store.LookupChallenge, ID: ch.Challenge.ID}, ch},
@@ -295,6 +310,12 @@ func testNonceLookups(t *testing.T, s store.Store, x Extras) {
 		}
 		if wantAcct := acct == a.ID; (got.Account != nil) != wantAcct {
 			t.Errorf("%s: account %+v, want one: %v", name, got.Account, wantAcct)
+		}
+		if _, ok := want.(noAnswer); ok {
+			if got.Found != nil || got.FoundErr != nil {
+				t.Errorf("%s: found %+v, %v; want no answer", name, got.Found, got.FoundErr)
+			}
+			return
 		}
 		if want == nil {
 			if got.Found != nil || !errors.Is(got.FoundErr, store.ErrNotFound) {
@@ -379,6 +400,10 @@ func testNonceLookups(t *testing.T, s store.Store, x Extras) {
 		}
 	}
 }
+
+// noAnswer is testNonceLookups' want for a lookup the store leaves
+// unread.
+type noAnswer struct{}
 
 // testNonceEpochReset: what a PostgreSQL crash does to the unlogged nonce
 // tables (empties both), done here by hand. A nonce consumed before the
