@@ -19,3 +19,11 @@ func CommitWith(ctx context.Context, tx pgx.Tx, b *pgx.Batch) pgx.BatchResults {
 func SendAhead(tx pgx.Tx, b *pgx.Batch, read func(pgx.BatchResults) error) {
 	tx.(*lazyTx).sendAhead(b, read)
 }
+
+// CommitWithInsert is lazyTx.commitWithInsert for the external tests.
+func CommitWithInsert(tx pgx.Tx, queue string) (disarm func()) {
+	return tx.(*lazyTx).commitWithInsert(queue)
+}
+
+// RiverInsertSQL begins River's job insert statement.
+const RiverInsertSQL = riverInsertSQL

@@ -2,11 +2,13 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // lazyTx is a transaction whose BEGIN travels with its first statement or
@@ -37,6 +39,13 @@ type lazyTx struct {
 	// results from that batch before anything else is read from it.
 	ahead     []*pgx.QueuedQuery
 	readAhead func(pgx.BatchResults) error
+	// commitAtInsert, armed by commitWithInsert: River's job insert, when
+	// it comes, goes out with notify and the COMMIT after it. notified
+	// is what notify said once it went out, so River's own notification
+	// after the COMMIT can be checked against it.
+	commitAtInsert bool
+	notify         *insertNotify
+	notified       *insertNotify
 }
 
 var _ pgx.Tx = (*lazyTx)(nil)
@@ -89,6 +98,9 @@ func (t *lazyTx) first(ctx context.Context, sql string, args []any) pgx.BatchRes
 }
 
 func (t *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if t.early && holdForCommit(sql) {
+		return t.afterCommitNotify(ctx, sql, args)
+	}
 	if t.closed || t.early {
 		return pgconn.CommandTag{}, pgx.ErrTxClosed
 	}
@@ -110,6 +122,9 @@ func (t *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 func (t *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if t.closed || t.early {
 		return nil, pgx.ErrTxClosed
+	}
+	if t.commitAtInsert && strings.HasPrefix(sql, riverInsertSQL) {
+		return t.insertAndCommit(ctx, sql, args)
 	}
 	if t.direct() {
 		return t.tx.Query(ctx, sql, args...)
@@ -381,4 +396,113 @@ func (t *lazyTx) endUnbegun() error {
 	}
 	t.closed = true
 	return nil
+}
+
+// A claim in one round trip.
+//
+// A claim (a challenge's or an order's compare-and-swap and River's job
+// insert) used to take two round trips: BEGIN, the swap and the insert,
+// then River's notification and COMMIT. commitWithInsert makes it one:
+// the COMMIT goes out with the insert, and the notification River would
+// send after it goes in front of the COMMIT. Two things make that safe:
+//   - the swap must fail when it loses, not return no row (the caller's
+//     SQL does it: sqlstore.mustMove), because its result is read after
+//     the COMMIT has run; a failed statement skips the rest of the batch,
+//     COMMIT included, and the transaction rolls back as before;
+//   - the notification is River's as River would send it (insertNotify):
+//     River's own, arriving after the COMMIT, is dropped when it says
+//     the same, and sent on its own otherwise (a River upgrade that
+//     changes the payload costs a round trip, never a missed wake-up).
+
+// riverInsertSQL begins River's job insert (JobInsertFastMany).
+// TestClaimOneRoundTrip fails if River renames it.
+const riverInsertSQL = "-- name: JobInsertFastMany"
+
+// riverInsertTopic is the topic River's insert notification uses
+// (notifier.NotificationTopicInsert), under the connection's schema.
+const riverInsertTopic = "river_insert"
+
+// insertNotify is River's insert notification for one queue.
+type insertNotify struct{ queue string }
+
+func (n *insertNotify) payload() string { return fmt.Sprintf("{\"queue\": %q}", n.queue) }
+
+func (n *insertNotify) query() *pgx.QueuedQuery {
+	return &pgx.QueuedQuery{
+		SQL:       "SELECT pg_notify(current_schema() || '." + riverInsertTopic + "', $1)",
+		Arguments: []any{n.payload()},
+	}
+}
+
+// sameAs reports whether River's PGNotifyMany arguments (schema, topic,
+// payloads) say what n said.
+func (n *insertNotify) sameAs(args []any) bool {
+	if n == nil || len(args) != 3 {
+		return false
+	}
+	schema, ok := args[0].(pgtype.Text)
+	if !ok || (schema.Valid && schema.String != "") {
+		return false
+	}
+	topic, ok := args[1].(string)
+	if !ok || topic != riverInsertTopic {
+		return false
+	}
+	payloads, ok := args[2].([]string)
+	return ok && len(payloads) == 1 && payloads[0] == n.payload()
+}
+
+// commitWithInsert arms t: River's next job insert goes out with a
+// notification for queue and the COMMIT, in one batch (with BEGIN and
+// the statements sent ahead in front, if those have not gone yet).
+// disarm undoes it if no insert came.
+func (t *lazyTx) commitWithInsert(queue string) (disarm func()) {
+	t.commitAtInsert, t.notify = true, &insertNotify{queue: queue}
+	return func() { t.commitAtInsert, t.notify = false, nil }
+}
+
+// insertAndCommit sends River's job insert with the notification and the
+// COMMIT (commitWith). River reads the insert's rows; closing them reads
+// the COMMIT's result (commitResults), which leaves t early when it
+// committed.
+func (t *lazyTx) insertAndCommit(ctx context.Context, sql string, args []any) (pgx.Rows, error) {
+	n := t.notify
+	t.commitAtInsert, t.notify = false, nil
+	t.atCommit = append(t.atCommit, n.query())
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	br := t.commitWith(ctx, b)
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	t.notified = n
+	return &committingRows{batchRows{Rows: rows, br: br}}, nil
+}
+
+// committingRows are the insert's rows in a batch that ends with COMMIT.
+// The batch is read to its end, COMMIT included, as soon as the last row
+// has been read, not only on Close: a caller checks Err before it
+// closes (River's generated code closes in a defer), and a failed COMMIT
+// must be its error.
+type committingRows struct{ batchRows }
+
+func (r *committingRows) Next() bool {
+	if r.batchRows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+// afterCommitNotify answers River's insert notification arriving after
+// the COMMIT went out with the insert: nothing to do when the batch
+// already said the same; else it goes now, on its own (a notification
+// needs no transaction).
+func (t *lazyTx) afterCommitNotify(ctx context.Context, sql string, args []any) (pgconn.CommandTag, error) {
+	if t.notified.sameAs(args) {
+		return pgconn.NewCommandTag("SELECT 1"), nil
+	}
+	return t.conn.Exec(ctx, sql, args...)
 }

@@ -94,6 +94,8 @@ func (c conn) Classify(err error) sqlstore.ErrorKind {
 		return sqlstore.ErrForeignKey
 	case "40001", "40P01":
 		return sqlstore.ErrRetry
+	case "22012":
+		return sqlstore.ErrSwapLost
 	}
 	return sqlstore.ErrOther
 }
@@ -158,6 +160,18 @@ func (t pgTx) BatchAhead(ctx context.Context, stmts []sqlstore.Stmt, then func()
 		return nil, thenErr // then failed before sending anything: stmts never ran
 	}
 	return n, thenErr
+}
+
+// BatchClaim is BatchAhead for a claim, in one round trip: the COMMIT
+// goes out with River's job insert, with River's notification for queue
+// before it (lazyTx.commitWithInsert). stmts must fail when the swap
+// loses (sqlstore.mustMove); their results are read after the COMMIT ran.
+// If then sends no insert, it is BatchAhead, and the transaction commits
+// as usual.
+func (t pgTx) BatchClaim(ctx context.Context, stmts []sqlstore.Stmt, queue string, then func() error) ([]int64, error) {
+	disarm := t.tx.commitWithInsert(queue)
+	defer disarm()
+	return t.BatchAhead(ctx, stmts, then)
 }
 
 func (t pgTx) Raw() jobs.Tx { return t.tx }

@@ -34,6 +34,7 @@ const (
 	ErrUnique               // a unique or primary key: store.ErrConflict
 	ErrForeignKey           // a referenced row is missing: store.ErrNotFound
 	ErrRetry                // a deadlock or serialization failure: run the transaction again
+	ErrSwapLost             // a compare-and-swap made to fail when it moves nothing (mustMove) moved nothing
 )
 
 // Tx is an open transaction.

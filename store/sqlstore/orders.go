@@ -593,12 +593,18 @@ var errLost = errors.New("the compare-and-swap moved nothing")
 // claim runs a compare-and-swap (swap: one UPDATE ... RETURNING, scanning
 // the row it moved) with job queued in the same transaction. River's
 // insert is queued before the swap's result is known, so that both go in
-// one round trip (sendAhead); won is false, and the job rolled back, when
-// the swap moved nothing. moved runs in the transaction on the row the
-// swap returned.
+// one round trip, with the COMMIT on PostgreSQL (sendClaim); won is false,
+// and the job rolled back, when the swap moved nothing. moved runs on the
+// row the swap returned, after the COMMIT where it went with the insert:
+// it reads the row, and cannot refuse the claim. A condition of the claim
+// belongs in the swap's WHERE.
 func (s *Store) claim(ctx context.Context, swap *batch, job river.JobArgs, moved func() error) (won bool, err error) {
+	queue := river.InsertOpts{}
+	if o, ok := job.(river.JobArgsWithInsertOpts); ok {
+		queue = o.InsertOpts()
+	}
 	err = s.inTx(ctx, func(t *txn) error {
-		n, err := t.sendAhead(ctx, swap, func() error { return s.enqueue(ctx, t, job) })
+		n, err := t.sendClaim(ctx, swap, queue.Queue, func() error { return s.enqueue(ctx, t, job) })
 		if err != nil {
 			return err
 		}
@@ -740,27 +746,29 @@ func (s *Store) OrderFinalizeBegin(ctx context.Context, orderID, profile string,
 	// The compare-and-swap: only one caller gets the row back.
 	var o orderRow
 	var b batch
+	// The job goes to the queue of profile, which the caller read: an
+	// order of another profile is not claimed (its job would reach the
+	// wrong workers).
 	b.scan("claiming order "+orderID, o.dest(), `UPDATE orders SET status = 'processing', csr = $2, updated_at = {now}
-WHERE id = $1 AND status = 'ready' AND expires_at > {now}
-RETURNING `+orderCols, orderID, nonNil(csrDER))
+WHERE id = $1 AND status = 'ready' AND profile = $3 AND expires_at > {now}
+RETURNING `+orderCols, orderID, nonNil(csrDER), profile)
 	var out *store.Order
 	won, err := s.claim(ctx, &b, jobs.SignerIssueArgs{OrderID: orderID, Profile: profile}, func() (err error) {
-		if out, err = o.finish(); err != nil {
-			return err
-		}
-		if out.Profile != profile {
-			return fmt.Errorf("claiming order %s: it has profile %q, not %q; nothing was claimed", orderID, out.Profile, profile)
-		}
-		return nil
+		out, err = o.finish()
+		return err
 	})
 	switch {
 	case err != nil:
 		return nil, false, err
 	case !won:
-		// Another finalize or an expiry moved it first.
+		// Another finalize or an expiry moved it first, or it is not of
+		// profile.
 		out, err = s.OrderByID(ctx, orderID)
 		if err != nil {
 			return nil, false, fmt.Errorf("claiming order %s: %w", orderID, err)
+		}
+		if out.Profile != profile {
+			return nil, false, fmt.Errorf("claiming order %s: it has profile %q, not %q; nothing was claimed", orderID, out.Profile, profile)
 		}
 	}
 	return out, won, nil

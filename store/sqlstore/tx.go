@@ -115,6 +115,48 @@ func (t *txn) sendAhead(ctx context.Context, b *batch, then func() error) ([]int
 	return n, then()
 }
 
+// claimBatcher is a Tx that can send a claim in one round trip
+// (PostgreSQL): its compare-and-swap in front of River's job insert, and
+// the COMMIT, with the insert's notification for queue, behind it. The
+// swap's statements must fail when it loses (mustMove): their results
+// are read after the COMMIT has run.
+type claimBatcher interface {
+	BatchClaim(ctx context.Context, stmts []Stmt, queue string, then func() error) ([]int64, error)
+}
+
+// sendClaim is sendAhead for a claim's swap, b (one UPDATE ... RETURNING),
+// and then, which queues the claim's job on queue. Where the driver can,
+// the transaction commits in the same round trip as the job's insert, and
+// a lost swap fails instead of moving nothing, skipping the insert and
+// the COMMIT; either way, a swap that moved nothing is n[0] == 0 and the
+// transaction must roll back. When sendClaim succeeds, the transaction may
+// already have committed: nothing may run on t after it.
+func (t *txn) sendClaim(ctx context.Context, b *batch, queue string, then func() error) ([]int64, error) {
+	cb, ok := t.raw.(claimBatcher)
+	if !ok || len(b.stmts) != 1 {
+		return t.sendAhead(ctx, b, then)
+	}
+	b.stmts[0].SQL = mustMove(b.stmts[0].SQL)
+	n, err := t.sendWith(ctx, b, func(ctx context.Context, stmts []Stmt) ([]int64, error) {
+		return cb.BatchClaim(ctx, stmts, queue, then)
+	})
+	if err != nil && t.c.Classify(err) == ErrSwapLost {
+		return []int64{0}, nil
+	}
+	return n, err
+}
+
+// mustMove makes a compare-and-swap (UPDATE ... RETURNING, one row at
+// most) fail when it moves nothing, rather than return no row: one
+// divided by the count of rows it moved is a division by zero (SQLSTATE
+// 22012, ErrSwapLost), which aborts the transaction, so a COMMIT sent
+// behind it does not commit. The LEFT JOIN keeps the count's row, so the
+// division is always evaluated; when the swap moves its row, the
+// statement returns it as the UPDATE would have.
+func mustMove(swap string) string {
+	return "WITH moved AS (" + swap + ") SELECT moved.* FROM (SELECT 1 / count(*) AS won FROM moved) AS swap LEFT JOIN moved ON swap.won = 1"
+}
+
 func (t *txn) sendWith(ctx context.Context, b *batch, run func(context.Context, []Stmt) ([]int64, error)) ([]int64, error) {
 	if len(b.stmts) == 0 {
 		return nil, nil

@@ -1,0 +1,134 @@
+package postgres_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/hallmark-ca/hallmark/store/postgres"
+)
+
+// TestCommitWithInsert: a claim armed with commitWithInsert sends its
+// statements ahead, River's insert, the insert's notification and COMMIT
+// in one round trip; a statement ahead that fails, or a COMMIT that fails,
+// commits nothing and notifies no one, and the failed COMMIT is the
+// insert's error before its rows are closed (River checks Err first).
+// River's own notification after the COMMIT costs nothing when it says
+// the same, and is sent when it does not.
+func TestCommitWithInsert(t *testing.T) {
+	t.Parallel()
+	ctx, conn, rt := tracedConn(t)
+	for _, q := range []string{
+		`CREATE TABLE parent (k int PRIMARY KEY)`,
+		`CREATE TABLE child (k int REFERENCES parent DEFERRABLE INITIALLY DEFERRED)`,
+		`INSERT INTO parent VALUES (1)`,
+		`LISTEN "public.river_insert"`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// River learns the server's capabilities once per driver, with a
+	// query of its own; let it, outside the transactions measured.
+	driver := riverpgxv5.New(nil)
+	warm := postgres.NewLazyTx(conn)
+	if err := driver.UnwrapExecutor(warm).NotifyMany(ctx, &riverdriver.NotifyManyParams{Topic: "river_insert", Payload: []string{}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const insert = postgres.RiverInsertSQL + "\nSELECT 7" // a statement River's insert would be
+	committed := func() (n int) {
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM child`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	tests := []struct {
+		name      string
+		ahead     string // the claim's statement
+		wantErr   string // SQLSTATE of the insert's error; "" for none
+		riverSays string // River's own notification after the COMMIT; "" for none
+		wantTrips int64
+	}{
+		{"commits with the insert", `INSERT INTO child VALUES (1)`, "", "", 1},
+		{"River's own notification, the same", `INSERT INTO child VALUES (1)`, "", `{"queue": "q1"}`, 1},
+		{"River's own notification, another", `INSERT INTO child VALUES (1)`, "", `{"queue": "other"}`, 2},
+		{"a failed statement ahead", `SELECT 1 / 0`, "22012", "", 1},
+		{"a failed COMMIT", `INSERT INTO child VALUES (42)`, "23503", "", 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := conn.Exec(ctx, `DELETE FROM child`); err != nil {
+				t.Fatal(err)
+			}
+			before := rt.n.Load()
+			tx := postgres.NewLazyTx(conn)
+			defer tx.Rollback(ctx) //nolint:errcheck // a no-op once committed
+			defer postgres.CommitWithInsert(tx, "q1")()
+			b := &pgx.Batch{}
+			b.Queue(tc.ahead)
+			postgres.SendAhead(tx, b, func(br pgx.BatchResults) error { _, err := br.Exec(); return err })
+			r, err := tx.Query(ctx, insert)
+			if err == nil {
+				for r.Next() {
+				}
+				err = r.Err() // before Close, as River's generated code does
+				r.Close()
+			}
+			var pe *pgconn.PgError
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("the insert: %v", err)
+			case tc.wantErr != "" && (!errors.As(err, &pe) || pe.Code != tc.wantErr):
+				t.Fatalf("the insert's error = %v, want SQLSTATE %s", err, tc.wantErr)
+			}
+			if tc.riverSays != "" {
+				if err := driver.UnwrapExecutor(tx).NotifyMany(ctx, &riverdriver.NotifyManyParams{Topic: "river_insert", Payload: []string{tc.riverSays}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.wantErr == "" {
+				if err := tx.Commit(ctx); err != nil {
+					t.Fatalf("Commit after the COMMIT went out: %v", err)
+				}
+			}
+			if got := rt.n.Load() - before; got != tc.wantTrips {
+				t.Errorf("%d round trips, want %d", got, tc.wantTrips)
+			}
+			if tc.wantErr != "" {
+				_ = tx.Rollback(ctx) // as the store's InTx does after an error
+			}
+			if got, want := committed(), b2i(tc.wantErr == ""); got != want {
+				t.Errorf("%d rows committed, want %d", got, want)
+			}
+			// The claim's notification, River's own if it said something
+			// else, and nothing more.
+			var want []string
+			if tc.wantErr == "" {
+				want = append(want, `{"queue": "q1"}`)
+			}
+			if tc.riverSays != "" && tc.riverSays != `{"queue": "q1"}` {
+				want = append(want, tc.riverSays)
+			}
+			for _, p := range append(want, "") {
+				if err := wantNotification(ctx, conn, p); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
