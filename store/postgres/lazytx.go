@@ -415,7 +415,8 @@ func (t *lazyTx) endUnbegun() error {
 //     changes the payload costs a round trip, never a missed wake-up).
 
 // riverInsertSQL begins River's job insert (JobInsertFastMany).
-// TestClaimOneRoundTrip fails if River renames it.
+// TestWriteRoundTrips fails if River renames it (a claim is two round
+// trips again).
 const riverInsertSQL = "-- name: JobInsertFastMany"
 
 // riverInsertTopic is the topic River's insert notification uses
