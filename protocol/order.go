@@ -231,9 +231,9 @@ func (s *Server) reusable(p *post, keys []store.AuthzKey, expires time.Time) ([]
 			return nil, acme.Internal(fmt.Errorf("the reusable authorizations read ahead are a %T of %d, not %d", a.v, len(found), len(keys)))
 		}
 		out := make([]*store.Authorization, len(found))
-		for i, a := range found {
-			if a != nil && a.Expires.After(expires) {
-				out[i] = a
+		for i, az := range found {
+			if az != nil && az.Expires.After(expires) {
+				out[i] = az
 			}
 		}
 		return out, nil

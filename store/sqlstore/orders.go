@@ -599,12 +599,12 @@ var errLost = errors.New("the compare-and-swap moved nothing")
 // it reads the row, and cannot refuse the claim. A condition of the claim
 // belongs in the swap's WHERE.
 func (s *Store) claim(ctx context.Context, swap *batch, job river.JobArgs, moved func() error) (won bool, err error) {
-	queue := river.InsertOpts{}
+	var opts river.InsertOpts
 	if o, ok := job.(river.JobArgsWithInsertOpts); ok {
-		queue = o.InsertOpts()
+		opts = o.InsertOpts()
 	}
 	err = s.inTx(ctx, func(t *txn) error {
-		n, err := t.sendClaim(ctx, swap, queue.Queue, func() error { return s.enqueue(ctx, t, job) })
+		n, err := t.sendClaim(ctx, swap, opts.Queue, func() error { return s.enqueue(ctx, t, job) })
 		if err != nil {
 			return err
 		}
