@@ -172,7 +172,7 @@ func (r *Redemption) Wait(ctx context.Context) (*store.Account, time.Time, error
 	}
 	if !got.Fresh {
 		if r.epoch != got.Epoch {
-			return nil, time.Time{}, acme.BadNonce("the nonce is from before the server's nonce store was reset (a database restart); retry with the nonce in this response")
+			return nil, time.Time{}, acme.BadNonce("the nonce is from an earlier nonce epoch (the server restarted, or its nonce store was reset); retry with the nonce in this response")
 		}
 		return nil, time.Time{}, acme.BadNonce("nonce has already been used")
 	}

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"os"
@@ -36,14 +35,13 @@ const BusyTimeoutMS = 10000
 // later fails with SQLITE_BUSY instead of waiting), and synchronous=FULL
 // so a commit is on disk before it returns: in WAL mode NORMAL syncs only
 // at checkpoints, and a power loss would forget everything since the last
-// one, issued certificates included. Only the nonce set commits without a
-// sync (InTxUnsynced).
+// one, issued certificates included. (The consumed nonces are not in the
+// file at all: store/sqlstore/memnonces.go.)
 func DSN(path string) string {
 	return path + fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(%s)&_txlock=immediate", BusyTimeoutMS, synchronous)
 }
 
-// synchronous is every connection's setting; InTxUnsynced lowers it for
-// one transaction and restores it.
+// synchronous is every connection's setting.
 const synchronous = "FULL"
 
 // Open opens (creating it and its directory) the database file at path
@@ -97,30 +95,6 @@ func inTx(ctx context.Context, begin func(context.Context, *sql.TxOptions) (*sql
 		return err
 	}
 	return tx.Commit()
-}
-
-// InTxUnsynced is InTx for a transaction that need not survive a power
-// loss: it commits with synchronous=NORMAL, which in WAL mode appends to
-// the WAL without syncing it. The next synced commit of any transaction
-// syncs the WAL, and with it this one. The store uses it for nothing but
-// consuming nonces (store/sqlstore/nonces.go says why that is safe).
-// The connection gets its setting back before anything else uses it, or
-// is discarded.
-func (c conn) InTxUnsynced(ctx context.Context, fn func(sqlstore.Tx) error) error {
-	sc, err := c.db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer sc.Close()
-	if _, err := sc.ExecContext(ctx, "PRAGMA synchronous = NORMAL"); err != nil {
-		return err
-	}
-	defer func() {
-		if _, err := sc.ExecContext(context.WithoutCancel(ctx), "PRAGMA synchronous = "+synchronous); err != nil {
-			_ = sc.Raw(func(any) error { return driver.ErrBadConn }) // never hand out an unsynced connection
-		}
-	}()
-	return inTx(ctx, sc.BeginTx, fn)
 }
 
 func (c conn) Ping(ctx context.Context) error { return c.db.PingContext(ctx) }

@@ -10,8 +10,7 @@ import (
 )
 
 // TestSynchronous: every transaction commits with synchronous=FULL (2), so
-// a commit is on disk when it returns; InTxUnsynced commits with NORMAL (1)
-// and hands the connection back at FULL, after a failed transaction too.
+// a commit is on disk when it returns, after a failed transaction too.
 func TestSynchronous(t *testing.T) {
 	ctx := context.Background()
 	db, err := Open(filepath.Join(t.TempDir(), "sync.db"))
@@ -36,7 +35,7 @@ func TestSynchronous(t *testing.T) {
 		}
 		return n
 	}
-	const normal, full = 1, 2
+	const full = 2
 	check := func(name string, run func(context.Context, func(sqlstore.Tx) error) error, want int64, fail bool) {
 		t.Helper()
 		boom := errors.New("boom")
@@ -54,8 +53,6 @@ func TestSynchronous(t *testing.T) {
 		}
 	}
 	check("InTx", c.InTx, full, false)
-	check("InTxUnsynced", c.InTxUnsynced, normal, false)
-	check("InTx after InTxUnsynced", c.InTx, full, false)
-	check("InTxUnsynced failing", c.InTxUnsynced, normal, true)
-	check("InTx after a failed InTxUnsynced", c.InTx, full, false)
+	check("InTx failing", c.InTx, full, true)
+	check("InTx after a failed one", c.InTx, full, false)
 }

@@ -35,8 +35,12 @@ func (s *Store) NonceKey(ctx context.Context) ([]byte, error) {
 
 // NonceEpoch reads the current nonce epoch, starting one if there is none:
 // on a new database, and on PostgreSQL after a crash emptied the unlogged
-// nonce tables. Concurrent starters agree: the first insert wins.
+// nonce tables. Concurrent starters agree: the first insert wins. On
+// SQLite the epoch is this process's own (memNonces).
 func (s *Store) NonceEpoch(ctx context.Context) (int64, error) {
+	if s.mem != nil {
+		return s.mem.current(), nil
+	}
 	var epoch int64
 	err := s.inTx(ctx, func(t *txn) error {
 		if _, err := t.exec(ctx, `INSERT INTO nonce_epoch (id, epoch) VALUES (1, $1) ON CONFLICT (id) DO NOTHING`, randomEpoch()); err != nil {
@@ -132,10 +136,10 @@ func (s *Store) NonceConsume(ctx context.Context, uses []store.NonceUse) ([]stor
 		}
 	}
 	var err error
-	if s.d == Postgres {
-		err = s.nonceConsumePG(ctx, uses, send, out)
+	if s.mem != nil {
+		err = s.nonceConsumeMem(ctx, uses, send, out)
 	} else {
-		err = s.nonceConsumeEach(ctx, uses, send, out)
+		err = s.nonceConsumePG(ctx, uses, send, out)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("consuming %d nonces: %w", len(send), err)
@@ -221,61 +225,38 @@ func (s *Store) nonceConsumePG(ctx context.Context, uses []store.NonceUse, send 
 	})
 }
 
-// unsyncedTx is a Conn that can commit a transaction without waiting for
-// the disk (SQLite: store/sqlite's InTxUnsynced).
-type unsyncedTx interface {
-	InTxUnsynced(ctx context.Context, fn func(Tx) error) error
-}
-
-// nonceConsumeEach is NonceConsume statement by statement in one
-// transaction: SQLite has neither unnest nor data-modifying CTEs, and its
-// statements cost no round trip; the batch still shares one commit.
-//
-// That commit does not wait for the disk (unsyncedTx), as PostgreSQL's
-// unlogged table does not. A power loss can therefore forget the last
-// nonces consumed, but only those of requests that wrote nothing durable
-// since: every request that changes anything commits its change after its
-// nonce, and that synced commit syncs the nonce's too. A replay of a
-// forgotten nonce repeats a request that changed nothing: a read, a
-// request that was refused (which may now succeed, doing only what its
-// account signed for), or a write lost with the power, made again.
-func (s *Store) nonceConsumeEach(ctx context.Context, uses []store.NonceUse, send []int, out []store.NonceUsed) error {
-	run := s.c.InTx
-	if u, ok := s.c.(unsyncedTx); ok {
-		run = u.InTxUnsynced
+// nonceConsumeMem is NonceConsume on SQLite: the nonces are consumed in
+// memory (memNonces), and the accounts and lookups read with autocommitted
+// statements, which take no write lock.
+func (s *Store) nonceConsumeMem(ctx context.Context, uses []store.NonceUse, send []int, out []store.NonceUsed) error {
+	now := time.Now()
+	for _, i := range send {
+		u := uses[i]
+		out[i] = store.NonceUsed{}
+		out[i].Fresh, out[i].Epoch = s.mem.consume(u.Nonce, u.Epoch, u.Expires, now)
 	}
-	return s.retrying(ctx, run, func(t *txn) error {
-		var now time.Time
-		var epoch int64
-		if err := t.queryRow(ctx, `SELECT {now}, coalesce((SELECT epoch FROM nonce_epoch WHERE id = 1), 0)`).Scan(ts(&now), &epoch); err != nil {
+	return s.autocommit(ctx, func(t *txn) error {
+		var dbNow time.Time
+		if err := t.queryRow(ctx, `SELECT {now}`).Scan(ts(&dbNow)); err != nil {
 			return err
 		}
 		for _, i := range send {
 			u := uses[i]
-			out[i] = store.NonceUsed{Now: now, Epoch: epoch}
-			if u.Epoch == epoch && epoch != 0 {
-				n, err := t.exec(ctx, `INSERT INTO nonces_consumed (nonce, expires_at) VALUES ($1, $2) ON CONFLICT (nonce) DO NOTHING`, u.Nonce, s.d.T(u.Expires))
-				if err != nil {
+			out[i].Now = dbNow
+			out[i].Account, out[i].AccountErr, out[i].Found, out[i].FoundErr = nil, nil, nil, nil
+			if u.AccountID != "" {
+				a, err := s.accountByID(ctx, t, u.AccountID)
+				switch {
+				case errors.Is(err, store.ErrNotFound):
+				case errors.Is(err, errUndecodable):
+					out[i].AccountErr = err
+				case err != nil:
 					return err
+				default:
+					out[i].Account = a
 				}
-				out[i].Fresh = n == 1
 			}
-			if u.AccountID == "" {
-				continue
-			}
-			a, err := s.accountByID(ctx, t, u.AccountID)
-			switch {
-			case errors.Is(err, store.ErrNotFound):
-			case errors.Is(err, errUndecodable):
-				out[i].AccountErr = err
-			case err != nil:
-				return err
-			default:
-				out[i].Account = a
-			}
-		}
-		for _, i := range send {
-			if lk, ok := s.newLookup(uses[i].Lookup); ok {
+			if lk, ok := s.newLookup(u.Lookup); ok {
 				if lk.sql != "" {
 					if err := collect(ctx, t, lk.each, lk.sql, lk.args...); err != nil {
 						return err
@@ -288,11 +269,18 @@ func (s *Store) nonceConsumeEach(ctx context.Context, uses []store.NonceUse, sen
 	})
 }
 
+// NonceGC forgets consumed nonces past their expiry. On SQLite the set in
+// this process's memory is swept (the frontend also sweeps its own as it
+// goes: memNonces), and rows a version before round 7 of
+// docs/performance.md left in the table are deleted.
 func (s *Store) NonceGC(ctx context.Context) (int64, error) {
 	var n int64
+	if s.mem != nil {
+		n = int64(s.mem.sweep(time.Now()))
+	}
 	err := s.inTx(ctx, func(t *txn) error {
-		var err error
-		n, err = t.exec(ctx, `DELETE FROM nonces_consumed WHERE expires_at < {now}`)
+		deleted, err := t.exec(ctx, `DELETE FROM nonces_consumed WHERE expires_at < {now}`)
+		n += deleted
 		return err
 	})
 	return n, err

@@ -20,6 +20,9 @@ type Store struct {
 	c   Conn
 	d   *Dialect
 	ins jobs.Inserter
+	// mem is SQLite's consumed-nonce set (memnonces.go); nil on
+	// PostgreSQL, whose set is a table every replica shares.
+	mem *memNonces
 }
 
 var _ store.Store = (*Store)(nil)
@@ -27,7 +30,11 @@ var _ store.Store = (*Store)(nil)
 // New returns the store on c. ins inserts jobs inside the store's
 // transactions; it must belong to the same database.
 func New(c Conn, d *Dialect, ins jobs.Inserter) *Store {
-	return &Store{c: c, d: d, ins: ins}
+	s := &Store{c: c, d: d, ins: ins}
+	if d == SQLite {
+		s.mem = newMemNonces(memNoncesMax)
+	}
+	return s
 }
 
 // Dialect names the store's SQL dialect.

@@ -121,18 +121,29 @@ func consumeOne(ctx context.Context, s store.Store, nonce string, expires time.T
 }
 
 // testNonceConsumedOnce: RFC 8555 §6.5, a nonce is accepted once, even when
-// 16 requests race with it through separate handles.
+// 16 requests race with it through separate handles (with ProcessNonces,
+// only the handle whose epoch it was minted in accepts it, once).
 func testNonceConsumedOnce(t *testing.T, s store.Store, x Extras) {
 	ctx := ctxT(t)
 	stores := handles(t, s, x, 4)
 	expires := dbNow(t, s).Add(time.Hour)
+	epoch, err := s.NonceEpoch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var ok, refused atomic.Int32
 	var wg sync.WaitGroup
 	for i := range 16 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			fresh, err := consumeOne(ctx, stores[i%len(stores)], "nonce-1", expires)
+			var fresh bool
+			got, err := stores[i%len(stores)].NonceConsume(ctx, []store.NonceUse{{Nonce: "nonce-1", Expires: expires, Epoch: epoch}})
+			if err == nil && len(got) == 1 {
+				fresh = got[0].Fresh
+			} else if err == nil {
+				err = fmt.Errorf("%d answers for 1 use", len(got))
+			}
 			switch {
 			case err != nil:
 				t.Errorf("NonceConsume: %v", err)
@@ -415,6 +426,10 @@ func testNonceEpochReset(t *testing.T, s store.Store, x Extras) {
 	if err != nil || old == 0 {
 		t.Fatalf("NonceEpoch = %d, %v; want a non-zero epoch", old, err)
 	}
+	if x.ProcessNonces {
+		testNonceEpochPerHandle(t, s, x, old)
+		return
+	}
 	if again, err := x.Open(t, nil).NonceEpoch(ctx); err != nil || again != old {
 		t.Fatalf("a second handle's NonceEpoch = %d, %v; want the same epoch %d", again, err, old)
 	}
@@ -444,6 +459,41 @@ func testNonceEpochReset(t *testing.T, s store.Store, x Extras) {
 	}
 	if u := consume("after", next); !u.Fresh {
 		t.Fatal("a nonce of the new epoch was refused")
+	}
+}
+
+// testNonceEpochPerHandle is testNonceEpochReset where the consumed set
+// lives in each handle (ProcessNonces): another handle, as another process
+// or this one restarted, has an epoch of its own and refuses this one's
+// nonces, reporting its epoch so the caller mints under it; this handle
+// still accepts them, once.
+func testNonceEpochPerHandle(t *testing.T, s store.Store, x Extras, mine int64) {
+	ctx := ctxT(t)
+	other := x.Open(t, nil)
+	theirs, err := other.NonceEpoch(ctx)
+	if err != nil || theirs == 0 || theirs == mine {
+		t.Fatalf("another handle's NonceEpoch = %d, %v; want a non-zero epoch of its own (this one's is %d)", theirs, err, mine)
+	}
+	expires := dbNow(t, s).Add(time.Hour)
+	consume := func(at store.Store, nonce string, epoch int64) store.NonceUsed {
+		t.Helper()
+		got, err := at.NonceConsume(ctx, []store.NonceUse{{Nonce: nonce, Expires: expires, Epoch: epoch}})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("NonceConsume(%s) = %v, %v", nonce, got, err)
+		}
+		return got[0]
+	}
+	if u := consume(other, "minted-here", mine); u.Fresh || u.Epoch != theirs {
+		t.Fatalf("another handle consuming this one's nonce = fresh %v epoch %d; want refused, epoch %d", u.Fresh, u.Epoch, theirs)
+	}
+	if u := consume(s, "minted-here", mine); !u.Fresh || u.Epoch != mine {
+		t.Fatalf("this handle consuming its own nonce = fresh %v epoch %d; want fresh, epoch %d", u.Fresh, u.Epoch, mine)
+	}
+	if u := consume(s, "minted-here", mine); u.Fresh {
+		t.Fatal("this handle accepted its nonce twice")
+	}
+	if u := consume(other, "minted-there", theirs); !u.Fresh {
+		t.Fatal("another handle refused a nonce of its own epoch")
 	}
 }
 

@@ -31,6 +31,10 @@ type Extras struct {
 	Migrate func(ctx context.Context) ([]int, error)
 	// Status reports the database's migration status.
 	Status func(ctx context.Context) (sqlstore.MigrationStatus, error)
+	// ProcessNonces: the consumed-nonce set lives in the handle's memory
+	// under an epoch of its own (SQLite), not in a table every handle
+	// shares (PostgreSQL).
+	ProcessNonces bool
 }
 
 // Run runs the contract suite. newStore returns a store on a fresh database
