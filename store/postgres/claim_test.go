@@ -1,14 +1,18 @@
 package postgres_test
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/postgres"
 )
 
@@ -131,4 +135,59 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// TestClaimRetried: a claim that fails with a serialization failure is run
+// again (sqlstore's retrying) and the second attempt claims. A trigger
+// raises 40001 on the first UPDATE of a challenge only (a sequence counts
+// attempts, since a failed transaction rolls back any table it wrote).
+// Each attempt must send the claim's statement as built, not the first
+// attempt's rewriting of it (mustMove) rewritten again.
+func TestClaimRetried(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, x := newStore(t)
+	for _, q := range []string{
+		`CREATE SEQUENCE claim_attempts`,
+		`CREATE FUNCTION fail_first_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF nextval('claim_attempts') = 1 THEN
+    RAISE EXCEPTION 'the first claim fails' USING ERRCODE = '40001';
+  END IF;
+  RETURN NEW;
+END $$`,
+		`CREATE TRIGGER fail_first_claim BEFORE UPDATE ON challenges FOR EACH ROW EXECUTE FUNCTION fail_first_claim()`,
+	} {
+		x.Exec(t, q)
+	}
+	acct, err := s.AccountCreate(ctx, &store.Account{KeyJWK: []byte(`{"kty":"OKP","crv":"Ed25519","x":"retried"}`), Thumbprint: "retried", TermsAgreed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := s.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := s.OrderCreate(ctx, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: now.Add(time.Hour),
+		Identifiers: []acme.Identifier{{Type: acme.IdentifierDNS, Value: "retried.example"}},
+		Authzs: []*store.Authorization{{AccountID: acct.ID, Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: "retried.example"},
+			Status: acme.StatusPending, Expires: now.Add(time.Hour),
+			Challenges: []store.Challenge{{Type: acme.ChallengeHTTP01, Token: "tok-retried", Status: acme.StatusPending}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.AuthzByID(ctx, o.AuthzIDs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, claimed, err := s.ChallengeClaim(ctx, a.Challenges[0].ID)
+	if err != nil || !claimed || got.Status != acme.StatusProcessing {
+		t.Fatalf("ChallengeClaim after a serialization failure = %+v, %v, %v; want claimed, processing", got, claimed, err)
+	}
+	if n := x.Int(t, `SELECT last_value FROM claim_attempts`); n != 2 {
+		t.Fatalf("%d attempts, want 2 (the failure, then the claim)", n)
+	}
+	if n := x.Int(t, `SELECT count(*) FROM river_job WHERE kind = 'challenge_validate'`); n != 1 {
+		t.Fatalf("%d challenge_validate jobs, want 1", n)
+	}
 }

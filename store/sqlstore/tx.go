@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/hallmark-ca/hallmark/store"
 )
@@ -136,8 +137,12 @@ func (t *txn) sendClaim(ctx context.Context, b *batch, queue string, then func()
 	if !ok || len(b.stmts) != 1 {
 		return t.sendAhead(ctx, b, then)
 	}
-	b.stmts[0].SQL = mustMove(b.stmts[0].SQL)
-	n, err := t.sendWith(ctx, b, func(ctx context.Context, stmts []Stmt) ([]int64, error) {
+	// A copy: the caller's batch goes out as built again if the
+	// transaction is retried (retrying).
+	must := *b
+	must.stmts = slices.Clone(b.stmts)
+	must.stmts[0].SQL = mustMove(b.stmts[0].SQL)
+	n, err := t.sendWith(ctx, &must, func(ctx context.Context, stmts []Stmt) ([]int64, error) {
 		return cb.BatchClaim(ctx, stmts, queue, then)
 	})
 	if err != nil && t.c.Classify(err) == ErrSwapLost {
