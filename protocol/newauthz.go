@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
-	"github.com/hallmark-ca/hallmark/store"
 )
 
 // pathNewAuthz is pre-authorization (RFC 8555 §7.4.1), offered only when
@@ -69,7 +68,7 @@ func (s *Server) newAuthz(w http.ResponseWriter, p *post) error {
 	}
 	now := p.now // the database clock, read with the nonce
 	life := hours(s.cfg.Server.AuthzLifetimeHours, 30*24)
-	reusable, err := s.st.AuthzsReusable(ctx, p.acct.ID, []store.AuthzKey{{Identifier: id.Base(), Wildcard: id.IsWildcard()}}, now)
+	reusable, err := s.st.AuthzsReusable(ctx, p.acct.ID, authzKeys([]acme.Identifier{id}), now)
 	if err != nil {
 		return s.storeErr(err, "looking for a reusable authorization")
 	}

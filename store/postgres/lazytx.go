@@ -39,13 +39,12 @@ type lazyTx struct {
 	// results from that batch before anything else is read from it.
 	ahead     []*pgx.QueuedQuery
 	readAhead func(pgx.BatchResults) error
-	// commitAtInsert, armed by commitWithInsert: River's job insert, when
-	// it comes, goes out with notify and the COMMIT after it. notified
+	// notify, set by commitWithInsert: River's job insert, when it comes,
+	// goes out with this notification and the COMMIT after it. notified
 	// is what notify said once it went out, so River's own notification
 	// after the COMMIT can be checked against it.
-	commitAtInsert bool
-	notify         *insertNotify
-	notified       *insertNotify
+	notify   *insertNotify
+	notified *insertNotify
 }
 
 var _ pgx.Tx = (*lazyTx)(nil)
@@ -123,7 +122,7 @@ func (t *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 	if t.closed || t.early {
 		return nil, pgx.ErrTxClosed
 	}
-	if t.commitAtInsert && strings.HasPrefix(sql, riverInsertSQL) {
+	if t.notify != nil && strings.HasPrefix(sql, riverInsertSQL) {
 		return t.insertAndCommit(ctx, sql, args)
 	}
 	if t.direct() {
@@ -458,8 +457,8 @@ func (n *insertNotify) sameAs(args []any) bool {
 // the statements sent ahead in front, if those have not gone yet).
 // disarm undoes it if no insert came.
 func (t *lazyTx) commitWithInsert(queue string) (disarm func()) {
-	t.commitAtInsert, t.notify = true, &insertNotify{queue: queue}
-	return func() { t.commitAtInsert, t.notify = false, nil }
+	t.notify = &insertNotify{queue: queue}
+	return func() { t.notify = nil }
 }
 
 // insertAndCommit sends River's job insert with the notification and the
@@ -468,7 +467,7 @@ func (t *lazyTx) commitWithInsert(queue string) (disarm func()) {
 // committed.
 func (t *lazyTx) insertAndCommit(ctx context.Context, sql string, args []any) (pgx.Rows, error) {
 	n := t.notify
-	t.commitAtInsert, t.notify = false, nil
+	t.notify = nil
 	t.atCommit = append(t.atCommit, n.query())
 	b := &pgx.Batch{}
 	b.Queue(sql, args...)

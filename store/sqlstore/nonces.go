@@ -231,9 +231,7 @@ func (s *Store) nonceConsumePG(ctx context.Context, uses []store.NonceUse, send 
 func (s *Store) nonceConsumeMem(ctx context.Context, uses []store.NonceUse, send []int, out []store.NonceUsed) error {
 	now := time.Now()
 	for _, i := range send {
-		u := uses[i]
-		out[i] = store.NonceUsed{}
-		out[i].Fresh, out[i].Epoch = s.mem.consume(u.Nonce, u.Epoch, u.Expires, now)
+		out[i].Fresh, out[i].Epoch = s.mem.consume(uses[i].Nonce, uses[i].Epoch, uses[i].Expires, now)
 	}
 	return s.autocommit(ctx, func(t *txn) error {
 		var dbNow time.Time
@@ -243,7 +241,6 @@ func (s *Store) nonceConsumeMem(ctx context.Context, uses []store.NonceUse, send
 		for _, i := range send {
 			u := uses[i]
 			out[i].Now = dbNow
-			out[i].Account, out[i].AccountErr, out[i].Found, out[i].FoundErr = nil, nil, nil, nil
 			if u.AccountID != "" {
 				a, err := s.accountByID(ctx, t, u.AccountID)
 				switch {
