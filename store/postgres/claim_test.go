@@ -137,12 +137,13 @@ func b2i(b bool) int {
 	return 0
 }
 
-// TestClaimRetried: a claim that fails with a serialization failure is run
-// again (sqlstore's retrying) and the second attempt claims. A trigger
-// raises 40001 on the first UPDATE of a challenge only (a sequence counts
-// attempts, since a failed transaction rolls back any table it wrote).
-// Each attempt must send the claim's statement as built, not the first
-// attempt's rewriting of it (mustMove) rewritten again.
+// TestClaimRetried: a claim, and then a verdict, that fails with a
+// serialization failure is run again (sqlstore's retrying) and the second
+// attempt moves the challenge. A trigger raises 40001 on the first UPDATE
+// of a challenge after the sequence is reset (it counts attempts, since a
+// failed transaction rolls back any table it wrote). Each attempt must
+// send the swap's statement as built, not the first attempt's rewriting
+// of it (mustMove) rewritten again.
 func TestClaimRetried(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -189,5 +190,16 @@ END $$`,
 	}
 	if n := x.Int(t, `SELECT count(*) FROM river_job WHERE kind = 'challenge_validate'`); n != 1 {
 		t.Fatalf("%d challenge_validate jobs, want 1", n)
+	}
+
+	x.Exec(t, `SELECT setval('claim_attempts', 1, false)`)
+	if err := s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: got.ID, Status: acme.StatusValid}); err != nil {
+		t.Fatalf("ChallengeVerdict after a serialization failure: %v", err)
+	}
+	if n := x.Int(t, `SELECT last_value FROM claim_attempts`); n != 2 {
+		t.Fatalf("%d verdict attempts, want 2 (the failure, then the verdict)", n)
+	}
+	if o, err := s.OrderByID(ctx, o.ID); err != nil || o.Status != acme.StatusReady {
+		t.Fatalf("the order after the retried verdict: %+v, %v; want ready", o, err)
 	}
 }

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -119,7 +120,7 @@ func (s *Store) Abandon(ctx context.Context, sub jobs.Subject, p acme.Problem) e
 	if p.Type == "" {
 		p.Type = acme.ProblemServerInternal
 	}
-	return s.inTx(ctx, func(t *txn) error {
+	err := s.inTx(ctx, func(t *txn) error {
 		switch sub.Kind {
 		case jobs.KindChallengeValidate:
 			c, err := s.challengeByID(ctx, t, sub.ID)
@@ -136,4 +137,8 @@ func (s *Store) Abandon(ctx context.Context, sub jobs.Subject, p acme.Problem) e
 		}
 		return fmt.Errorf("abandoning %s %s: the store has no subjects of that kind", sub.Kind, sub.ID)
 	})
+	if errors.Is(err, errLost) {
+		return nil // a verdict landed between the read and the swap
+	}
+	return err
 }
