@@ -33,6 +33,7 @@ bench: build ## load benchmark of whole issuances (Hallmark and Pebble, c=1,8,32
 
 fuzz: ## run each fuzzer for a minute
 	$(GO) test ./protocol/jws -run '^$$' -fuzz FuzzParse -fuzztime 60s
+	$(GO) test ./protocol/jws -run '^$$' -fuzz FuzzMembers -fuzztime 60s
 	$(GO) test ./protocol/csr -run '^$$' -fuzz FuzzCheck -fuzztime 60s
 
 lint: ## gofmt and go vet

@@ -1,10 +1,12 @@
 package jws
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -202,4 +204,31 @@ func readSeeds(t *testing.T, dir string) map[string][]byte {
 		t.Fatalf("no seeds in %s", dir)
 	}
 	return out
+}
+
+// FuzzMembers: members' fast path (one json.Unmarshal and a count of the
+// top-level members) accepts exactly what the member-by-member decoder
+// accepts, with the same members, and refuses the rest.
+//
+//	go test ./protocol/jws -run '^$' -fuzz FuzzMembers -fuzztime 60s
+func FuzzMembers(f *testing.F) {
+	for _, s := range []string{
+		`{}`, ` { } `, `{"a":1}`, `{"a":1,"a":2}`, `{"a":{"b":[1,{"c":","}]},"d":"\"}"}`,
+		`{"a":"x\\"}`, `{"\u0061":1,"a":2}`, `{"a":1}{}`, `null`, `[]`, `{"a":1,}`, `{"\xff":1,"\xfe":2}`,
+		// A duplicate the count must not miss: a fast path that undercounts
+		// accepts these.
+		`{"a":"\"","a":1}`, `{"a":"\\","a":1}`, `{"a":[{"b":1}],"a":2}`, `{"a":{},"a":{}}`, `{"a":"{","a":"}"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, gotErr := members(data)
+		want, wantErr := membersExact(data)
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("members(%q) error %v, the decoder's %v", data, gotErr, wantErr)
+		}
+		if !maps.EqualFunc(got, want, func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }) {
+			t.Fatalf("members(%q) = %q, the decoder's %q", data, got, want)
+		}
+	})
 }

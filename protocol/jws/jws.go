@@ -76,7 +76,59 @@ func parseHeader(raw []byte) (header, error) {
 // members splits a JSON object into its members, refusing anything but one
 // object, and duplicate member names (RFC 7515 §5.2 lets a parser reject
 // them; accepting them invites two parsers to disagree).
+//
+// The common case costs one json.Unmarshal and a count of the object's
+// top-level members: a map with fewer keys than the object has members
+// had a name twice. Anything else goes through membersExact, which says
+// what is wrong; it alone was a third of Parse's time (BenchmarkParse).
 func members(data []byte) (map[string]json.RawMessage, error) {
+	var out map[string]json.RawMessage
+	if err := json.Unmarshal(data, &out); err == nil && out != nil && topLevelMembers(data) == len(out) {
+		return out, nil
+	}
+	return membersExact(data)
+}
+
+// topLevelMembers counts the members of data, a valid JSON object: the
+// commas outside strings at depth one, plus one unless it is empty.
+func topLevelMembers(data []byte) int {
+	depth, commas, inString, escaped, empty := 0, 0, false, false, true
+	for _, c := range data {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			continue
+		case c == '}' || c == ']':
+			depth--
+			continue
+		case c == ',' && depth == 1:
+			commas++
+		}
+		if depth == 1 && c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			empty = false
+		}
+	}
+	if empty {
+		return 0
+	}
+	return commas + 1
+}
+
+// membersExact is members with a decoder that reads the object one member
+// at a time, so its errors say what is wrong.
+func membersExact(data []byte) (map[string]json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	tok, err := dec.Token()
 	if err != nil {
@@ -261,18 +313,13 @@ func parse(body []byte, r rules) (*Message, error) {
 		m.JWK = &k
 	}
 
-	// Hand go-jose exactly the members checked above, re-serialised, so that
-	// what it verifies cannot differ from what was checked (duplicate keys,
-	// members go-jose would read and we ignored).
-	canonical, err := json.Marshal(struct {
-		Protected string `json:"protected"`
-		Payload   string `json:"payload"`
-		Signature string `json:"signature"`
-	}{protected, payload, signature})
-	if err != nil {
-		return nil, acme.Internal(fmt.Errorf("re-encoding jws: %w", err))
-	}
-	sig, err := jose.ParseSignedJSON(string(canonical), []jose.SignatureAlgorithm{jose.SignatureAlgorithm(m.Alg)})
+	// Hand go-jose exactly the members checked above, as the compact
+	// serialization of the same three values, so that what it verifies
+	// cannot differ from what was checked (duplicate keys, members go-jose
+	// would read and we ignored). RFC 7515 signs the same input in both
+	// serializations; the compact one spares go-jose a second JSON parse
+	// of the whole body (half of Parse's time, BenchmarkParse).
+	sig, err := jose.ParseSignedCompact(protected+"."+payload+"."+signature, []jose.SignatureAlgorithm{jose.SignatureAlgorithm(m.Alg)})
 	if err != nil {
 		return nil, acme.Malformed("the %s cannot be parsed: %v", what, err)
 	}
