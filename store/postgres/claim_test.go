@@ -141,9 +141,11 @@ func b2i(b bool) int {
 // serialization failure is run again (sqlstore's retrying) and the second
 // attempt moves the challenge. A trigger raises 40001 on the first UPDATE
 // of a challenge after the sequence is reset (it counts attempts, since a
-// failed transaction rolls back any table it wrote). Each attempt must
+// failed transaction rolls back any table it wrote). The claim's batch is
+// built once, outside the retried transaction, so its second attempt must
 // send the swap's statement as built, not the first attempt's rewriting
-// of it (mustMove) rewritten again.
+// of it (mustMove) rewritten again; the verdict builds its batch on each
+// attempt, so for it this shows only that the retry lands.
 func TestClaimRetried(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

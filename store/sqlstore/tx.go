@@ -137,11 +137,7 @@ func (t *txn) sendClaim(ctx context.Context, b *batch, queue string, then func()
 	if !ok || len(b.stmts) != 1 {
 		return t.sendAhead(ctx, b, then)
 	}
-	// A copy: the caller's batch goes out as built again if the
-	// transaction is retried (retrying).
-	must := *b
-	must.stmts = slices.Clone(b.stmts)
-	must.stmts[0].SQL = mustMove(b.stmts[0].SQL)
+	must := mustMoveAt(b, 0)
 	n, err := t.sendWith(ctx, &must, func(ctx context.Context, stmts []Stmt) ([]int64, error) {
 		return cb.BatchClaim(ctx, stmts, queue, then)
 	})
@@ -162,11 +158,7 @@ func (t *txn) sendClaim(ctx context.Context, b *batch, queue string, then func()
 // either way (on PostgreSQL a lost swap has aborted the transaction).
 func (t *txn) sendSwapLast(ctx context.Context, b *batch, swap int) (n []int64, won bool, err error) {
 	if _, ok := t.raw.(lastBatcher); ok {
-		// A copy: the caller's batch goes out as built again if the
-		// transaction is retried (retrying).
-		must := *b
-		must.stmts = slices.Clone(b.stmts)
-		must.stmts[swap].SQL = mustMove(b.stmts[swap].SQL)
+		must := mustMoveAt(b, swap)
 		n, err = t.sendLast(ctx, &must)
 		if err != nil && t.c.Classify(err) == ErrSwapLost {
 			return n, false, nil
@@ -181,6 +173,16 @@ func (t *txn) sendSwapLast(ctx context.Context, b *batch, swap int) (n []int64, 
 	tail := batch{stmts: b.stmts[swap+1:], what: b.what[swap+1:]}
 	rest, err := t.sendLast(ctx, &tail)
 	return append(n, rest...), err == nil, err
+}
+
+// mustMoveAt is a copy of b whose statement i is rewritten by mustMove. A
+// copy: the caller's batch goes out as built again if the transaction is
+// retried (retrying).
+func mustMoveAt(b *batch, i int) batch {
+	must := *b
+	must.stmts = slices.Clone(b.stmts)
+	must.stmts[i].SQL = mustMove(b.stmts[i].SQL)
+	return must
 }
 
 // mustMove makes a compare-and-swap (UPDATE ... RETURNING, one row at
