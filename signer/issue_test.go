@@ -3,6 +3,9 @@ package signer
 import (
 	"context"
 	"crypto"
+	"crypto/ecdh"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/hex"
@@ -324,7 +327,25 @@ type lintCase struct {
 	profile   config.Profile
 	names     []acme.Identifier
 	hook      func(*x509.Certificate) // the test-only seam: corrupts the template
+	pub       crypto.PublicKey        // the subscriber's key; nil: a fresh P-256 key
 	wantLints []string                // substrings of failed lint names
+}
+
+// smallScalarKey is the P-256 public key whose private scalar is d: anyone
+// can recover it from the key.
+func smallScalarKey(t *testing.T, d byte) *ecdsa.PublicKey {
+	t.Helper()
+	raw := make([]byte, 32)
+	raw[31] = d
+	priv, err := ecdh.P256().NewPrivateKey(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), priv.PublicKey().Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub
 }
 
 // TestIssueLintRefusal proves lint-before-sign: a certificate zlint rejects
@@ -351,13 +372,20 @@ func TestIssueLintRefusal(t *testing.T) {
 			wantLints: []string{"e_missing_crl_distrib_point", "e_sub_cert_aia_missing"}},
 		{name: "profile without extended key usage", profile: noEKU, names: []acme.Identifier{dns("a.example.com")},
 			wantLints: []string{"e_sub_cert_eku_missing"}},
+		// A subscriber key anyone can recover from its public half.
+		{name: "subscriber key with a tiny private scalar", profile: defaultProfile(), names: []acme.Identifier{dns("a.example.com")},
+			pub: smallScalarKey(t, 7), wantLints: []string{"e_ecdsa_small_private_key"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			iss, counter, _ := testCA(t, "p256", 5*365*24*time.Hour)
 			testHookTemplate = tc.hook
 			defer func() { testHookTemplate = nil }()
-			_, err := iss.Issue(context.Background(), request(tc.profile, testKey(t, "p256").Public(), tc.names...))
+			pub := tc.pub
+			if pub == nil {
+				pub = testKey(t, "p256").Public()
+			}
+			_, err := iss.Issue(context.Background(), request(tc.profile, pub, tc.names...))
 			assertProblem(t, err, acme.ProblemServerInternal)
 			var le *LintError
 			if !errors.As(err, &le) {
