@@ -59,9 +59,37 @@ func (s *Server) challenge(w http.ResponseWriter, p *post) error {
 			c = cur
 		}
 	}
+	return s.answerChallenge(w, c)
+}
+
+// answerChallenge writes c as a challenge POST's answer.
+func (s *Server) answerChallenge(w http.ResponseWriter, c *store.Challenge) error {
 	w.Header().Add("Link", link(s.authzURL(c.AuthzID), "up"))
 	if c.Status == acme.StatusProcessing {
 		w.Header().Set("Retry-After", retryAfter(s.retry))
 	}
 	return writeJSON(w, http.StatusOK, s.challengeDoc(c))
+}
+
+// challengeFolded is the challenge POST as a folded write (fold.go): the
+// nonce, the account and the claim in one transaction. What it leaves to
+// the ordinary path: a POST-as-GET (no write to fold into), a payload that
+// is not a JSON object, and, when the failed-validations limit is set, every
+// POST (the limit reads before the claim).
+func (s *Server) challengeFolded(w http.ResponseWriter, p *post, u store.SignedUse) (bool, error) {
+	if p.isGet() || s.cfg.Limits.FailedValidationsPerHour > 0 {
+		return false, nil
+	}
+	var req map[string]any
+	if decodePayload(p, "challenge response", &req) != nil {
+		return false, nil
+	}
+	c, err := s.st.ChallengeClaimSigned(p.r.Context(), u, mux.Vars(p.r)["id"])
+	if errors.Is(err, store.ErrUnfolded) {
+		return false, nil
+	}
+	if err != nil {
+		return true, s.storeErr(err, "queuing the challenge for validation")
+	}
+	return true, s.answerChallenge(w, c)
 }

@@ -249,7 +249,7 @@ func (s *Server) routes() http.Handler {
 	// ahead names the route's first read, made with the nonce (ahead.go);
 	// nil for routes whose first read needs the payload.
 	postRoute := func(path, name string, mode keyMode, h func(http.ResponseWriter, *post) error, ahead readAhead) {
-		r.Handle(path, s.instrument(name, true, methodsOnly([]string{http.MethodPost}, s.verified(mode, h, ahead))))
+		r.Handle(path, s.instrument(name, true, methodsOnly([]string{http.MethodPost}, s.verified(mode, h, ahead, nil))))
 	}
 	postRoute(pathNewAccount, "new_account", jwkOnly, s.newAccount, nil)
 	postRoute(pathNewOrder, "new_order", kidOnly, s.newOrder, s.newOrderAhead)
@@ -261,7 +261,9 @@ func (s *Server) routes() http.Handler {
 	postRoute(pathOrder+"{id}", "order", kidOnly, s.order, orderAhead)
 	postRoute(pathOrder+"{id}/finalize", "finalize", kidOnly, s.finalize, orderAhead)
 	postRoute(pathAuthz+"{id}", "authz", kidOnly, s.authz, authzAhead)
-	postRoute(pathChallenge+"{id}", "challenge", kidOnly, s.challenge, challengeAhead)
+	// The challenge POST is tried folded first (fold.go).
+	r.Handle(pathChallenge+"{id}", s.instrument("challenge", true, methodsOnly([]string{http.MethodPost},
+		s.verified(kidOnly, s.challenge, challengeAhead, s.challengeFolded))))
 	postRoute(pathCert+"{serial}", "cert", kidOnly, s.cert, certAhead)
 
 	// The CRL touches the store, so it takes a permit too.
@@ -397,7 +399,7 @@ func (s *Server) instrument(name string, admit bool, h func(http.ResponseWriter,
 // type, body size, JWS shape (jws.Parse), url == the request URL (RFC 8555
 // §6.4), nonce (§6.5), key by kid or jwk (§6.2), signature. Only then does
 // the handler see the payload, and ahead's read if the route has one.
-func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error, ahead readAhead) func(http.ResponseWriter, *http.Request) error {
+func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error, ahead readAhead, fold folded) func(http.ResponseWriter, *http.Request) error {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 		if err != nil || ct != "application/jose+json" {
@@ -441,9 +443,15 @@ func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error
 				first = l
 			}
 		}
-		red := s.nonces.Begin(msg.Nonce, acctID, first)
 		var guess *guessed
-		if red.Sent() && acctID != "" && mode != jwkOnly {
+		if fold != nil && acctID != "" && mode != jwkOnly {
+			var done bool
+			if done, guess, err = s.tryFold(w, r, want, msg, acctID, fold); done {
+				return err
+			}
+		}
+		red := s.nonces.Begin(msg.Nonce, acctID, first)
+		if guess == nil && red.Sent() && acctID != "" && mode != jwkOnly {
 			guess = s.guess(msg, acctID)
 		}
 		acct, now, err := red.Wait(r.Context())

@@ -21,6 +21,16 @@ type NonceUse struct {
 	Lookup Lookup
 }
 
+// SignedUse is a request already verified, with the key its account had
+// on an earlier request, whose nonce is not consumed yet: what a write
+// folded into one transaction with its nonce must still prove inside it
+// (ChallengeClaimSigned).
+type SignedUse struct {
+	Nonce     NonceUse // Nonce, Expires and Epoch; its AccountID and Lookup are not used
+	AccountID string
+	KeyJWK    []byte // the account key the request verified with, as the store holds it
+}
+
 // Lookup names what a request reads first: for a POST-as-GET or a
 // challenge or finalize POST the one row its URL names (an order, an
 // authorization with its challenges, a challenge with its authorization,

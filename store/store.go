@@ -22,6 +22,11 @@ var (
 	// caller's mistake (a client or an operator editing a URL), not the
 	// store's.
 	ErrBadCursor = errors.New("store: not a page cursor this store returned")
+	// ErrUnfolded is a write folded with its request's nonce and account
+	// check (ChallengeClaimSigned) that committed nothing: one of them did
+	// not hold, or the store does not fold. The request goes the ordinary
+	// way.
+	ErrUnfolded = errors.New("store: the folded write did not apply")
 )
 
 // Storable reports whether s can be a text column's value on every store:
@@ -153,6 +158,17 @@ type Store interface {
 	// when the challenge was not pending (a repeated POST); the current
 	// challenge is returned either way. A failed insert leaves it pending.
 	ChallengeClaim(ctx context.Context, challengeID string) (c *Challenge, claimed bool, err error)
+	// ChallengeClaimSigned is a challenge POST in one transaction (one
+	// round trip on PostgreSQL): it consumes u's nonce, checks that the
+	// account is still valid with u.KeyJWK, and claims the challenge as
+	// ChallengeClaim does, if it is pending under a pending, unexpired
+	// authorization of that account. If any of these fails nothing is
+	// committed and the error is ErrUnfolded: the caller answers the
+	// request the ordinary way (NonceConsume, then ChallengeClaim), which
+	// tells the client which. On SQLite, whose nonces live in the
+	// frontend (store/sqlstore memnonces.go), it is always ErrUnfolded: there is no
+	// round trip to save.
+	ChallengeClaimSigned(ctx context.Context, u SignedUse, challengeID string) (*Challenge, error)
 	// ChallengeVerdict records a validator's verdict on a processing
 	// challenge and moves its authorization (valid, or invalid with the
 	// others of that authz) and the orders using it (ready or invalid), in

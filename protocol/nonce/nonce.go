@@ -139,6 +139,18 @@ func (s *Service) Begin(nonce, accountID string, lookup store.Lookup) *Redemptio
 	return &Redemption{s: s, epoch: epoch, c: c}
 }
 
+// Local is nonce as the store consumes it (store.NonceUse: no account, no
+// lookup), if it passes Begin's local checks; ok is false when it does
+// not, and Begin would refuse it. It consumes nothing: for a write that
+// consumes its nonce in its own transaction (store.SignedUse).
+func (s *Service) Local(nonce string) (u store.NonceUse, ok bool) {
+	expires, epoch, err := s.check(nonce)
+	if err != nil {
+		return store.NonceUse{}, false
+	}
+	return store.NonceUse{Nonce: nonce, Expires: expires, Epoch: epoch}, true
+}
+
 // Sent reports whether the nonce passed the local checks and is being
 // consumed; when it is not, Wait returns badNonce at once.
 func (r *Redemption) Sent() bool { return r.c != nil }

@@ -132,4 +132,29 @@ func TestWriteRoundTrips(t *testing.T) {
 				IssuerID: "i", Names: []string{"trips.example"}, NotBefore: now, NotAfter: now.Add(time.Hour)}})
 		})
 	}
+
+	// A challenge POST folded with its nonce is one round trip too: the
+	// nonce, the account's check, the swap, River's insert and
+	// notification, and the COMMIT.
+	epoch, err := s.NonceEpoch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	no.Authzs[0].Challenges[0].Token = "tok-trips-folded"
+	no.Authzs[0].ID, no.Authzs[0].Challenges[0].ID = "", ""
+	o, err := s.OrderCreate(ctx, no)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.AuthzByID(ctx, o.AuthzIDs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	use := store.SignedUse{Nonce: store.NonceUse{Nonce: "nonce-trips-folded", Expires: now.Add(time.Hour), Epoch: epoch},
+		AccountID: acct.ID, KeyJWK: acct.KeyJWK}
+	count("ChallengeClaimSigned", 1, func() error {
+		_, err := s.ChallengeClaimSigned(ctx, use, a.Challenges[0].ID)
+		return err
+	})
+	wantOneNotification("ChallengeClaimSigned", jobs.QueueValidate)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -608,7 +609,7 @@ func (s *Store) claim(ctx context.Context, swap *batch, job river.JobArgs, moved
 		if err != nil {
 			return err
 		}
-		if n[0] == 0 {
+		if slices.Contains(n[:len(swap.stmts)], 0) {
 			return errLost
 		}
 		return moved()
@@ -646,6 +647,47 @@ RETURNING `+challengeCols, challengeID)
 		}
 	}
 	return out, won, nil
+}
+
+func (s *Store) ChallengeClaimSigned(ctx context.Context, u store.SignedUse, challengeID string) (*store.Challenge, error) {
+	if s.mem != nil || !store.Storable(u.AccountID) || !store.Storable(challengeID) {
+		// SQLite's nonces are the frontend's (memNonces): nothing to fold
+		// them into. Text PostgreSQL cannot hold goes the ordinary way,
+		// where it fails only its own lookup.
+		return nil, store.ErrUnfolded
+	}
+	// Three checks that must each hold, then the claim's job and the
+	// COMMIT, in one round trip (sendClaim fails the transaction at the
+	// first that finds nothing):
+	//  1. the nonce, consumed as NonceConsume does: of the current epoch
+	//     and not consumed before;
+	//  2. the account, still valid with the key the request verified with;
+	//  3. ChallengeClaim's swap, for an authorization of that account.
+	var one int
+	var c challengeRow
+	var b batch
+	b.scan("", []any{&one}, `INSERT INTO nonces_consumed (nonce, expires_at)
+SELECT $1, $2 FROM nonce_epoch WHERE id = 1 AND epoch = $3
+ON CONFLICT (nonce) DO NOTHING
+RETURNING 1`, u.Nonce.Nonce, u.Nonce.Expires.UTC(), u.Nonce.Epoch)
+	b.scan("", []any{&one}, `SELECT 1 FROM accounts WHERE id = $1 AND status = 'valid' AND key_jwk = $2`,
+		u.AccountID, string(u.KeyJWK))
+	b.scan("claiming challenge "+challengeID, c.dest(), `UPDATE challenges SET status = 'processing', updated_at = {now}
+WHERE id = $1 AND status = 'pending'
+  AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = challenges.authz_id AND a.account_id = $2 AND a.status = 'pending' AND a.expires_at > {now})
+RETURNING `+challengeCols, challengeID, u.AccountID)
+	var out *store.Challenge
+	won, err := s.claim(ctx, &b, jobs.ChallengeValidateArgs{ChallengeID: challengeID}, func() (err error) {
+		out, err = c.finish()
+		return err
+	})
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("claiming challenge %s with its nonce: %w", challengeID, err)
+	case !won:
+		return nil, store.ErrUnfolded
+	}
+	return out, nil
 }
 
 func (s *Store) ChallengeVerdict(ctx context.Context, v store.Verdict) error {

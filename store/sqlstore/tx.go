@@ -132,17 +132,26 @@ type claimBatcher interface {
 // the COMMIT; either way, a swap that moved nothing is n[0] == 0 and the
 // transaction must roll back. When sendClaim succeeds, the transaction may
 // already have committed: nothing may run on t after it.
+//
+// b may hold more than one statement when each is such a check that must
+// hold (ChallengeClaimSigned: the nonce's insert, the account's read, the
+// swap): each then fails when it finds nothing, and any n[i] == 0 means
+// the transaction must roll back.
 func (t *txn) sendClaim(ctx context.Context, b *batch, queue string, then func() error) ([]int64, error) {
 	cb, ok := t.raw.(claimBatcher)
-	if !ok || len(b.stmts) != 1 {
+	if !ok {
 		return t.sendAhead(ctx, b, then)
 	}
-	must := mustMoveAt(b, 0)
+	every := make([]int, len(b.stmts))
+	for i := range every {
+		every[i] = i
+	}
+	must := mustMoveAt(b, every...)
 	n, err := t.sendWith(ctx, &must, func(ctx context.Context, stmts []Stmt) ([]int64, error) {
 		return cb.BatchClaim(ctx, stmts, queue, then)
 	})
 	if err != nil && t.c.Classify(err) == ErrSwapLost {
-		return []int64{0}, nil
+		return make([]int64, len(b.stmts)), nil
 	}
 	return n, err
 }
@@ -175,13 +184,15 @@ func (t *txn) sendSwapLast(ctx context.Context, b *batch, swap int) (n []int64, 
 	return append(n, rest...), err == nil, err
 }
 
-// mustMoveAt is a copy of b whose statement i is rewritten by mustMove. A
-// copy: the caller's batch goes out as built again if the transaction is
-// retried (retrying).
-func mustMoveAt(b *batch, i int) batch {
+// mustMoveAt is a copy of b whose statements at idx are rewritten by
+// mustMove. A copy: the caller's batch goes out as built again if the
+// transaction is retried (retrying).
+func mustMoveAt(b *batch, idx ...int) batch {
 	must := *b
 	must.stmts = slices.Clone(b.stmts)
-	must.stmts[i].SQL = mustMove(b.stmts[i].SQL)
+	for _, i := range idx {
+		must.stmts[i].SQL = mustMove(b.stmts[i].SQL)
+	}
 	return must
 }
 

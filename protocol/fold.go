@@ -1,0 +1,54 @@
+package protocol
+
+import (
+	"net/http"
+
+	"github.com/hallmark-ca/hallmark/protocol/jws"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// A folded write is a POST answered in one store transaction with its
+// nonce: a challenge POST (ChallengeClaimSigned) consumes its nonce, checks
+// its account and claims the challenge in one round trip on PostgreSQL,
+// where the ordinary path takes two (the nonce's batch, then the claim).
+//
+// It is tried only for a request that verifies, before anything is sent,
+// with the key its account had on its last request (Server.lastKeys); the
+// transaction then checks that the account is still valid with that very
+// key, so a key change or a deactivation since makes it commit nothing.
+// Whatever does not hold (the nonce, the account, the route's own
+// conditions) commits nothing and the request goes the ordinary way,
+// which answers it as it always did: a replayed nonce is still badNonce,
+// a challenge of another account still unauthorized. Nothing is written
+// before the request is verified.
+//
+// folded is a route's fold: done is false when it did not answer (the
+// request goes the ordinary way), and it must not have written to w then.
+type folded func(w http.ResponseWriter, p *post, u store.SignedUse) (done bool, err error)
+
+// tryFold runs fold for msg if its nonce passes the local checks and it
+// verifies with its account's last key. g is that verification, for the
+// ordinary path to use as its guess (ahead.go) rather than verify again.
+func (s *Server) tryFold(w http.ResponseWriter, r *http.Request, url string, msg *jws.Message, acctID string, fold folded) (done bool, g *guessed, err error) {
+	jwk, ok := s.lastKeys.get(acctID)
+	if !ok {
+		return false, nil, nil
+	}
+	use, ok := s.nonces.Local(msg.Nonce)
+	if !ok {
+		return false, nil, nil
+	}
+	key, err := s.keys.parse([]byte(jwk))
+	if err != nil {
+		return false, nil, nil
+	}
+	payload, err := msg.Verify(key)
+	g = &guessed{jwk: jwk, verifyResult: verifyResult{payload, err}}
+	if err != nil {
+		// Perhaps the key changed: the ordinary path verifies with the
+		// key it reads.
+		return false, g, nil
+	}
+	done, err = fold(w, &post{r: r, url: url, payload: payload}, store.SignedUse{Nonce: use, AccountID: acctID, KeyJWK: []byte(jwk)})
+	return done, g, err
+}
