@@ -2,9 +2,12 @@ package protocol
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/gorilla/mux"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/csr"
@@ -55,6 +58,50 @@ func (s *Server) finalize(w http.ResponseWriter, p *post) error {
 		return notReady(cur)
 	}
 	return s.writeOrder(w, http.StatusOK, cur)
+}
+
+// finalizeFolded is finalize as a folded write (fold.go): the nonce, the
+// account and the order's claim in one transaction. The CSR is checked
+// first, against what never changes about the order (Server.orders); the
+// transaction checks the rest (the account's, ready, of that profile).
+// What it leaves to the ordinary path: an order this frontend has not
+// seen, a payload or CSR it would refuse (the ordinary path says why, in
+// its order), and, when the certificates-per-domain limit is set, every
+// finalize (the limit reads before the claim).
+func (s *Server) finalizeFolded(w http.ResponseWriter, p *post, u store.SignedUse) (bool, error) {
+	if p.isGet() || s.cfg.Limits.CertificatesPerDomain > 0 {
+		return false, nil
+	}
+	id := mux.Vars(p.r)["id"]
+	f, ok := s.orders.get(id)
+	if !ok || f.accountID != u.AccountID {
+		return false, nil
+	}
+	var req struct {
+		CSR string `json:"csr"`
+	}
+	if decodePayload(p, "finalize", &req) != nil || req.CSR == "" {
+		return false, nil
+	}
+	der, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(req.CSR, "="))
+	if err != nil {
+		return false, nil
+	}
+	prof, ok := s.profile(f.profile)
+	if !ok {
+		return false, nil
+	}
+	if _, err := csr.Check(der, f.identifiers, prof.KeyTypes); err != nil {
+		return false, nil
+	}
+	o, err := s.st.OrderFinalizeSigned(p.r.Context(), u, id, f.profile, der)
+	if errors.Is(err, store.ErrUnfolded) {
+		return false, nil
+	}
+	if err != nil {
+		return true, s.storeErr(err, "queuing the order for issuance")
+	}
+	return true, s.writeOrder(w, http.StatusOK, o)
 }
 
 // notReady is orderNotReady naming the order's state (RFC 8555 §7.4: "the

@@ -2,15 +2,19 @@ package protocol
 
 import (
 	"net/http"
+	"slices"
 
+	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/jws"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
 // A folded write is a POST answered in one store transaction with its
-// nonce: a challenge POST (ChallengeClaimSigned) consumes its nonce, checks
-// its account and claims the challenge in one round trip on PostgreSQL,
-// where the ordinary path takes two (the nonce's batch, then the claim).
+// nonce: a challenge POST (ChallengeClaimSigned) or a finalize
+// (OrderFinalizeSigned) consumes its nonce, checks its account and claims
+// the challenge or order in one round trip on PostgreSQL, where the
+// ordinary path takes two (the nonce's batch with the first read, then the
+// claim).
 //
 // It is tried only for a request that verifies, before anything is sent,
 // with the key its account had on its last request (Server.lastKeys); the
@@ -51,4 +55,17 @@ func (s *Server) tryFold(w http.ResponseWriter, r *http.Request, url string, msg
 	}
 	done, err = fold(w, &post{r: r, url: url, payload: payload}, store.SignedUse{Nonce: use, AccountID: acctID, KeyJWK: []byte(jwk)})
 	return done, g, err
+}
+
+// orderFacts is what never changes about an order: enough to check a
+// finalize's CSR before the transaction that claims the order.
+type orderFacts struct {
+	accountID   string
+	profile     string
+	identifiers []acme.Identifier
+}
+
+// rememberOrder keeps o's facts for a folded finalize (Server.orders).
+func (s *Server) rememberOrder(o *store.Order) {
+	s.orders.put(o.ID, orderFacts{accountID: o.AccountID, profile: o.Profile, identifiers: slices.Clone(o.Identifiers)})
 }

@@ -3,10 +3,14 @@ package protocol_test
 import (
 	"context"
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -16,12 +20,39 @@ import (
 	"github.com/hallmark-ca/hallmark/store"
 )
 
-// foldWatch is the real store, counting how challenge POSTs reached it:
-// folded with their nonce (ChallengeClaimSigned) or the ordinary way.
+// foldWatch is the real store, counting how challenge POSTs and finalizes
+// reached it: folded with their nonce (ChallengeClaimSigned,
+// OrderFinalizeSigned) or the ordinary way (ChallengeClaim,
+// OrderFinalizeBegin).
 type foldWatch struct {
 	store.Store
 	mu                               sync.Mutex
 	folded, unfolded, nonces, claims int
+}
+
+func (w *foldWatch) OrderFinalizeSigned(ctx context.Context, u store.SignedUse, id, profile string, csr []byte) (*store.Order, error) {
+	o, err := w.Store.OrderFinalizeSigned(ctx, u, id, profile, csr)
+	w.count(err)
+	return o, err
+}
+
+func (w *foldWatch) OrderFinalizeBegin(ctx context.Context, id, profile string, csr []byte) (*store.Order, bool, error) {
+	w.mu.Lock()
+	w.claims++
+	w.mu.Unlock()
+	return w.Store.OrderFinalizeBegin(ctx, id, profile, csr)
+}
+
+// count records a folded write's outcome.
+func (w *foldWatch) count(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case err == nil:
+		w.folded++
+	case errors.Is(err, store.ErrUnfolded):
+		w.unfolded++
+	}
 }
 
 func (w *foldWatch) reset() {
@@ -38,14 +69,7 @@ func (w *foldWatch) counts() (folded, unfolded, nonces, claims int) {
 
 func (w *foldWatch) ChallengeClaimSigned(ctx context.Context, u store.SignedUse, id string) (*store.Challenge, error) {
 	c, err := w.Store.ChallengeClaimSigned(ctx, u, id)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	switch {
-	case err == nil:
-		w.folded++
-	case errors.Is(err, store.ErrUnfolded):
-		w.unfolded++
-	}
+	w.count(err)
 	return c, err
 }
 
@@ -227,6 +251,121 @@ func TestChallengeFolded(t *testing.T) {
 			}
 			if n := e.jobCount(t, "challenge_validate") - jobs; n != 0 {
 				t.Errorf("a repeated POST queued %d jobs", n)
+			}
+		})
+	})
+}
+
+// TestFinalizeFolded: a finalize of an order this frontend has seen, from
+// an account whose key it knows, is one transaction with its nonce on
+// PostgreSQL; on SQLite it goes the ordinary way. What the fold cannot
+// vouch for is answered as it always was, and leaves the order ready.
+func TestFinalizeFolded(t *testing.T) {
+	t.Parallel()
+	wrap := func(s store.Store) store.Store { return &foldWatch{Store: s} }
+	withWrappedStores(t, nil, wrap, nil, func(t *testing.T, e *env) {
+		watch := e.st.(*foldWatch)
+		pg := e.kind == "postgres"
+		ready := func(t *testing.T, a *account, name string) (orderJSON, string) {
+			t.Helper()
+			o, loc := e.newOrder(t, a, dnsIDs(name))
+			e.validate(t, a, o)
+			return o, loc
+		}
+		csrOf := func(t *testing.T, names ...string) map[string]any {
+			t.Helper()
+			k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return map[string]any{"csr": b64(csrFor(t, k, names...))}
+		}
+		stillReady := func(t *testing.T, a *account, loc string, jobs int) {
+			t.Helper()
+			if o := e.getOrder(t, a, loc); o.Status != acme.StatusReady {
+				t.Errorf("the order is %s, want ready", o.Status)
+			}
+			if n := e.jobCount(t, "signer_issue") - jobs; n != 0 {
+				t.Errorf("%d signer_issue jobs queued", n)
+			}
+		}
+
+		t.Run("folded", func(t *testing.T) {
+			a := e.register(t)
+			o, _ := ready(t, a, "fin-fold.example")
+			jobs := e.jobCount(t, "signer_issue")
+			watch.reset()
+			r := e.post(t, a, o.Finalize, csrOf(t, "fin-fold.example"))
+			folded, _, nonces, claims := watch.counts()
+			wantStatus(t, r, http.StatusOK)
+			var got orderJSON
+			r.json(t, &got)
+			if got.Status != acme.StatusProcessing || r.header.Get("Retry-After") == "" {
+				t.Errorf("answer: status %s, Retry-After %q; want processing with a Retry-After", got.Status, r.header.Get("Retry-After"))
+			}
+			if n := e.jobCount(t, "signer_issue") - jobs; n != 1 {
+				t.Errorf("%d signer_issue jobs queued, want 1", n)
+			}
+			if pg && (folded != 1 || nonces != 0 || claims != 0) {
+				t.Errorf("postgres: folded %d, nonce uses %d, ordinary claims %d; want 1, 0, 0", folded, nonces, claims)
+			}
+			if !pg && (folded != 0 || nonces != 1 || claims != 1) {
+				t.Errorf("sqlite: folded %d, nonce uses %d, ordinary claims %d; want 0, 1, 1", folded, nonces, claims)
+			}
+		})
+
+		// Each refused the ordinary way, with the order left ready.
+		for _, tc := range []struct {
+			name       string
+			setup      func(t *testing.T, a *account, o orderJSON) (*account, any, signOpts)
+			wantType   acme.ProblemType
+			wantStatus int
+			wantTried  bool // the fold reached the store (and committed nothing)
+		}{
+			{"a CSR for other names", func(t *testing.T, a *account, o orderJSON) (*account, any, signOpts) {
+				return a, csrOf(t, "someone-else.example"), signOpts{}
+			}, acme.ProblemBadCSR, http.StatusBadRequest, false},
+			{"a replayed nonce", func(t *testing.T, a *account, o orderJSON) (*account, any, signOpts) {
+				n := e.nonce(t)
+				wantStatus(t, e.post(t, a, o.Authorizations[0], nil, signOpts{nonce: n}), http.StatusOK)
+				return a, csrOf(t, o.Identifiers[0].Value), signOpts{nonce: n}
+			}, acme.ProblemBadNonce, http.StatusBadRequest, true},
+			{"another account's order", func(t *testing.T, a *account, o orderJSON) (*account, any, signOpts) {
+				other := e.register(t)
+				e.newOrder(t, other, dnsIDs("fin-other.example")) // the frontend learns other's key
+				return other, csrOf(t, o.Identifiers[0].Value), signOpts{}
+			}, acme.ProblemUnauthorized, http.StatusForbidden, false},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				a := e.register(t)
+				o, loc := ready(t, a, "fin-"+strings.ReplaceAll(strings.ReplaceAll(tc.name, " ", "-"), "'", "")+".example")
+				jobs := e.jobCount(t, "signer_issue")
+				signer, payload, opts := tc.setup(t, a, o)
+				watch.reset()
+				r := e.post(t, signer, o.Finalize, payload, opts)
+				folded, unfolded, _, _ := watch.counts()
+				wantProblem(t, e, r, tc.wantType, tc.wantStatus)
+				if folded != 0 || (pg && tc.wantTried && unfolded != 1) {
+					t.Errorf("folded %d, unfolded %d; want 0 and %d", folded, unfolded, b2i(pg && tc.wantTried))
+				}
+				stillReady(t, a, loc, jobs)
+			})
+		}
+
+		t.Run("finalized before", func(t *testing.T) {
+			a := e.register(t)
+			o, _ := ready(t, a, "fin-again.example")
+			wantStatus(t, e.post(t, a, o.Finalize, csrOf(t, "fin-again.example")), http.StatusOK)
+			jobs := e.jobCount(t, "signer_issue")
+			watch.reset()
+			r := e.post(t, a, o.Finalize, csrOf(t, "fin-again.example"))
+			folded, unfolded, _, _ := watch.counts()
+			wantProblem(t, e, r, acme.ProblemOrderNotReady, http.StatusForbidden)
+			if folded != 0 || (pg && unfolded != 1) {
+				t.Errorf("folded %d, unfolded %d; want 0 and %d", folded, unfolded, b2i(pg))
+			}
+			if n := e.jobCount(t, "signer_issue") - jobs; n != 0 {
+				t.Errorf("a second finalize queued %d jobs", n)
 			}
 		})
 	})

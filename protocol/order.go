@@ -162,6 +162,7 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 		return s.orderCreateErr(err, req.Replaces)
 	}
 	s.auditBornValid(ctx, p.acct.ID, bind, no, o)
+	s.rememberOrder(o)
 	return s.writeOrder(w, http.StatusCreated, o)
 }
 
@@ -371,6 +372,7 @@ func (s *Server) ownedOrder(p *post) (*store.Order, error) {
 	if o.AccountID != p.acct.ID {
 		return nil, acme.Unauthorized("order %s belongs to another account", s.orderURL(id))
 	}
+	s.rememberOrder(o)
 	return o, nil
 }
 

@@ -66,14 +66,17 @@ type Server struct {
 	// lastKeys: each account's stored key JSON as of its latest request, a
 	// guess to verify with while the nonce is consumed (ahead.go).
 	lastKeys memo[string]
-	policy   *policy.Policy
-	log      *slog.Logger
-	permits  chan struct{}
-	timeout  time.Duration
-	retry    time.Duration
-	gather   prometheus.Gatherer
-	metrics  metrics
-	handler  http.Handler
+	// orders: what never changes about an order (its account, identifiers
+	// and profile), for finalizing it folded (fold.go).
+	orders  memo[orderFacts]
+	policy  *policy.Policy
+	log     *slog.Logger
+	permits chan struct{}
+	timeout time.Duration
+	retry   time.Duration
+	gather  prometheus.Gatherer
+	metrics metrics
+	handler http.Handler
 }
 
 type metrics struct {
@@ -259,11 +262,13 @@ func (s *Server) routes() http.Handler {
 	postRoute(pathAccount+"{id}", "account", kidOnly, s.account, nil)
 	postRoute(pathAccount+"{id}/orders", "account_orders", kidOnly, s.accountOrders, nil)
 	postRoute(pathOrder+"{id}", "order", kidOnly, s.order, orderAhead)
-	postRoute(pathOrder+"{id}/finalize", "finalize", kidOnly, s.finalize, orderAhead)
 	postRoute(pathAuthz+"{id}", "authz", kidOnly, s.authz, authzAhead)
-	// The challenge POST is tried folded first (fold.go).
-	r.Handle(pathChallenge+"{id}", s.instrument("challenge", true, methodsOnly([]string{http.MethodPost},
-		s.verified(kidOnly, s.challenge, challengeAhead, s.challengeFolded))))
+	// The challenge POST and finalize are tried folded first (fold.go).
+	foldedRoute := func(path, name string, h func(http.ResponseWriter, *post) error, ahead readAhead, fold folded) {
+		r.Handle(path, s.instrument(name, true, methodsOnly([]string{http.MethodPost}, s.verified(kidOnly, h, ahead, fold))))
+	}
+	foldedRoute(pathOrder+"{id}/finalize", "finalize", s.finalize, orderAhead, s.finalizeFolded)
+	foldedRoute(pathChallenge+"{id}", "challenge", s.challenge, challengeAhead, s.challengeFolded)
 	postRoute(pathCert+"{serial}", "cert", kidOnly, s.cert, certAhead)
 
 	// The CRL touches the store, so it takes a permit too.

@@ -23,7 +23,7 @@ var (
 	// store's.
 	ErrBadCursor = errors.New("store: not a page cursor this store returned")
 	// ErrUnfolded is a write folded with its request's nonce and account
-	// check (ChallengeClaimSigned) that committed nothing: one of them did
+	// check (ChallengeClaimSigned, OrderFinalizeSigned) that committed nothing: one of them did
 	// not hold, or the store does not fold. The request goes the ordinary
 	// way.
 	ErrUnfolded = errors.New("store: the folded write did not apply")
@@ -184,6 +184,12 @@ type Store interface {
 	// queue, goes out with the swap, before its result is back. An order
 	// of another profile is an error and nothing moves.
 	OrderFinalizeBegin(ctx context.Context, orderID, profile string, csrDER []byte) (o *Order, claimed bool, err error)
+	// OrderFinalizeSigned is a finalize in one transaction with its
+	// request's nonce and account check, as ChallengeClaimSigned is for a
+	// challenge: it consumes u's nonce, checks the account, and claims the
+	// order as OrderFinalizeBegin does if it is the account's, ready and of
+	// profile; or it commits nothing and the error is ErrUnfolded.
+	OrderFinalizeSigned(ctx context.Context, u SignedUse, orderID, profile string, csrDER []byte) (*Order, error)
 	// OrderIssued stores the certificate and moves the order processing →
 	// valid, in one transaction; ErrConflict if the order is not processing.
 	// River completes the signer_issue job after the handler returns.

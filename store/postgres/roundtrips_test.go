@@ -133,9 +133,9 @@ func TestWriteRoundTrips(t *testing.T) {
 		})
 	}
 
-	// A challenge POST folded with its nonce is one round trip too: the
-	// nonce, the account's check, the swap, River's insert and
-	// notification, and the COMMIT.
+	// A challenge POST or a finalize folded with its nonce is one round
+	// trip too: the nonce, the account's check, the swap, River's insert
+	// and notification, and the COMMIT.
 	epoch, err := s.NonceEpoch(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -157,4 +157,13 @@ func TestWriteRoundTrips(t *testing.T) {
 		return err
 	})
 	wantOneNotification("ChallengeClaimSigned", jobs.QueueValidate)
+	if err := s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: a.Challenges[0].ID, Status: acme.StatusValid}); err != nil {
+		t.Fatal(err)
+	}
+	use.Nonce.Nonce = "nonce-trips-finalize"
+	count("OrderFinalizeSigned", 1, func() error {
+		_, err := s.OrderFinalizeSigned(ctx, use, o.ID, o.Profile, []byte("csr"))
+		return err
+	})
+	wantOneNotification("OrderFinalizeSigned", jobs.ProfileQueue(o.Profile))
 }

@@ -650,28 +650,12 @@ RETURNING `+challengeCols, challengeID)
 }
 
 func (s *Store) ChallengeClaimSigned(ctx context.Context, u store.SignedUse, challengeID string) (*store.Challenge, error) {
-	if s.mem != nil || !store.Storable(u.AccountID) || !store.Storable(challengeID) {
-		// SQLite's nonces are the frontend's (memNonces): nothing to fold
-		// them into. Text PostgreSQL cannot hold goes the ordinary way,
-		// where it fails only its own lookup.
+	if !s.folds(u, challengeID) {
 		return nil, store.ErrUnfolded
 	}
-	// Three checks that must each hold, then the claim's job and the
-	// COMMIT, in one round trip (sendClaim fails the transaction at the
-	// first that finds nothing):
-	//  1. the nonce, consumed as NonceConsume does: of the current epoch
-	//     and not consumed before;
-	//  2. the account, still valid with the key the request verified with;
-	//  3. ChallengeClaim's swap, for an authorization of that account.
-	var one int
+	// ChallengeClaim's swap, for an authorization of the account.
 	var c challengeRow
-	var b batch
-	b.scan("", []any{&one}, `INSERT INTO nonces_consumed (nonce, expires_at)
-SELECT $1, $2 FROM nonce_epoch WHERE id = 1 AND epoch = $3
-ON CONFLICT (nonce) DO NOTHING
-RETURNING 1`, u.Nonce.Nonce, u.Nonce.Expires.UTC(), u.Nonce.Epoch)
-	b.scan("", []any{&one}, `SELECT 1 FROM accounts WHERE id = $1 AND status = 'valid' AND key_jwk = $2`,
-		u.AccountID, string(u.KeyJWK))
+	b := signedChecks(u)
 	b.scan("claiming challenge "+challengeID, c.dest(), `UPDATE challenges SET status = 'processing', updated_at = {now}
 WHERE id = $1 AND status = 'pending'
   AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = challenges.authz_id AND a.account_id = $2 AND a.status = 'pending' AND a.expires_at > {now})
@@ -688,6 +672,35 @@ RETURNING `+challengeCols, challengeID, u.AccountID)
 		return nil, store.ErrUnfolded
 	}
 	return out, nil
+}
+
+// folds reports whether a write signed by u on the row id can be folded:
+// not on SQLite, whose nonces are the frontend's (memNonces), so there is
+// nothing to fold them into; and not with text PostgreSQL cannot hold,
+// which goes the ordinary way, where it fails only its own lookup.
+func (s *Store) folds(u store.SignedUse, id string) bool {
+	return s.mem == nil && store.Storable(u.AccountID) && store.Storable(id)
+}
+
+// signedChecks is a folded write's batch up to its swap: two checks that
+// must each hold, which sendClaim fails the transaction on when either
+// finds nothing:
+//  1. the nonce, consumed as NonceConsume does: of the current epoch and
+//     not consumed before;
+//  2. the account, still valid with the key the request verified with.
+//
+// The caller adds its swap, for a row of that account; the claim then
+// sends the three, the job's insert and the COMMIT in one round trip.
+func signedChecks(u store.SignedUse) batch {
+	var one int
+	var b batch
+	b.scan("", []any{&one}, `INSERT INTO nonces_consumed (nonce, expires_at)
+SELECT $1, $2 FROM nonce_epoch WHERE id = 1 AND epoch = $3
+ON CONFLICT (nonce) DO NOTHING
+RETURNING 1`, u.Nonce.Nonce, u.Nonce.Expires.UTC(), u.Nonce.Epoch)
+	b.scan("", []any{&one}, `SELECT 1 FROM accounts WHERE id = $1 AND status = 'valid' AND key_jwk = $2`,
+		u.AccountID, string(u.KeyJWK))
+	return b
 }
 
 func (s *Store) ChallengeVerdict(ctx context.Context, v store.Verdict) error {
@@ -812,6 +825,30 @@ RETURNING `+orderCols, orderID, nonNil(csrDER), profile)
 		}
 	}
 	return out, won, nil
+}
+
+func (s *Store) OrderFinalizeSigned(ctx context.Context, u store.SignedUse, orderID, profile string, csrDER []byte) (*store.Order, error) {
+	if !s.folds(u, orderID) || !store.Storable(profile) {
+		return nil, store.ErrUnfolded
+	}
+	// OrderFinalizeBegin's swap, for an order of the account.
+	var o orderRow
+	b := signedChecks(u)
+	b.scan("claiming order "+orderID, o.dest(), `UPDATE orders SET status = 'processing', csr = $2, updated_at = {now}
+WHERE id = $1 AND status = 'ready' AND profile = $3 AND account_id = $4 AND expires_at > {now}
+RETURNING `+orderCols, orderID, nonNil(csrDER), profile, u.AccountID)
+	var out *store.Order
+	won, err := s.claim(ctx, &b, jobs.SignerIssueArgs{OrderID: orderID, Profile: profile}, func() (err error) {
+		out, err = o.finish()
+		return err
+	})
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("claiming order %s with its nonce: %w", orderID, err)
+	case !won:
+		return nil, store.ErrUnfolded
+	}
+	return out, nil
 }
 
 func (s *Store) OrderIssued(ctx context.Context, in store.Issued) error {

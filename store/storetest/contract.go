@@ -1046,123 +1046,169 @@ func testChallengeClaimConcurrent(t *testing.T, s store.Store, x Extras) {
 	}
 }
 
-// testChallengeClaimSigned: a challenge POST folded with its nonce claims
-// the challenge and consumes the nonce together, or, when the nonce, the
-// account or the challenge does not allow it, commits nothing
-// (ErrUnfolded). Racing ordinary and folded claims, one wins. SQLite does
-// not fold.
-func testChallengeClaimSigned(t *testing.T, s store.Store, x Extras) {
+// foldedKind is one kind of folded write (ChallengeClaimSigned,
+// OrderFinalizeSigned) as testSignedClaims drives it.
+type foldedKind struct {
+	name    string
+	job     string
+	open    func(t *testing.T, a *store.Account, name string) string // a row the account may claim
+	status  func(t *testing.T, id string) acme.Status
+	signed  func(s store.Store, u store.SignedUse, id string) (acme.Status, error)
+	claim   func(s store.Store, id string) (bool, error) // the ordinary claim
+	claimed acme.Status
+}
+
+// testSignedClaims: a write folded with its nonce claims its row and
+// consumes the nonce together, or, when the nonce, the account or the row
+// does not allow it, commits nothing (ErrUnfolded). Racing ordinary and
+// folded claims, one wins. SQLite does not fold.
+func testSignedClaims(t *testing.T, s store.Store, x Extras) {
 	ctx := ctxT(t)
+	kinds := []foldedKind{{
+		name: "challenge", job: jobs.KindChallengeValidate, claimed: acme.StatusProcessing,
+		open: func(t *testing.T, a *store.Account, name string) string {
+			return authz(t, s, newOrder(t, s, a, name).AuthzIDs[0]).Challenges[0].ID
+		},
+		status: func(t *testing.T, id string) acme.Status { return challenge(t, s, id).Status },
+		signed: func(s store.Store, u store.SignedUse, id string) (acme.Status, error) {
+			c, err := s.ChallengeClaimSigned(ctx, u, id)
+			if err != nil {
+				return "", err
+			}
+			return c.Status, nil
+		},
+		claim: func(s store.Store, id string) (bool, error) {
+			_, claimed, err := s.ChallengeClaim(ctx, id)
+			return claimed, err
+		},
+	}, {
+		name: "order", job: jobs.KindSignerIssue, claimed: acme.StatusProcessing,
+		open: func(t *testing.T, a *store.Account, name string) string {
+			return readyOrder(t, s, a, name).ID
+		},
+		status: func(t *testing.T, id string) acme.Status { return order(t, s, id).Status },
+		signed: func(s store.Store, u store.SignedUse, id string) (acme.Status, error) {
+			o, err := s.OrderFinalizeSigned(ctx, u, id, "default", []byte("csr"))
+			if err != nil {
+				return "", err
+			}
+			return o.Status, nil
+		},
+		claim: func(s store.Store, id string) (bool, error) {
+			_, claimed, err := s.OrderFinalizeBegin(ctx, id, "default", []byte("csr"))
+			return claimed, err
+		},
+	}}
 	epoch, err := s.NonceEpoch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	expires := dbNow(t, s).Add(time.Hour)
-	a := newAccount(t, s)
-	signed := func(nonce string) store.SignedUse {
-		return store.SignedUse{Nonce: store.NonceUse{Nonce: nonce, Expires: expires, Epoch: epoch}, AccountID: a.ID, KeyJWK: a.KeyJWK}
-	}
-	pending := func(name string) string {
-		return authz(t, s, newOrder(t, s, a, name).AuthzIDs[0]).Challenges[0].ID
-	}
-	if x.ProcessNonces {
-		cid := pending("unfolded.example.com")
-		_, err := s.ChallengeClaimSigned(ctx, signed(rnd(16)), cid)
-		wantErr(t, "ChallengeClaimSigned on a store that does not fold", err, store.ErrUnfolded)
-		if c := challenge(t, s, cid); c.Status != acme.StatusPending {
-			t.Fatalf("the challenge is %s after a fold that did not apply, want pending", c.Status)
-		}
-		return
-	}
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			a := newAccount(t, s)
+			signed := func(nonce string) store.SignedUse {
+				return store.SignedUse{Nonce: store.NonceUse{Nonce: nonce, Expires: expires, Epoch: epoch}, AccountID: a.ID, KeyJWK: a.KeyJWK}
+			}
+			if x.ProcessNonces {
+				id := k.open(t, a, "unfolded-"+k.name+".example.com")
+				_, err := k.signed(s, signed(rnd(16)), id)
+				wantErr(t, "a folded write on a store that does not fold", err, store.ErrUnfolded)
+				if st := k.status(t, id); st == k.claimed {
+					t.Fatalf("the %s is %s after a fold that did not apply", k.name, st)
+				}
+				return
+			}
 
-	used := rnd(16)
-	if fresh, err := consumeOne(ctx, s, used, expires); err != nil || !fresh {
-		t.Fatalf("consuming a nonce: fresh %v, %v", fresh, err)
-	}
-	other := newAccount(t, s)
-	otherCID := authz(t, s, newOrder(t, s, other, "other.example.com").AuthzIDs[0]).Challenges[0].ID
-	claimed := pending("claimed.example.com")
-	if _, _, err := s.ChallengeClaim(ctx, claimed); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		name string
-		use  func() store.SignedUse
-		cid  func() string
-	}{
-		{"a nonce used before", func() store.SignedUse { return signed(used) }, func() string { return pending("used.example.com") }},
-		{"a nonce of another epoch", func() store.SignedUse { u := signed(rnd(16)); u.Nonce.Epoch++; return u },
-			func() string { return pending("epoch.example.com") }},
-		{"a key the account no longer has", func() store.SignedUse {
-			u := signed(rnd(16))
-			u.KeyJWK = []byte(`{"kty":"OKP","crv":"Ed25519","x":"old"}`)
-			return u
-		},
-			func() string { return pending("key.example.com") }},
-		{"another account's challenge", func() store.SignedUse { return signed(rnd(16)) }, func() string { return otherCID }},
-		{"a challenge claimed before", func() store.SignedUse { return signed(rnd(16)) }, func() string { return claimed }},
-		{"no such challenge", func() store.SignedUse { return signed(rnd(16)) }, func() string { return "nope" }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			u, cid := tc.use(), tc.cid()
-			jobsBefore := jobCount(t, x, jobs.KindChallengeValidate)
-			var before acme.Status
-			if cid != "nope" {
-				before = challenge(t, s, cid).Status
+			used := rnd(16)
+			if fresh, err := consumeOne(ctx, s, used, expires); err != nil || !fresh {
+				t.Fatalf("consuming a nonce: fresh %v, %v", fresh, err)
 			}
-			_, err := s.ChallengeClaimSigned(ctx, u, cid)
-			wantErr(t, "ChallengeClaimSigned", err, store.ErrUnfolded)
-			if cid != "nope" {
-				if c := challenge(t, s, cid); c.Status != before {
-					t.Errorf("the challenge went %s → %s in a fold that did not apply", before, c.Status)
+			otherID := k.open(t, newAccount(t, s), "other-"+k.name+".example.com")
+			claimedID := k.open(t, a, "claimed-"+k.name+".example.com")
+			if won, err := k.claim(s, claimedID); err != nil || !won {
+				t.Fatalf("claiming %s: won %v, %v", claimedID, won, err)
+			}
+			fresh := func(name string) func() string {
+				return func() string { return k.open(t, a, name+"-"+k.name+".example.com") }
+			}
+			for _, tc := range []struct {
+				name string
+				use  func() store.SignedUse
+				id   func() string
+			}{
+				{"a nonce used before", func() store.SignedUse { return signed(used) }, fresh("used")},
+				{"a nonce of another epoch", func() store.SignedUse { u := signed(rnd(16)); u.Nonce.Epoch++; return u }, fresh("epoch")},
+				{"a key the account no longer has", func() store.SignedUse {
+					u := signed(rnd(16))
+					u.KeyJWK = []byte(`{"kty":"OKP","crv":"Ed25519","x":"old"}`)
+					return u
+				}, fresh("key")},
+				{"another account's", func() store.SignedUse { return signed(rnd(16)) }, func() string { return otherID }},
+				{"claimed before", func() store.SignedUse { return signed(rnd(16)) }, func() string { return claimedID }},
+				{"no such row", func() store.SignedUse { return signed(rnd(16)) }, func() string { return "nope" }},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					u, id := tc.use(), tc.id()
+					jobsBefore := jobCount(t, x, k.job)
+					var before acme.Status
+					if id != "nope" {
+						before = k.status(t, id)
+					}
+					_, err := k.signed(s, u, id)
+					wantErr(t, "the folded write", err, store.ErrUnfolded)
+					if id != "nope" {
+						if st := k.status(t, id); st != before {
+							t.Errorf("the %s went %s → %s in a fold that did not apply", k.name, before, st)
+						}
+					}
+					if n := jobCount(t, x, k.job) - jobsBefore; n != 0 {
+						t.Errorf("%d jobs queued by a fold that did not apply", n)
+					}
+					if u.Nonce.Nonce != used && u.Nonce.Epoch == epoch {
+						// Nothing committed: the nonce is still unused.
+						if fresh, err := consumeOne(ctx, s, u.Nonce.Nonce, expires); err != nil || !fresh {
+							t.Errorf("the nonce was consumed by a fold that did not apply (fresh %v, %v)", fresh, err)
+						}
+					}
+				})
+			}
+
+			// The fold that applies: claimed, queued, and its nonce consumed.
+			n := rnd(16)
+			id := k.open(t, a, "folded-"+k.name+".example.com")
+			jobsBefore := jobCount(t, x, k.job)
+			st, err := k.signed(s, signed(n), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st != k.claimed {
+				t.Fatalf("the folded write returned a %s %s, want %s", k.name, st, k.claimed)
+			}
+			if got := jobCount(t, x, k.job) - jobsBefore; got != 1 {
+				t.Fatalf("%d %s jobs queued, want 1", got, k.job)
+			}
+			if fresh, err := consumeOne(ctx, s, n, expires); err != nil || fresh {
+				t.Fatalf("the folded write's nonce is still fresh (%v, %v): it could be replayed", fresh, err)
+			}
+
+			// Ordinary and folded claims racing on one row: one wins.
+			id = k.open(t, a, "fold-race-"+k.name+".example.com")
+			var i atomic.Int32
+			wins := race(t, handles(t, s, x, 4), func(s store.Store) (bool, error) {
+				if i.Add(1)%2 == 0 {
+					return k.claim(s, id)
 				}
-			}
-			if n := jobCount(t, x, jobs.KindChallengeValidate) - jobsBefore; n != 0 {
-				t.Errorf("%d jobs queued by a fold that did not apply", n)
-			}
-			if u.Nonce.Nonce != used && u.Nonce.Epoch == epoch {
-				// Nothing committed: the nonce is still unused.
-				if fresh, err := consumeOne(ctx, s, u.Nonce.Nonce, expires); err != nil || !fresh {
-					t.Errorf("the nonce was consumed by a fold that did not apply (fresh %v, %v)", fresh, err)
+				_, err := k.signed(s, signed(rnd(16)), id)
+				if errors.Is(err, store.ErrUnfolded) {
+					return false, nil
 				}
+				return err == nil, err
+			})
+			if wins != 1 {
+				t.Fatalf("%d of 16 concurrent claims, half of them folded, won; want exactly 1", wins)
 			}
 		})
-	}
-
-	// The fold that applies: claimed, queued, and its nonce consumed.
-	n := rnd(16)
-	cid := pending("folded.example.com")
-	jobsBefore := jobCount(t, x, jobs.KindChallengeValidate)
-	c, err := s.ChallengeClaimSigned(ctx, signed(n), cid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.ID != cid || c.Status != acme.StatusProcessing {
-		t.Fatalf("folded claim returned %s %s, want %s processing", c.ID, c.Status, cid)
-	}
-	if got := jobCount(t, x, jobs.KindChallengeValidate) - jobsBefore; got != 1 {
-		t.Fatalf("%d challenge_validate jobs queued, want 1", got)
-	}
-	if fresh, err := consumeOne(ctx, s, n, expires); err != nil || fresh {
-		t.Fatalf("the folded claim's nonce is still fresh (%v, %v): it could be replayed", fresh, err)
-	}
-
-	// Ordinary and folded claims racing on one challenge: one wins.
-	cid = pending("fold-race.example.com")
-	var i atomic.Int32
-	wins := race(t, handles(t, s, x, 4), func(s store.Store) (bool, error) {
-		if i.Add(1)%2 == 0 {
-			_, claimed, err := s.ChallengeClaim(ctx, cid)
-			return claimed, err
-		}
-		_, err := s.ChallengeClaimSigned(ctx, signed(rnd(16)), cid)
-		if errors.Is(err, store.ErrUnfolded) {
-			return false, nil
-		}
-		return err == nil, err
-	})
-	if wins != 1 {
-		t.Fatalf("%d of 16 concurrent claims, half of them folded, won; want exactly 1", wins)
 	}
 }
 

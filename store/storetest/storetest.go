@@ -65,7 +65,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"ConcurrentVerdicts", testConcurrentVerdicts},
 		{"VerdictLeavesItsJob", testVerdictLeavesItsJob},
 		{"ChallengeClaimConcurrent", testChallengeClaimConcurrent},
-		{"ChallengeClaimSigned", testChallengeClaimSigned},
+		{"SignedClaims", testSignedClaims},
 		{"OrderFinalizeConcurrent", testOrderFinalizeConcurrent},
 		{"ClaimEnqueueAtomic", testClaimEnqueueAtomic},
 		{"ClaimExpiredAuthz", testClaimExpiredAuthz},
