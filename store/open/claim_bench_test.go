@@ -51,6 +51,50 @@ func BenchmarkChallengeClaim(b *testing.B) {
 	}
 }
 
+// BenchmarkChallengePOST is a challenge POST's store work on PostgreSQL,
+// both ways: "ordinary" consumes the nonce with the account and the
+// challenge read in one batch (NonceConsume), then claims
+// (ChallengeClaim); "folded" does both in one transaction
+// (ChallengeClaimSigned, protocol/fold.go). Back to back, one at a time.
+func BenchmarkChallengePOST(b *testing.B) {
+	for _, how := range []string{"ordinary", "folded"} {
+		b.Run(how, func(b *testing.B) {
+			s, challenges := benchChallenges(b, "postgres", false)
+			ctx := context.Background()
+			epoch, err := s.NonceEpoch(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			az, err := s.ChallengeWithAuthz(ctx, challenges[0])
+			if err != nil {
+				b.Fatal(err)
+			}
+			acct, err := s.AccountByID(ctx, az.Authz.AccountID)
+			if err != nil {
+				b.Fatal(err)
+			}
+			expires := time.Now().Add(time.Hour)
+			b.ResetTimer()
+			for _, id := range challenges {
+				n := store.NonceUse{Nonce: rnd(), Expires: expires, Epoch: epoch}
+				if how == "folded" {
+					if _, err := s.ChallengeClaimSigned(ctx, store.SignedUse{Nonce: n, AccountID: acct.ID, KeyJWK: acct.KeyJWK}, id); err != nil {
+						b.Fatal(err)
+					}
+					continue
+				}
+				n.AccountID, n.Lookup = acct.ID, store.Lookup{Kind: store.LookupChallenge, ID: id}
+				if got, err := s.NonceConsume(ctx, []store.NonceUse{n}); err != nil || !got[0].Fresh {
+					b.Fatalf("NonceConsume = %+v, %v", got, err)
+				}
+				if _, claimed, err := s.ChallengeClaim(ctx, id); err != nil || !claimed {
+					b.Fatalf("ChallengeClaim = %v, %v", claimed, err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkChallengeVerdict is a validation's write: the verdict on a
 // processing challenge, moving its authorization and its order with it,
 // in one transaction.
