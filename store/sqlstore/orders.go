@@ -650,36 +650,41 @@ RETURNING `+challengeCols, challengeID)
 }
 
 func (s *Store) ChallengeClaimSigned(ctx context.Context, u store.SignedUse, challengeID string) (*store.Challenge, error) {
-	if !s.folds(u, challengeID) {
-		return nil, store.ErrUnfolded
-	}
 	// ChallengeClaim's swap, for an authorization of the account.
 	var c challengeRow
-	b := signedChecks(u)
-	b.scan("claiming challenge "+challengeID, c.dest(), `UPDATE challenges SET status = 'processing', updated_at = {now}
+	var out *store.Challenge
+	err := s.claimSigned(ctx, u, challengeID, func(b *batch) {
+		b.scan("claiming challenge "+challengeID, c.dest(), `UPDATE challenges SET status = 'processing', updated_at = {now}
 WHERE id = $1 AND status = 'pending'
   AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = challenges.authz_id AND a.account_id = $2 AND a.status = 'pending' AND a.expires_at > {now})
 RETURNING `+challengeCols, challengeID, u.AccountID)
-	var out *store.Challenge
-	won, err := s.claim(ctx, &b, jobs.ChallengeValidateArgs{ChallengeID: challengeID}, func() (err error) {
+	}, jobs.ChallengeValidateArgs{ChallengeID: challengeID}, func() (err error) {
 		out, err = c.finish()
 		return err
 	})
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("claiming challenge %s with its nonce: %w", challengeID, err)
-	case !won:
-		return nil, store.ErrUnfolded
-	}
-	return out, nil
+	return out, err
 }
 
-// folds reports whether a write signed by u on the row id can be folded:
-// not on SQLite, whose nonces are the frontend's (memNonces), so there is
-// nothing to fold them into; and not with text PostgreSQL cannot hold,
-// which goes the ordinary way, where it fails only its own lookup.
-func (s *Store) folds(u store.SignedUse, id string) bool {
-	return s.mem == nil && store.Storable(u.AccountID) && store.Storable(id)
+// claimSigned is claim for a folded write on the row id: u's checks
+// (signedChecks), then the swap that swap adds, with job. It is
+// ErrUnfolded when any of them moved nothing, or when the store does not
+// fold: not on SQLite, whose nonces are the frontend's (memNonces), so
+// there is nothing to fold them into; and not with text PostgreSQL cannot
+// hold, which goes the ordinary way, where it fails only its own lookup.
+func (s *Store) claimSigned(ctx context.Context, u store.SignedUse, id string, swap func(*batch), job river.JobArgs, moved func() error) error {
+	if s.mem != nil || !store.Storable(u.AccountID) || !store.Storable(id) {
+		return store.ErrUnfolded
+	}
+	b := signedChecks(u)
+	swap(&b)
+	won, err := s.claim(ctx, &b, job, moved)
+	switch {
+	case err != nil:
+		return fmt.Errorf("claiming %s with its nonce: %w", id, err)
+	case !won:
+		return store.ErrUnfolded
+	}
+	return nil
 }
 
 // signedChecks is a folded write's batch up to its swap: two checks that
@@ -828,27 +833,21 @@ RETURNING `+orderCols, orderID, nonNil(csrDER), profile)
 }
 
 func (s *Store) OrderFinalizeSigned(ctx context.Context, u store.SignedUse, orderID, profile string, csrDER []byte) (*store.Order, error) {
-	if !s.folds(u, orderID) || !store.Storable(profile) {
+	if !store.Storable(profile) {
 		return nil, store.ErrUnfolded
 	}
 	// OrderFinalizeBegin's swap, for an order of the account.
 	var o orderRow
-	b := signedChecks(u)
-	b.scan("claiming order "+orderID, o.dest(), `UPDATE orders SET status = 'processing', csr = $2, updated_at = {now}
+	var out *store.Order
+	err := s.claimSigned(ctx, u, orderID, func(b *batch) {
+		b.scan("claiming order "+orderID, o.dest(), `UPDATE orders SET status = 'processing', csr = $2, updated_at = {now}
 WHERE id = $1 AND status = 'ready' AND profile = $3 AND account_id = $4 AND expires_at > {now}
 RETURNING `+orderCols, orderID, nonNil(csrDER), profile, u.AccountID)
-	var out *store.Order
-	won, err := s.claim(ctx, &b, jobs.SignerIssueArgs{OrderID: orderID, Profile: profile}, func() (err error) {
+	}, jobs.SignerIssueArgs{OrderID: orderID, Profile: profile}, func() (err error) {
 		out, err = o.finish()
 		return err
 	})
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("claiming order %s with its nonce: %w", orderID, err)
-	case !won:
-		return nil, store.ErrUnfolded
-	}
-	return out, nil
+	return out, err
 }
 
 func (s *Store) OrderIssued(ctx context.Context, in store.Issued) error {
