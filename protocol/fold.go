@@ -16,7 +16,8 @@ import (
 // ordinary path takes two (the nonce's batch with the first read, then the
 // claim).
 //
-// It is tried only for a request that verifies, before anything is sent,
+// It is tried only on a store that folds (store.Store.Folds: PostgreSQL),
+// and only for a request that verifies, before anything is sent,
 // with the key its account had on its last request (Server.lastKeys); the
 // transaction then checks that the account is still valid with that very
 // key, so a key change or a deactivation since makes it commit nothing.

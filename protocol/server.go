@@ -449,7 +449,7 @@ func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error
 			}
 		}
 		var guess *guessed
-		if fold != nil && acctID != "" && mode != jwkOnly {
+		if fold != nil && acctID != "" && mode != jwkOnly && s.st.Folds() {
 			var done bool
 			if done, guess, err = s.tryFold(w, r, want, msg, acctID, fold); done {
 				return err

@@ -158,6 +158,10 @@ type Store interface {
 	// when the challenge was not pending (a repeated POST); the current
 	// challenge is returned either way. A failed insert leaves it pending.
 	ChallengeClaim(ctx context.Context, challengeID string) (c *Challenge, claimed bool, err error)
+	// Folds reports whether ChallengeClaimSigned and OrderFinalizeSigned
+	// can apply: true on PostgreSQL. Elsewhere they are always ErrUnfolded,
+	// and a caller skips the work that prepares them.
+	Folds() bool
 	// ChallengeClaimSigned is a challenge POST in one transaction (one
 	// round trip on PostgreSQL): it consumes u's nonce, checks that the
 	// account is still valid with u.KeyJWK, and claims the challenge as

@@ -665,14 +665,17 @@ RETURNING `+challengeCols, challengeID, u.AccountID)
 	return out, err
 }
 
+// Folds is false on SQLite, whose nonces are the frontend's (memNonces):
+// there is no transaction of the store's to fold them into.
+func (s *Store) Folds() bool { return s.mem == nil }
+
 // claimSigned is claim for a folded write on the row id: u's checks
 // (signedChecks), then the swap that swap adds, with job. It is
-// ErrUnfolded when any of them moved nothing, or when the store does not
-// fold: not on SQLite, whose nonces are the frontend's (memNonces), so
-// there is nothing to fold them into; and not with text PostgreSQL cannot
-// hold, which goes the ordinary way, where it fails only its own lookup.
+// ErrUnfolded when any of them moved nothing, when the store does not fold
+// (Folds), and for text PostgreSQL cannot hold, which goes the ordinary
+// way, where it fails only its own lookup.
 func (s *Store) claimSigned(ctx context.Context, u store.SignedUse, id string, swap func(*batch), job river.JobArgs, moved func() error) error {
-	if s.mem != nil || !store.Storable(u.AccountID) || !store.Storable(id) {
+	if !s.Folds() || !store.Storable(u.AccountID) || !store.Storable(id) {
 		return store.ErrUnfolded
 	}
 	b := signedChecks(u)

@@ -1099,6 +1099,9 @@ func testSignedClaims(t *testing.T, s store.Store, x Extras) {
 			return claimed, err
 		},
 	}}
+	if s.Folds() == x.ProcessNonces {
+		t.Fatalf("Folds() = %v on a store whose nonces are the process's (%v): it folds exactly when they are the database's", s.Folds(), x.ProcessNonces)
+	}
 	epoch, err := s.NonceEpoch(ctx)
 	if err != nil {
 		t.Fatal(err)
