@@ -23,27 +23,15 @@ func (s *Server) finalize(w http.ResponseWriter, p *post) error {
 	if err != nil {
 		return err
 	}
-	var req struct {
-		CSR string `json:"csr"`
-	}
+	var req finalizeReq
 	if err := decodePayload(p, "finalize", &req); err != nil {
 		return err
 	}
 	if o.Status != acme.StatusReady {
 		return notReady(o)
 	}
-	if req.CSR == "" {
-		return acme.Malformed("the finalize payload has no csr")
-	}
-	der, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(req.CSR, "="))
+	der, err := s.checkedCSR(req, o.ID, o.Profile, o.Identifiers)
 	if err != nil {
-		return acme.Malformed("the csr is not base64url-encoded DER")
-	}
-	prof, ok := s.profile(o.Profile)
-	if !ok {
-		return acme.Internal(fmt.Errorf("order %s names profile %q, which is no longer configured", o.ID, o.Profile))
-	}
-	if _, err := csr.Check(der, o.Identifiers, prof.KeyTypes); err != nil {
 		return err
 	}
 	if err := s.limitCertificates(p.r.Context(), o.Identifiers); err != nil {
@@ -58,6 +46,32 @@ func (s *Server) finalize(w http.ResponseWriter, p *post) error {
 		return notReady(cur)
 	}
 	return s.writeOrder(w, http.StatusOK, cur)
+}
+
+// finalizeReq is a finalize's payload (RFC 8555 §7.4).
+type finalizeReq struct {
+	CSR string `json:"csr"`
+}
+
+// checkedCSR is req's CSR, DER, once it has passed the checks for the order
+// orderID of profile for ids: present, base64url, and accepted by csr.Check
+// under the profile's key types.
+func (s *Server) checkedCSR(req finalizeReq, orderID, profile string, ids []acme.Identifier) ([]byte, error) {
+	if req.CSR == "" {
+		return nil, acme.Malformed("the finalize payload has no csr")
+	}
+	der, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(req.CSR, "="))
+	if err != nil {
+		return nil, acme.Malformed("the csr is not base64url-encoded DER")
+	}
+	prof, ok := s.profile(profile)
+	if !ok {
+		return nil, acme.Internal(fmt.Errorf("order %s names profile %q, which is no longer configured", orderID, profile))
+	}
+	if _, err := csr.Check(der, ids, prof.KeyTypes); err != nil {
+		return nil, err
+	}
+	return der, nil
 }
 
 // finalizeFolded is finalize as a folded write (fold.go): the nonce, the
@@ -77,21 +91,12 @@ func (s *Server) finalizeFolded(w http.ResponseWriter, p *post, u store.SignedUs
 	if !ok || f.accountID != u.AccountID {
 		return false, nil
 	}
-	var req struct {
-		CSR string `json:"csr"`
-	}
-	if decodePayload(p, "finalize", &req) != nil || req.CSR == "" {
+	var req finalizeReq
+	if decodePayload(p, "finalize", &req) != nil {
 		return false, nil
 	}
-	der, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(req.CSR, "="))
+	der, err := s.checkedCSR(req, id, f.profile, f.identifiers)
 	if err != nil {
-		return false, nil
-	}
-	prof, ok := s.profile(f.profile)
-	if !ok {
-		return false, nil
-	}
-	if _, err := csr.Check(der, f.identifiers, prof.KeyTypes); err != nil {
 		return false, nil
 	}
 	o, err := s.st.OrderFinalizeSigned(p.r.Context(), u, id, f.profile, der)

@@ -29,6 +29,8 @@ import (
 //
 // folded is a route's fold: done is false when it did not answer (the
 // request goes the ordinary way), and it must not have written to w then.
+// p holds the request and its verified payload but no account: u names
+// the account, and only the transaction vouches for it.
 type folded func(w http.ResponseWriter, p *post, u store.SignedUse) (done bool, err error)
 
 // tryFold runs fold for msg if its nonce passes the local checks and it

@@ -134,8 +134,7 @@ type claimBatcher interface {
 // already have committed: nothing may run on t after it.
 //
 // b may hold more than one statement when each is such a check that must
-// hold (ChallengeClaimSigned: the nonce's insert, the account's read, the
-// swap): each then fails when it finds nothing, and any n[i] == 0 means
+// hold (claimSigned: the nonce's insert, the account's read, the swap): each then fails when it finds nothing, and any n[i] == 0 means
 // the transaction must roll back.
 func (t *txn) sendClaim(ctx context.Context, b *batch, queue string, then func() error) ([]int64, error) {
 	cb, ok := t.raw.(claimBatcher)
