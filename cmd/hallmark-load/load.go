@@ -25,8 +25,13 @@ type loadSpec struct {
 	Concurrency int
 	Count       int
 	Timeout     time.Duration
-	Poll        time.Duration
-	Responders  *responders
+	// Stall ends the run early when no issuance has finished, well or
+	// badly, for this long: a server that stopped answering (Pebble's lock
+	// inversion, see docs/performance.md) would otherwise hold the run to
+	// Timeout and leave no rate to compare with. Zero never stops.
+	Stall      time.Duration
+	Poll       time.Duration
+	Responders *responders
 	// Procs are the server's processes, measured before and after.
 	Procs procSet
 }
@@ -51,6 +56,10 @@ type result struct {
 	SelfSwitches int64
 	JobLatency   string
 	TimedOut     bool
+	// Stalled says Stall ended the run; Active is from the start to the
+	// last successful issuance, the span RatePerSec counts over.
+	Stalled bool
+	Active  time.Duration
 }
 
 func (r *result) CertsPerSec() float64 {
@@ -58,6 +67,19 @@ func (r *result) CertsPerSec() float64 {
 		return 0
 	}
 	return float64(r.OK) / r.Wall.Seconds()
+}
+
+// RatePerSec is CertsPerSec, except for a run that stalled: there it is the
+// rate until the last issuance before the stall, the server's speed while
+// it still answered.
+func (r *result) RatePerSec() float64 {
+	if !r.Stalled {
+		return r.CertsPerSec()
+	}
+	if r.Active <= 0 {
+		return 0
+	}
+	return float64(r.OK) / r.Active.Seconds()
 }
 
 // CPUPerCert is the server CPU over every group per issued certificate.
@@ -114,8 +136,10 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	res := &result{Spec: spec, Steps: map[string][]time.Duration{}, Errors: map[string]int{}, Example: map[string]string{}}
 	var mu sync.Mutex
 	var next atomic.Int64
-	tctx, cancel := context.WithTimeout(ctx, spec.Timeout)
+	timed, cancel := context.WithTimeout(ctx, spec.Timeout)
 	defer cancel()
+	tctx, stop := context.WithCancelCause(timed)
+	defer stop(nil)
 
 	for _, c := range clients {
 		c.requests = 0 // account creation is not timed
@@ -126,6 +150,12 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	}
 	selfBefore, switchesBefore := selfCPU(), selfSwitches()
 	start := time.Now()
+	var lastOK time.Time // under mu
+	var progress stallWatch
+	progress.finished(start)
+	if spec.Stall > 0 {
+		go progress.watch(tctx, spec.Stall, func() { stop(errStalled) })
+	}
 	var wg sync.WaitGroup
 	for i := range clients {
 		wg.Add(1)
@@ -138,6 +168,7 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 				}
 				name := fmt.Sprintf("i%d-%s.load.test", n, prefix)
 				d, err := c.issue(tctx, name, key, spec.Responders.Tokens)
+				progress.finished(time.Now())
 				mu.Lock()
 				if err != nil {
 					k := errorKind(err, tctx)
@@ -146,6 +177,7 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 					}
 				} else {
 					res.OK++
+					lastOK = time.Now()
 					for k, v := range d {
 						res.Steps[k] = append(res.Steps[k], v)
 					}
@@ -165,7 +197,11 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	for _, c := range clients {
 		res.Requests += c.requests
 	}
-	res.TimedOut = tctx.Err() != nil && next.Load() <= int64(spec.Count)
+	res.Stalled = errors.Is(context.Cause(tctx), errStalled)
+	res.TimedOut = !res.Stalled && tctx.Err() != nil && next.Load() <= int64(spec.Count)
+	if res.OK > 0 {
+		res.Active = lastOK.Sub(start)
+	}
 	if spec.Procs.pgAdmin != "" {
 		time.Sleep(1500 * time.Millisecond) // let the statistics collector catch up
 	}
@@ -180,6 +216,33 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	return res, nil
 }
 
+// errStalled is the cause a run's context ends with when Stall passed
+// without an issuance finishing.
+var errStalled = errors.New("no issuance finished within --stall")
+
+// stallWatch notices a run making no progress: finished records when an
+// issuance last ended; watch calls stalled once that is longer ago than
+// limit.
+type stallWatch struct{ last atomic.Int64 } // UnixNano
+
+func (w *stallWatch) finished(t time.Time) { w.last.Store(t.UnixNano()) }
+
+func (w *stallWatch) watch(ctx context.Context, limit time.Duration, stalled func()) {
+	tick := time.NewTicker(min(limit/4, 250*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			if now.Sub(time.Unix(0, w.last.Load())) >= limit {
+				stalled()
+				return
+			}
+		}
+	}
+}
+
 // errorKind names a failure by its problem type, or by what went wrong
 // when the server sent no problem document.
 func errorKind(err error, ctx context.Context) string {
@@ -187,6 +250,8 @@ func errorKind(err error, ctx context.Context) string {
 	switch {
 	case errors.As(err, &pe):
 		return strings.TrimPrefix(pe.Type, "urn:ietf:params:acme:error:")
+	case errors.Is(context.Cause(ctx), errStalled):
+		return "stalled (--stall reached)"
 	case ctx.Err() != nil:
 		return "timeout (--timeout reached)"
 	case errors.Is(err, context.DeadlineExceeded):
@@ -216,6 +281,10 @@ func (r *result) print(w io.Writer) {
 		fmt.Fprintf(w, " (stopped by --timeout %s)", r.Spec.Timeout)
 	}
 	fmt.Fprintln(w)
+	if r.Stalled {
+		fmt.Fprintf(w, "  STALLED: no issuance finished for --stall %s; the %d before it took %.2fs: %.1f certificates/s until the stall\n",
+			r.Spec.Stall, r.OK, r.Active.Seconds(), r.RatePerSec())
+	}
 	fmt.Fprintf(w, "  %-16s %9s %9s\n", "step (ms)", "p50", "p99")
 	for _, s := range steps {
 		fmt.Fprintf(w, "  %-16s %9s %9s\n", s, ms(percentile(r.Steps[s], 0.5)), ms(percentile(r.Steps[s], 0.99)))

@@ -121,3 +121,49 @@ func TestProcReadings(t *testing.T) {
 		t.Fatal("getrusage reports no context switches for this process")
 	}
 }
+
+// TestStallWatch: a run whose last issuance finished longer ago than the
+// limit is stopped; one that finishes issuances is left alone.
+func TestStallWatch(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		last     time.Time
+		wantStop bool
+	}{
+		{"nothing finished for an hour", time.Now().Add(-time.Hour), true},
+		{"an issuance just finished", time.Now().Add(time.Hour), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var w stallWatch
+			w.finished(tc.last)
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			stopped := make(chan struct{}, 1)
+			w.watch(ctx, 40*time.Millisecond, func() { stopped <- struct{}{} })
+			if got := len(stopped) == 1; got != tc.wantStop {
+				t.Fatalf("stopped = %v, want %v", got, tc.wantStop)
+			}
+		})
+	}
+}
+
+// TestRatePerSec: a stalled run is rated over the span until its last
+// issuance, not over the wait that ended it.
+func TestRatePerSec(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		r    result
+		want float64
+	}{
+		{"finished", result{OK: 100, Wall: 2 * time.Second, Active: time.Second}, 50},
+		{"stalled", result{OK: 100, Wall: 12 * time.Second, Active: time.Second, Stalled: true}, 100},
+		{"stalled before any", result{OK: 0, Wall: 10 * time.Second, Stalled: true}, 0},
+	} {
+		if got := tc.r.RatePerSec(); got != tc.want {
+			t.Errorf("%s: RatePerSec = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -60,12 +60,14 @@ run "hallmark-load run -h" or "hallmark-load bench -h" for the flags
 type loadFlags struct {
 	count   int
 	timeout time.Duration
+	stall   time.Duration
 	poll    time.Duration
 }
 
 func (l *loadFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&l.count, "count", 200, "issuances per run")
 	fs.DurationVar(&l.timeout, "timeout", 2*time.Minute, "stop a run after this long, whatever the count")
+	fs.DurationVar(&l.stall, "stall", 10*time.Second, "stop a run when no issuance has finished for this long, and report the rate until then (0: never)")
 	fs.DurationVar(&l.poll, "poll", 50*time.Millisecond, "poll no slower than this (the server's Retry-After is honoured when shorter)")
 }
 
@@ -109,7 +111,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	defer resp.Close()
 	fmt.Printf("http-01 responder on 127.0.0.1:%d, DNS on %s\n", resp.HTTPPort, resp.DNSAddr)
 	r, err := runLoad(ctx, loadSpec{Directory: *directory, Roots: roots, Concurrency: *concurrency, Count: lf.count,
-		Timeout: lf.timeout, Poll: lf.poll, Responders: resp, Procs: procs})
+		Timeout: lf.timeout, Stall: lf.stall, Poll: lf.poll, Responders: resp, Procs: procs})
 	if err != nil {
 		return err
 	}
@@ -195,7 +197,7 @@ func cmdBench(ctx context.Context, args []string) error {
 				wait = t.profile(ctx, *profDir, fmt.Sprintf("%s-c%d", t.Label, n), *profSecs)
 			}
 			r, err := runLoad(ctx, loadSpec{Directory: t.Directory, Roots: t.Roots, Concurrency: n, Count: lf.count,
-				Timeout: lf.timeout, Poll: lf.poll, Responders: resp, Procs: t.Procs})
+				Timeout: lf.timeout, Stall: lf.stall, Poll: lf.poll, Responders: resp, Procs: t.Procs})
 			wait()
 			if t.DBURL != "" && err == nil {
 				if jl, jerr := jobLatency(ctx, t.DBURL); jerr == nil {
@@ -228,8 +230,12 @@ func printTable(w *os.File, rs []*result) {
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rs {
 		ratio := "—"
-		if p := pebble[r.Spec.Concurrency]; p != nil && p.CertsPerSec() > 0 {
-			ratio = fmt.Sprintf("%.2f×", r.CertsPerSec()/p.CertsPerSec())
+		if p := pebble[r.Spec.Concurrency]; p != nil && p.RatePerSec() > 0 {
+			ratio = fmt.Sprintf("%.2f×", r.RatePerSec()/p.RatePerSec())
+		}
+		rate := fmt.Sprintf("%.1f", r.RatePerSec())
+		if r.Stalled {
+			rate += " until it stalled"
 		}
 		var rss int64
 		for _, v := range r.PeakRSSKiB {
@@ -244,8 +250,8 @@ func printTable(w *os.File, rs []*result) {
 		if r.OK > 0 {
 			reqs = float64(r.Requests) / float64(r.OK)
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %.1f | %s | %s / %s | %s | %s | %s | %s | %.2f | %.1f | %.0f | %d |\n",
-			r.Label, r.Spec.Concurrency, r.OK, r.CertsPerSec(), ratio,
+		fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s / %s | %s | %s | %s | %s | %.2f | %.1f | %.0f | %d |\n",
+			r.Label, r.Spec.Concurrency, r.OK, rate, ratio,
 			p50(stepTotal), ms(percentile(r.Steps[stepTotal], 0.99)), p50(stepNewOrder), p50(stepChallenge), p50(stepFinalize), p50(stepDownload),
 			float64(r.CPUPerCert())/float64(time.Millisecond), reqs, float64(rss)/1024, errs)
 	}
