@@ -167,3 +167,25 @@ func TestRatePerSec(t *testing.T) {
 		}
 	}
 }
+
+// TestTableReference: every row's "vs Pebble" is against Pebble's best run
+// at its concurrency, stalled or not, and Pebble's best reads 1.00×.
+func TestTableReference(t *testing.T) {
+	t.Parallel()
+	run := func(label string, c, ok int, wall, active time.Duration, stalled bool) *result {
+		return &result{Label: label, Spec: loadSpec{Concurrency: c}, OK: ok, Wall: wall, Active: active, Stalled: stalled}
+	}
+	var b strings.Builder
+	printTable(&b, []*result{
+		run("pebble (in memory)", 32, 900, 11*time.Second, 6*time.Second, true), // 150/s until it stalled
+		run("hallmark postgres local", 32, 1000, 20*time.Second, 20*time.Second, false),
+		run("pebble (in memory)", 32, 100, 6*time.Second, time.Second, true), // 100/s
+		run("hallmark postgres local", 1, 300, 10*time.Second, 10*time.Second, false),
+	})
+	rows := strings.Split(strings.TrimSpace(b.String()), "\n")[2:]
+	for i, want := range []string{"| 150.0 until it stalled | 1.00× |", "| 50.0 | 0.33× |", "| 100.0 until it stalled | 0.67× |", "| 30.0 | — |"} {
+		if !strings.Contains(rows[i], want) {
+			t.Errorf("row %d = %s, want it to contain %q", i, rows[i], want)
+		}
+	}
+}
