@@ -228,7 +228,11 @@ type stallWatch struct{ last atomic.Int64 } // UnixNano
 func (w *stallWatch) finished(t time.Time) { w.last.Store(t.UnixNano()) }
 
 func (w *stallWatch) watch(ctx context.Context, limit time.Duration, stalled func()) {
-	tick := time.NewTicker(min(limit/4, 250*time.Millisecond))
+	every := min(limit/4, 250*time.Millisecond)
+	if every <= 0 {
+		every = time.Millisecond // a --stall of a few ns: NewTicker refuses zero
+	}
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {

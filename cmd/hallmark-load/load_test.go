@@ -129,10 +129,12 @@ func TestStallWatch(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		last     time.Time
+		limit    time.Duration
 		wantStop bool
 	}{
-		{"nothing finished for an hour", time.Now().Add(-time.Hour), true},
-		{"an issuance just finished", time.Now().Add(time.Hour), false},
+		{"nothing finished for an hour", time.Now().Add(-time.Hour), 40 * time.Millisecond, true},
+		{"an issuance just finished", time.Now().Add(time.Hour), 40 * time.Millisecond, false},
+		{"a limit too small to divide", time.Now().Add(-time.Hour), 3, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -141,7 +143,7 @@ func TestStallWatch(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
 			stopped := make(chan struct{}, 1)
-			w.watch(ctx, 40*time.Millisecond, func() { stopped <- struct{}{} })
+			w.watch(ctx, tc.limit, func() { stopped <- struct{}{} })
 			if got := len(stopped) == 1; got != tc.wantStop {
 				t.Fatalf("stopped = %v, want %v", got, tc.wantStop)
 			}
