@@ -37,6 +37,9 @@ type client struct {
 	// requests counts the HTTP requests this client sent (its goroutine
 	// alone touches it): polls are most of a server's work per certificate.
 	requests int
+	// took is how long each answered request of an issuance took, by kind
+	// (postAs); its goroutine alone touches it.
+	took map[string][]time.Duration
 }
 
 type directory struct {
@@ -159,6 +162,21 @@ func (c *client) post(ctx context.Context, url string, payload any) (*http.Respo
 		}
 		return resp, body, err
 	}
+}
+
+// postAs is post for one of an issuance's requests, timed under kind when
+// it is answered: from signing the JWS to the body read, a badNonce retry
+// included.
+func (c *client) postAs(ctx context.Context, kind, url string, payload any) (*http.Response, []byte, error) {
+	start := time.Now()
+	resp, body, err := c.post(ctx, url, payload)
+	if err == nil {
+		if c.took == nil {
+			c.took = map[string][]time.Duration{}
+		}
+		c.took[kind] = append(c.took[kind], time.Since(start))
+	}
+	return resp, body, err
 }
 
 func asProblem(err error, pe **problemError) bool {

@@ -24,6 +24,21 @@ const (
 
 var steps = []string{stepTotal, stepNewOrder, stepChallenge, stepFinalize, stepDownload}
 
+// The requests of an issuance, each timed on its own (client.postAs): what
+// a step's time is made of. The polls are the waits' repeated requests; at
+// one of each per wait an issuance is seven requests.
+const (
+	reqNewOrder    = "newOrder"
+	reqAuthz       = "authorization"
+	reqChallenge   = "challenge POST"
+	reqAuthzPoll   = "authorization poll"
+	reqFinalize    = "finalize"
+	reqOrderPoll   = "order poll"
+	reqCertificate = "certificate"
+)
+
+var requestKinds = []string{reqNewOrder, reqAuthz, reqChallenge, reqAuthzPoll, reqFinalize, reqOrderPoll, reqCertificate}
+
 type order struct {
 	Status         string        `json:"status"`
 	Authorizations []string      `json:"authorizations"`
@@ -50,7 +65,7 @@ func (c *client) issue(ctx context.Context, name string, certKey *ecdsa.PrivateK
 	d := map[string]time.Duration{}
 	start := time.Now()
 
-	resp, body, err := c.post(ctx, c.dir.NewOrder, map[string]any{
+	resp, body, err := c.postAs(ctx, reqNewOrder, c.dir.NewOrder, map[string]any{
 		"identifiers": []map[string]string{{"type": "dns", "value": name}},
 	})
 	if err != nil {
@@ -67,7 +82,7 @@ func (c *client) issue(ctx context.Context, name string, certKey *ecdsa.PrivateK
 	// to, to learn the token.
 	t0 := time.Now()
 	var a authz
-	if _, body, err = c.post(ctx, o.Authorizations[0], nil); err != nil {
+	if _, body, err = c.postAs(ctx, reqAuthz, o.Authorizations[0], nil); err != nil {
 		return d, fmt.Errorf("reading the authorization: %w", err)
 	}
 	if err := json.Unmarshal(body, &a); err != nil {
@@ -85,7 +100,7 @@ func (c *client) issue(ctx context.Context, name string, certKey *ecdsa.PrivateK
 		return d, errors.New("the authorization offers no http-01 challenge")
 	}
 	if a.Status != "valid" {
-		resp, _, err = c.post(ctx, chURL, map[string]any{})
+		resp, _, err = c.postAs(ctx, reqChallenge, chURL, map[string]any{})
 		if err != nil {
 			return d, fmt.Errorf("answering the challenge: %w", err)
 		}
@@ -93,7 +108,7 @@ func (c *client) issue(ctx context.Context, name string, certKey *ecdsa.PrivateK
 			if err := sleep(ctx, c.pollDelay(resp)); err != nil {
 				return d, err
 			}
-			if resp, body, err = c.post(ctx, o.Authorizations[0], nil); err != nil {
+			if resp, body, err = c.postAs(ctx, reqAuthzPoll, o.Authorizations[0], nil); err != nil {
 				return d, fmt.Errorf("polling the authorization: %w", err)
 			}
 			a = authz{}
@@ -119,7 +134,7 @@ func (c *client) issue(ctx context.Context, name string, certKey *ecdsa.PrivateK
 	if err != nil {
 		return d, err
 	}
-	resp, body, err = c.post(ctx, o.Finalize, map[string]string{"csr": base64.RawURLEncoding.EncodeToString(csr)})
+	resp, body, err = c.postAs(ctx, reqFinalize, o.Finalize, map[string]string{"csr": base64.RawURLEncoding.EncodeToString(csr)})
 	if err != nil {
 		return d, fmt.Errorf("finalize: %w", err)
 	}
@@ -140,14 +155,14 @@ func (c *client) issue(ctx context.Context, name string, certKey *ecdsa.PrivateK
 		if err := sleep(ctx, c.pollDelay(resp)); err != nil {
 			return d, err
 		}
-		if resp, body, err = c.post(ctx, orderURL, nil); err != nil {
+		if resp, body, err = c.postAs(ctx, reqOrderPoll, orderURL, nil); err != nil {
 			return d, fmt.Errorf("polling the order: %w", err)
 		}
 	}
 	d[stepFinalize] = time.Since(t0)
 
 	t0 = time.Now()
-	resp, body, err = c.post(ctx, o.Certificate, nil)
+	resp, body, err = c.postAs(ctx, reqCertificate, o.Certificate, nil)
 	if err != nil {
 		return d, fmt.Errorf("downloading the certificate: %w", err)
 	}

@@ -50,6 +50,9 @@ type result struct {
 	PeakRSSKiB map[string]int64
 	PGCommits  int64 // transactions the run's PostgreSQL database committed
 	Requests   int   // HTTP requests the clients sent during the timed part
+	// RequestTimes is each answered request of the timed part by kind
+	// (requestKinds).
+	RequestTimes map[string][]time.Duration
 	// SelfCPU is the generator's own CPU during the timed part: it runs on
 	// the same cores as the server, so it bounds what any server can do.
 	SelfCPU      time.Duration
@@ -142,7 +145,7 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	defer stop(nil)
 
 	for _, c := range clients {
-		c.requests = 0 // account creation is not timed
+		c.requests, c.took = 0, nil // account creation is not timed
 	}
 	before, err := spec.Procs.sample()
 	if err != nil {
@@ -194,8 +197,12 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	res.Wall = time.Since(start)
 	res.SelfCPU = selfCPU() - selfBefore
 	res.SelfSwitches = selfSwitches() - switchesBefore
+	res.RequestTimes = map[string][]time.Duration{}
 	for _, c := range clients {
 		res.Requests += c.requests
+		for k, ds := range c.took {
+			res.RequestTimes[k] = append(res.RequestTimes[k], ds...)
+		}
 	}
 	res.Stalled = errors.Is(context.Cause(tctx), errStalled)
 	res.TimedOut = !res.Stalled && tctx.Err() != nil && next.Load() <= int64(spec.Count)
@@ -298,6 +305,13 @@ func (r *result) print(w io.Writer) {
 	}
 	if r.OK > 0 {
 		fmt.Fprintf(w, "  requests %d = %.1f per certificate\n", r.Requests, float64(r.Requests)/float64(r.OK))
+	}
+	if r.OK > 0 {
+		for _, k := range requestKinds {
+			if ds := r.RequestTimes[k]; len(ds) > 0 {
+				fmt.Fprintf(w, "  request %-20s p50 %6s p99 %6s ms, %.2f per certificate\n", k, ms(percentile(ds, 0.5)), ms(percentile(ds, 0.99)), float64(len(ds))/float64(r.OK))
+			}
+		}
 	}
 	for _, k := range sortedKeys(r.Errors) {
 		fmt.Fprintf(w, "  error %-40s %d (first: %.300s)\n", k, r.Errors[k], r.Example[k])

@@ -191,3 +191,33 @@ func TestTableReference(t *testing.T) {
 		}
 	}
 }
+
+// TestPrintRequests: a run's report has each request kind's p50 and how
+// many of it an issuance took, polls above one when a wait needed more.
+func TestPrintRequests(t *testing.T) {
+	t.Parallel()
+	ms := func(n ...int) []time.Duration {
+		var ds []time.Duration
+		for _, v := range n {
+			ds = append(ds, time.Duration(v)*time.Millisecond)
+		}
+		return ds
+	}
+	r := &result{Label: "x", OK: 2, Wall: time.Second, RequestTimes: map[string][]time.Duration{
+		reqNewOrder:  ms(3, 5),
+		reqAuthzPoll: ms(2, 2, 4),
+	}}
+	var b strings.Builder
+	r.print(&b)
+	for _, want := range []string{
+		"request newOrder             p50    3.0 p99    5.0 ms, 1.00 per certificate",
+		"request authorization poll   p50    2.0 p99    4.0 ms, 1.50 per certificate",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "request finalize") {
+		t.Errorf("report names a request kind the run never made:\n%s", b.String())
+	}
+}
