@@ -48,22 +48,35 @@ func (d sqliteDriver) GetListener(p *riverdriver.GetListenenerParams) riverdrive
 // is written, so a job another process inserts starts without waiting for
 // the next poll; the poll then only backs the watch up, every
 // outboxEverySQLite. A check that finds no change right after a write is
-// repeated once, recheckSQLite later: the event can arrive before the
-// writer has published its commit in the WAL index.
+// repeated, recheckSQLite later and then twice as long each time, up to
+// rechecksSQLite times: the event arrives when the writer appends its
+// commit to the WAL, and the commit shows only once the writer has synced
+// the file and published it in the WAL index, which writes no file event
+// (the index is shared memory). One recheck 1 ms later missed every commit
+// whose sync took longer, on a disk where an idle fdatasync took ~1 ms:
+// those jobs waited for the 50 ms poll (round 10 of docs/performance.md).
 type sqliteListener struct {
 	riverdriver.Listener
-	db      *sql.DB
-	every   time.Duration
-	version int64     // the last data_version seen
-	readAt  time.Time // when the outbox was last read
+	db        *sql.DB
+	every     time.Duration
+	pollEvery time.Duration // the watch's backing poll; outboxEverySQLite unless a test sets it
+	version   int64         // the last data_version seen
+	readAt    time.Time     // when the outbox was last read
 
 	mu      sync.Mutex // guards watch and watched against Close
 	watch   *walWatch  // nil when not (yet) watching
 	watched bool       // watchWAL was tried
-	recheck bool       // check again recheckSQLite after an unchanged write
+	// rechecks is how many checks are left after a write that showed no
+	// commit; the next waits recheckSQLite << (rechecksSQLite - rechecks).
+	rechecks int
 }
 
-const recheckSQLite = time.Millisecond
+// After a write with no visible commit: checks at 1, 2, 4, 8 and 16 ms
+// (31 ms in all, under the 50 ms poll).
+const (
+	recheckSQLite  = time.Millisecond
+	rechecksSQLite = 5
+)
 
 // startWatch starts the WAL watch on the first wait; if it cannot (another
 // platform, no inotify instances left), the listener polls every `every`.
@@ -93,16 +106,20 @@ func (l *sqliteListener) WaitForNotification(ctx context.Context) (*riverdriver.
 	watch := l.startWatch()
 	// How long an outbox read waits for rows, and how long the loop sleeps
 	// between checks when nothing wakes it.
+	pollEvery := outboxEverySQLite
+	if l.pollEvery > 0 {
+		pollEvery = l.pollEvery
+	}
 	readFor, sleep := l.every, l.every
 	if watch != nil {
-		readFor, sleep = recheckSQLite, outboxEverySQLite
+		readFor, sleep = recheckSQLite, pollEvery
 	}
 	// A call reads the outbox first: the previous call may have left rows
 	// buffered in the wrapped listener.
 	read := true
 	for {
 		again, woken := false, false
-		if read || time.Since(l.readAt) >= outboxEverySQLite {
+		if read || time.Since(l.readAt) >= pollEvery {
 			l.readAt = time.Now()
 			waits := l.db.Stats().WaitCount
 			readCtx, cancel := context.WithTimeout(ctx, readFor)
@@ -122,8 +139,8 @@ func (l *sqliteListener) WaitForNotification(ctx context.Context) (*riverdriver.
 			again = l.db.Stats().WaitCount != waits
 		} else {
 			d := sleep
-			if l.recheck {
-				d = recheckSQLite
+			if l.rechecks > 0 {
+				d = recheckSQLite << (rechecksSQLite - l.rechecks)
 			}
 			var wake <-chan struct{}
 			if watch != nil {
@@ -148,7 +165,13 @@ func (l *sqliteListener) WaitForNotification(ctx context.Context) (*riverdriver.
 		// counter; a spurious change only costs a read.
 		read = again || v != l.version
 		l.version = v
-		// After a write with no visible commit, look once more shortly.
-		l.recheck = woken && !read
+		switch {
+		case read:
+			l.rechecks = 0
+		case woken: // a write with no visible commit (yet): look again soon
+			l.rechecks = rechecksSQLite
+		case l.rechecks > 0:
+			l.rechecks--
+		}
 	}
 }

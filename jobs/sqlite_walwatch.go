@@ -67,7 +67,7 @@ func watchWAL(ctx context.Context, db *sql.DB) (*walWatch, error) {
 }
 
 func (ww *walWatch) close() {
-	if ww != nil {
+	if ww != nil && ww.w != nil { // a test's watch has no watcher
 		ww.w.Close()
 	}
 }
