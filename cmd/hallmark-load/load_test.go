@@ -196,7 +196,7 @@ func TestTableReference(t *testing.T) {
 // many of it an issuance took, polls above one when a wait needed more.
 func TestPrintRequests(t *testing.T) {
 	t.Parallel()
-	ms := func(n ...int) []time.Duration {
+	millis := func(n ...int) []time.Duration {
 		var ds []time.Duration
 		for _, v := range n {
 			ds = append(ds, time.Duration(v)*time.Millisecond)
@@ -204,8 +204,8 @@ func TestPrintRequests(t *testing.T) {
 		return ds
 	}
 	r := &result{Label: "x", OK: 2, Wall: time.Second, RequestTimes: map[string][]time.Duration{
-		reqNewOrder:  ms(3, 5),
-		reqAuthzPoll: ms(2, 2, 4),
+		reqNewOrder:  millis(3, 5),
+		reqAuthzPoll: millis(2, 2, 4),
 	}}
 	var b strings.Builder
 	r.print(&b)
