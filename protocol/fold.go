@@ -37,26 +37,16 @@ type folded func(w http.ResponseWriter, p *post, u store.SignedUse) (done bool, 
 // verifies with its account's last key. g is that verification, for the
 // ordinary path to use as its guess (ahead.go) rather than verify again.
 func (s *Server) tryFold(w http.ResponseWriter, r *http.Request, url string, msg *jws.Message, acctID string, fold folded) (done bool, g *guessed, err error) {
-	jwk, ok := s.lastKeys.get(acctID)
-	if !ok {
-		return false, nil, nil
-	}
 	use, ok := s.nonces.Local(msg.Nonce)
 	if !ok {
 		return false, nil, nil
 	}
-	key, err := s.keys.parse([]byte(jwk))
-	if err != nil {
-		return false, nil, nil
-	}
-	payload, err := msg.Verify(key)
-	g = &guessed{jwk: jwk, verifyResult: verifyResult{payload, err}}
-	if err != nil {
-		// Perhaps the key changed: the ordinary path verifies with the
-		// key it reads.
+	if g = s.guess(msg, acctID); g == nil || g.err != nil {
+		// No key to verify with, or perhaps the key changed: the ordinary
+		// path verifies with the key it reads.
 		return false, g, nil
 	}
-	done, err = fold(w, &post{r: r, url: url, payload: payload}, store.SignedUse{Nonce: use, AccountID: acctID, KeyJWK: []byte(jwk)})
+	done, err = fold(w, &post{r: r, url: url, payload: g.payload}, store.SignedUse{Nonce: use, AccountID: acctID, KeyJWK: []byte(g.jwk)})
 	return done, g, err
 }
 

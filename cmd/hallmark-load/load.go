@@ -171,7 +171,8 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 				}
 				name := fmt.Sprintf("i%d-%s.load.test", n, prefix)
 				d, err := c.issue(tctx, name, key, spec.Responders.Tokens)
-				progress.finished(time.Now())
+				done := time.Now()
+				progress.finished(done)
 				mu.Lock()
 				if err != nil {
 					k := errorKind(err, tctx)
@@ -180,7 +181,7 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 					}
 				} else {
 					res.OK++
-					lastOK = time.Now()
+					lastOK = done
 					for k, v := range d {
 						res.Steps[k] = append(res.Steps[k], v)
 					}
