@@ -3,6 +3,8 @@ package protocol
 import (
 	"net/http"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/jws"
@@ -14,7 +16,8 @@ import (
 // (OrderFinalizeSigned) consumes its nonce, checks its account and claims
 // the challenge or order in one round trip on PostgreSQL, where the
 // ordinary path takes two (the nonce's batch with the first read, then the
-// claim).
+// claim); a newOrder (OrderCreateSigned) writes the order in that round
+// trip.
 //
 // It is tried only on a store that folds (store.Store.Folds: PostgreSQL),
 // and only for a request that verifies, before anything is sent,
@@ -61,4 +64,42 @@ type orderFacts struct {
 // rememberOrder keeps o's facts for a folded finalize (Server.orders).
 func (s *Server) rememberOrder(o *store.Order) {
 	s.orders.put(o.ID, orderFacts{accountID: o.AccountID, profile: o.Profile, identifiers: slices.Clone(o.Identifiers)})
+}
+
+// dbClock is the database's clock as this frontend last saw it: the time
+// a nonce answer carried (store.NonceUsed), against this process's clock
+// when the answer came. A folded newOrder computes its order's times from
+// it, as the ordinary path does from the answer itself, and its
+// transaction refuses an estimate more than store.ClockSlack off.
+type dbClock struct {
+	mu     sync.Mutex
+	offset time.Duration // the database's clock less ours
+	seen   time.Time     // when, on ours; zero: never
+}
+
+// clockFresh is how long a reading is used for. Clocks drift far slower;
+// this bounds how long a stepped clock on either side goes unnoticed
+// (until the transaction's own check refuses it).
+const clockFresh = time.Minute
+
+func (c *dbClock) observe(db time.Time) {
+	if db.IsZero() {
+		return
+	}
+	now := time.Now()
+	c.mu.Lock()
+	c.offset, c.seen = db.Sub(now), now
+	c.mu.Unlock()
+}
+
+// estimate is the database's clock now, by the last reading, or false
+// when there is none younger than clockFresh.
+func (c *dbClock) estimate() (time.Time, bool) {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen.IsZero() || now.Sub(c.seen) > clockFresh {
+		return time.Time{}, false
+	}
+	return now.Add(c.offset).Round(0), true
 }

@@ -10,9 +10,11 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
 
@@ -20,10 +22,10 @@ import (
 	"github.com/hallmark-ca/hallmark/store"
 )
 
-// foldWatch is the real store, counting how challenge POSTs and finalizes
-// reached it: folded with their nonce (ChallengeClaimSigned,
-// OrderFinalizeSigned) or the ordinary way (ChallengeClaim,
-// OrderFinalizeBegin).
+// foldWatch is the real store, counting how newOrders, challenge POSTs
+// and finalizes reached it: folded with their nonce (OrderCreateSigned,
+// ChallengeClaimSigned, OrderFinalizeSigned) or the ordinary way
+// (OrderCreate, ChallengeClaim, OrderFinalizeBegin).
 type foldWatch struct {
 	store.Store
 	mu                               sync.Mutex
@@ -41,6 +43,19 @@ func (w *foldWatch) OrderFinalizeBegin(ctx context.Context, id, profile string, 
 	w.claims++
 	w.mu.Unlock()
 	return w.Store.OrderFinalizeBegin(ctx, id, profile, csr)
+}
+
+func (w *foldWatch) OrderCreateSigned(ctx context.Context, u store.SignedUse, o store.NewOrder, clock time.Time) (*store.Order, error) {
+	out, err := w.Store.OrderCreateSigned(ctx, u, o, clock)
+	w.count(err)
+	return out, err
+}
+
+func (w *foldWatch) OrderCreate(ctx context.Context, o store.NewOrder) (*store.Order, error) {
+	w.mu.Lock()
+	w.claims++
+	w.mu.Unlock()
+	return w.Store.OrderCreate(ctx, o)
 }
 
 // count records a folded write's outcome.
@@ -366,6 +381,117 @@ func TestFinalizeFolded(t *testing.T) {
 			watch.wantUnfolded(t, pg)
 			if n := e.jobCount(t, "signer_issue") - jobs; n != 0 {
 				t.Errorf("a second finalize queued %d jobs", n)
+			}
+		})
+	})
+}
+
+// TestNewOrderFolded: a newOrder from an account whose key the frontend
+// knows, that it knows has no external account binding and whose last
+// ordinary newOrder found nothing to reuse, is one transaction with its
+// nonce on PostgreSQL; on SQLite it goes the ordinary way. An
+// authorization to reuse sends it the ordinary way, which reuses it, and
+// keeps the account's next newOrder off the fold; what the fold cannot
+// vouch for is answered as it always was, with no order written.
+func TestNewOrderFolded(t *testing.T) {
+	t.Parallel()
+	wrap := func(s store.Store) store.Store { return &foldWatch{Store: s} }
+	withWrappedStores(t, nil, wrap, nil, func(t *testing.T, e *env) {
+		watch := e.st.(*foldWatch)
+		pg := e.kind == "postgres"
+		newOrderURL := e.base + "/acme/new-order"
+		orderCount := func(t *testing.T, a *account) int {
+			t.Helper()
+			ids, _, err := e.st.OrdersByAccount(context.Background(), lastSegment(a.kid), store.Page{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(ids)
+		}
+		// known is an account after one ordinary newOrder, which taught
+		// the frontend its key, that it has no binding and nothing to
+		// reuse.
+		known := func(t *testing.T, name string) (a *account, orderURL string) {
+			t.Helper()
+			a = e.register(t)
+			watch.reset()
+			_, orderURL = e.newOrder(t, a, dnsIDs(name))
+			watch.wantUnfolded(t, false)
+			return a, orderURL
+		}
+
+		t.Run("folded", func(t *testing.T) {
+			a, _ := known(t, "nof-first.example")
+			watch.reset()
+			o, loc := e.newOrder(t, a, dnsIDs("nof.example", "*.nof.example"))
+			watch.wantFolded(t, pg)
+			if o.Status != acme.StatusPending || len(o.Authorizations) != 2 || loc == "" {
+				t.Fatalf("the folded order is %s with %d authorizations at %q; want pending with 2 at a Location", o.Status, len(o.Authorizations), loc)
+			}
+			if got := e.getOrder(t, a, loc); got.Status != acme.StatusPending || !slices.Equal(got.Authorizations, o.Authorizations) {
+				t.Errorf("the order reads back %s with %v, want pending with %v", got.Status, got.Authorizations, o.Authorizations)
+			}
+			az := e.authz(t, a, o.Authorizations[1])
+			if az.Identifier.Value != "nof.example" || !az.Wildcard || az.Status != acme.StatusPending || len(az.Challenges) == 0 {
+				t.Errorf("the second authorization is %+v, want a pending wildcard for nof.example with challenges", az)
+			}
+			// It can be validated and finalized like any other.
+			e.validate(t, a, o)
+			if got := e.getOrder(t, a, loc); got.Status != acme.StatusReady {
+				t.Errorf("the folded order is %s after its authorizations were validated, want ready", got.Status)
+			}
+		})
+
+		t.Run("the first order of an account", func(t *testing.T) {
+			a := e.register(t)
+			watch.reset()
+			e.newOrder(t, a, dnsIDs("nof-new.example"))
+			watch.wantUnfolded(t, false)
+		})
+
+		t.Run("an authorization to reuse", func(t *testing.T) {
+			a, _ := known(t, "nof-reuse-first.example")
+			first, _ := e.newOrder(t, a, dnsIDs("nof-reuse.example"))
+			e.validate(t, a, first)
+			watch.reset()
+			o, _ := e.newOrder(t, a, dnsIDs("nof-reuse.example"))
+			watch.wantUnfolded(t, pg) // tried, and the store refused it
+			if o.Status != acme.StatusReady || len(o.Authorizations) != 1 || o.Authorizations[0] != first.Authorizations[0] {
+				t.Errorf("the order is %s with %v; want ready, reusing %v", o.Status, o.Authorizations, first.Authorizations)
+			}
+			// That newOrder found one to reuse: the next is not tried.
+			watch.reset()
+			e.newOrder(t, a, dnsIDs("nof-reuse-next.example"))
+			watch.wantUnfolded(t, false)
+			// That one found none: the next is folded again.
+			watch.reset()
+			e.newOrder(t, a, dnsIDs("nof-reuse-last.example"))
+			watch.wantFolded(t, pg)
+		})
+
+		t.Run("a replayed nonce", func(t *testing.T) {
+			a, orderURL := known(t, "nof-replay-first.example")
+			n := e.nonce(t)
+			wantStatus(t, e.post(t, a, orderURL, nil, signOpts{nonce: n}), http.StatusOK)
+			before := orderCount(t, a)
+			watch.reset()
+			r := e.post(t, a, newOrderURL, map[string]any{"identifiers": dnsIDs("nof-replay.example")}, signOpts{nonce: n})
+			wantProblem(t, e, r, acme.ProblemBadNonce, http.StatusBadRequest)
+			watch.wantUnfolded(t, pg)
+			if got := orderCount(t, a) - before; got != 0 {
+				t.Errorf("%d orders written with a replayed nonce", got)
+			}
+		})
+
+		t.Run("a payload it refuses", func(t *testing.T) {
+			a, _ := known(t, "nof-refused-first.example")
+			before := orderCount(t, a)
+			watch.reset()
+			r := e.post(t, a, newOrderURL, map[string]any{"identifiers": []acme.Identifier{}})
+			wantProblem(t, e, r, acme.ProblemMalformed, http.StatusBadRequest)
+			watch.wantUnfolded(t, false)
+			if got := orderCount(t, a) - before; got != 0 {
+				t.Errorf("%d orders written for a refused payload", got)
 			}
 		})
 	})

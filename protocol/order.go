@@ -96,18 +96,7 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 	if err := decodePayload(p, "newOrder", &req); err != nil {
 		return err
 	}
-	if len(req.Identifiers) == 0 {
-		return acme.Malformed("the order has no identifiers")
-	}
-	name := req.Profile
-	if name == "" {
-		name = s.cfg.DefaultProfile
-	}
-	prof, ok := s.profile(name)
-	if !ok {
-		return acme.New(acme.ProblemInvalidProfile, "there is no profile %q; this server offers %s", name, strings.Join(s.profileNames(), ", "))
-	}
-	ids, err := s.policy.Check(req.Identifiers, prof)
+	name, prof, ids, err := s.orderRequest(req)
 	if err != nil {
 		return err
 	}
@@ -124,36 +113,18 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 		return err
 	}
 	now := p.now // the database clock, read with the nonce
-	nb, na, err := validityRequest(req, prof, name, now)
+	reusable, err := s.reusable(p, authzKeys(ids), now.Add(s.orderLifetime()))
 	if err != nil {
 		return err
 	}
-
-	expires := now.Add(s.orderLifetime())
-	authzLife := hours(s.cfg.Server.AuthzLifetimeHours, 30*24)
-	no := store.NewOrder{
-		AccountID: p.acct.ID, Identifiers: ids, Profile: name,
-		NotBefore: nb, NotAfter: na, Expires: expires,
-		Replaces: req.Replaces, ReplacesSerial: replacesSerial,
-	}
-	reusable, err := s.reusable(p, authzKeys(ids), expires)
+	// Whether the next newOrder of this account is worth folding
+	// (newOrderFolded): not while it has authorizations to reuse.
+	s.reuses.put(p.acct.ID, slices.ContainsFunc(reusable, func(a *store.Authorization) bool { return a != nil }))
+	no, err := s.draftOrder(p.acct.ID, req, name, prof, ids, bind, now, reusable)
 	if err != nil {
 		return err
 	}
-	for i, id := range ids {
-		a, err := authzFor(reusable[i], p.acct.ID, id, prof, name, now, authzLife)
-		if err != nil {
-			return err
-		}
-		if a.ID == "" && preValidated(bind, id) {
-			bornValid(a)
-		}
-		// The order lives no longer than its authorizations.
-		if a.Expires.Before(no.Expires) {
-			no.Expires = a.Expires
-		}
-		no.Authzs = append(no.Authzs, a)
-	}
+	no.ReplacesSerial = replacesSerial
 	if err := s.limitNewOrder(ctx, p.acct.ID, no); err != nil {
 		return err
 	}
@@ -164,6 +135,117 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 	s.auditBornValid(ctx, p.acct.ID, bind, no, o)
 	s.rememberOrder(o)
 	return s.writeOrder(w, http.StatusCreated, o)
+}
+
+// orderRequest is a newOrder payload's profile, checked, and its
+// identifiers as the policy allows them.
+func (s *Server) orderRequest(req newOrderReq) (name string, prof config.Profile, ids []acme.Identifier, err error) {
+	if len(req.Identifiers) == 0 {
+		return "", prof, nil, acme.Malformed("the order has no identifiers")
+	}
+	name = req.Profile
+	if name == "" {
+		name = s.cfg.DefaultProfile
+	}
+	prof, ok := s.profile(name)
+	if !ok {
+		return "", prof, nil, acme.New(acme.ProblemInvalidProfile, "there is no profile %q; this server offers %s", name, strings.Join(s.profileNames(), ", "))
+	}
+	ids, err = s.policy.Check(req.Identifiers, prof)
+	return name, prof, ids, err
+}
+
+// draftOrder is the order req asks of account acctID, at now on the
+// database's clock: its validity, its expiry, and for each identifier the
+// authorization in reusable (found[i] for ids[i], nil for none) or else a
+// new one, born valid when bind pre-validates it.
+func (s *Server) draftOrder(acctID string, req newOrderReq, name string, prof config.Profile, ids []acme.Identifier,
+	bind *store.EABKey, now time.Time, reusable []*store.Authorization) (store.NewOrder, error) {
+	nb, na, err := validityRequest(req, prof, name, now)
+	if err != nil {
+		return store.NewOrder{}, err
+	}
+	no := store.NewOrder{
+		AccountID: acctID, Identifiers: ids, Profile: name,
+		NotBefore: nb, NotAfter: na, Expires: now.Add(s.orderLifetime()),
+		Replaces: req.Replaces,
+	}
+	authzLife := hours(s.cfg.Server.AuthzLifetimeHours, 30*24)
+	for i, id := range ids {
+		var reuse *store.Authorization
+		if i < len(reusable) {
+			reuse = reusable[i]
+		}
+		a, err := authzFor(reuse, acctID, id, prof, name, now, authzLife)
+		if err != nil {
+			return store.NewOrder{}, err
+		}
+		if a.ID == "" && preValidated(bind, id) {
+			bornValid(a)
+		}
+		// The order lives no longer than its authorizations.
+		if a.Expires.Before(no.Expires) {
+			no.Expires = a.Expires
+		}
+		no.Authzs = append(no.Authzs, a)
+	}
+	return no, nil
+}
+
+// newOrderFolded is newOrder as a folded write (fold.go): the nonce, the
+// account and the order's rows in one transaction, for an order that
+// needs nothing read first. It is tried for an account this frontend
+// knows to have no external account binding (whose limits and
+// pre-validation would need it read) and whose last ordinary newOrder
+// found no authorization to reuse, with no rate limit set (each reads the
+// store), and with a recent reading of the database's clock (dbClock) for
+// the order's times; the transaction checks that clock, and that no
+// authorization could be reused after all. A replacement (ARI) goes the
+// ordinary way, as does a payload it would refuse: the ordinary path says
+// why.
+func (s *Server) newOrderFolded(w http.ResponseWriter, p *post, u store.SignedUse) (bool, error) {
+	if s.limitsRead() {
+		return false, nil
+	}
+	if _, ok := s.unbound.get(u.AccountID); !ok {
+		return false, nil
+	}
+	if reuses, ok := s.reuses.get(u.AccountID); !ok || reuses {
+		return false, nil
+	}
+	now, ok := s.clock.estimate()
+	if !ok {
+		return false, nil
+	}
+	var req newOrderReq
+	if decodePayload(p, "newOrder", &req) != nil || req.Replaces != "" {
+		return false, nil
+	}
+	name, prof, ids, err := s.orderRequest(req)
+	if err != nil {
+		return false, nil
+	}
+	no, err := s.draftOrder(u.AccountID, req, name, prof, ids, nil, now, nil)
+	if err != nil {
+		return false, nil
+	}
+	o, err := s.st.OrderCreateSigned(p.r.Context(), u, no, now)
+	if errors.Is(err, store.ErrUnfolded) {
+		return false, nil
+	}
+	if err != nil {
+		return true, s.orderCreateErr(err, "")
+	}
+	s.rememberOrder(o)
+	return true, s.writeOrder(w, http.StatusCreated, o)
+}
+
+// limitsRead reports whether a newOrder reads the store for a rate limit
+// (limitNewOrder).
+func (s *Server) limitsRead() bool {
+	l := s.cfg.Limits
+	return l.OrdersPerAccount > 0 || l.PendingAuthorizationsPerAccount > 0 ||
+		l.FailedValidationsPerHour > 0 || l.CertificatesPerDomain > 0
 }
 
 // orderLifetime is how long a new order lives, at most.

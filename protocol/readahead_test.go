@@ -177,10 +177,14 @@ func b2i(b bool) int {
 // database clock is not known yet), so the handler must drop those that
 // do not outlive the order. With orders and authorizations both living an
 // hour, a valid authorization never outlives a later order, and is not
-// reused, though the read made ahead found it.
+// reused, though the read made ahead found it. A rate limit keeps the
+// newOrder off the fold (newOrderFolded), which reads nothing ahead.
 func TestReuseAheadOutlivesOrder(t *testing.T) {
 	t.Parallel()
-	hour := func(c *config.Config) { c.Server.OrderLifetimeHours, c.Server.AuthzLifetimeHours = 1, 1 }
+	hour := func(c *config.Config) {
+		c.Server.OrderLifetimeHours, c.Server.AuthzLifetimeHours = 1, 1
+		c.Limits.OrdersPerAccount = 1000
+	}
 	wrap := func(s store.Store) store.Store { return &aheadWatch{Store: s} }
 	withWrappedStores(t, hour, wrap, nil, func(t *testing.T, e *env) {
 		watch := e.st.(*aheadWatch)

@@ -68,7 +68,14 @@ type Server struct {
 	lastKeys memo[string]
 	// orders: what never changes about an order (its account, identifiers
 	// and profile), for finalizing it folded (fold.go).
-	orders  memo[orderFacts]
+	orders memo[orderFacts]
+	// reuses: whether each account's latest ordinary newOrder found an
+	// authorization to reuse; a newOrder is folded only after one that
+	// found none (newOrderFolded).
+	reuses memo[bool]
+	// clock: the database's clock as the latest nonce answer read it, for
+	// a folded newOrder's times (fold.go).
+	clock   dbClock
 	policy  *policy.Policy
 	log     *slog.Logger
 	permits chan struct{}
@@ -255,7 +262,6 @@ func (s *Server) routes() http.Handler {
 		r.Handle(path, s.instrument(name, true, methodsOnly([]string{http.MethodPost}, s.verified(mode, h, ahead, nil))))
 	}
 	postRoute(pathNewAccount, "new_account", jwkOnly, s.newAccount, nil)
-	postRoute(pathNewOrder, "new_order", kidOnly, s.newOrder, s.newOrderAhead)
 	postRoute(pathNewAuthz, "new_authz", kidOnly, s.newAuthz, nil) // newauthz.go
 	postRoute(pathRevokeCert, "revoke_cert", kidOrJWK, s.revokeCert, nil)
 	postRoute(pathKeyChange, "key_change", kidOnly, s.keyChange, nil)
@@ -263,10 +269,12 @@ func (s *Server) routes() http.Handler {
 	postRoute(pathAccount+"{id}/orders", "account_orders", kidOnly, s.accountOrders, nil)
 	postRoute(pathOrder+"{id}", "order", kidOnly, s.order, orderAhead)
 	postRoute(pathAuthz+"{id}", "authz", kidOnly, s.authz, authzAhead)
-	// The challenge POST and finalize are tried folded first (fold.go).
+	// newOrder, the challenge POST and finalize are tried folded first
+	// (fold.go).
 	foldedRoute := func(path, name string, h func(http.ResponseWriter, *post) error, ahead readAhead, fold folded) {
 		r.Handle(path, s.instrument(name, true, methodsOnly([]string{http.MethodPost}, s.verified(kidOnly, h, ahead, fold))))
 	}
+	foldedRoute(pathNewOrder, "new_order", s.newOrder, s.newOrderAhead, s.newOrderFolded)
 	foldedRoute(pathOrder+"{id}/finalize", "finalize", s.finalize, orderAhead, s.finalizeFolded)
 	foldedRoute(pathChallenge+"{id}", "challenge", s.challenge, challengeAhead, s.challengeFolded)
 	postRoute(pathCert+"{serial}", "cert", kidOnly, s.cert, certAhead)
@@ -442,17 +450,17 @@ func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error
 		// guesses the signature's key (ahead.go); nothing read is trusted
 		// until the request is verified.
 		acctID, kidErr := s.kidAccountID(msg.KeyID)
-		var first store.Lookup
-		if acctID != "" && mode != jwkOnly && ahead != nil {
-			if l := ahead(r, msg, acctID); aheadID(l.ID) {
-				first = l
-			}
-		}
 		var guess *guessed
 		if fold != nil && acctID != "" && mode != jwkOnly && s.st.Folds() {
 			var done bool
 			if done, guess, err = s.tryFold(w, r, want, msg, acctID, fold); done {
 				return err
+			}
+		}
+		var first store.Lookup
+		if acctID != "" && mode != jwkOnly && ahead != nil {
+			if l := ahead(r, msg, acctID); aheadID(l.ID) {
+				first = l
 			}
 		}
 		red := s.nonces.Begin(msg.Nonce, acctID, first)
@@ -463,6 +471,7 @@ func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error
 		if err != nil {
 			return s.storeErr(err, "consuming the nonce")
 		}
+		s.clock.observe(now)
 		p := &post{r: r, url: want, now: now}
 		if v, err, ok := red.Found(); ok {
 			p.ahead, p.aheadOf = &aheadResult{v: v, err: err}, first

@@ -23,11 +23,17 @@ var (
 	// store's.
 	ErrBadCursor = errors.New("store: not a page cursor this store returned")
 	// ErrUnfolded is a write folded with its request's nonce and account
-	// check (ChallengeClaimSigned, OrderFinalizeSigned) that committed nothing: one of them did
+	// check (ChallengeClaimSigned, OrderFinalizeSigned, OrderCreateSigned) that committed nothing: one of them did
 	// not hold, or the store does not fold. The request goes the ordinary
 	// way.
 	ErrUnfolded = errors.New("store: the folded write did not apply")
 )
+
+// ClockSlack is how far a folded newOrder's estimate of the database's
+// clock may be off (OrderCreateSigned): its order and authorizations then
+// expire at most this much earlier or later than the ordinary path would
+// have made them.
+const ClockSlack = 2 * time.Second
 
 // Storable reports whether s can be a text column's value on every store:
 // valid UTF-8 with no NUL. PostgreSQL refuses anything else as a parameter,
@@ -136,6 +142,17 @@ type Store interface {
 
 	// OrderCreate writes an order and its new authorizations and challenges.
 	OrderCreate(ctx context.Context, o NewOrder) (*Order, error)
+	// OrderCreateSigned is a newOrder in one transaction with its
+	// request's nonce and account check, as ChallengeClaimSigned is for a
+	// challenge: it consumes u's nonce, checks that the account is still
+	// valid with u.KeyJWK, and writes o as OrderCreate does, if every
+	// authorization of o is new, the account has no valid authorization
+	// for any of o's identifiers that outlives o.Expires (which the
+	// ordinary path would reuse), and the database's clock is within
+	// ClockSlack of clock, the caller's estimate of it that o's times were
+	// computed from. Otherwise it commits nothing and the error is
+	// ErrUnfolded.
+	OrderCreateSigned(ctx context.Context, u SignedUse, o NewOrder, clock time.Time) (*Order, error)
 	OrderByID(ctx context.Context, id string) (*Order, error)
 	// OrdersByAccount lists order IDs of an account for its "orders" URL.
 	OrdersByAccount(ctx context.Context, accountID string, p Page) ([]string, string, error)
@@ -158,9 +175,9 @@ type Store interface {
 	// when the challenge was not pending (a repeated POST); the current
 	// challenge is returned either way. A failed insert leaves it pending.
 	ChallengeClaim(ctx context.Context, challengeID string) (c *Challenge, claimed bool, err error)
-	// Folds reports whether ChallengeClaimSigned and OrderFinalizeSigned
-	// can apply: true on PostgreSQL. Elsewhere they are always ErrUnfolded,
-	// and a caller skips the work that prepares them.
+	// Folds reports whether ChallengeClaimSigned, OrderFinalizeSigned and
+	// OrderCreateSigned can apply: true on PostgreSQL. Elsewhere they are
+	// always ErrUnfolded, and a caller skips the work that prepares them.
 	Folds() bool
 	// ChallengeClaimSigned is a challenge POST in one transaction (one
 	// round trip on PostgreSQL): it consumes u's nonce, checks that the

@@ -1046,6 +1046,131 @@ func testChallengeClaimConcurrent(t *testing.T, s store.Store, x Extras) {
 	}
 }
 
+// testSignedOrders: a newOrder folded with its nonce writes the order and
+// consumes the nonce together, or, when the nonce, the account, the clock
+// it was drafted by or an authorization the ordinary path would reuse
+// does not allow it, commits nothing (ErrUnfolded). SQLite does not fold.
+func testSignedOrders(t *testing.T, s store.Store, x Extras) {
+	ctx := ctxT(t)
+	epoch, err := s.NonceEpoch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := dbNow(t, s)
+	expires := now.Add(time.Hour)
+	a := newAccount(t, s)
+	signed := func(nonce string) store.SignedUse {
+		return store.SignedUse{Nonce: store.NonceUse{Nonce: nonce, Expires: expires, Epoch: epoch}, AccountID: a.ID, KeyJWK: a.KeyJWK}
+	}
+	orders := func() int {
+		t.Helper()
+		ids, _, err := s.OrdersByAccount(ctx, a.ID, store.Page{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ids)
+	}
+	// An order that expires before the account's valid authorization
+	// for reused.example.com, which the ordinary path would reuse.
+	reused := readyOrder(t, s, a, "reused.example.com")
+	spec := func(names ...string) store.NewOrder {
+		o := orderSpec(t, s, a, names...)
+		o.Expires = now.Add(30 * time.Minute)
+		return o
+	}
+	if x.ProcessNonces {
+		before := orders()
+		_, err := s.OrderCreateSigned(ctx, signed(rnd(16)), spec("unfolded.example.com"), dbNow(t, s))
+		wantErr(t, "a folded newOrder on a store that does not fold", err, store.ErrUnfolded)
+		if n := orders() - before; n != 0 {
+			t.Errorf("%d orders written by a fold that did not apply", n)
+		}
+		return
+	}
+
+	used := rnd(16)
+	if fresh, err := consumeOne(ctx, s, used, expires); err != nil || !fresh {
+		t.Fatalf("consuming a nonce: fresh %v, %v", fresh, err)
+	}
+	for _, tc := range []struct {
+		name  string
+		use   func() store.SignedUse
+		order func() store.NewOrder
+		clock func() time.Time
+	}{
+		{"a nonce used before", func() store.SignedUse { return signed(used) }, nil, nil},
+		{"a nonce of another epoch", func() store.SignedUse { u := signed(rnd(16)); u.Nonce.Epoch++; return u }, nil, nil},
+		{"a key the account no longer has", func() store.SignedUse {
+			u := signed(rnd(16))
+			u.KeyJWK = []byte(`{"kty":"OKP","crv":"Ed25519","x":"old"}`)
+			return u
+		}, nil, nil},
+		{"another account's order", nil, func() store.NewOrder {
+			o := spec("other.example.com")
+			o.AccountID = newAccount(t, s).ID
+			return o
+		}, nil},
+		{"a clock a minute fast", nil, nil, func() time.Time { return dbNow(t, s).Add(time.Minute) }},
+		{"a clock a minute slow", nil, nil, func() time.Time { return dbNow(t, s).Add(-time.Minute) }},
+		{"an authorization to reuse", nil, func() store.NewOrder { return spec("new.example.com", "reused.example.com") }, nil},
+		{"an authorization reused", nil, func() store.NewOrder {
+			o := spec("reused.example.com")
+			o.Authzs[0] = authz(t, s, reused.AuthzIDs[0])
+			return o
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u, o, clock := signed(rnd(16)), spec("folded-not.example.com"), dbNow(t, s)
+			if tc.use != nil {
+				u = tc.use()
+			}
+			if tc.order != nil {
+				o = tc.order()
+			}
+			if tc.clock != nil {
+				clock = tc.clock()
+			}
+			before := orders()
+			_, err := s.OrderCreateSigned(ctx, u, o, clock)
+			wantErr(t, "the folded newOrder", err, store.ErrUnfolded)
+			if n := orders() - before; n != 0 {
+				t.Errorf("%d orders written by a fold that did not apply", n)
+			}
+			if u.Nonce.Nonce != used && u.Nonce.Epoch == epoch {
+				// Nothing committed: the nonce is still unused.
+				if fresh, err := consumeOne(ctx, s, u.Nonce.Nonce, expires); err != nil || !fresh {
+					t.Errorf("the nonce was consumed by a fold that did not apply (fresh %v, %v)", fresh, err)
+				}
+			}
+		})
+	}
+
+	// The fold that applies: the order as OrderCreate writes it, and its
+	// nonce consumed.
+	n := rnd(16)
+	before := orders()
+	o, err := s.OrderCreateSigned(ctx, signed(n), spec("folded.example.com", "*.folded.example.com"), dbNow(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := orders() - before; got != 1 {
+		t.Fatalf("%d orders written by the fold, want 1", got)
+	}
+	back := order(t, s, o.ID)
+	if back.Status != acme.StatusPending || o.Status != acme.StatusPending || !slices.Equal(back.AuthzIDs, o.AuthzIDs) || len(o.AuthzIDs) != 2 {
+		t.Errorf("the folded order reads back %s with authorizations %v; it was returned %s with %v; want pending with 2", back.Status, back.AuthzIDs, o.Status, o.AuthzIDs)
+	}
+	if !back.CreatedAt.Equal(o.CreatedAt) || !slices.Equal(back.Identifiers, o.Identifiers) {
+		t.Errorf("the folded order reads back created %v with %v; it was returned created %v with %v", back.CreatedAt, back.Identifiers, o.CreatedAt, o.Identifiers)
+	}
+	if az := authz(t, s, o.AuthzIDs[1]); !az.Wildcard || az.Identifier.Value != "folded.example.com" || len(az.Challenges) != 2 || az.Status != acme.StatusPending {
+		t.Errorf("the folded order's second authorization is %+v, want a pending wildcard for folded.example.com with 2 challenges", az)
+	}
+	if fresh, err := consumeOne(ctx, s, n, expires); err != nil || fresh {
+		t.Fatalf("the folded newOrder's nonce is still fresh (%v, %v): it could be replayed", fresh, err)
+	}
+}
+
 // foldedKind is one kind of folded write (ChallengeClaimSigned,
 // OrderFinalizeSigned) as testSignedClaims drives it.
 type foldedKind struct {

@@ -66,6 +66,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"VerdictLeavesItsJob", testVerdictLeavesItsJob},
 		{"ChallengeClaimConcurrent", testChallengeClaimConcurrent},
 		{"SignedClaims", testSignedClaims},
+		{"SignedOrders", testSignedOrders},
 		{"OrderFinalizeConcurrent", testOrderFinalizeConcurrent},
 		{"ClaimEnqueueAtomic", testClaimEnqueueAtomic},
 		{"ClaimExpiredAuthz", testClaimExpiredAuthz},
