@@ -209,6 +209,7 @@ func run(c *cli.Context) error {
 		return cli.Exit(err.Error(), 2)
 	}
 	log := config.Logger("worker").With("worker", cfg.Worker.ID)
+	log.Debug("garbage collector target", "gogc", config.TuneGC()) // cmd/config/serve.go
 	ctx, stop := config.SignalContext()
 	defer stop()
 
