@@ -39,9 +39,7 @@ func (w *foldWatch) OrderFinalizeSigned(ctx context.Context, u store.SignedUse, 
 }
 
 func (w *foldWatch) OrderFinalizeBegin(ctx context.Context, id, profile string, csr []byte) (*store.Order, bool, error) {
-	w.mu.Lock()
-	w.claims++
-	w.mu.Unlock()
+	w.ordinary()
 	return w.Store.OrderFinalizeBegin(ctx, id, profile, csr)
 }
 
@@ -52,10 +50,15 @@ func (w *foldWatch) OrderCreateSigned(ctx context.Context, u store.SignedUse, o 
 }
 
 func (w *foldWatch) OrderCreate(ctx context.Context, o store.NewOrder) (*store.Order, error) {
-	w.mu.Lock()
-	w.claims++
-	w.mu.Unlock()
+	w.ordinary()
 	return w.Store.OrderCreate(ctx, o)
+}
+
+// ordinary counts a write that reached the store the ordinary way.
+func (w *foldWatch) ordinary() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.claims++
 }
 
 // count records a folded write's outcome.
@@ -122,9 +125,7 @@ func (w *foldWatch) NonceConsume(ctx context.Context, uses []store.NonceUse) ([]
 }
 
 func (w *foldWatch) ChallengeClaim(ctx context.Context, id string) (*store.Challenge, bool, error) {
-	w.mu.Lock()
-	w.claims++
-	w.mu.Unlock()
+	w.ordinary()
 	return w.Store.ChallengeClaim(ctx, id)
 }
 
