@@ -61,6 +61,16 @@ func (w *foldWatch) ordinary() {
 	w.claims++
 }
 
+// withFoldWatch runs f on both stores, each wrapped in a foldWatch; pg is
+// true on PostgreSQL, the store that folds.
+func withFoldWatch(t *testing.T, f func(t *testing.T, e *env, watch *foldWatch, pg bool)) {
+	t.Helper()
+	wrap := func(s store.Store) store.Store { return &foldWatch{Store: s} }
+	withWrappedStores(t, nil, wrap, nil, func(t *testing.T, e *env) {
+		f(t, e, e.st.(*foldWatch), e.kind == "postgres")
+	})
+}
+
 // count records a folded write's outcome.
 func (w *foldWatch) count(err error) {
 	w.mu.Lock()
@@ -137,9 +147,7 @@ func (w *foldWatch) ChallengeClaim(ctx context.Context, id string) (*store.Chall
 // account's challenge, a challenge already claimed.
 func TestChallengeFolded(t *testing.T) {
 	t.Parallel()
-	wrap := func(s store.Store) store.Store { return &foldWatch{Store: s} }
-	withWrappedStores(t, nil, wrap, nil, func(t *testing.T, e *env) {
-		watch := e.st.(*foldWatch)
+	withFoldWatch(t, func(t *testing.T, e *env, watch *foldWatch, pg bool) {
 		// A challenge of a's, pending, after requests that taught the
 		// frontend a's key.
 		pending := func(t *testing.T, a *account, name string) (chURL, authzURL string) {
@@ -158,7 +166,6 @@ func TestChallengeFolded(t *testing.T) {
 			t.Fatalf("no challenge %s in %s", chURL, authzURL)
 			return ""
 		}
-		pg := e.kind == "postgres"
 
 		t.Run("folded", func(t *testing.T) {
 			a := e.register(t)
@@ -290,10 +297,7 @@ func TestChallengeFolded(t *testing.T) {
 // vouch for is answered as it always was, and leaves the order ready.
 func TestFinalizeFolded(t *testing.T) {
 	t.Parallel()
-	wrap := func(s store.Store) store.Store { return &foldWatch{Store: s} }
-	withWrappedStores(t, nil, wrap, nil, func(t *testing.T, e *env) {
-		watch := e.st.(*foldWatch)
-		pg := e.kind == "postgres"
+	withFoldWatch(t, func(t *testing.T, e *env, watch *foldWatch, pg bool) {
 		ready := func(t *testing.T, a *account, name string) (orderJSON, string) {
 			t.Helper()
 			o, loc := e.newOrder(t, a, dnsIDs(name))
@@ -396,10 +400,7 @@ func TestFinalizeFolded(t *testing.T) {
 // vouch for is answered as it always was, with no order written.
 func TestNewOrderFolded(t *testing.T) {
 	t.Parallel()
-	wrap := func(s store.Store) store.Store { return &foldWatch{Store: s} }
-	withWrappedStores(t, nil, wrap, nil, func(t *testing.T, e *env) {
-		watch := e.st.(*foldWatch)
-		pg := e.kind == "postgres"
+	withFoldWatch(t, func(t *testing.T, e *env, watch *foldWatch, pg bool) {
 		newOrderURL := e.base + "/acme/new-order"
 		orderCount := func(t *testing.T, a *account) int {
 			t.Helper()
