@@ -463,10 +463,11 @@ func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error
 				first = l
 			}
 		}
-		red := s.nonces.Begin(msg.Nonce, acctID, first)
-		if guess == nil && red.Sent() && acctID != "" && mode != jwkOnly {
-			guess = s.guess(msg, acctID)
+		var meanwhile func()
+		if guess == nil && acctID != "" && mode != jwkOnly {
+			meanwhile = func() { guess = s.guess(msg, acctID) }
 		}
+		red := s.nonces.Begin(r.Context(), msg.Nonce, acctID, first, meanwhile)
 		acct, now, err := red.Wait(r.Context())
 		if err != nil {
 			return s.storeErr(err, "consuming the nonce")

@@ -112,3 +112,16 @@ type Nonces interface {
 	// NonceGC forgets consumed nonces past their expiry.
 	NonceGC(ctx context.Context) (int64, error)
 }
+
+// NoncesMeanwhile is a Nonces that can run work of the caller's while a
+// consumption's round trip is in flight: NonceConsume, with meanwhile run
+// once, on the caller's goroutine, after the statements have gone to the
+// database and before their answer is read. On PostgreSQL the frontend
+// checks the request's signature there, in the time the database takes to
+// answer, without handing the round trip to another goroutine (whose
+// wake-up, on an idle virtual CPU, cost as much as the check).
+// When the call fails before its round trip starts (no connection),
+// meanwhile is not run: the caller must not depend on it having run.
+type NoncesMeanwhile interface {
+	NonceConsumeMeanwhile(ctx context.Context, uses []NonceUse, meanwhile func()) ([]NonceUsed, error)
+}

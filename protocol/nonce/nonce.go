@@ -111,7 +111,7 @@ func (s *Service) Redeem(ctx context.Context, nonce string) error {
 // nonce is consumed. The nonce is judged first: a replayed nonce is
 // badNonce whatever the account.
 func (s *Service) RedeemFor(ctx context.Context, nonce, accountID string) (*store.Account, time.Time, error) {
-	return s.Begin(nonce, accountID, store.Lookup{}).Wait(ctx)
+	return s.Begin(ctx, nonce, accountID, store.Lookup{}, nil).Wait(ctx)
 }
 
 // Redemption is a nonce being consumed in the background (Begin). Its
@@ -125,17 +125,21 @@ type Redemption struct {
 }
 
 // Begin starts RedeemFor: it checks what needs no database (the nonce's
-// length, authenticator and age) at once and, if those pass, queues the
+// length, authenticator and age) at once and, if those pass, starts the
 // store round trip that consumes it and reads accountID and lookup (the
-// row the request's URL names; Found has it). The caller can do work of
-// its own meanwhile — nothing that trusts the request — and must call Wait
-// for the verdict.
-func (s *Service) Begin(nonce, accountID string, lookup store.Lookup) *Redemption {
+// row the request's URL names; Found has it), and runs meanwhile, work of
+// the caller's that trusts nothing in the request, while the database
+// works. With no other round trip in flight it makes the round trip itself,
+// under ctx; otherwise it joins the next batch. meanwhile (which may be
+// nil) runs on the caller's goroutine before Begin returns, unless the
+// nonce failed the local checks or the store failed before its round trip
+// started. The caller must call Wait for the verdict.
+func (s *Service) Begin(ctx context.Context, nonce, accountID string, lookup store.Lookup, meanwhile func()) *Redemption {
 	expires, epoch, err := s.check(nonce)
 	if err != nil {
 		return &Redemption{s: s, err: err}
 	}
-	c := s.batch.start(store.NonceUse{Nonce: nonce, Expires: expires, AccountID: accountID, Epoch: epoch, Lookup: lookup})
+	c := s.batch.start(ctx, store.NonceUse{Nonce: nonce, Expires: expires, AccountID: accountID, Epoch: epoch, Lookup: lookup}, meanwhile)
 	return &Redemption{s: s, epoch: epoch, c: c}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -363,7 +364,7 @@ func TestFound(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			red := s.Begin(tc.nonce, "acct", tc.lookup)
+			red := s.Begin(ctx, tc.nonce, "acct", tc.lookup, nil)
 			if _, _, ok := red.Found(); ok {
 				t.Fatal("Found answered before Wait")
 			}
@@ -389,4 +390,96 @@ func TestUnreadableAccount(t *testing.T) {
 		t.Fatalf("RedeemFor gave account %+v", acct)
 	}
 	wantProblem(t, err, acme.ProblemServerInternal, "")
+}
+
+// meanwhileStore is memStore with store.NoncesMeanwhile: it runs meanwhile
+// after taking the batch and before answering it, where PostgreSQL's runs
+// it between sending and reading, and counts the calls that came that way.
+type meanwhileStore struct {
+	*memStore
+	meanwhiles atomic.Int32
+}
+
+func (m *meanwhileStore) NonceConsumeMeanwhile(ctx context.Context, uses []store.NonceUse, meanwhile func()) ([]store.NonceUsed, error) {
+	m.meanwhiles.Add(1)
+	meanwhile()
+	return m.NonceConsume(ctx, uses)
+}
+
+// gatedStore holds every NonceConsume until open is closed, saying on
+// entered that one has begun: a round trip that has not come back.
+type gatedStore struct {
+	*memStore
+	entered chan struct{}
+	open    chan struct{}
+}
+
+func (g *gatedStore) NonceConsume(ctx context.Context, uses []store.NonceUse) ([]store.NonceUsed, error) {
+	g.entered <- struct{}{}
+	<-g.open
+	return g.memStore.NonceConsume(ctx, uses)
+}
+
+// TestBeginMeanwhile: Begin runs the caller's meanwhile (the frontend's
+// signature check) once, on the caller's goroutine, before it returns: with
+// nothing in flight, inside the store's round trip where the store can
+// (store.NoncesMeanwhile) and before it where it cannot; with a round trip
+// in flight, while the flusher's is still out, not after it. A nonce
+// refused without the store runs nothing.
+func TestBeginMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	ms := &meanwhileStore{memStore: newMemStore()}
+	for _, tc := range []struct {
+		name string
+		st   Store
+	}{
+		{"store with meanwhile", ms},
+		{"store without", newMemStore()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newService(t, tc.st, time.Hour)
+			ran := 0
+			red := s.Begin(ctx, s.Issue(), "acct", store.Lookup{}, func() { ran++ })
+			if ran != 1 {
+				t.Errorf("meanwhile ran %d times before Begin returned, want once", ran)
+			}
+			if acct, _, err := red.Wait(ctx); err != nil || acct == nil || acct.ID != "acct" {
+				t.Fatalf("Wait = %+v, %v; want account acct", acct, err)
+			}
+			ran = 0
+			red = s.Begin(ctx, "AAAA", "acct", store.Lookup{}, func() { ran++ })
+			if ran != 0 {
+				t.Errorf("meanwhile ran %d times for a forged nonce, want never", ran)
+			}
+			_, _, err := red.Wait(ctx)
+			wantProblem(t, err, acme.ProblemBadNonce, "")
+		})
+	}
+	if n := ms.meanwhiles.Load(); n != 1 {
+		t.Errorf("the store ran meanwhile %d times, want once (the forged nonce never reaches it)", n)
+	}
+
+	t.Run("round trip in flight", func(t *testing.T) {
+		g := &gatedStore{memStore: newMemStore(), entered: make(chan struct{}, 2), open: make(chan struct{})}
+		s := newService(t, g, time.Hour)
+		first := make(chan error, 1)
+		go func() { // takes the idle path and holds it
+			_, _, err := s.Begin(ctx, s.Issue(), "acct-1", store.Lookup{}, nil).Wait(ctx)
+			first <- err
+		}()
+		<-g.entered
+		ran := 0
+		red := s.Begin(ctx, s.Issue(), "acct-2", store.Lookup{}, func() { ran++ })
+		if ran != 1 {
+			t.Errorf("meanwhile ran %d times while a round trip was out, want once", ran)
+		}
+		<-g.entered // the second's flush is out too, and held
+		close(g.open)
+		if acct, _, err := red.Wait(ctx); err != nil || acct == nil || acct.ID != "acct-2" {
+			t.Errorf("second Wait = %+v, %v", acct, err)
+		}
+		if err := <-first; err != nil {
+			t.Errorf("first Wait = %v", err)
+		}
+	})
 }

@@ -41,5 +41,12 @@ func (t pgAuto) Batch(ctx context.Context, stmts []sqlstore.Stmt) ([]int64, erro
 	return sendBatch(ctx, t.c.SendBatch, stmts)
 }
 
+// BatchMeanwhile is Batch with meanwhile run after the batch has gone to
+// the server and before its results are read: the caller's work and the
+// database's overlap, on the caller's goroutine.
+func (t pgAuto) BatchMeanwhile(ctx context.Context, stmts []sqlstore.Stmt, meanwhile func()) ([]int64, error) {
+	return sendBatchMeanwhile(ctx, t.c.SendBatch, stmts, meanwhile)
+}
+
 // Raw is nil: jobs are only ever inserted inside a transaction.
 func (t pgAuto) Raw() jobs.Tx { return nil }

@@ -1,7 +1,12 @@
 package postgres_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/store"
 )
 
 // TestNonceTablesUnlogged: consuming a nonce must not wait for a WAL flush,
@@ -25,5 +30,43 @@ func TestNonceTablesUnlogged(t *testing.T) {
 		WHERE s.nspname = current_schema() AND c.relkind = 'r' AND c.relpersistence = 'u'
 		AND c.relname NOT IN ('nonces_consumed', 'nonce_epoch') AND c.relname NOT LIKE 'river\_%'`); n != 0 {
 		t.Errorf("%d other tables are UNLOGGED; only the nonce tables may be", n)
+	}
+}
+
+// TestNonceMeanwhileInFlight: the work NonceConsumeMeanwhile runs
+// meanwhile runs while the round trip is in flight, not before it: from
+// inside it, another connection sees the nonce consumed, which can only
+// happen once the statement has gone to the server. (The frontend checks a
+// request's signature there; run before the send, the check and the round
+// trip would add up instead of overlapping.)
+func TestNonceMeanwhileInFlight(t *testing.T) {
+	t.Parallel()
+	s, x := newStore(t)
+	ctx := context.Background()
+	e, err := s.NonceEpoch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, ok := s.(store.NoncesMeanwhile)
+	if !ok {
+		t.Fatalf("%T does not implement store.NoncesMeanwhile", s)
+	}
+	for _, lookup := range []store.Lookup{{}, {Kind: store.LookupOrder, ID: "no-such-order"}} {
+		nonce := fmt.Sprintf("in-flight-%d", lookup.Kind)
+		seen := false
+		_, err := ms.NonceConsumeMeanwhile(ctx, []store.NonceUse{{Nonce: nonce, Expires: time.Now().Add(time.Hour), Epoch: e, Lookup: lookup}}, func() {
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+				if x.Int(t, "SELECT count(*) FROM nonces_consumed WHERE nonce = '"+nonce+"'") == 1 {
+					seen = true
+					return
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !seen {
+			t.Errorf("lookup %v: meanwhile ran before the nonce's statement reached the server", lookup.Kind)
+		}
 	}
 }

@@ -180,6 +180,14 @@ func (t pgTx) Raw() jobs.Tx { return t.tx }
 // their results in order, stopping at the first that fails
 // (sqlstore.Tx.Batch).
 func sendBatch(ctx context.Context, send func(context.Context, *pgx.Batch) pgx.BatchResults, stmts []sqlstore.Stmt) ([]int64, error) {
+	return sendBatchMeanwhile(ctx, send, stmts, nil)
+}
+
+// sendBatchMeanwhile is sendBatch with meanwhile, if not nil, run between
+// the send and the reading of the results. pgx's SendBatch returns once
+// the batch is written (its statements are prepared on this connection
+// already but the first time), so the server works meanwhile.
+func sendBatchMeanwhile(ctx context.Context, send func(context.Context, *pgx.Batch) pgx.BatchResults, stmts []sqlstore.Stmt, meanwhile func()) ([]int64, error) {
 	if len(stmts) == 0 {
 		return nil, nil
 	}
@@ -188,6 +196,9 @@ func sendBatch(ctx context.Context, send func(context.Context, *pgx.Batch) pgx.B
 		b.Queue(st.SQL, st.Args...)
 	}
 	br := send(ctx, b)
+	if meanwhile != nil {
+		meanwhile()
+	}
 	n, err := readResults(br, stmts)
 	if err != nil {
 		_ = br.Close()

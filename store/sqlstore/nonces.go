@@ -112,6 +112,13 @@ FROM (SELECT 1) AS one
 LEFT JOIN accounts a ON a.id = $3 AND $3 <> ''`
 
 func (s *Store) NonceConsume(ctx context.Context, uses []store.NonceUse) ([]store.NonceUsed, error) {
+	return s.NonceConsumeMeanwhile(ctx, uses, nil)
+}
+
+// NonceConsumeMeanwhile is store.NoncesMeanwhile's. On SQLite, where the
+// consumption is this process's own work with no round trip, meanwhile
+// runs first.
+func (s *Store) NonceConsumeMeanwhile(ctx context.Context, uses []store.NonceUse, meanwhile func()) ([]store.NonceUsed, error) {
 	out := make([]store.NonceUsed, len(uses))
 	// An account ID no account can have (a NUL from a JSON "kid") names
 	// none: as a PostgreSQL parameter it would fail the batch, and with it
@@ -137,9 +144,12 @@ func (s *Store) NonceConsume(ctx context.Context, uses []store.NonceUse) ([]stor
 	}
 	var err error
 	if s.mem != nil {
+		if meanwhile != nil {
+			meanwhile()
+		}
 		err = s.nonceConsumeMem(ctx, uses, send, out)
 	} else {
-		err = s.nonceConsumePG(ctx, uses, send, out)
+		err = s.nonceConsumePG(ctx, uses, send, out, meanwhile)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("consuming %d nonces: %w", len(send), err)
@@ -154,7 +164,7 @@ func (s *Store) NonceConsume(ctx context.Context, uses []store.NonceUse) ([]stor
 	return out, nil
 }
 
-func (s *Store) nonceConsumePG(ctx context.Context, uses []store.NonceUse, send []int, out []store.NonceUsed) error {
+func (s *Store) nonceConsumePG(ctx context.Context, uses []store.NonceUse, send []int, out []store.NonceUsed, meanwhile func()) error {
 	q, args := nonceConsumePG, []any(nil)
 	if len(send) == 1 {
 		u := uses[send[0]]
@@ -205,7 +215,7 @@ func (s *Store) nonceConsumePG(ctx context.Context, uses []store.NonceUse, send 
 			j++
 			return nil
 		}
-		if len(looks) == 0 {
+		if len(looks) == 0 && meanwhile == nil {
 			return collect(ctx, t, each, q, args...)
 		}
 		var b batch
@@ -215,7 +225,7 @@ func (s *Store) nonceConsumePG(ctx context.Context, uses []store.NonceUse, send 
 				b.each("", lk.each, lk.sql, lk.args...)
 			}
 		}
-		if _, err := t.send(ctx, &b); err != nil {
+		if _, err := t.sendMeanwhile(ctx, &b, meanwhile); err != nil {
 			return err
 		}
 		for k, lk := range looks {

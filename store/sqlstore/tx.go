@@ -116,6 +116,28 @@ func (t *txn) sendAhead(ctx context.Context, b *batch, then func() error) ([]int
 	return n, then()
 }
 
+// meanwhileBatcher is a Tx that can run work of the caller's between
+// sending a batch and reading its results (PostgreSQL).
+type meanwhileBatcher interface {
+	BatchMeanwhile(ctx context.Context, stmts []Stmt, meanwhile func()) ([]int64, error)
+}
+
+// sendMeanwhile is send with meanwhile run while b's round trip is in
+// flight; where the driver cannot, meanwhile runs first. A nil meanwhile
+// is send.
+func (t *txn) sendMeanwhile(ctx context.Context, b *batch, meanwhile func()) ([]int64, error) {
+	if meanwhile == nil {
+		return t.send(ctx, b)
+	}
+	if mb, ok := t.raw.(meanwhileBatcher); ok {
+		return t.sendWith(ctx, b, func(ctx context.Context, stmts []Stmt) ([]int64, error) {
+			return mb.BatchMeanwhile(ctx, stmts, meanwhile)
+		})
+	}
+	meanwhile()
+	return t.send(ctx, b)
+}
+
 // claimBatcher is a Tx that can send a claim in one round trip
 // (PostgreSQL): its compare-and-swap in front of River's job insert, and
 // the COMMIT, with the insert's notification for queue, behind it. The

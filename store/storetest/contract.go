@@ -257,6 +257,67 @@ func testNonceBatch(t *testing.T, s store.Store, _ Extras) {
 	}
 }
 
+// testNonceMeanwhile: the store runs work of the caller's while a
+// consumption is in flight (store.NoncesMeanwhile, which the frontend uses
+// to check a signature meanwhile): once, on the caller's goroutine (the
+// race detector sees a counter bumped elsewhere), and the answers are
+// NonceConsume's — alone or in a batch, with a lookup or without.
+func testNonceMeanwhile(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	ms, ok := s.(store.NoncesMeanwhile)
+	if !ok {
+		t.Fatalf("%T does not implement store.NoncesMeanwhile", s)
+	}
+	a := newAccount(t, s)
+	expires := dbNow(t, s).Add(time.Hour)
+	e, err := s.NonceEpoch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := store.Lookup{Kind: store.LookupOrder, ID: "no-such-order"}
+	type want struct {
+		fresh bool
+		acct  string
+	}
+	for _, tc := range []struct {
+		name string
+		uses []store.NonceUse
+		want []want
+	}{
+		{"alone", []store.NonceUse{{Nonce: "mw-1", Expires: expires, AccountID: a.ID, Epoch: e}}, []want{{true, a.ID}}},
+		{"replayed", []store.NonceUse{{Nonce: "mw-1", Expires: expires, AccountID: a.ID, Epoch: e}}, []want{{false, ""}}},
+		{"another epoch's", []store.NonceUse{{Nonce: "mw-2", Expires: expires, Epoch: e + 1}}, []want{{false, ""}}},
+		{"with a lookup", []store.NonceUse{{Nonce: "mw-3", Expires: expires, AccountID: a.ID, Epoch: e, Lookup: missing}}, []want{{true, a.ID}}},
+		{"batch", []store.NonceUse{
+			{Nonce: "mw-4", Expires: expires, AccountID: a.ID, Epoch: e, Lookup: missing},
+			{Nonce: "mw-4", Expires: expires, Epoch: e},
+			{Nonce: "mw-5", Expires: expires, Epoch: e},
+		}, []want{{true, a.ID}, {false, ""}, {true, ""}}},
+	} {
+		ran := 0
+		got, err := ms.NonceConsumeMeanwhile(ctx, tc.uses, func() { ran++ })
+		if err != nil || len(got) != len(tc.want) {
+			t.Fatalf("%s: NonceConsumeMeanwhile = %v, %v; want %d answers", tc.name, got, err, len(tc.want))
+		}
+		if ran != 1 {
+			t.Errorf("%s: meanwhile ran %d times, want once", tc.name, ran)
+		}
+		for i, w := range tc.want {
+			acct := ""
+			if got[i].Account != nil {
+				acct = got[i].Account.ID
+			}
+			if got[i].Fresh != w.fresh || (w.fresh && acct != w.acct) || got[i].Epoch != e || got[i].Now.IsZero() {
+				t.Errorf("%s, use %d: fresh %v account %q epoch %d now %s; want fresh %v account %q epoch %d and the clock",
+					tc.name, i, got[i].Fresh, acct, got[i].Epoch, got[i].Now, w.fresh, w.acct, e)
+			}
+			if tc.uses[i].Lookup.Kind == store.LookupOrder && got[i].Fresh && !errors.Is(got[i].FoundErr, store.ErrNotFound) {
+				t.Errorf("%s, use %d: lookup of a missing order = %v, %v; want store.ErrNotFound", tc.name, i, got[i].Found, got[i].FoundErr)
+			}
+		}
+	}
+}
+
 // testNonceLookups: a use's Lookup reads, in the nonce's round trip, what
 // the store's own read of that row returns — an order, an authorization
 // with its challenges, a challenge with its authorization, a certificate —

@@ -50,6 +50,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"NonceConsumedOnce", testNonceConsumedOnce},
 		{"NonceBatch", testNonceBatch},
 		{"NonceLookups", testNonceLookups},
+		{"NonceMeanwhile", testNonceMeanwhile},
 		{"NonceEpochReset", testNonceEpochReset},
 		{"NonceGC", testNonceGC},
 		{"AccountLifecycle", testAccountLifecycle},
