@@ -114,8 +114,8 @@ func (s *Service) RedeemFor(ctx context.Context, nonce, accountID string) (*stor
 	return s.Begin(ctx, nonce, accountID, store.Lookup{}, nil).Wait(ctx)
 }
 
-// Redemption is a nonce being consumed in the background (Begin). Its
-// outcome is Wait's.
+// Redemption is a nonce's consumption as Begin started it: answered
+// already, or in a flush on another goroutine. Its outcome is Wait's.
 type Redemption struct {
 	s      *Service
 	epoch  int64 // the epoch the nonce was minted in
@@ -154,10 +154,6 @@ func (s *Service) Local(nonce string) (u store.NonceUse, ok bool) {
 	}
 	return store.NonceUse{Nonce: nonce, Expires: expires, Epoch: epoch}, true
 }
-
-// Sent reports whether the nonce passed the local checks and is being
-// consumed; when it is not, Wait returns badNonce at once.
-func (r *Redemption) Sent() bool { return r.c != nil }
 
 // Found is what Begin's lookup read, once Wait has returned without error:
 // ok is false when there was no lookup or no answer to it (the nonce was

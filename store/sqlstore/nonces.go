@@ -215,6 +215,9 @@ func (s *Store) nonceConsumePG(ctx context.Context, uses []store.NonceUse, send 
 			j++
 			return nil
 		}
+		// Alone, the statement goes as a query of its own; with work to
+		// run meanwhile, as a batch of one, which the driver can send and
+		// read apart.
 		if len(looks) == 0 && meanwhile == nil {
 			return collect(ctx, t, each, q, args...)
 		}
