@@ -55,18 +55,10 @@ func (b *batcher) start(ctx context.Context, use store.NonceUse, meanwhile func(
 		// is the flush's.
 		b.flushing++
 		b.mu.Unlock()
+		defer b.ownDone() // even if meanwhile panics
 		fctx, cancel := context.WithTimeout(ctx, flushTimeout)
+		defer cancel()
 		b.send(fctx, []*call{c}, meanwhile)
-		cancel()
-		b.mu.Lock()
-		b.flushing--
-		if len(b.queue) > 0 && b.flushing < maxFlushes {
-			// Calls queued meanwhile have at most one flusher out for
-			// them; start the second they would have started themselves.
-			b.flushing++
-			go b.flush()
-		}
-		b.mu.Unlock()
 		return c
 	}
 	b.queue = append(b.queue, c)
@@ -79,6 +71,19 @@ func (b *batcher) start(ctx context.Context, use store.NonceUse, meanwhile func(
 		meanwhile()
 	}
 	return c
+}
+
+// ownDone ends a round trip a caller made on its own goroutine (start).
+func (b *batcher) ownDone() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.flushing--
+	if len(b.queue) > 0 && b.flushing < maxFlushes {
+		// Calls queued meanwhile have at most one flusher out for them;
+		// start the second they would have started themselves.
+		b.flushing++
+		go b.flush()
+	}
 }
 
 // wait is c's answer, or ctx's error if ctx ends first.

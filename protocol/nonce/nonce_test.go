@@ -459,6 +459,25 @@ func TestBeginMeanwhile(t *testing.T) {
 		t.Errorf("the store ran meanwhile %d times, want once (the forged nonce never reaches it)", n)
 	}
 
+	t.Run("meanwhile panics", func(t *testing.T) {
+		// net/http recovers a handler's panic; the batcher must not be
+		// left thinking a round trip is still out, or every later
+		// request would hand its own to a flusher.
+		st := &meanwhileStore{memStore: newMemStore()}
+		s := newService(t, st, time.Hour)
+		func() {
+			defer func() { _ = recover() }()
+			s.Begin(ctx, s.Issue(), "acct", store.Lookup{}, func() { panic("in meanwhile") })
+		}()
+		ran := 0
+		if _, _, err := s.Begin(ctx, s.Issue(), "acct", store.Lookup{}, func() { ran++ }).Wait(ctx); err != nil || ran != 1 {
+			t.Fatalf("after a panic: Wait = %v, meanwhile ran %d times", err, ran)
+		}
+		if n := st.meanwhiles.Load(); n != 2 {
+			t.Errorf("after a panic the next request's round trip went to a flusher (%d calls made their own, want 2)", n)
+		}
+	})
+
 	t.Run("round trip in flight", func(t *testing.T) {
 		g := &gatedStore{memStore: newMemStore(), entered: make(chan struct{}, 2), open: make(chan struct{})}
 		s := newService(t, g, time.Hour)
