@@ -488,7 +488,15 @@ func TestBeginMeanwhile(t *testing.T) {
 		}()
 		<-g.entered
 		ran := 0
-		red := s.Begin(ctx, s.Issue(), "acct-2", store.Lookup{}, func() { ran++ })
+		begun := make(chan *Redemption, 1)
+		go func() { begun <- s.Begin(ctx, s.Issue(), "acct-2", store.Lookup{}, func() { ran++ }) }()
+		var red *Redemption
+		select {
+		case red = <-begun:
+		case <-time.After(10 * time.Second):
+			close(g.open)
+			t.Fatal("Begin waited for the round trip that was out instead of joining the next batch")
+		}
 		if ran != 1 {
 			t.Errorf("meanwhile ran %d times while a round trip was out, want once", ran)
 		}

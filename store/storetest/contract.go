@@ -259,9 +259,10 @@ func testNonceBatch(t *testing.T, s store.Store, _ Extras) {
 
 // testNonceMeanwhile: the store runs work of the caller's while a
 // consumption is in flight (store.NoncesMeanwhile, which the frontend uses
-// to check a signature meanwhile): once, on the caller's goroutine (the
-// race detector sees a counter bumped elsewhere), and the answers are
-// NonceConsume's — alone or in a batch, with a lookup or without.
+// to check a signature meanwhile): once, before the call returns (and, run
+// with -race, on the caller's goroutine: the counter is not synchronized),
+// and the answers are NonceConsume's — alone or in a batch, with a lookup
+// or without.
 func testNonceMeanwhile(t *testing.T, s store.Store, _ Extras) {
 	ctx := ctxT(t)
 	ms, ok := s.(store.NoncesMeanwhile)
