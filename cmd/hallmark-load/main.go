@@ -137,7 +137,7 @@ func cmdBench(ctx context.Context, args []string) error {
 	keep := fs.Bool("keep", false, "keep each run's directory and logs")
 	profDir := fs.String("profile-dir", "", "serve pprof from Hallmark's frontend and worker and save a CPU profile of each run here")
 	profSecs := fs.Int("profile-seconds", 10, "length of each CPU profile")
-	pebbleRuns := fs.Int("pebble-attempts", 3, "run Pebble again, fresh, after a run that stalls, up to this many runs at each concurrency (it deadlocks under load; see docs/performance.md)")
+	pebbleAttempts := fs.Int("pebble-attempts", 3, "run Pebble again, fresh, after a run that stalls, up to this many runs at each concurrency (it deadlocks under load; see docs/performance.md)")
 	_ = fs.Parse(args)
 	// The servers run with their own working directory; a relative --bin would
 	// not resolve there.
@@ -178,7 +178,7 @@ func cmdBench(ctx context.Context, args []string) error {
 			}
 			runs := 1
 			if tg == "pebble" {
-				runs = *pebbleRuns
+				runs = *pebbleAttempts
 			}
 			err := untilCompleted(runs, func() (*result, error) {
 				return benchTarget(ctx, env, tg, n, lf, *profDir, *profSecs)
