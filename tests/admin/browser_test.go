@@ -98,6 +98,10 @@ func TestBrowserRevoke(t *testing.T) {
 		chromedp.WaitVisible("#search-name"),
 		chromedp.SendKeys("#search-name", name),
 		chromedp.Click("#search"),
+		// The unfiltered list already shows the certificate: wait for the
+		// search's own page, or the row found may be the old page's and be
+		// gone by the time it is clicked.
+		waitLocation("name="),
 		chromedp.WaitVisible(`#certs tr[data-serial]`),
 	); err != nil {
 		t.Fatalf("searching for %s: %v", name, err)
@@ -162,6 +166,28 @@ func TestBrowserRevoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("revoked %s from the panel; in CRL number %v; overview screenshot %s (%d bytes)", serial, crlNumber, out, len(shot))
+}
+
+// waitLocation waits until the page's URL contains sub: a form's
+// submission has navigated.
+func waitLocation(sub string) chromedp.Action[chromedp.Void] {
+	location := chromedp.Location()
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		for {
+			loc, err := location(ctx, tg)
+			if err != nil {
+				return err
+			}
+			if strings.Contains(loc, sub) {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for a URL with %q (at %s): %w", sub, loc, ctx.Err())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	})
 }
 
 func navigate(t *testing.T, ctx context.Context, u string) {
