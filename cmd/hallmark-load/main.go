@@ -263,10 +263,14 @@ func benchTarget(ctx context.Context, env *benchEnv, tg string, n int, lf loadFl
 func printTable(w io.Writer, rs []*result) {
 	pebble := map[int]*result{}
 	better := func(r, than *result) bool {
-		if than == nil || r.Stalled != than.Stalled {
-			return than == nil || !r.Stalled
+		switch {
+		case than == nil:
+			return true
+		case r.Stalled != than.Stalled:
+			return !r.Stalled
+		default:
+			return r.RatePerSec() > than.RatePerSec()
 		}
-		return r.RatePerSec() > than.RatePerSec()
 	}
 	for _, r := range rs {
 		if strings.HasPrefix(r.Label, "pebble") && better(r, pebble[r.Spec.Concurrency]) {
