@@ -86,3 +86,22 @@ func Serve(ctx context.Context, srv *http.Server, ln net.Listener, tlsCert, tlsK
 	_ = srv.Shutdown(sctx)
 	return <-errc
 }
+
+// advisor is the database handle's review of its server's settings
+// (store/open.DB.Advice).
+type advisor interface {
+	Advice(ctx context.Context) ([]string, error)
+}
+
+// LogAdvice logs, as warnings, what the database's settings put at risk: an
+// operator reads it once at startup. A server that cannot be asked is no
+// reason not to start.
+func LogAdvice(ctx context.Context, db advisor, log *slog.Logger) {
+	advice, err := db.Advice(ctx)
+	if err != nil {
+		log.Warn("could not review the database's settings", "err", err)
+	}
+	for _, a := range advice {
+		log.Warn("database setting", "advice", a)
+	}
+}

@@ -61,6 +61,7 @@ func run(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
+	config.LogAdvice(ctx, db, log)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

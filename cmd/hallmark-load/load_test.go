@@ -207,38 +207,51 @@ func TestTableReference(t *testing.T) {
 	}
 }
 
-// TestUntilCompleted: a target that stalls is run again, fresh, until a
-// run completes or the attempts are spent, and every run is kept; an
-// error stops it.
+// TestUntilCompleted: a target whose series of batches ends in a stall is
+// run again, fresh, until a series completes or the attempts are spent;
+// every batch is kept, including those finished before an error, which
+// stops it.
 func TestUntilCompleted(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("could not start")
+	ok, stall := false, true
 	for _, tc := range []struct {
-		name     string
-		attempts int
-		outcomes []bool // stalled, in order; past the end, completes
-		failAt   int    // 1-based run that fails to start; 0 for none
-		wantRuns int
-		wantErr  error
+		name      string
+		attempts  int
+		series    [][]bool // each run's batches, stalled or not; past the end, one batch that completes
+		failAt    int      // 1-based run that fails after its batches; 0 for none
+		wantCalls int
+		wantKept  int
+		wantErr   error
 	}{
-		{"completes at once", 3, nil, 0, 1, nil},
-		{"stalls twice, then completes", 3, []bool{true, true}, 0, 3, nil},
-		{"stalls every time", 3, []bool{true, true, true, true}, 0, 3, nil},
-		{"one attempt", 1, []bool{true}, 0, 1, nil},
-		{"no attempts means one", 0, []bool{true}, 0, 1, nil},
-		{"fails to start", 3, []bool{true}, 2, 1, boom},
+		{"completes at once", 3, nil, 0, 1, 1, nil},
+		{"stalls twice, then completes", 3, [][]bool{{stall}, {stall}}, 0, 3, 3, nil},
+		{"stalls every time", 3, [][]bool{{stall}, {stall}, {stall}, {stall}}, 0, 3, 3, nil},
+		{"one attempt", 1, [][]bool{{stall}}, 0, 1, 1, nil},
+		{"no attempts means one", 0, [][]bool{{stall}}, 0, 1, 1, nil},
+		{"fails to start", 3, [][]bool{{stall}, {}}, 2, 2, 1, boom},
+		{"batches that complete", 3, [][]bool{{ok, ok, ok}}, 0, 1, 3, nil},
+		{"a series ending in a stall runs again", 3, [][]bool{{ok, stall}, {ok, ok}}, 0, 2, 4, nil},
+		{"batches kept before an error", 3, [][]bool{{ok, ok}}, 1, 1, 2, boom},
 	} {
 		calls, kept := 0, 0
-		err := untilCompleted(tc.attempts, func() (*result, error) {
+		err := untilCompleted(tc.attempts, func() ([]*result, error) {
 			calls++
-			if calls == tc.failAt {
-				return nil, boom
+			batches := []bool{ok}
+			if calls <= len(tc.series) {
+				batches = tc.series[calls-1]
 			}
-			stalled := calls <= len(tc.outcomes) && tc.outcomes[calls-1]
-			return &result{Stalled: stalled}, nil
+			var rs []*result
+			for _, stalled := range batches {
+				rs = append(rs, &result{Stalled: stalled})
+			}
+			if calls == tc.failAt {
+				return rs, boom
+			}
+			return rs, nil
 		}, func(*result) { kept++ })
-		if !errors.Is(err, tc.wantErr) || kept != tc.wantRuns {
-			t.Errorf("%s: %d runs kept, error %v; want %d, %v", tc.name, kept, err, tc.wantRuns, tc.wantErr)
+		if !errors.Is(err, tc.wantErr) || kept != tc.wantKept || calls != tc.wantCalls {
+			t.Errorf("%s: %d runs, %d batches kept, error %v; want %d, %d, %v", tc.name, calls, kept, err, tc.wantCalls, tc.wantKept, tc.wantErr)
 		}
 	}
 }

@@ -137,6 +137,7 @@ func cmdBench(ctx context.Context, args []string) error {
 	keep := fs.Bool("keep", false, "keep each run's directory and logs")
 	profDir := fs.String("profile-dir", "", "serve pprof from Hallmark's frontend and worker and save a CPU profile of each run here")
 	profSecs := fs.Int("profile-seconds", 10, "length of each CPU profile")
+	batches := fs.Int("batches", 1, "drive each server this many times in a row, against the same database, reporting each batch: does a figure drift as the database grows")
 	pebbleAttempts := fs.Int("pebble-attempts", 3, "run Pebble again, fresh, after a run that stalls, up to this many runs at each concurrency (it deadlocks under load; see docs/performance.md)")
 	_ = fs.Parse(args)
 	// The servers run with their own working directory; a relative --bin would
@@ -165,6 +166,15 @@ func cmdBench(ctx context.Context, args []string) error {
 	env := &benchEnv{BinDir: *binDir, Pebble: *pebble, PostgresURL: *pg, WorkDir: work, Resp: resp, Keep: *keep,
 		Log: os.Stderr, WorkerConcurrency: *workerConc, MaxConns: *maxConns, RetryAfterSeconds: *retryAfter, ExtraConfig: *extra,
 		ProfileDir: *profDir, ProfileSeconds: *profSecs}
+	if strings.Contains(*targets, "postgres") {
+		// Figures on PostgreSQL depend on how its server is set up; say so
+		// beside them.
+		settings, err := pgSettings(ctx, *pg)
+		if err != nil {
+			return err
+		}
+		fmt.Println(settings)
+	}
 	var results []*result
 	for _, c := range splitList(*conc) {
 		n, err := strconv.Atoi(c)
@@ -180,8 +190,8 @@ func cmdBench(ctx context.Context, args []string) error {
 			if tg == "pebble" {
 				runs = *pebbleAttempts
 			}
-			err := untilCompleted(runs, func() (*result, error) {
-				return benchTarget(ctx, env, tg, n, lf, *profDir, *profSecs)
+			err := untilCompleted(runs, func() ([]*result, error) {
+				return benchTarget(ctx, env, tg, n, *batches, lf, *profDir, *profSecs)
 			}, func(r *result) {
 				r.print(os.Stdout)
 				results = append(results, r)
@@ -196,25 +206,31 @@ func cmdBench(ctx context.Context, args []string) error {
 }
 
 // untilCompleted calls run up to attempts times (at least once), until a
-// run does not stall, handing each result to keep; it stops at the first
-// error.
-func untilCompleted(attempts int, run func() (*result, error), keep func(*result)) error {
+// run's last batch does not stall, handing each result to keep; it stops at
+// the first error, after keeping the batches that finished before it.
+func untilCompleted(attempts int, run func() ([]*result, error), keep func(*result)) error {
 	for i := 0; i < max(attempts, 1); i++ {
-		r, err := run()
+		rs, err := run()
+		for _, r := range rs {
+			keep(r)
+		}
 		if err != nil {
 			return err
 		}
-		keep(r)
-		if !r.Stalled {
+		if len(rs) > 0 && !rs[len(rs)-1].Stalled {
 			return nil
 		}
 	}
 	return nil
 }
 
-// benchTarget starts target tg fresh, drives it at concurrency n and stops
-// it.
-func benchTarget(ctx context.Context, env *benchEnv, tg string, n int, lf loadFlags, profDir string, profSecs int) (*result, error) {
+// benchTarget starts target tg fresh, drives it at concurrency n batches
+// times in a row, against the same server and database, and stops it. A
+// batch that stalls ends the series. With more than one batch each result's
+// label says which it was and how many issuances came before it, so a
+// figure that drifts as the database grows shows as one that changes from
+// batch to batch.
+func benchTarget(ctx context.Context, env *benchEnv, tg string, n, batches int, lf loadFlags, profDir string, profSecs int) ([]*result, error) {
 	var t *target
 	var err error
 	switch tg {
@@ -234,24 +250,42 @@ func benchTarget(ctx context.Context, env *benchEnv, tg string, n int, lf loadFl
 	if err != nil {
 		return nil, err
 	}
-	wait := func() {}
-	if profDir != "" {
-		wait = t.profile(ctx, profDir, fmt.Sprintf("%s-c%d", t.Label, n), profSecs)
-	}
-	r, err := runLoad(ctx, loadSpec{Directory: t.Directory, Roots: t.Roots, Concurrency: n, Count: lf.count,
-		Timeout: lf.timeout, Stall: lf.stall, Poll: lf.poll, Responders: env.Resp, Procs: t.Procs})
-	wait()
-	if t.DBURL != "" && err == nil {
-		if jl, jerr := jobLatency(ctx, t.DBURL); jerr == nil {
-			r.JobLatency = jl
+	defer t.stop()
+	var out []*result
+	before := 0
+	for b := 1; b <= max(batches, 1); b++ {
+		label := t.Label
+		if batches > 1 {
+			label = fmt.Sprintf("%s, batch %d/%d after %d", t.Label, b, batches, before)
+		}
+		wait := func() {}
+		if profDir != "" {
+			name := fmt.Sprintf("%s-c%d", t.Label, n)
+			if batches > 1 {
+				name += fmt.Sprintf("-b%d", b)
+			}
+			wait = t.profile(ctx, profDir, name, profSecs)
+		}
+		start := time.Now()
+		r, err := runLoad(ctx, loadSpec{Directory: t.Directory, Roots: t.Roots, Concurrency: n, Count: lf.count,
+			Timeout: lf.timeout, Stall: lf.stall, Poll: lf.poll, Responders: env.Resp, Procs: t.Procs})
+		wait()
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", label, err)
+		}
+		if t.DBURL != "" {
+			if jl, jerr := jobLatency(ctx, t.DBURL, start); jerr == nil {
+				r.JobLatency = jl
+			}
+		}
+		r.Label = label
+		out = append(out, r)
+		before += r.OK
+		if r.Stalled {
+			break
 		}
 	}
-	t.stop()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", t.Label, err)
-	}
-	r.Label = t.Label
-	return r, nil
+	return out, nil
 }
 
 // printTable is the summary of every run, each figure beside Pebble's at

@@ -488,10 +488,11 @@ ext_key_usages = ["serverAuth"]
 }
 
 // jobLatency reads, from River's own table, how long each kind of job
-// waited from its insert to its start and how long it ran (p50 and p99 in
-// ms). River stamps created_at with the inserting transaction's start, so
-// the wait includes the rest of that transaction and its commit.
-func jobLatency(ctx context.Context, dbURL string) (string, error) {
+// inserted since since waited from its insert to its start and how long it
+// ran (p50 and p99 in ms). River stamps created_at with the inserting
+// transaction's start, so the wait includes the rest of that transaction
+// and its commit.
+func jobLatency(ctx context.Context, dbURL string, since time.Time) (string, error) {
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return "", err
@@ -502,7 +503,7 @@ func jobLatency(ctx context.Context, dbURL string) (string, error) {
   percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM attempted_at - created_at)) * 1000,
   percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finalized_at - attempted_at)) * 1000,
   percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM finalized_at - attempted_at)) * 1000
-FROM river_job WHERE attempted_at IS NOT NULL GROUP BY kind ORDER BY kind`)
+FROM river_job WHERE attempted_at IS NOT NULL AND created_at >= $1 GROUP BY kind ORDER BY kind`, since)
 	if err != nil {
 		return "", err
 	}
@@ -524,4 +525,23 @@ FROM river_job WHERE attempted_at IS NOT NULL GROUP BY kind ORDER BY kind`)
 		fmt.Fprintf(&b, "  job %-20s n=%-5d insert→start p50 %s p99 %s ms; run p50 %s p99 %s ms\n", kind, n, f(w50), f(w99), f(r50), f(r99))
 	}
 	return b.String(), rows.Err()
+}
+
+// pgSettings is one line naming the PostgreSQL server at admin and the
+// settings a benchmark's figures depend on: whether commits wait for the
+// disk, whether dead rows are cleaned up as the run goes, and the cache.
+func pgSettings(ctx context.Context, admin string) (string, error) {
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", fmt.Errorf("reading PostgreSQL's settings: %w", err)
+	}
+	defer conn.Close(ctx)
+	var line string
+	err = conn.QueryRow(ctx, `SELECT 'PostgreSQL ' || current_setting('server_version') ||
+  ': autovacuum ' || current_setting('autovacuum') || ', synchronous_commit ' || current_setting('synchronous_commit') ||
+  ', fsync ' || current_setting('fsync') || ', shared_buffers ' || current_setting('shared_buffers')`).Scan(&line)
+	if err != nil {
+		return "", fmt.Errorf("reading PostgreSQL's settings: %w", err)
+	}
+	return line, nil
 }

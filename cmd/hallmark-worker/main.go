@@ -223,6 +223,7 @@ func run(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
+	config.LogAdvice(ctx, db, log)
 
 	// The frontend serves issuer certificates at the AIA URL but never sees
 	// the CA's files: publish them.

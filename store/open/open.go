@@ -29,6 +29,7 @@ type DB struct {
 
 	conn    sqlstore.Conn
 	dialect *sqlstore.Dialect
+	advice  func(context.Context) ([]string, error) // nil: nothing to check
 }
 
 // Open connects to url ("postgres://..." or "postgresql://...", or
@@ -79,6 +80,7 @@ func fromPool(pool *pgxpool.Pool) *DB {
 		Dialect: sqlstore.Postgres.Name,
 		conn:    postgres.Conn(pool),
 		dialect: sqlstore.Postgres,
+		advice:  func(ctx context.Context) ([]string, error) { return postgres.Advice(ctx, pool) },
 	}
 }
 
@@ -91,6 +93,17 @@ func fromSQL(db *sql.DB) *DB {
 		conn:    sqlite.Conn(db),
 		dialect: sqlstore.SQLite,
 	}
+}
+
+// Advice is what an operator should change in the database server's
+// settings, one sentence each (postgres.Advice): settings that lose
+// certificates on a crash or slow issuance as the tables grow. SQLite has
+// none; Hallmark sets its pragmas itself.
+func (db *DB) Advice(ctx context.Context) ([]string, error) {
+	if db.advice == nil {
+		return nil, nil
+	}
+	return db.advice(ctx)
 }
 
 // Close closes the store and its handle.
