@@ -208,50 +208,37 @@ func TestTableReference(t *testing.T) {
 }
 
 // TestUntilCompleted: a target whose series of batches ends in a stall is
-// run again, fresh, until a series completes or the attempts are spent;
-// every batch is kept, including those finished before an error, which
-// stops it.
+// run again, fresh, until a series completes or the attempts are spent; an
+// error stops it.
 func TestUntilCompleted(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("could not start")
-	ok, stall := false, true
 	for _, tc := range []struct {
 		name      string
 		attempts  int
-		series    [][]bool // each run's batches, stalled or not; past the end, one batch that completes
-		failAt    int      // 1-based run that fails after its batches; 0 for none
+		stalls    []bool // whether each run's last batch stalled; past the end, it completes
+		failAt    int    // 1-based run that fails; 0 for none
 		wantCalls int
-		wantKept  int
 		wantErr   error
 	}{
-		{"completes at once", 3, nil, 0, 1, 1, nil},
-		{"stalls twice, then completes", 3, [][]bool{{stall}, {stall}}, 0, 3, 3, nil},
-		{"stalls every time", 3, [][]bool{{stall}, {stall}, {stall}, {stall}}, 0, 3, 3, nil},
-		{"one attempt", 1, [][]bool{{stall}}, 0, 1, 1, nil},
-		{"no attempts means one", 0, [][]bool{{stall}}, 0, 1, 1, nil},
-		{"fails to start", 3, [][]bool{{stall}, {}}, 2, 2, 1, boom},
-		{"batches that complete", 3, [][]bool{{ok, ok, ok}}, 0, 1, 3, nil},
-		{"a series ending in a stall runs again", 3, [][]bool{{ok, stall}, {ok, ok}}, 0, 2, 4, nil},
-		{"batches kept before an error", 3, [][]bool{{ok, ok}}, 1, 1, 2, boom},
+		{"completes at once", 3, nil, 0, 1, nil},
+		{"stalls twice, then completes", 3, []bool{true, true}, 0, 3, nil},
+		{"stalls every time", 3, []bool{true, true, true, true}, 0, 3, nil},
+		{"one attempt", 1, []bool{true}, 0, 1, nil},
+		{"no attempts means one", 0, []bool{true}, 0, 1, nil},
+		{"fails to start", 3, []bool{true}, 2, 2, boom},
+		{"fails at once", 3, nil, 1, 1, boom},
 	} {
-		calls, kept := 0, 0
-		err := untilCompleted(tc.attempts, func() ([]*result, error) {
+		calls := 0
+		err := untilCompleted(tc.attempts, func() (bool, error) {
 			calls++
-			batches := []bool{ok}
-			if calls <= len(tc.series) {
-				batches = tc.series[calls-1]
-			}
-			var rs []*result
-			for _, stalled := range batches {
-				rs = append(rs, &result{Stalled: stalled})
-			}
 			if calls == tc.failAt {
-				return rs, boom
+				return false, boom
 			}
-			return rs, nil
-		}, func(*result) { kept++ })
-		if !errors.Is(err, tc.wantErr) || kept != tc.wantKept || calls != tc.wantCalls {
-			t.Errorf("%s: %d runs, %d batches kept, error %v; want %d, %d, %v", tc.name, calls, kept, err, tc.wantCalls, tc.wantKept, tc.wantErr)
+			return calls <= len(tc.stalls) && tc.stalls[calls-1], nil
+		})
+		if !errors.Is(err, tc.wantErr) || calls != tc.wantCalls {
+			t.Errorf("%s: %d runs, error %v; want %d, %v", tc.name, calls, err, tc.wantCalls, tc.wantErr)
 		}
 	}
 }

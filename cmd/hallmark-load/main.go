@@ -190,11 +190,11 @@ func cmdBench(ctx context.Context, args []string) error {
 			if tg == "pebble" {
 				runs = *pebbleAttempts
 			}
-			err := untilCompleted(runs, func() ([]*result, error) {
-				return benchTarget(ctx, env, tg, n, *batches, lf, *profDir, *profSecs)
-			}, func(r *result) {
-				r.print(os.Stdout)
-				results = append(results, r)
+			err := untilCompleted(runs, func() (bool, error) {
+				return benchTarget(ctx, env, tg, n, *batches, lf, *profDir, *profSecs, func(r *result) {
+					r.print(os.Stdout)
+					results = append(results, r)
+				})
 			})
 			if err != nil {
 				return err
@@ -206,33 +206,26 @@ func cmdBench(ctx context.Context, args []string) error {
 }
 
 // untilCompleted calls run up to attempts times (at least once), until a
-// run's last batch does not stall, handing each result to keep; it stops at
-// the first error, after keeping the batches that finished before it.
-func untilCompleted(attempts int, run func() ([]*result, error), keep func(*result)) error {
+// run's last batch does not stall; it stops at the first error.
+func untilCompleted(attempts int, run func() (stalled bool, err error)) error {
 	for i := 0; i < max(attempts, 1); i++ {
-		rs, err := run()
-		for _, r := range rs {
-			keep(r)
-		}
-		if err != nil {
+		stalled, err := run()
+		if err != nil || !stalled {
 			return err
-		}
-		if len(rs) > 0 && !rs[len(rs)-1].Stalled {
-			return nil
 		}
 	}
 	return nil
 }
 
 // benchTarget starts target tg fresh, drives it at concurrency n batches
-// times in a row, against the same server and database, and stops it. A
-// batch that stalls ends the series. With more than one batch each result's
-// label says which it was and how many issuances came before it, so a
-// figure that drifts as the database grows shows as one that changes from
-// batch to batch.
-func benchTarget(ctx context.Context, env *benchEnv, tg string, n, batches int, lf loadFlags, profDir string, profSecs int) ([]*result, error) {
+// times in a row, against the same server and database, handing each
+// batch's result to keep as it finishes, and stops it. A batch that stalls
+// ends the series; stalled says whether the last one did. With more than
+// one batch each result's label says which it was and how many issuances
+// came before it, so a figure that drifts as the database grows shows as
+// one that changes from batch to batch.
+func benchTarget(ctx context.Context, env *benchEnv, tg string, n, batches int, lf loadFlags, profDir string, profSecs int, keep func(*result)) (stalled bool, err error) {
 	var t *target
-	var err error
 	switch tg {
 	case "hallmark-sqlite":
 		t, err = env.startHallmark(ctx, "sqlite", "local")
@@ -248,10 +241,9 @@ func benchTarget(ctx context.Context, env *benchEnv, tg string, n, batches int, 
 		err = fmt.Errorf("--targets: unknown target %q", tg)
 	}
 	if err != nil {
-		return nil, err
+		return false, err
 	}
 	defer t.stop()
-	var out []*result
 	before := 0
 	for b := 1; b <= max(batches, 1); b++ {
 		label := t.Label
@@ -271,7 +263,7 @@ func benchTarget(ctx context.Context, env *benchEnv, tg string, n, batches int, 
 			Timeout: lf.timeout, Stall: lf.stall, Poll: lf.poll, Responders: env.Resp, Procs: t.Procs})
 		wait()
 		if err != nil {
-			return out, fmt.Errorf("%s: %w", label, err)
+			return false, fmt.Errorf("%s: %w", label, err)
 		}
 		if t.DBURL != "" {
 			if jl, jerr := jobLatency(ctx, t.DBURL, start); jerr == nil {
@@ -279,13 +271,13 @@ func benchTarget(ctx context.Context, env *benchEnv, tg string, n, batches int, 
 			}
 		}
 		r.Label = label
-		out = append(out, r)
+		keep(r)
 		before += r.OK
 		if r.Stalled {
-			break
+			return true, nil
 		}
 	}
-	return out, nil
+	return false, nil
 }
 
 // printTable is the summary of every run, each figure beside Pebble's at

@@ -430,3 +430,34 @@ func postAccountLookup(t *testing.T, c *cluster, f *proc) (int, string) {
 	k, _ := resp.Body.Read(b)
 	return resp.StatusCode, string(b[:k])
 }
+
+// TestSettingsAdvice: a frontend and a worker started against a database
+// where a table Hallmark depends on is left out of autovacuum say so in
+// their logs, naming the table, so the operator learns it before issuance
+// slows as dead rows pile up (docs/performance.md, round 13).
+func TestSettingsAdvice(t *testing.T) {
+	c := startCluster(t, testdb.Postgres(t), options{frontends: 1, workers: 1, deferWorkers: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := c.db(ctx).Exec(ctx, `ALTER TABLE river_job SET (autovacuum_enabled = off)`); err != nil {
+		t.Fatal(err)
+	}
+	fe, w := c.frontends[0], c.workers[0]
+	// The frontend started before the table was changed: it said nothing
+	// of it then, and says it after a restart.
+	if strings.Contains(c.logOf(fe), "autovacuum is off for river_job") {
+		t.Fatalf("the frontend named river_job before it was left out:\n%s", c.logOf(fe))
+	}
+	c.kill(fe)
+	c.start(fe)
+	c.start(w)
+	for _, p := range []*proc{fe, w} {
+		deadline := time.Now().Add(20 * time.Second)
+		for !strings.Contains(c.logOf(p), "autovacuum is off for river_job") {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s does not name river_job within 20s:\n%s", p.Name, c.logOf(p))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
