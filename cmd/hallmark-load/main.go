@@ -174,6 +174,9 @@ func cmdBench(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Println(settings)
+		if *batches > 1 && strings.Contains(settings, "autovacuum off") {
+			fmt.Println("note: with autovacuum off, dead row versions pile up from batch to batch and each costs more than the last (docs/performance.md, round 13)")
+		}
 	}
 	var results []*result
 	for _, c := range splitList(*conc) {
