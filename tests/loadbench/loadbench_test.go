@@ -28,6 +28,7 @@ func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "hallmark-load-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		cleanup()
 		os.Exit(1)
 	}
 	loadBin = filepath.Join(dir, "hallmark-load")
