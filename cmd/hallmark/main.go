@@ -36,10 +36,24 @@ func main() {
 					if err != nil {
 						return cli.Exit(err.Error(), 2)
 					}
-					if err := open.Migrate(c.Context, cfg.Database.URL); err != nil {
+					db, err := open.Open(c.Context, cfg.Database.URL, 2)
+					if err == nil {
+						defer db.Close()
+						err = db.Migrate(c.Context)
+					}
+					if err != nil {
 						return cli.Exit(fmt.Sprintf("migrating %s: %v", cfg.Database.URL, err), 1)
 					}
 					fmt.Println("database is up to date")
+					// The operator setting up the database is the one to
+					// tell; the frontend and the worker log the same.
+					advice, err := db.Advice(c.Context)
+					if err != nil {
+						fmt.Fprintf(os.Stderr, "warning: could not review the database's settings: %v\n", err)
+					}
+					for _, a := range advice {
+						fmt.Fprintf(os.Stderr, "warning: %s\n", a)
+					}
 					return nil
 				},
 				Subcommands: []*cli.Command{{

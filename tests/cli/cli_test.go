@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/open"
@@ -560,4 +562,36 @@ func TestConfigErrors(t *testing.T) {
 		t.Errorf("unusable database URL: exit %d (%q), want 1 or 2", r.code, r.stderr)
 	}
 	c.want(0, "version")
+}
+
+// TestMigrateAdvice: `hallmark migrate` tells the operator setting up the
+// database what in its settings would lose certificates or slow issuance
+// as the tables grow, on stderr, and still succeeds; SQLite has nothing to
+// say.
+func TestMigrateAdvice(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.Postgres(t)
+	c := newCA(t, url)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	r := c.want(0, "migrate")
+	if !strings.Contains(r.stdout, "database is up to date") || strings.Contains(r.stderr, "autovacuum is off for") {
+		t.Errorf("migrate as PostgreSQL ships:\nstdout %q\nstderr %q", r.stdout, r.stderr)
+	}
+	if _, err := conn.Exec(ctx, `ALTER TABLE river_job SET (autovacuum_enabled = off)`); err != nil {
+		t.Fatal(err)
+	}
+	r = c.want(0, "migrate")
+	if !strings.Contains(r.stderr, "warning: PostgreSQL's autovacuum is off for river_job:") {
+		t.Errorf("migrate with river_job left out of autovacuum does not name it:\n%s", r.stderr)
+	}
+
+	lite := newCA(t, testdb.SQLite(t))
+	if r := lite.want(0, "migrate"); r.stderr != "" {
+		t.Errorf("migrate on SQLite warns: %q", r.stderr)
+	}
 }
