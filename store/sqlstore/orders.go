@@ -846,11 +846,15 @@ func (s *Store) verdict(ctx context.Context, t *txn, challengeID string, status 
 	//     authorization is invalid (were it invalid already, this challenge
 	//     would have been invalidated with it and lost its swap).
 	// The orders are found from the challenge (a semi-join: the pkey for
-	// each of its few orders), never through their status: a statement
+	// each of its few orders), not through their status: a statement
 	// that named them by a list of ids and their status let the planner
 	// walk every pending order through orders_status_idx, dead index
 	// entries included (0.5 ms a verdict at c=32 on a fresh table, growing
-	// with the pending orders).
+	// with the pending orders). The semi-join gives the planner the choice
+	// rather than forcing it: on tables never analysed (autovacuum off) it
+	// was still seen to start from orders_status_idx, reading 3 to 1,967
+	// entries to find none (docs/performance.md, round 13). With
+	// statistics it starts from the challenge.
 	const ordersOf = `SELECT oa.order_id FROM order_authz oa JOIN challenges c ON c.authz_id = oa.authz_id WHERE c.id = $1`
 	var b batch
 	b.exec("", `SELECT id FROM orders WHERE id IN (`+ordersOf+`) ORDER BY id {forupdate}`, challengeID)
