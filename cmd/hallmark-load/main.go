@@ -169,12 +169,12 @@ func cmdBench(ctx context.Context, args []string) error {
 	if strings.Contains(*targets, "postgres") {
 		// Figures on PostgreSQL depend on how its server is set up; say so
 		// beside them.
-		settings, err := pgSettings(ctx, *pg)
+		settings, autovacuumOff, err := pgSettings(ctx, *pg)
 		if err != nil {
 			return err
 		}
 		fmt.Println(settings)
-		if *batches > 1 && strings.Contains(settings, "autovacuum off") {
+		if *batches > 1 && autovacuumOff {
 			fmt.Println("note: with autovacuum off, dead row versions pile up from batch to batch and each costs more than the last (docs/performance.md, round 13)")
 		}
 	}

@@ -529,19 +529,20 @@ FROM river_job WHERE attempted_at IS NOT NULL AND created_at >= $1 GROUP BY kind
 
 // pgSettings is one line naming the PostgreSQL server at admin and the
 // settings a benchmark's figures depend on: whether commits wait for the
-// disk, whether dead rows are cleaned up as the run goes, and the cache.
-func pgSettings(ctx context.Context, admin string) (string, error) {
+// disk, whether dead rows are cleaned up as the run goes, and the cache;
+// and whether autovacuum is off.
+func pgSettings(ctx context.Context, admin string) (line string, autovacuumOff bool, err error) {
 	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {
-		return "", fmt.Errorf("reading PostgreSQL's settings: %w", err)
+		return "", false, fmt.Errorf("reading PostgreSQL's settings: %w", err)
 	}
 	defer conn.Close(ctx)
-	var line string
-	err = conn.QueryRow(ctx, `SELECT 'PostgreSQL ' || current_setting('server_version') ||
-  ': autovacuum ' || current_setting('autovacuum') || ', synchronous_commit ' || current_setting('synchronous_commit') ||
-  ', fsync ' || current_setting('fsync') || ', shared_buffers ' || current_setting('shared_buffers')`).Scan(&line)
+	var version, autovacuum, syncCommit, fsync, buffers string
+	err = conn.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('autovacuum'),
+  current_setting('synchronous_commit'), current_setting('fsync'), current_setting('shared_buffers')`).Scan(&version, &autovacuum, &syncCommit, &fsync, &buffers)
 	if err != nil {
-		return "", fmt.Errorf("reading PostgreSQL's settings: %w", err)
+		return "", false, fmt.Errorf("reading PostgreSQL's settings: %w", err)
 	}
-	return line, nil
+	line = fmt.Sprintf("PostgreSQL %s: autovacuum %s, synchronous_commit %s, fsync %s, shared_buffers %s", version, autovacuum, syncCommit, fsync, buffers)
+	return line, autovacuum == "off", nil
 }

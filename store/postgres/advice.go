@@ -40,10 +40,13 @@ func Advice(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
 		out = append(out, "PostgreSQL's autovacuum is off: River's job table and Hallmark's orders and authorizations keep every dead row version and their indexes grow, so each issuance costs more than the last (docs/performance.md, round 13); set autovacuum = on, or run VACUUM ANALYZE on a schedule")
 	}
 	// A table can also be left out on its own; said even when the server's
-	// switch is off too, as turning that on would not cover it.
+	// switch is off too, as turning that on would not cover it. The option
+	// is stored as written (off, false, no, 0, ...); PostgreSQL checked it
+	// was a boolean when it was set, and its own cast reads it back.
 	rows, err := pool.Query(ctx, `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p')
-  AND EXISTS (SELECT 1 FROM unnest(c.reloptions) o WHERE o ~* '^autovacuum_enabled=(f|fa|fal|fals|false|n|no|of|off|0)$')
+  AND EXISTS (SELECT 1 FROM unnest(c.reloptions) o
+              WHERE split_part(o, '=', 1) = 'autovacuum_enabled' AND NOT split_part(o, '=', 2)::boolean)
 ORDER BY c.relname`)
 	if err != nil {
 		return out, fmt.Errorf("reading PostgreSQL's table settings: %w", err)

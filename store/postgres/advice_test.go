@@ -59,6 +59,8 @@ func TestAdvice(t *testing.T) {
 		{name: "as shipped", url: base, reject: []string{"synchronous_commit", "autovacuum is off for"}},
 		{name: "asynchronous commit", url: withSetting("synchronous_commit", "off"), want: []string{"synchronous_commit = off"}},
 		{name: "local commit is durable", url: withSetting("synchronous_commit", "local"), reject: []string{"synchronous_commit"}},
+		{name: "a table left in explicitly", url: base, setup: `ALTER TABLE river_job SET (autovacuum_enabled = yes)`,
+			reject: []string{"autovacuum is off for"}},
 		{name: "a table left out", url: base, setup: `ALTER TABLE river_job SET (autovacuum_enabled = off); ALTER TABLE orders SET (autovacuum_enabled = false)`,
 			want: []string{"orders, river_job"}},
 	} {
