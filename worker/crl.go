@@ -26,7 +26,7 @@ func (w *Worker) generateCRL(ctx context.Context, job jobs.Job[jobs.CRLGenerateA
 		return jobs.CouldNotRun(fmt.Errorf("issuer %s is not mounted on worker %s", args.IssuerID, w.id))
 	}
 	lease := "crl:" + args.IssuerID
-	got, err := w.store.TryLock(ctx, lease, w.id, 2*time.Minute)
+	got, err := w.store.TryLock(ctx, lease, w.id, w.crlLease)
 	if err != nil {
 		return jobs.CouldNotRun(fmt.Errorf("leasing %s: %w", lease, err))
 	}

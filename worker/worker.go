@@ -34,6 +34,7 @@ type Worker struct {
 	baseURL       string                    // the ACME API, for account URIs (CAA accounturi)
 	urlBase       string                    // plain-http base of CRLs and issuer certificates
 	crlValidity   time.Duration
+	crlLease      time.Duration // how long a CRL lease outlives its holder
 	strandedAfter time.Duration
 	log           *slog.Logger
 	signed        prometheus.Counter
@@ -67,11 +68,15 @@ func New(cfg config.Config, st store.Store, opts Options) (*Worker, error) {
 			Timeout:       time.Duration(cfg.Challenge.TimeoutMS) * time.Millisecond,
 			CAAIdentities: cfg.Server.CAAIdentities,
 		}),
-		mounts:        map[string]mount{},
-		issuers:       map[string]*signer.Issuer{},
-		baseURL:       cfg.Server.BaseURL,
-		urlBase:       cfg.CA.URLBase,
-		crlValidity:   time.Duration(cfg.CA.CRLValidityHours) * time.Hour,
+		mounts:      map[string]mount{},
+		issuers:     map[string]*signer.Issuer{},
+		baseURL:     cfg.Server.BaseURL,
+		urlBase:     cfg.CA.URLBase,
+		crlValidity: time.Duration(cfg.CA.CRLValidityHours) * time.Hour,
+		// A live holder's job is cancelled at job_timeout, so it cannot store
+		// a CRL after that; rescue_after is when River calls its job dead and
+		// hands it on, and the lease frees by then too.
+		crlLease:      time.Duration(cfg.Worker.RescueAfterMS) * time.Millisecond,
 		strandedAfter: time.Duration(cfg.Worker.JobTimeoutMS+cfg.Worker.RescueAfterMS) * time.Millisecond,
 		log:           opts.Logger,
 		signed: prometheus.NewCounter(prometheus.CounterOpts{

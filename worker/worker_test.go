@@ -2,17 +2,20 @@ package worker_test
 
 import (
 	"context"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +24,7 @@ import (
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/signer"
 	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 	"github.com/hallmark-ca/hallmark/tests/testdns"
 	"github.com/hallmark-ca/hallmark/worker"
@@ -29,6 +33,9 @@ import (
 // rig is a real store, a real local CA and a started worker.
 type rig struct {
 	st     store.Store
+	db     *open.DB
+	mount  []string
+	runner jobs.Runner // the first worker's
 	cfg    config.Config
 	issuer *signer.Issuer
 	dns    *testdns.Server
@@ -42,7 +49,6 @@ type rigOpts struct {
 
 func newRig(t *testing.T, o rigOpts) *rig {
 	t.Helper()
-	ctx := context.Background()
 	db := testdb.Open(t, "sqlite")
 
 	cfg := config.Default()
@@ -54,6 +60,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	cfg.Challenge.TimeoutMS = 2000
 	cfg.CA.URLBase = "http://127.0.0.1:1"
 	cfg.Server.CAAIdentities = []string{"hallmark.test"}
+	cfg.Worker.JobTimeoutMS, cfg.Worker.RescueAfterMS = 5000, 30000
 	for name, p := range o.profiles {
 		cfg.Profiles[name] = p
 	}
@@ -65,13 +72,25 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r := &rig{st: db.Store, db: db, cfg: cfg, issuer: iss, dns: dns, mount: o.mount}
+	r.runner = r.startWorker(t, "test-worker", iss, 0)
+	return r
+}
+
+// startWorker starts a worker named id over the rig's database, mounting
+// iss for the rig's profiles; maxWorkers 0 takes the queue's default. The
+// worker is stopped when the test ends.
+func (r *rig) startWorker(t *testing.T, id string, iss *signer.Issuer, maxWorkers int) jobs.Runner {
+	t.Helper()
+	cfg := r.cfg
+	cfg.Worker.ID = id
 	issuers := map[string]*signer.Issuer{}
 	for name := range cfg.Profiles {
-		if o.mount == nil || contains(o.mount, name) {
+		if r.mount == nil || contains(r.mount, name) {
 			issuers[name] = iss
 		}
 	}
-	w, err := worker.New(cfg, db.Store, worker.Options{Issuers: issuers})
+	w, err := worker.New(cfg, r.db.Store, worker.Options{Issuers: issuers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,20 +98,21 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runner, err := db.Queue.Start(ctx, reg, jobs.Settings{
-		WorkerID: "test-worker", Queues: w.Queues(), Subjects: db.Store,
-		JobTimeout: 5 * time.Second, RescueAfter: 30 * time.Second,
-		RetryBase: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond,
+	runner, err := r.db.Queue.Start(context.Background(), reg, jobs.Settings{
+		WorkerID: id, Queues: w.Queues(), Subjects: r.db.Store, MaxWorkers: maxWorkers,
+		JobTimeout:  time.Duration(cfg.Worker.JobTimeoutMS) * time.Millisecond,
+		RescueAfter: time.Duration(cfg.Worker.RescueAfterMS) * time.Millisecond,
+		RetryBase:   50 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 	})
 	if err != nil {
-		t.Fatalf("starting the worker: %v", err)
+		t.Fatalf("starting worker %s: %v", id, err)
 	}
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = runner.Stop(sctx)
 	})
-	return &rig{st: db.Store, cfg: cfg, issuer: iss, dns: dns}
+	return runner
 }
 
 func contains(xs []string, x string) bool {
@@ -355,4 +375,92 @@ func TestCRLAfterRevocation(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatal("no CRL listing the revoked serial within 20s")
+}
+
+// stuckSigner is a key whose every signature hangs until released, as a
+// worker does that died or froze while signing: it holds what it took.
+type stuckSigner struct {
+	crypto.Signer
+	entered chan struct{} // closed at the first Sign
+	once    *sync.Once
+	release chan struct{}
+}
+
+func (s stuckSigner) Sign(r io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
+	s.once.Do(func() { close(s.entered) })
+	<-s.release
+	return s.Signer.Sign(r, digest, opts)
+}
+
+// TestCRLAfterWorkerDiesSigning: a worker that stops while signing a CRL
+// keeps the issuer's CRL lease, and no other worker may sign meanwhile. The
+// lease must free when River gives the dead worker's job up
+// (worker.rescue_after), so revocations reach the CRL within that, not
+// after a fixed time far longer.
+func TestCRLAfterWorkerDiesSigning(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	ctx := context.Background()
+	acct := r.account(t)
+	var serials []string
+	for _, name := range []string{"one.crl.worker.test", "two.crl.worker.test"} {
+		o := r.order(t, acct, "default", name)
+		r.ready(t, o)
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if _, _, err := r.st.OrderFinalizeBegin(ctx, o.ID, o.Profile, csrFor(t, key, name)); err != nil {
+			t.Fatal(err)
+		}
+		serials = append(serials, r.waitOrder(t, o.ID, acme.StatusValid).CertSerial)
+	}
+	// Only the stuck worker runs while the first revocation's CRL is taken.
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := r.runner.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	stuckIss := *r.issuer
+	stuck := stuckSigner{Signer: r.issuer.Signer, entered: make(chan struct{}), once: new(sync.Once), release: make(chan struct{})}
+	stuckIss.Signer = stuck
+	// One job at a time, so the stuck one keeps this worker from taking more.
+	r.cfg.Worker.JobTimeoutMS, r.cfg.Worker.RescueAfterMS = 1000, 2000
+	r.startWorker(t, "stuck-worker", &stuckIss, 1)
+	t.Cleanup(func() { close(stuck.release) }) // runs before the workers stop
+	revoke := func(serial string) time.Time {
+		t.Helper()
+		if _, err := r.st.Revoke(ctx, serial, 1, store.AuditEvent{Actor: "test", Action: "revoke", Subject: serial}); err != nil {
+			t.Fatal(err)
+		}
+		return time.Now()
+	}
+	revoke(serials[0])
+	select {
+	case <-stuck.entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the stuck worker did not start signing the CRL within 20s")
+	}
+
+	r.startWorker(t, "test-worker-2", r.issuer, 0)
+	revoked := revoke(serials[1])
+	deadline := revoked.Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := r.st.CRLLatest(ctx, r.issuer.ID); err == nil {
+			crl, err := x509.ParseRevocationList(c.DER)
+			if err != nil {
+				t.Fatal(err)
+			}
+			listed := 0
+			for _, e := range crl.RevokedCertificateEntries {
+				for _, s := range serials {
+					if e.SerialNumber.Text(16) == strings.TrimLeft(s, "0") {
+						listed++
+					}
+				}
+			}
+			if listed == len(serials) {
+				t.Logf("CRL %d lists both revocations %s after the second", c.Number, time.Since(revoked).Round(time.Millisecond))
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no CRL listing both revocations within 20s of the second (rescue_after is %d ms)", r.cfg.Worker.RescueAfterMS)
 }

@@ -263,10 +263,13 @@ timeout_ms = 6000
 	dbURL := testdb.SQLite(t)
 	ca := startCA(t, dbURL, extra)
 	// The HSM key is made after the root exists; the worker mounts it when
-	// it starts again.
+	// it starts again. It is stopped, not killed: a worker killed while
+	// signing its start-up CRL keeps that issuer's CRL lease until
+	// rescue_after (15 s here; TestCRLAfterWorkerDiesSigning), and the
+	// retries' backoff can then run past what waitInCRL waits below.
 	out := ca.Run("hallmark-worker", "--config", ca.Config, "ca", "init", "--pkcs11", "softhsm", "--key-type", "p256")
 	t.Log(strings.TrimSpace(out))
-	ca.Kill("worker")
+	ca.Stop("worker")
 	ca.Start("worker")
 
 	localRoot, _ := os.ReadFile(ca.Root)

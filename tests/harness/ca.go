@@ -125,6 +125,10 @@ func (ca *CA) Start(which string) {
 // Kill sends SIGKILL to "worker" or "frontend", as a crash would.
 func (ca *CA) Kill(which string) { ca.procs[which].Kill() }
 
+// Stop shuts "worker" or "frontend" down as an operator would (SIGTERM):
+// running jobs finish and leases are released.
+func (ca *CA) Stop(which string) { ca.procs[which].Stop() }
+
 // HTTPClient trusts only the CA's root.
 func (ca *CA) HTTPClient() *http.Client {
 	ca.t.Helper()
