@@ -140,10 +140,15 @@ func cmdBench(ctx context.Context, args []string) error {
 	batches := fs.Int("batches", 1, "drive each server this many times in a row, against the same database, reporting each batch: does a figure drift as the database grows")
 	pebbleAttempts := fs.Int("pebble-attempts", 3, "run Pebble again, fresh, after a run that stalls, up to this many runs at each concurrency (it deadlocks under load; see docs/performance.md)")
 	_ = fs.Parse(args)
-	// The servers run with their own working directory; a relative --bin would
-	// not resolve there.
-	if abs, err := filepath.Abs(*binDir); err == nil {
-		*binDir = abs
+	// The servers run with their own working directory; a relative --bin or
+	// --pebble would not resolve there.
+	for _, p := range []*string{binDir, pebble} {
+		if *p == "" {
+			continue
+		}
+		if abs, err := filepath.Abs(*p); err == nil {
+			*p = abs
+		}
 	}
 	if *profDir != "" {
 		if err := os.MkdirAll(*profDir, 0o755); err != nil {

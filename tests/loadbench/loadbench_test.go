@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/hallmark-ca/hallmark/tests/harness"
+	"github.com/hallmark-ca/hallmark/tests/pebble"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
 
@@ -85,5 +86,26 @@ func TestBatches(t *testing.T) {
 		if !strings.HasSuffix(rows[i], "| 0 |") {
 			t.Errorf("row %d has errors: %s", i, rows[i])
 		}
+	}
+}
+
+// TestPebbleRelativePath: `make bench` names Pebble by a path relative to
+// the repository (bin/pebble), and Pebble runs in a directory of its own;
+// the reference run must still start and issue.
+func TestPebbleRelativePath(t *testing.T) {
+	bin, err := pebble.Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(loadBin, "bench", "--bin", filepath.Dir(harness.Bin("hallmark")),
+		"--pebble", filepath.Join(".", filepath.Base(bin)), "--targets", "pebble",
+		"--concurrency", "2", "--count", "6", "--timeout", "60s")
+	cmd.Dir = filepath.Dir(bin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("hallmark-load bench --pebble ./%s from %s: %v\n%s", filepath.Base(bin), cmd.Dir, err, out)
+	}
+	if !regexp.MustCompile(`(?m)^\| pebble \(in memory\) \| 2 \| 6 \|.*\| 0 \|$`).MatchString(string(out)) {
+		t.Errorf("no Pebble row with 6 issued and no error:\n%s", out)
 	}
 }
