@@ -34,7 +34,7 @@ type Worker struct {
 	baseURL       string                    // the ACME API, for account URIs (CAA accounturi)
 	urlBase       string                    // plain-http base of CRLs and issuer certificates
 	crlValidity   time.Duration
-	crlLease      time.Duration // how long a CRL lease outlives its holder
+	crlLease      time.Duration // a CRL lease's length: how long a dead holder blocks the next CRL
 	strandedAfter time.Duration
 	log           *slog.Logger
 	signed        prometheus.Counter
