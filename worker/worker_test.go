@@ -345,36 +345,65 @@ func TestValidateHTTP01(t *testing.T) {
 // a CRL that lists the serial with its reason.
 func TestCRLAfterRevocation(t *testing.T) {
 	r := newRig(t, rigOpts{})
-	acct := r.account(t)
-	o := r.order(t, acct, "default", "crl.worker.test")
+	serial := r.issue(t, r.account(t), "crl.worker.test")
+	r.revoke(t, serial)
+	r.waitCRL(t, 20*time.Second, serial)
+}
+
+// issue has the rig's worker sign a certificate for name and returns its
+// serial.
+func (r *rig) issue(t *testing.T, acct *store.Account, name string) string {
+	t.Helper()
+	o := r.order(t, acct, "default", name)
 	r.ready(t, o)
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, "crl.worker.test")); err != nil {
+	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, name)); err != nil {
 		t.Fatal(err)
 	}
-	o = r.waitOrder(t, o.ID, acme.StatusValid)
-	if _, err := r.st.Revoke(context.Background(), o.CertSerial, 1, store.AuditEvent{Actor: "test", Action: "revoke", Subject: o.CertSerial}); err != nil {
+	return r.waitOrder(t, o.ID, acme.StatusValid).CertSerial
+}
+
+// revoke revokes serial with reason 1 (keyCompromise).
+func (r *rig) revoke(t *testing.T, serial string) {
+	t.Helper()
+	if _, err := r.st.Revoke(context.Background(), serial, 1, store.AuditEvent{Actor: "test", Action: "revoke", Subject: serial}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := r.st.CRLLatest(context.Background(), r.issuer.ID); err == nil {
-			crl, err := x509.ParseRevocationList(c.DER)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := crl.CheckSignatureFrom(r.issuer.Cert); err != nil {
-				t.Fatalf("CRL signature: %v", err)
-			}
-			for _, e := range crl.RevokedCertificateEntries {
-				if e.SerialNumber.Text(16) == strings.TrimLeft(o.CertSerial, "0") && e.ReasonCode == 1 {
-					return
-				}
+}
+
+// waitCRL polls the issuer's newest CRL until one, signed by the issuer,
+// lists every serial with reason 1, and returns its number; it fails the
+// test when none does within d.
+func (r *rig) waitCRL(t *testing.T, d time.Duration, serials ...string) int64 {
+	t.Helper()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		c, err := r.st.CRLLatest(context.Background(), r.issuer.ID)
+		if err != nil {
+			continue
+		}
+		crl, err := x509.ParseRevocationList(c.DER)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := crl.CheckSignatureFrom(r.issuer.Cert); err != nil {
+			t.Fatalf("CRL signature: %v", err)
+		}
+		listed := map[string]bool{}
+		for _, e := range crl.RevokedCertificateEntries {
+			if e.ReasonCode == 1 {
+				listed[e.SerialNumber.Text(16)] = true
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		all := true
+		for _, s := range serials {
+			all = all && listed[strings.TrimLeft(s, "0")]
+		}
+		if all {
+			return c.Number
+		}
 	}
-	t.Fatal("no CRL listing the revoked serial within 20s")
+	t.Fatalf("no CRL listing %v with reason 1 within %s", serials, d)
+	return 0
 }
 
 // stuckSigner is a key whose every signature hangs until released, as a
@@ -382,11 +411,11 @@ func TestCRLAfterRevocation(t *testing.T) {
 type stuckSigner struct {
 	crypto.Signer
 	entered chan struct{} // closed at the first Sign
-	once    *sync.Once
+	once    sync.Once
 	release chan struct{}
 }
 
-func (s stuckSigner) Sign(r io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
+func (s *stuckSigner) Sign(r io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
 	s.once.Do(func() { close(s.entered) })
 	<-s.release
 	return s.Signer.Sign(r, digest, opts)
@@ -399,39 +428,22 @@ func (s stuckSigner) Sign(r io.Reader, digest []byte, opts crypto.SignerOpts) ([
 // after a fixed time far longer.
 func TestCRLAfterWorkerDiesSigning(t *testing.T) {
 	r := newRig(t, rigOpts{})
-	ctx := context.Background()
 	acct := r.account(t)
-	var serials []string
-	for _, name := range []string{"one.crl.worker.test", "two.crl.worker.test"} {
-		o := r.order(t, acct, "default", name)
-		r.ready(t, o)
-		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if _, _, err := r.st.OrderFinalizeBegin(ctx, o.ID, o.Profile, csrFor(t, key, name)); err != nil {
-			t.Fatal(err)
-		}
-		serials = append(serials, r.waitOrder(t, o.ID, acme.StatusValid).CertSerial)
-	}
+	serials := []string{r.issue(t, acct, "one.crl.worker.test"), r.issue(t, acct, "two.crl.worker.test")}
 	// Only the stuck worker runs while the first revocation's CRL is taken.
-	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := r.runner.Stop(sctx); err != nil {
 		t.Fatal(err)
 	}
+	stuck := &stuckSigner{Signer: r.issuer.Signer, entered: make(chan struct{}), release: make(chan struct{})}
 	stuckIss := *r.issuer
-	stuck := stuckSigner{Signer: r.issuer.Signer, entered: make(chan struct{}), once: new(sync.Once), release: make(chan struct{})}
 	stuckIss.Signer = stuck
-	// One job at a time, so the stuck one keeps this worker from taking more.
 	r.cfg.Worker.JobTimeoutMS, r.cfg.Worker.RescueAfterMS = 1000, 2000
+	// One job at a time, so the stuck one keeps this worker from taking more.
 	r.startWorker(t, "stuck-worker", &stuckIss, 1)
 	t.Cleanup(func() { close(stuck.release) }) // runs before the workers stop
-	revoke := func(serial string) time.Time {
-		t.Helper()
-		if _, err := r.st.Revoke(ctx, serial, 1, store.AuditEvent{Actor: "test", Action: "revoke", Subject: serial}); err != nil {
-			t.Fatal(err)
-		}
-		return time.Now()
-	}
-	revoke(serials[0])
+	r.revoke(t, serials[0])
 	select {
 	case <-stuck.entered:
 	case <-time.After(20 * time.Second):
@@ -439,28 +451,8 @@ func TestCRLAfterWorkerDiesSigning(t *testing.T) {
 	}
 
 	r.startWorker(t, "test-worker-2", r.issuer, 0)
-	revoked := revoke(serials[1])
-	deadline := revoked.Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := r.st.CRLLatest(ctx, r.issuer.ID); err == nil {
-			crl, err := x509.ParseRevocationList(c.DER)
-			if err != nil {
-				t.Fatal(err)
-			}
-			listed := 0
-			for _, e := range crl.RevokedCertificateEntries {
-				for _, s := range serials {
-					if e.SerialNumber.Text(16) == strings.TrimLeft(s, "0") {
-						listed++
-					}
-				}
-			}
-			if listed == len(serials) {
-				t.Logf("CRL %d lists both revocations %s after the second", c.Number, time.Since(revoked).Round(time.Millisecond))
-				return
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("no CRL listing both revocations within 20s of the second (rescue_after is %d ms)", r.cfg.Worker.RescueAfterMS)
+	r.revoke(t, serials[1])
+	revoked := time.Now()
+	n := r.waitCRL(t, 20*time.Second, serials...)
+	t.Logf("CRL %d lists both revocations %s after the second (rescue_after %d ms)", n, time.Since(revoked).Round(time.Millisecond), r.cfg.Worker.RescueAfterMS)
 }

@@ -70,6 +70,8 @@ func held(ctx context.Context, conn *pgx.Conn, worker string) (map[string][]int6
 // before the stop still commits (River's batched completion of a job it
 // had finished, seen once in CI as a job "held" at the kill but completed
 // by the killed worker), so it reads until two reads 300 ms apart agree.
+// A stopped worker cannot go on changing its jobs, so not settling within
+// ten reads is an error.
 func heldSettled(ctx context.Context, conn *pgx.Conn, worker string) (map[string][]int64, error) {
 	prev, err := held(ctx, conn, worker)
 	for i := 0; err == nil && i < 10; i++ {
@@ -80,7 +82,10 @@ func heldSettled(ctx context.Context, conn *pgx.Conn, worker string) (map[string
 		}
 		prev = h
 	}
-	return prev, err
+	if err == nil {
+		err = fmt.Errorf("the jobs %s holds still changed after it was stopped: %v", worker, prev)
+	}
+	return nil, err
 }
 
 // TestWorkerKilledHoldingJobs: worker1 is frozen (SIGSTOP) at a moment it
