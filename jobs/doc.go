@@ -30,8 +30,8 @@
 //     throughput near 1,000 jobs/s); insert notifications start jobs, and
 //     the poll that backs them up runs every 250 ms (it is most of an idle
 //     worker's cost). On SQLite a notification is a row in an outbox
-//     table: a worker checks whether another process has committed
-//     (PRAGMA data_version) as soon as the database's WAL file is written
+//     table: a worker checks whether a notification has committed (the
+//     outbox's highest id) as soon as the database's WAL file is written
 //     (inotify, sqlite_walwatch.go; a 50 ms poll backs it up, or a 5 ms
 //     poll where the file cannot be watched) and reads the outbox only
 //     then.

@@ -133,8 +133,8 @@ func testInsertCommitsWithTheRow(t *testing.T, dialect string) {
 
 // testInsertNotificationStartsJob checks that an insert's notification,
 // not the fetch poll (a minute here), starts its job: inserted by another
-// process (on SQLite, seen through PRAGMA data_version) and by the worker's
-// own (on SQLite, the listener's 50 ms outbox read).
+// process and by the worker's own (on SQLite both seen through the
+// outbox's highest id).
 func testInsertNotificationStartsJob(t *testing.T, dialect string) {
 	e := newEnv(t, dialect)
 	workerDB, workerQ := e.open(t)

@@ -12,8 +12,7 @@ import (
 )
 
 // outboxEverySQLite is how often a SQLite worker reads the notification
-// outbox when no other process has committed: rows its own process wrote
-// (its own inserts, leadership) do not change its data_version. It is
+// outbox when no notification has committed, a backstop: it is
 // riversqlite's own fixed poll interval.
 const outboxEverySQLite = 50 * time.Millisecond
 
@@ -32,8 +31,9 @@ func (d sqliteDriver) GetListener(p *riverdriver.GetListenenerParams) riverdrive
 // sqliteListener wraps riversqlite's listener, which reads the outbox (a
 // table: SQLite has no LISTEN) every 50 ms with no setting to change it.
 // The outbox read stays River's; this adds a cheap check every `every`,
-// PRAGMA data_version, which changes when another connection (another
-// process) has committed, and reads the outbox early only then.
+// the outbox's highest id (River's own NotificationGetLastID), which grows
+// only when a notification commits, from this process or another, and
+// reads the outbox early only then.
 //
 // It reads the outbox by calling the wrapped WaitForNotification with a
 // deadline: that reads at once, returns a notification if there is one,
@@ -41,12 +41,21 @@ func (d sqliteDriver) GetListener(p *riverdriver.GetListenenerParams) riverdrive
 // it keeps its cursor and buffered rows across calls, and River's notifier
 // ends waits the same way to change subscriptions.
 //
+// The deadline also ends a read whose query has not finished, and the two
+// look alike from here (both are DeadlineExceeded). So a read the highest
+// id called for that delivers nothing is repeated with twice the deadline,
+// up to the poll interval, before the rows up to that id count as read:
+// on a loaded machine the outbox query can take longer than 1 ms, and a
+// version counter taken as read at the first deadline left the
+// notification for the next 50 ms poll, whose own 1 ms read could be cut
+// short the same way (TestSQLiteListenerSlowRead).
+//
 // River's notifier calls WaitForNotification from one goroutine at a time.
 //
 // Where it can (Linux inotify, through fsnotify), it also watches the
-// database's WAL file (walWatch) and checks data_version as soon as the file
-// is written, so a job another process inserts starts without waiting for
-// the next poll; the poll then only backs the watch up, every
+// database's WAL file (walWatch) and checks the highest id as soon as the
+// file is written, so a job another process inserts starts without waiting
+// for the next poll; the poll then only backs the watch up, every
 // outboxEverySQLite. A check that finds no change right after a write is
 // repeated, recheckSQLite later and then twice as long each time, up to
 // rechecksSQLite times: the event arrives when the writer appends its
@@ -60,8 +69,13 @@ type sqliteListener struct {
 	db        *sql.DB
 	every     time.Duration
 	pollEvery time.Duration // the watch's backing poll; outboxEverySQLite unless a test sets it
-	version   int64         // the last data_version seen
 	readAt    time.Time     // when the outbox was last read
+	// seen is the outbox's highest id when a read last delivered, or last
+	// ran out its longest deadline with nothing: every row up to it has
+	// been read. unsure counts the reads since that rows past seen called
+	// for and that delivered nothing.
+	seen   int64
+	unsure int
 
 	mu      sync.Mutex // guards watch and watched against Close
 	watch   *walWatch  // nil when not (yet) watching
@@ -77,6 +91,21 @@ const (
 	recheckSQLite  = time.Millisecond
 	rechecksSQLite = 5
 )
+
+// outboxTopSQL is riversqlite's NotificationGetLastID.
+const outboxTopSQL = `SELECT cast(coalesce(max(id), 0) AS integer) FROM river_notification`
+
+// Connect connects the wrapped listener and takes the outbox's highest id
+// as read, as the wrapped listener does: rows already there are history.
+func (l *sqliteListener) Connect(ctx context.Context) error {
+	if err := l.Listener.Connect(ctx); err != nil {
+		return err
+	}
+	// Failing to read it only costs the first wait a read that finds
+	// nothing new.
+	_ = l.db.QueryRowContext(ctx, outboxTopSQL).Scan(&l.seen)
+	return nil
+}
 
 // startWatch starts the WAL watch on the first wait; if it cannot (another
 // platform, no inotify instances left), the listener polls every `every`.
@@ -117,26 +146,41 @@ func (l *sqliteListener) WaitForNotification(ctx context.Context) (*riverdriver.
 	// A call reads the outbox first: the previous call may have left rows
 	// buffered in the wrapped listener.
 	read := true
+	var top int64 // the highest id when rows past seen called for this read; 0 when none did
 	for {
 		again, woken := false, false
 		if read || time.Since(l.readAt) >= pollEvery {
+			d := readFor
+			if top > 0 {
+				d = min(max(readFor, recheckSQLite<<l.unsure), pollEvery)
+			}
 			l.readAt = time.Now()
 			waits := l.db.Stats().WaitCount
-			readCtx, cancel := context.WithTimeout(ctx, readFor)
+			readCtx, cancel := context.WithTimeout(ctx, d)
 			n, err := l.Listener.WaitForNotification(readCtx)
 			cancel()
 			switch {
 			case err == nil:
+				if top > 0 {
+					l.seen, l.unsure = top, 0
+				}
 				return n, nil
 			case ctx.Err() != nil:
 				return nil, ctx.Err()
 			case !errors.Is(err, context.DeadlineExceeded):
 				return nil, err
 			}
-			// Nothing new, and the read has waited out `every`; unless it
-			// queued for the handle's one connection and the deadline came
-			// before the read did.
+			// Nothing new, and the read has waited out its deadline;
+			// unless it queued for the handle's one connection and the
+			// deadline came before the read did.
 			again = l.db.Stats().WaitCount != waits
+			if top > 0 && !again {
+				if d >= pollEvery {
+					l.seen, l.unsure = top, 0 // the longest read found nothing: those rows are not for us
+				} else {
+					l.unsure++ // found nothing, or was cut short: read again, longer
+				}
+			}
 		} else {
 			d := sleep
 			if l.rechecks > 0 {
@@ -158,13 +202,14 @@ func (l *sqliteListener) WaitForNotification(ctx context.Context) (*riverdriver.
 			}
 		}
 		var v int64
-		if err := l.db.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil {
+		if err := l.db.QueryRowContext(ctx, outboxTopSQL).Scan(&v); err != nil {
 			return nil, err
 		}
-		// With more than one connection in the pool each has its own
-		// counter; a spurious change only costs a read.
-		read = again || v != l.version
-		l.version = v
+		top = 0
+		if v > l.seen {
+			top = v
+		}
+		read = again || top > 0
 		switch {
 		case read:
 			l.rechecks = 0

@@ -12,13 +12,13 @@ import (
 // walWatch wakes a SQLite listener when a process writes the database's
 // write-ahead log, which every commit does: another process's job insert is
 // seen in the time a file event takes to arrive, not at the next
-// data_version poll. It watches the directory rather than the file because
+// poll. It watches the directory rather than the file because
 // SQLite deletes the -wal file when its last connection closes and creates
 // it again on the next write.
 //
-// Events come from this process's own writes too; the listener tells the
-// two apart with PRAGMA data_version, which only another connection's
-// commit changes.
+// Events come from every write, a notification or not; the listener tells
+// them apart by the outbox's highest id, which only a committed
+// notification raises.
 type walWatch struct {
 	w    *fsnotify.Watcher
 	wake chan struct{} // one pending wake-up at most: events coalesce
