@@ -10,11 +10,13 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,11 +37,17 @@ type ca struct {
 	tok *pkcs11.Token
 }
 
+// labels numbers newCA's key labels: the token lives as long as the test
+// binary, so `go test -count=2` (or a benchmark run again at a larger b.N)
+// would otherwise find the first run's key under the label and refuse it.
+var labels atomic.Int64
+
 // newCA makes a local root in a temporary directory and an intermediate
-// whose key is generated on the SoftHSM2 token under label.
+// whose key is generated on the SoftHSM2 token under label (numbered).
 func newCA(t testing.TB, label, keyType string) *ca {
 	t.Helper()
 	needHSM(t)
+	label = fmt.Sprintf("%s-%d", label, labels.Add(1))
 	dir := t.TempDir()
 	if _, err := signer.InitLocal(dir, "PKCS11 Test"); err != nil {
 		t.Fatal(err)
