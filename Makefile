@@ -51,9 +51,12 @@ $(BIN)/pebble:
 	GOBIN=$(abspath $(BIN)) $(GO) install github.com/letsencrypt/pebble/v2/cmd/pebble@$(PEBBLE_VERSION)
 
 fuzz: ## run each fuzzer for a minute
-	$(GO) test ./protocol/jws -run '^$$' -fuzz FuzzParse -fuzztime 60s
-	$(GO) test ./protocol/jws -run '^$$' -fuzz FuzzMembers -fuzztime 60s
-	$(GO) test ./protocol/csr -run '^$$' -fuzz FuzzCheck -fuzztime 60s
+	$(GO) test ./protocol/jws -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 60s
+	$(GO) test ./protocol/jws -run '^$$' -fuzz '^FuzzMembers$$' -fuzztime 60s
+	$(GO) test ./protocol/csr -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime 60s
+	$(GO) test ./protocol/policy -run '^$$' -fuzz '^FuzzPolicy$$' -fuzztime 60s
+	$(GO) test ./worker/validate -run '^$$' -fuzz '^FuzzParseIssueValue$$' -fuzztime 60s
+	$(GO) test ./worker/validate -run '^$$' -fuzz '^FuzzALPNExtensions$$' -fuzztime 60s
 
 lint: ## gofmt and go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
