@@ -72,8 +72,10 @@ type sqliteListener struct {
 	readAt    time.Time     // when the outbox was last read
 	// seen is the outbox's highest id when a read last delivered, or last
 	// ran out its longest deadline with nothing: every row up to it has
-	// been read. unsure counts the reads since that rows past seen called
-	// for and that delivered nothing.
+	// been read (one edge: a delivery from the wrapped listener's buffer
+	// counts rows it has not fetched yet; if their fetch is cut short too,
+	// they wait for the poll). unsure counts the reads since then that
+	// rows past seen called for and that delivered nothing.
 	seen   int64
 	unsure int
 
