@@ -154,7 +154,7 @@ func (l *sqliteListener) WaitForNotification(ctx context.Context) (*riverdriver.
 		if read || time.Since(l.readAt) >= pollEvery {
 			d := readFor
 			if top > 0 {
-				d = min(max(readFor, recheckSQLite<<l.unsure), pollEvery)
+				d = min(readFor<<l.unsure, pollEvery)
 			}
 			l.readAt = time.Now()
 			waits := l.db.Stats().WaitCount
