@@ -2,7 +2,9 @@
 // (database/sql, no cgo): it opens the file the way Hallmark needs it (WAL,
 // busy_timeout, foreign keys, BEGIN IMMEDIATE for every transaction, one
 // open connection per process because River shares the handle), adapts
-// *sql.DB to sqlstore's executor and classifies SQLite constraint errors.
+// *sql.DB to sqlstore's executor, commits the store's write transactions
+// that queue together as one (group.go) and classifies SQLite constraint
+// errors.
 // Its database/sql driver (driver.go) is modernc's with each connection's
 // statements kept prepared, River's included.
 // The store's logic lives in sqlstore; this package must never grow its own

@@ -73,14 +73,15 @@ func Open(path string) (*sql.DB, error) {
 }
 
 // Conn adapts db to sqlstore's executor (for the migration runner).
-func Conn(db *sql.DB) sqlstore.Conn { return conn{db: db} }
+func Conn(db *sql.DB) sqlstore.Conn { return conn{db: db, g: newGroup(db)} }
 
 type conn struct {
 	db *sql.DB
+	g  *group // this store's write transactions, which share commits (group.go)
 }
 
 func (c conn) InTx(ctx context.Context, fn func(sqlstore.Tx) error) error {
-	return inTx(ctx, c.db.BeginTx, fn)
+	return c.g.inTx(ctx, fn)
 }
 
 // inTx runs fn in a transaction that begin starts (BEGIN IMMEDIATE, from
@@ -102,6 +103,9 @@ func (c conn) Ping(ctx context.Context) error { return c.db.PingContext(ctx) }
 func (c conn) Close() error { return c.db.Close() }
 
 func (c conn) Classify(err error) sqlstore.ErrorKind {
+	if errors.Is(err, errGroupAborted) {
+		return sqlstore.ErrRetry
+	}
 	var se *sqlite.Error
 	if !errors.As(err, &se) {
 		return sqlstore.ErrOther

@@ -1,0 +1,187 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/hallmark-ca/hallmark/store/sqlstore"
+)
+
+// Group commit. A process has one connection to the file, so its write
+// transactions run one after another, and each commit waits for a sync of
+// the WAL (synchronous=FULL) while holding SQLite's write lock, which the
+// other process (frontend or worker) then waits for. With many requests at
+// once those syncs were what a busy SQLite CA waited on: at 32 concurrent
+// issuances, turning the sync off in the frontend alone took throughput
+// from 75 to 99 certificates/s (docs/performance.md, round 16). Durability
+// stays; the syncs are shared instead. Transactions that queue while
+// another commits run together, the next time the connection is free, in
+// one transaction with one commit and one sync, each inside a savepoint of
+// its own so that one that fails is undone alone (PostgreSQL does the same
+// for concurrent commits in its WAL flush).
+//
+// A transaction that finds nobody running runs alone, as before, so one
+// request at a time pays nothing for this.
+
+// maxGroup bounds how many transactions share a commit: the last one's
+// caller waits for all before it.
+const maxGroup = 32
+
+// errGroupAborted is what a transaction is told when its group's shared
+// transaction failed for something that was not its own doing (another
+// member's statement that made SQLite roll the whole transaction back, or
+// the commit). Nothing of it was committed; it is safe to run again, and
+// the store does (Classify: sqlstore.ErrRetry).
+var errGroupAborted = errors.New("the shared SQLite transaction this one ran in was rolled back; nothing of it was committed")
+
+// group is the queue of one handle's write transactions.
+type group struct {
+	db *sql.DB
+
+	mu      sync.Mutex
+	queue   []*member
+	leading bool // some member is running a group; the rest wait for it
+
+	commits int // groups committed with more than one member, for tests
+}
+
+// member is one InTx call: its work, and what became of it.
+type member struct {
+	ctx  context.Context
+	fn   func(sqlstore.Tx) error
+	lead chan struct{} // closed to make this member the next leader
+	done chan struct{} // closed when err (or panicked) is final
+
+	err      error
+	panicked any // a panic in fn, raised again in the caller's goroutine
+}
+
+func newGroup(db *sql.DB) *group { return &group{db: db} }
+
+// inTx runs fn in a transaction, alone or in a group, and returns once its
+// work is committed or undone.
+func (g *group) inTx(ctx context.Context, fn func(sqlstore.Tx) error) error {
+	m := &member{ctx: ctx, fn: fn, lead: make(chan struct{}), done: make(chan struct{})}
+	g.mu.Lock()
+	g.queue = append(g.queue, m)
+	first := !g.leading
+	g.leading = true
+	g.mu.Unlock()
+	if first {
+		g.run()
+	} else {
+		select {
+		case <-m.done:
+		case <-m.lead:
+			g.run()
+		}
+	}
+	<-m.done
+	if m.panicked != nil {
+		panic(m.panicked)
+	}
+	return m.err
+}
+
+// run takes the queue (up to maxGroup) and runs it, then hands the lead to
+// the first member still waiting, or gives it up. The leader's own work is
+// in what it takes, and the lead passes on at once, so no caller runs other
+// callers' transactions for longer than one group.
+func (g *group) run() {
+	g.mu.Lock()
+	n := min(len(g.queue), maxGroup)
+	batch := g.queue[:n:n]
+	g.queue = g.queue[n:]
+	g.mu.Unlock()
+
+	g.runGroup(batch)
+
+	g.mu.Lock()
+	if len(g.queue) > 0 {
+		close(g.queue[0].lead)
+	} else {
+		g.leading = false
+	}
+	g.mu.Unlock()
+}
+
+// runGroup runs batch's transactions and tells each member how it ended.
+func (g *group) runGroup(batch []*member) {
+	defer func() {
+		for _, m := range batch {
+			close(m.done)
+		}
+	}()
+	if len(batch) == 1 {
+		m := batch[0]
+		m.err, m.panicked = call(func() error { return inTx(m.ctx, g.db.BeginTx, m.fn) })
+		return
+	}
+	// Not any member's context: database/sql rolls a transaction back when
+	// the context it began with ends, which would undo the others' work.
+	// Each member's statements still run on its own context.
+	ctx := context.Background()
+	tx, err := g.db.BeginTx(ctx, nil)
+	if err != nil {
+		for _, m := range batch {
+			m.err = err
+		}
+		return
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	var ok []*member
+	for i, m := range batch {
+		if err := g.runMember(ctx, tx, m); err != nil {
+			// The shared transaction is gone or in doubt: undo it all and
+			// let every member not told otherwise run again.
+			for _, o := range append(ok, batch[i+1:]...) {
+				o.err = fmt.Errorf("%w (%v)", errGroupAborted, err)
+			}
+			return
+		}
+		if m.err == nil && m.panicked == nil {
+			ok = append(ok, m)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		for _, m := range ok {
+			m.err = err
+		}
+		return
+	}
+	g.mu.Lock()
+	g.commits++
+	g.mu.Unlock()
+}
+
+// runMember runs m's work inside a savepoint of tx, undoing it alone if it
+// fails. m.err is m's own failure; the error returned is the shared
+// transaction's: a savepoint statement that failed, which happens when a
+// statement of m's made SQLite roll the whole transaction back (an
+// interrupted write, a full disk, an I/O error).
+func (g *group) runMember(ctx context.Context, tx *sql.Tx, m *member) error {
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT member"); err != nil {
+		return err
+	}
+	m.err, m.panicked = call(func() error { return m.fn(sqlTx{tx: tx}) })
+	if m.err != nil || m.panicked != nil {
+		if _, err := tx.ExecContext(ctx, "ROLLBACK TO member"); err != nil {
+			return err
+		}
+	}
+	_, err := tx.ExecContext(ctx, "RELEASE member")
+	return err
+}
+
+// call runs f, catching a panic.
+func call(f func() error) (err error, panicked any) {
+	defer func() {
+		if p := recover(); p != nil {
+			err, panicked = fmt.Errorf("panic in a SQLite transaction: %v", p), p
+		}
+	}()
+	return f(), nil
+}
