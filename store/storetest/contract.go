@@ -1465,6 +1465,58 @@ func testClaimEnqueueAtomic(t *testing.T, s store.Store, x Extras) {
 	}
 }
 
+// testClaimsAtOnce: many requests of one process claiming different
+// challenges and finalizing different orders at once (on SQLite they share
+// commits: store/sqlite/group.go) each get their claim and their one job,
+// with nothing of one counted for another.
+func testClaimsAtOnce(t *testing.T, s store.Store, x Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	const n = 16
+	var cids, ready []string
+	for i := range n {
+		o := newOrder(t, s, a, fmt.Sprintf("at-once-%d.example.com", i))
+		cids = append(cids, authz(t, s, o.AuthzIDs[0]).Challenges[0].ID)
+		ready = append(ready, readyOrder(t, s, a, fmt.Sprintf("at-once-ready-%d.example.com", i)).ID)
+	}
+	validateBefore, issueBefore := jobCount(t, x, jobs.KindChallengeValidate), jobCount(t, x, jobs.KindSignerIssue)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-start
+			if c, claimed, err := s.ChallengeClaim(ctx, cids[i]); err != nil || !claimed || c.Status != acme.StatusProcessing {
+				t.Errorf("ChallengeClaim %d: %+v claimed=%v err=%v", i, c, claimed, err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			if _, began, err := s.OrderFinalizeBegin(ctx, ready[i], "default", []byte(fmt.Sprintf("csr %d", i))); err != nil || !began {
+				t.Errorf("OrderFinalizeBegin %d: began=%v err=%v", i, began, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i := range n {
+		if st := challenge(t, s, cids[i]).Status; st != acme.StatusProcessing {
+			t.Errorf("challenge %d is %s, want processing", i, st)
+		}
+		if o := order(t, s, ready[i]); o.Status != acme.StatusProcessing || string(o.CSR) != fmt.Sprintf("csr %d", i) {
+			t.Errorf("order %d is %s with CSR %q, want processing with its own", i, o.Status, o.CSR)
+		}
+	}
+	if got := jobCount(t, x, jobs.KindChallengeValidate) - validateBefore; got != n {
+		t.Errorf("%d challenge_validate jobs for %d claims", got, n)
+	}
+	if got := jobCount(t, x, jobs.KindSignerIssue) - issueBefore; got != n {
+		t.Errorf("%d signer_issue jobs for %d finalizations", got, n)
+	}
+}
+
 // testClaimExpiredAuthz: a claim that loses its compare-and-swap queues
 // nothing, although the job's insert may travel with the swap (sendAhead).
 func testClaimExpiredAuthz(t *testing.T, s store.Store, x Extras) {

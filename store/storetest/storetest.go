@@ -70,6 +70,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"SignedOrders", testSignedOrders},
 		{"OrderFinalizeConcurrent", testOrderFinalizeConcurrent},
 		{"ClaimEnqueueAtomic", testClaimEnqueueAtomic},
+		{"ClaimsAtOnce", testClaimsAtOnce},
 		{"ClaimExpiredAuthz", testClaimExpiredAuthz},
 		{"OrderFail", testOrderFail},
 		{"CertificateSerialUnique", testCertificateSerialUnique},
