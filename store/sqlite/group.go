@@ -94,25 +94,38 @@ func (g *group) run() {
 	g.mu.Lock()
 	n := min(len(g.queue), maxGroup)
 	batch := g.queue[:n:n]
-	g.queue = g.queue[n:]
-	g.mu.Unlock()
-
-	g.runGroup(batch)
-
-	g.mu.Lock()
-	if len(g.queue) > 0 {
-		close(g.queue[0].lead)
-	} else {
-		g.leading = false
+	g.queue = g.queue[n:] // appends go after batch, never over it
+	if len(g.queue) == 0 {
+		g.queue = nil
 	}
 	g.mu.Unlock()
+
+	// Handed on even if runGroup panics outside a member's work, or every
+	// later transaction would wait for a leader that never comes.
+	defer func() {
+		g.mu.Lock()
+		if len(g.queue) > 0 {
+			close(g.queue[0].lead)
+		} else {
+			g.leading = false
+		}
+		g.mu.Unlock()
+	}()
+	g.runGroup(batch)
 }
 
 // runGroup runs batch's transactions and tells each member how it ended.
 func (g *group) runGroup(batch []*member) {
 	defer func() {
+		p := recover()
 		for _, m := range batch {
+			if p != nil && m.err == nil && m.panicked == nil {
+				m.err = fmt.Errorf("%w (panic: %v)", errGroupAborted, p)
+			}
 			close(m.done)
+		}
+		if p != nil {
+			panic(p)
 		}
 	}()
 	if len(batch) == 1 {
