@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/hallmark-ca/hallmark/store/sqlstore"
@@ -77,6 +78,17 @@ func (g *group) inTx(ctx context.Context, fn func(sqlstore.Tx) error) error {
 		case <-m.done:
 		case <-m.lead:
 			g.run()
+		case <-ctx.Done():
+			// Given up while waiting, as a caller waiting for the
+			// connection would: unless its turn has come already.
+			if g.withdraw(m) {
+				return ctx.Err()
+			}
+			select {
+			case <-m.done:
+			case <-m.lead:
+				g.run()
+			}
 		}
 	}
 	<-m.done
@@ -84,6 +96,25 @@ func (g *group) inTx(ctx context.Context, fn func(sqlstore.Tx) error) error {
 		panic(m.panicked)
 	}
 	return m.err
+}
+
+// withdraw takes m out of the queue if nothing has been asked of it yet:
+// not taken into a group, and not made the next leader (whose lead must
+// not be lost with it).
+func (g *group) withdraw(m *member) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-m.lead:
+		return false
+	default:
+	}
+	i := slices.Index(g.queue, m)
+	if i < 0 {
+		return false
+	}
+	g.queue = slices.Delete(g.queue, i, i+1) // after any batch taken, never in it
+	return true
 }
 
 // run takes the queue (up to maxGroup) and runs it, then hands the lead to

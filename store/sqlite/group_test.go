@@ -239,3 +239,62 @@ func TestGroupAborted(t *testing.T) {
 		t.Fatalf("a transaction after the aborted group: %v", err)
 	}
 }
+
+// TestGroupWithdraw: a transaction whose context ends while it waits in
+// the queue returns at once with the context's error and never runs, as
+// it would have waiting for the connection; the queue behind it runs on.
+func TestGroupWithdraw(t *testing.T) {
+	ctx := context.Background()
+	r := newGroupRig(t)
+	release, held := make(chan struct{}), make(chan struct{})
+	holder := make(chan error, 1)
+	go func() {
+		holder <- r.c.InTx(ctx, func(tx sqlstore.Tx) error {
+			close(held)
+			<-release
+			return insert(ctx, tx, "holder")
+		})
+	}()
+	<-held
+	quit, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ran := make(chan struct{}, 1)
+	gaveUp := make(chan error, 1)
+	go func() {
+		gaveUp <- r.c.InTx(quit, func(tx sqlstore.Tx) error {
+			ran <- struct{}{}
+			return insert(ctx, tx, "gave up")
+		})
+	}()
+	r.waitQueued(1)
+	stays := make(chan error, 1)
+	go func() { stays <- r.c.InTx(ctx, func(tx sqlstore.Tx) error { return insert(ctx, tx, "stays") }) }()
+	r.waitQueued(2)
+	cancel()
+	select {
+	case err := <-gaveUp:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the withdrawn transaction returned %v, want its context's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a transaction whose context ended stayed queued behind the one holding the connection")
+	}
+	if n := r.queued(); n != 1 {
+		t.Fatalf("%d transactions queued after one withdrew, want 1", n)
+	}
+	close(release)
+	if err := <-holder; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-stays; err != nil || !r.committed("stays") {
+		t.Fatalf("the transaction queued behind the withdrawn one: %v", err)
+	}
+	select {
+	case <-ran:
+		t.Fatal("the withdrawn transaction ran")
+	default:
+	}
+	if r.committed("gave up") {
+		t.Fatal("the withdrawn transaction committed")
+	}
+}
