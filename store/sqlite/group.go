@@ -177,12 +177,15 @@ func (g *group) runGroup(batch []*member) {
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	var ok []*member
-	for i, m := range batch {
+	for _, m := range batch {
 		if err := g.runMember(ctx, tx, m); err != nil {
 			// The shared transaction is gone or in doubt: undo it all and
-			// let every member not told otherwise run again.
-			for _, o := range append(ok, batch[i+1:]...) {
-				o.err = fmt.Errorf("%w (%v)", errGroupAborted, err)
+			// let every member not failed on its own run again, this one
+			// too if its work did not fail (a savepoint statement did).
+			for _, o := range batch {
+				if o.err == nil && o.panicked == nil {
+					o.err = fmt.Errorf("%w (%v)", errGroupAborted, err)
+				}
 			}
 			return
 		}

@@ -193,50 +193,69 @@ func TestGroupCommit(t *testing.T) {
 	}
 }
 
-// TestGroupAborted: a member whose write is interrupted (its context ends
-// while the statement runs) may make SQLite roll the whole shared
-// transaction back. Whatever SQLite does, a member is told it committed
-// exactly when its row is there, and a member undone by another's failure
-// is told to run again (ErrRetry), never that it failed on its own.
+// TestGroupAborted: a member that ends the shared transaction, by a write
+// interrupted because its context ended (SQLite then rolls the whole
+// transaction back, not the statement) or by ending it outright, sits
+// between two members. Whatever SQLite does, every member is told it
+// committed exactly when its row is there, and a member undone by
+// another's doing is told to run again (ErrRetry), never that it failed on
+// its own.
 func TestGroupAborted(t *testing.T) {
 	ctx := context.Background()
-	r := newGroupRig(t)
-	slow, cancel := context.WithCancel(ctx)
-	defer cancel()
 	// Rows enough to take seconds, so that the cancel lands mid-statement.
 	const long = `INSERT INTO rows (who) WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000000) SELECT 'slow ' || i FROM n`
-	names := []string{"before", "interrupted", "after"}
-	fns := []func(sqlstore.Tx) error{
-		func(tx sqlstore.Tx) error { return insert(ctx, tx, "before") },
-		func(tx sqlstore.Tx) error {
+	breakers := []struct {
+		name string
+		fn   func(sqlstore.Tx) error
+	}{
+		{"interrupted write", func(tx sqlstore.Tx) error {
+			slow, cancel := context.WithCancel(ctx)
+			defer cancel()
 			time.AfterFunc(50*time.Millisecond, cancel)
 			_, err := tx.Exec(slow, long)
+			if err == nil {
+				return errors.New("the interrupted statement succeeded")
+			}
 			return err
-		},
-		func(tx sqlstore.Tx) error { return insert(ctx, tx, "after") },
+		}},
+		{"ends the transaction and says nothing", func(tx sqlstore.Tx) error {
+			if err := insert(ctx, tx, "breaker"); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `ROLLBACK`)
+			return err
+		}},
 	}
-	out := r.runQueued(ctx, fns)
-	if out[1].err == nil {
-		t.Fatal("the interrupted statement succeeded")
-	}
-	for i, o := range out {
-		if o.panicked != nil {
-			t.Fatalf("%s panicked: %v", names[i], o.panicked)
-		}
-		if committed := r.committed(names[i]); committed != (o.err == nil) {
-			t.Errorf("%s: told %v, committed %v", names[i], o.err, committed)
-		}
-		if i != 1 && o.err != nil && r.c.Classify(o.err) != sqlstore.ErrRetry {
-			t.Errorf("%s: undone by another's failure, told %v, which is not to be retried", names[i], o.err)
-		}
-		t.Logf("%s: %v", names[i], o.err)
-	}
-	var slowRows int
-	if err := r.db.QueryRow(`SELECT count(*) FROM rows WHERE who LIKE 'slow %'`).Scan(&slowRows); err != nil || slowRows != 0 {
-		t.Fatalf("%d rows of the interrupted statement committed (%v)", slowRows, err)
-	}
-	if err := r.c.InTx(ctx, func(tx sqlstore.Tx) error { return insert(ctx, tx, "later") }); err != nil || !r.committed("later") {
-		t.Fatalf("a transaction after the aborted group: %v", err)
+	for _, b := range breakers {
+		t.Run(b.name, func(t *testing.T) {
+			r := newGroupRig(t)
+			names := []string{"before", "breaker", "after"}
+			fns := []func(sqlstore.Tx) error{
+				func(tx sqlstore.Tx) error { return insert(ctx, tx, "before") },
+				b.fn,
+				func(tx sqlstore.Tx) error { return insert(ctx, tx, "after") },
+			}
+			out := r.runQueued(ctx, fns)
+			for i, o := range out {
+				if o.panicked != nil {
+					t.Fatalf("%s panicked: %v", names[i], o.panicked)
+				}
+				if committed := r.committed(names[i]); committed != (o.err == nil) {
+					t.Errorf("%s: told %v, committed %v", names[i], o.err, committed)
+				}
+				if i != 1 && o.err != nil && r.c.Classify(o.err) != sqlstore.ErrRetry {
+					t.Errorf("%s: undone by another's doing, told %v, which is not to be retried", names[i], o.err)
+				}
+				t.Logf("%s: %v", names[i], o.err)
+			}
+			var slowRows int
+			if err := r.db.QueryRow(`SELECT count(*) FROM rows WHERE who LIKE 'slow %'`).Scan(&slowRows); err != nil || slowRows != 0 {
+				t.Fatalf("%d rows of the interrupted statement committed (%v)", slowRows, err)
+			}
+			if err := r.c.InTx(ctx, func(tx sqlstore.Tx) error { return insert(ctx, tx, "later") }); err != nil || !r.committed("later") {
+				t.Fatalf("a transaction after the aborted group: %v", err)
+			}
+		})
 	}
 }
 
