@@ -70,21 +70,34 @@ type outcome struct {
 	panicked any
 }
 
-// runQueued holds the connection with one transaction while fns queue
-// behind it, one after another in order, then lets them run; it returns
-// each one's outcome.
-func (r *groupRig) runQueued(ctx context.Context, fns []func(sqlstore.Tx) error) []outcome {
+// hold starts a transaction that holds the connection, so that others
+// queue behind it, and returns release, which lets it commit and waits.
+func (r *groupRig) hold(ctx context.Context) (release func()) {
 	r.t.Helper()
-	release, held := make(chan struct{}), make(chan struct{})
+	let, held := make(chan struct{}), make(chan struct{})
 	holder := make(chan error, 1)
 	go func() {
 		holder <- r.c.InTx(ctx, func(tx sqlstore.Tx) error {
 			close(held)
-			<-release
+			<-let
 			return insert(ctx, tx, "holder")
 		})
 	}()
 	<-held
+	return func() {
+		r.t.Helper()
+		close(let)
+		if err := <-holder; err != nil {
+			r.t.Fatalf("the transaction holding the connection: %v", err)
+		}
+	}
+}
+
+// runQueued holds the connection while fns queue behind it, one after
+// another in order, then lets them run; it returns each one's outcome.
+func (r *groupRig) runQueued(ctx context.Context, fns []func(sqlstore.Tx) error) []outcome {
+	r.t.Helper()
+	release := r.hold(ctx)
 	out := make([]outcome, len(fns))
 	var wg sync.WaitGroup
 	for i, fn := range fns {
@@ -96,10 +109,7 @@ func (r *groupRig) runQueued(ctx context.Context, fns []func(sqlstore.Tx) error)
 		}()
 		r.waitQueued(i + 1)
 	}
-	close(release)
-	if err := <-holder; err != nil {
-		r.t.Fatalf("the transaction holding the connection: %v", err)
-	}
+	release()
 	wg.Wait()
 	return out
 }
@@ -265,16 +275,7 @@ func TestGroupAborted(t *testing.T) {
 func TestGroupWithdraw(t *testing.T) {
 	ctx := context.Background()
 	r := newGroupRig(t)
-	release, held := make(chan struct{}), make(chan struct{})
-	holder := make(chan error, 1)
-	go func() {
-		holder <- r.c.InTx(ctx, func(tx sqlstore.Tx) error {
-			close(held)
-			<-release
-			return insert(ctx, tx, "holder")
-		})
-	}()
-	<-held
+	release := r.hold(ctx)
 	quit, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ran := make(chan struct{}, 1)
@@ -301,10 +302,7 @@ func TestGroupWithdraw(t *testing.T) {
 	if n := r.queued(); n != 1 {
 		t.Fatalf("%d transactions queued after one withdrew, want 1", n)
 	}
-	close(release)
-	if err := <-holder; err != nil {
-		t.Fatal(err)
-	}
+	release()
 	if err := <-stays; err != nil || !r.committed("stays") {
 		t.Fatalf("the transaction queued behind the withdrawn one: %v", err)
 	}
