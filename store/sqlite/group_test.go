@@ -120,49 +120,27 @@ func (r *groupRig) runQueued(ctx context.Context, fns []func(sqlstore.Tx) error)
 func TestGroupCommit(t *testing.T) {
 	ctx := context.Background()
 	boom := errors.New("boom")
+	// Every member writes its row, then does what its kind does.
 	members := []struct {
 		name    string
-		fn      func(who string) func(sqlstore.Tx) error
+		then    func(tx sqlstore.Tx) error
 		commits bool
 		check   func(outcome) error
 	}{
-		{"commits", func(who string) func(sqlstore.Tx) error {
-			return func(tx sqlstore.Tx) error { return insert(ctx, tx, who) }
-		}, true, nil},
-		{"returns an error after writing", func(who string) func(sqlstore.Tx) error {
-			return func(tx sqlstore.Tx) error {
-				if err := insert(ctx, tx, who); err != nil {
-					return err
-				}
-				return boom
-			}
-		}, false, func(o outcome) error {
+		{"commits", func(sqlstore.Tx) error { return nil }, true, nil},
+		{"returns an error after writing", func(sqlstore.Tx) error { return boom }, false, func(o outcome) error {
 			if !errors.Is(o.err, boom) {
 				return fmt.Errorf("got %v, want its own error", o.err)
 			}
 			return nil
 		}},
-		{"breaks a constraint after writing", func(who string) func(sqlstore.Tx) error {
-			return func(tx sqlstore.Tx) error {
-				if err := insert(ctx, tx, who); err != nil {
-					return err
-				}
-				return insert(ctx, tx, "holder")
-			}
-		}, false, func(o outcome) error {
+		{"breaks a constraint after writing", func(tx sqlstore.Tx) error { return insert(ctx, tx, "holder") }, false, func(o outcome) error {
 			if (conn{}).Classify(o.err) != sqlstore.ErrUnique {
 				return fmt.Errorf("got %v, want a unique violation", o.err)
 			}
 			return nil
 		}},
-		{"panics after writing", func(who string) func(sqlstore.Tx) error {
-			return func(tx sqlstore.Tx) error {
-				if err := insert(ctx, tx, who); err != nil {
-					return err
-				}
-				panic("boom")
-			}
-		}, false, func(o outcome) error {
+		{"panics after writing", func(sqlstore.Tx) error { panic("boom") }, false, func(o outcome) error {
 			if o.panicked != "boom" {
 				return fmt.Errorf("panicked with %v, want the transaction's own panic raised in its caller", o.panicked)
 			}
@@ -177,7 +155,13 @@ func TestGroupCommit(t *testing.T) {
 	for round := range 2 {
 		for _, m := range members {
 			who := fmt.Sprintf("%s #%d", m.name, round)
-			fns, names = append(fns, m.fn(who)), append(names, who)
+			fn := func(tx sqlstore.Tx) error {
+				if err := insert(ctx, tx, who); err != nil {
+					return err
+				}
+				return m.then(tx)
+			}
+			fns, names = append(fns, fn), append(names, who)
 		}
 	}
 	out := r.runQueued(ctx, fns)
