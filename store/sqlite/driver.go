@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"sync/atomic"
 
 	_ "modernc.org/sqlite" // registers "sqlite", the driver this one wraps
 )
@@ -74,6 +75,22 @@ type cachingConn struct {
 	mu       sync.Mutex
 	stmts    map[string]*cachedStmt
 	prepares int // statements prepared for the cache, for tests
+
+	// uninterrupted: a statement whose caller's context ends while it runs
+	// runs to its end. Set while a group of transactions shares this
+	// connection (group.go), where an interrupted write would make SQLite
+	// roll back the whole shared transaction, every member's work with it.
+	// A caller whose context has ended still runs no further statement:
+	// database/sql checks the context before each one.
+	uninterrupted atomic.Bool
+}
+
+// statementContext is the context ctx's statement runs on.
+func (c *cachingConn) statementContext(ctx context.Context) context.Context {
+	if c.uninterrupted.Load() {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
 }
 
 type cachedStmt struct {
@@ -125,6 +142,7 @@ func (c *cachingConn) release(cs *cachedStmt) {
 }
 
 func (c *cachingConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
+	ctx = c.statementContext(ctx)
 	cs := c.take(ctx, q)
 	if cs == nil {
 		return c.innerConn.ExecContext(ctx, q, args)
@@ -134,6 +152,7 @@ func (c *cachingConn) ExecContext(ctx context.Context, q string, args []driver.N
 }
 
 func (c *cachingConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
+	ctx = c.statementContext(ctx)
 	cs := c.take(ctx, q)
 	if cs == nil {
 		return c.innerConn.QueryContext(ctx, q, args)

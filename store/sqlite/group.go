@@ -166,16 +166,23 @@ func (g *group) runGroup(batch []*member) {
 	}
 	// Not any member's context: database/sql rolls a transaction back when
 	// the context it began with ends, which would undo the others' work.
-	// Each member's statements still run on its own context.
+	// Each member's statements still run on its own context, but are not
+	// interrupted by it (uninterrupted, driver.go): SQLite answers an
+	// interrupted write by rolling back the whole transaction, so one
+	// client that hangs up mid-write would send every other member round
+	// again, and a stream of them could use up the others' retries. A
+	// member whose context has ended fails at its next statement instead,
+	// and is undone alone.
 	ctx := context.Background()
-	tx, err := g.db.BeginTx(ctx, nil)
+	tx, release, err := g.begin(ctx)
 	if err != nil {
 		for _, m := range batch {
 			m.err = err
 		}
 		return
 	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	defer release()
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit; before release
 	var ok []*member
 	for _, m := range batch {
 		if err := g.runMember(ctx, tx, m); err != nil {
@@ -204,11 +211,47 @@ func (g *group) runGroup(batch []*member) {
 	g.mu.Unlock()
 }
 
+// begin takes the connection, marks its statements uninterrupted and
+// begins the shared transaction on it; release, after the transaction has
+// ended, makes the connection interruptible again and gives it back.
+func (g *group) begin(ctx context.Context) (tx *sql.Tx, release func(), err error) {
+	c, err := g.db.Conn(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	release = func() {
+		_ = setUninterrupted(c, false)
+		c.Close()
+	}
+	if err := setUninterrupted(c, true); err != nil {
+		release()
+		return nil, nil, err
+	}
+	if tx, err = c.BeginTx(ctx, nil); err != nil {
+		release()
+		return nil, nil, err
+	}
+	return tx, release, nil
+}
+
+// setUninterrupted sets the connection's uninterrupted mark. A handle that
+// is not Open's (a bare modernc connection) has none: its group members
+// stay interruptible, as before, and the group still aborts safely.
+func setUninterrupted(c *sql.Conn, on bool) error {
+	return c.Raw(func(dc any) error {
+		if cc, ok := dc.(*cachingConn); ok {
+			cc.uninterrupted.Store(on)
+		}
+		return nil
+	})
+}
+
 // runMember runs m's work inside a savepoint of tx, undoing it alone if it
 // fails. m.err is m's own failure; the error returned is the shared
 // transaction's: a savepoint statement that failed, which happens when a
-// statement of m's made SQLite roll the whole transaction back (an
-// interrupted write, a full disk, an I/O error).
+// statement of m's made SQLite roll the whole transaction back (a full
+// disk, an I/O error, a member that ended the transaction itself; an
+// interrupted write would too, if the connection were not uninterrupted).
 func (g *group) runMember(ctx context.Context, tx *sql.Tx, m *member) error {
 	if _, err := tx.ExecContext(ctx, "SAVEPOINT member"); err != nil {
 		return err

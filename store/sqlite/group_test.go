@@ -3,12 +3,15 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"modernc.org/sqlite"
 
 	"github.com/hallmark-ca/hallmark/store/sqlstore"
 )
@@ -187,69 +190,128 @@ func TestGroupCommit(t *testing.T) {
 	}
 }
 
-// TestGroupAborted: a member that ends the shared transaction, by a write
-// interrupted because its context ended (SQLite then rolls the whole
-// transaction back, not the statement) or by ending it outright, sits
-// between two members. Whatever SQLite does, every member is told it
-// committed exactly when its row is there, and a member undone by
-// another's doing is told to run again (ErrRetry), never that it failed on
-// its own.
+// TestGroupAborted: a member that ends the shared transaction (here by
+// running ROLLBACK itself; a full disk or an I/O error would do the same)
+// sits between two members. Whatever SQLite does, every member is told it
+// committed exactly when its row is there, and a member undone by another's
+// doing is told to run again (ErrRetry), never that it failed on its own.
 func TestGroupAborted(t *testing.T) {
 	ctx := context.Background()
-	// Rows enough to take seconds, so that the cancel lands mid-statement.
-	const long = `INSERT INTO rows (who) WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000000) SELECT 'slow ' || i FROM n`
-	breakers := []struct {
-		name string
-		fn   func(sqlstore.Tx) error
-	}{
-		{"interrupted write", func(tx sqlstore.Tx) error {
-			slow, cancel := context.WithCancel(ctx)
-			defer cancel()
-			time.AfterFunc(50*time.Millisecond, cancel)
-			_, err := tx.Exec(slow, long)
-			if err == nil {
-				return errors.New("the interrupted statement succeeded")
-			}
-			return err
-		}},
-		{"ends the transaction and says nothing", func(tx sqlstore.Tx) error {
+	r := newGroupRig(t)
+	names := []string{"before", "breaker", "after"}
+	fns := []func(sqlstore.Tx) error{
+		func(tx sqlstore.Tx) error { return insert(ctx, tx, "before") },
+		func(tx sqlstore.Tx) error {
 			if err := insert(ctx, tx, "breaker"); err != nil {
 				return err
 			}
 			_, err := tx.Exec(ctx, `ROLLBACK`)
 			return err
-		}},
+		},
+		func(tx sqlstore.Tx) error { return insert(ctx, tx, "after") },
 	}
-	for _, b := range breakers {
-		t.Run(b.name, func(t *testing.T) {
-			r := newGroupRig(t)
-			names := []string{"before", "breaker", "after"}
-			fns := []func(sqlstore.Tx) error{
-				func(tx sqlstore.Tx) error { return insert(ctx, tx, "before") },
-				b.fn,
-				func(tx sqlstore.Tx) error { return insert(ctx, tx, "after") },
+	out := r.runQueued(ctx, fns)
+	for i, o := range out {
+		if o.panicked != nil {
+			t.Fatalf("%s panicked: %v", names[i], o.panicked)
+		}
+		if committed := r.committed(names[i]); committed != (o.err == nil) {
+			t.Errorf("%s: told %v, committed %v", names[i], o.err, committed)
+		}
+		if i != 1 && o.err != nil && r.c.Classify(o.err) != sqlstore.ErrRetry {
+			t.Errorf("%s: undone by another's doing, told %v, which is not to be retried", names[i], o.err)
+		}
+		t.Logf("%s: %v", names[i], o.err)
+	}
+	if err := r.c.InTx(ctx, func(tx sqlstore.Tx) error { return insert(ctx, tx, "later") }); err != nil || !r.committed("later") {
+		t.Fatalf("a transaction after the aborted group: %v", err)
+	}
+}
+
+// hangUps are the cancel functions test_hang_up(key) calls from inside a
+// running statement, so that a context ends mid-write for certain.
+var hangUps sync.Map
+
+func init() {
+	sqlite.MustRegisterScalarFunction("test_hang_up", 1, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		if f, ok := hangUps.LoadAndDelete(args[0]); ok {
+			f.(context.CancelFunc)()
+		}
+		return "", nil
+	})
+}
+
+// writeHangingUp inserts rows 'slow 1' to 'slow n' on a context that
+// test_hang_up ends at the tenth row, and returns what the statement did.
+func writeHangingUp(ctx context.Context, tx sqlstore.Tx, n int) (context.Context, error) {
+	req, hangUp := context.WithCancel(ctx)
+	key := fmt.Sprintf("%p", &req)
+	hangUps.Store(key, hangUp)
+	_, err := tx.Exec(req, `INSERT INTO rows (who)
+		WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+		SELECT 'slow ' || i || CASE WHEN i = 10 THEN test_hang_up(?) ELSE '' END FROM n`, n, key)
+	if req.Err() == nil {
+		return req, fmt.Errorf("the statement did not end its context (%v)", err)
+	}
+	return req, err
+}
+
+// TestGroupMemberHangsUp: a member whose context ends while its write runs
+// (its client hung up) is undone alone, at its next statement, and the
+// members around it commit at the first attempt. Interrupting the write
+// instead would make SQLite roll back the whole shared transaction, and
+// every member would be sent round again for one client's hang-up.
+func TestGroupMemberHangsUp(t *testing.T) {
+	ctx := context.Background()
+	r := newGroupRig(t)
+	var slowErr error
+	names := []string{"before", "hangs up", "after"}
+	fns := []func(sqlstore.Tx) error{
+		func(tx sqlstore.Tx) error { return insert(ctx, tx, "before") },
+		func(tx sqlstore.Tx) error {
+			// Rows enough after the hang-up for an interrupt to land.
+			req, err := writeHangingUp(ctx, tx, 20000)
+			if slowErr = err; err != nil {
+				return err
 			}
-			out := r.runQueued(ctx, fns)
-			for i, o := range out {
-				if o.panicked != nil {
-					t.Fatalf("%s panicked: %v", names[i], o.panicked)
-				}
-				if committed := r.committed(names[i]); committed != (o.err == nil) {
-					t.Errorf("%s: told %v, committed %v", names[i], o.err, committed)
-				}
-				if i != 1 && o.err != nil && r.c.Classify(o.err) != sqlstore.ErrRetry {
-					t.Errorf("%s: undone by another's doing, told %v, which is not to be retried", names[i], o.err)
-				}
-				t.Logf("%s: %v", names[i], o.err)
-			}
-			var slowRows int
-			if err := r.db.QueryRow(`SELECT count(*) FROM rows WHERE who LIKE 'slow %'`).Scan(&slowRows); err != nil || slowRows != 0 {
-				t.Fatalf("%d rows of the interrupted statement committed (%v)", slowRows, err)
-			}
-			if err := r.c.InTx(ctx, func(tx sqlstore.Tx) error { return insert(ctx, tx, "later") }); err != nil || !r.committed("later") {
-				t.Fatalf("a transaction after the aborted group: %v", err)
-			}
-		})
+			return insert(req, tx, "hangs up")
+		},
+		func(tx sqlstore.Tx) error { return insert(ctx, tx, "after") },
+	}
+	out := r.runQueued(ctx, fns)
+	for i, o := range out {
+		if o.panicked != nil {
+			t.Fatalf("%s panicked: %v", names[i], o.panicked)
+		}
+		t.Logf("%s: %v", names[i], o.err)
+	}
+	if slowErr != nil {
+		t.Errorf("the write running when its context ended: %v, want it run to its end", slowErr)
+	}
+	if err := out[1].err; !errors.Is(err, context.Canceled) || r.committed("hangs up") {
+		t.Errorf("the member that hung up: told %v, committed %v; want its context's error, nothing committed", err, r.committed("hangs up"))
+	}
+	var slowRows int
+	if err := r.db.QueryRow(`SELECT count(*) FROM rows WHERE who LIKE 'slow %'`).Scan(&slowRows); err != nil || slowRows != 0 {
+		t.Errorf("%d rows of the member that hung up committed (%v)", slowRows, err)
+	}
+	for _, i := range []int{0, 2} {
+		if err := out[i].err; err != nil || !r.committed(names[i]) {
+			t.Errorf("%s: told %v, committed %v; want committed at the first attempt", names[i], err, r.committed(names[i]))
+		}
+	}
+	if got := r.c.g.commits; got != 1 {
+		t.Errorf("%d shared commits, want 1", got)
+	}
+	// Alone, a transaction's write is interrupted as before: the mark went
+	// with the group. (Rows enough that it cannot end before the interrupt.)
+	var aloneErr error
+	_ = r.c.InTx(ctx, func(tx sqlstore.Tx) error {
+		_, aloneErr = writeHangingUp(ctx, tx, 1_000_000)
+		return aloneErr
+	})
+	if aloneErr == nil {
+		t.Error("a write alone after the group ran to its end after its context ended, want it interrupted")
 	}
 }
 
