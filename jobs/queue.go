@@ -75,12 +75,13 @@ type Settings struct {
 	// WorkerID names this worker in every attempt it makes (River's
 	// attempted_by). Default: hostname-pid-starttime, unique per start.
 	WorkerID          string
-	MaxWorkers        int           // concurrent jobs per queue; default 200 (PostgreSQL), 4 (SQLite)
-	Queues            []string      // queues to work; default QueueValidate, QueueMaintenance
-	FetchCooldown     time.Duration // default 2ms
-	FetchPollInterval time.Duration // default 250ms
-	JobTimeout        time.Duration // default 30s; must be shorter than RescueAfter
-	RescueAfter       time.Duration // default 60s: a job running longer belongs to a dead worker
+	MaxWorkers        int            // concurrent jobs per queue; default 200 (PostgreSQL), 4 (SQLite)
+	QueueMaxWorkers   map[string]int // a queue's own MaxWorkers, where it differs
+	Queues            []string       // queues to work; default QueueValidate, QueueMaintenance
+	FetchCooldown     time.Duration  // default 2ms
+	FetchPollInterval time.Duration  // default 250ms
+	JobTimeout        time.Duration  // default 30s; must be shorter than RescueAfter
+	RescueAfter       time.Duration  // default 60s: a job running longer belongs to a dead worker
 	Periodic          []*river.PeriodicJob
 
 	// RetryBase and RetryMax shape the backoff of CouldNotRun retries:
@@ -339,7 +340,11 @@ func (q *riverQueue[TTx]) Start(ctx context.Context, reg *Registry, s Settings) 
 	}
 	queues := make(map[string]river.QueueConfig, len(s.Queues))
 	for _, name := range s.Queues {
-		queues[name] = river.QueueConfig{MaxWorkers: s.MaxWorkers}
+		n := s.MaxWorkers
+		if m := s.QueueMaxWorkers[name]; m > 0 {
+			n = m
+		}
+		queues[name] = river.QueueConfig{MaxWorkers: n}
 	}
 	driver, closeDriver := q.driver, func() {}
 	if q.runOn != nil {

@@ -36,6 +36,7 @@ type Worker struct {
 	crlValidity   time.Duration
 	crlLease      time.Duration // a CRL lease's length: how long a dead holder blocks the next CRL
 	strandedAfter time.Duration
+	validations   int // validations at once (worker.validation_concurrency)
 	log           *slog.Logger
 	signed        prometheus.Counter
 }
@@ -78,6 +79,7 @@ func New(cfg config.Config, st store.Store, opts Options) (*Worker, error) {
 		// hands it on, and the lease frees by then too.
 		crlLease:      time.Duration(cfg.Worker.RescueAfterMS) * time.Millisecond,
 		strandedAfter: time.Duration(cfg.Worker.JobTimeoutMS+cfg.Worker.RescueAfterMS) * time.Millisecond,
+		validations:   cfg.Worker.ValidationConcurrency,
 		log:           opts.Logger,
 		signed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hallmark_worker_certificates_signed_total",
@@ -140,6 +142,15 @@ func (w *Worker) Queues() []string {
 		qs = append(qs, jobs.ProfileQueue(n))
 	}
 	return qs
+}
+
+// QueueMaxWorkers are the queues that run more jobs at once than the
+// others (worker.concurrency): validation, whose jobs mostly wait on the
+// network, up to challenge.timeout_ms for a target that never answers. At
+// the others' concurrency a few such targets would hold up every other
+// client's validation for that long (TestSilentTargetsHoldNoOneUp).
+func (w *Worker) QueueMaxWorkers() map[string]int {
+	return map[string]int{jobs.QueueValidate: w.validations}
 }
 
 // Periodic are the periodic jobs: housekeeping every minute and each

@@ -78,12 +78,15 @@ func newRig(t *testing.T, o rigOpts) *rig {
 }
 
 // startWorker starts a worker named id over the rig's database, mounting
-// iss for the rig's profiles; maxWorkers 0 takes the queue's default. The
-// worker is stopped when the test ends.
+// iss for the rig's profiles; maxWorkers 0 takes worker.concurrency, as
+// hallmark-worker does. The worker is stopped when the test ends.
 func (r *rig) startWorker(t *testing.T, id string, iss *signer.Issuer, maxWorkers int) jobs.Runner {
 	t.Helper()
 	cfg := r.cfg
 	cfg.Worker.ID = id
+	if maxWorkers == 0 {
+		maxWorkers = cfg.Worker.Concurrency
+	}
 	issuers := map[string]*signer.Issuer{}
 	for name := range cfg.Profiles {
 		if r.mount == nil || contains(r.mount, name) {
@@ -99,7 +102,7 @@ func (r *rig) startWorker(t *testing.T, id string, iss *signer.Issuer, maxWorker
 		t.Fatal(err)
 	}
 	runner, err := r.db.Queue.Start(context.Background(), reg, jobs.Settings{
-		WorkerID: id, Queues: w.Queues(), Subjects: r.db.Store, MaxWorkers: maxWorkers,
+		WorkerID: id, Queues: w.Queues(), Subjects: r.db.Store, MaxWorkers: maxWorkers, QueueMaxWorkers: w.QueueMaxWorkers(),
 		JobTimeout:  time.Duration(cfg.Worker.JobTimeoutMS) * time.Millisecond,
 		RescueAfter: time.Duration(cfg.Worker.RescueAfterMS) * time.Millisecond,
 		RetryBase:   50 * time.Millisecond, RetryMax: 200 * time.Millisecond,
@@ -455,4 +458,91 @@ func TestCRLAfterWorkerDiesSigning(t *testing.T) {
 	revoked := time.Now()
 	n := r.waitCRL(t, 20*time.Second, serials...)
 	t.Logf("CRL %d lists both revocations %s after the second (rescue_after %d ms)", n, time.Since(revoked).Round(time.Millisecond), r.cfg.Worker.RescueAfterMS)
+}
+
+// TestSilentTargetsHoldNoOneUp: validations of targets that accept a
+// connection and never answer (more of them than worker.concurrency) wait
+// out the challenge timeout, and a client whose target answers is
+// validated meanwhile, not after them.
+func TestSilentTargetsHoldNoOneUp(t *testing.T) {
+	const silent = 12 // above worker.concurrency's default of 8
+	hangUp := make(chan struct{})
+	var mu sync.Mutex
+	answers := map[string]string{} // token → key authorization
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if strings.HasPrefix(req.Host, "silent-") {
+			select {
+			case <-hangUp:
+			case <-req.Context().Done():
+			}
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprint(w, answers[strings.TrimPrefix(req.URL.Path, "/.well-known/acme-challenge/")])
+	}))
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	r := newRig(t, rigOpts{httpPort: ln.Addr().(*net.TCPAddr).Port})
+	// Before the rig's own clean-up stops the worker, which waits for them.
+	t.Cleanup(func() { close(hangUp) })
+	if r.cfg.Worker.Concurrency >= silent || r.cfg.Worker.ValidationConcurrency <= silent {
+		t.Fatalf("defaults changed (concurrency %d, validation_concurrency %d): the test needs more silent targets than the one, fewer than the other",
+			r.cfg.Worker.Concurrency, r.cfg.Worker.ValidationConcurrency)
+	}
+
+	ctx := context.Background()
+	acct := r.account(t)
+	claim := func(name string) string {
+		o := r.order(t, acct, "default", name)
+		az, err := r.st.AuthzByID(ctx, o.AuthzIDs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := az.Challenges[0]
+		mu.Lock()
+		answers[ch.Token] = ch.Token + "." + acct.Thumbprint
+		mu.Unlock()
+		if _, claimed, err := r.st.ChallengeClaim(ctx, ch.ID); err != nil || !claimed {
+			t.Fatalf("claim of %s: %v %v", name, claimed, err)
+		}
+		return ch.ID
+	}
+	var held []string
+	for i := range silent {
+		held = append(held, claim(fmt.Sprintf("silent-%d.worker.test", i)))
+	}
+	answering := claim("answers.worker.test")
+
+	deadline := time.Now().Add(time.Duration(r.cfg.Challenge.TimeoutMS)*time.Millisecond + 20*time.Second)
+	for {
+		got, err := r.st.ChallengeByID(ctx, answering)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status == acme.StatusValid {
+			break
+		}
+		if got.Status != acme.StatusProcessing {
+			t.Fatalf("the answering target's challenge is %s (%+v), want valid", got.Status, got.Error)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the answering target's challenge is still processing")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	done := 0
+	for _, id := range held {
+		if got, err := r.st.ChallengeByID(ctx, id); err != nil || got.Status != acme.StatusProcessing {
+			done++
+		}
+	}
+	if done > 0 {
+		t.Fatalf("the answering target was validated only after %d of the %d silent ones had timed out", done, silent)
+	}
 }

@@ -80,12 +80,19 @@ type Admin struct {
 
 // Worker configures hallmark-worker.
 type Worker struct {
-	ID                 string `toml:"id"`
-	Concurrency        int    `toml:"concurrency"`
-	JobTimeoutMS       int    `toml:"job_timeout_ms"`
-	RescueAfterMS      int    `toml:"rescue_after_ms"`
-	HealthListen       string `toml:"health_listen"`
-	CRLIntervalMinutes int    `toml:"crl_interval_minutes"`
+	ID string `toml:"id"`
+	// Concurrency is how many jobs of each queue run at once: signing,
+	// revocation and maintenance, which are CPU- or HSM-bound.
+	Concurrency int `toml:"concurrency"`
+	// ValidationConcurrency is how many validations run at once. Each
+	// waits on the network, up to challenge.timeout_ms for a target that
+	// never answers, so it is many more than Concurrency: a handful of
+	// silent targets must not hold up every other client's validation.
+	ValidationConcurrency int    `toml:"validation_concurrency"`
+	JobTimeoutMS          int    `toml:"job_timeout_ms"`
+	RescueAfterMS         int    `toml:"rescue_after_ms"`
+	HealthListen          string `toml:"health_listen"`
+	CRLIntervalMinutes    int    `toml:"crl_interval_minutes"`
 	// Backends lists the profiles this worker mounts; empty means all.
 	Profiles []string `toml:"profiles"`
 	// PprofListen serves net/http/pprof (pprof.go); empty, the default, disables it.
@@ -154,7 +161,7 @@ func Default() Config {
 			OrderLifetimeHours: 24 * 7, AuthzLifetimeHours: 24 * 30,
 			CAAIdentities: []string{"hallmark.invalid"},
 		},
-		Worker:    Worker{Concurrency: 8, JobTimeoutMS: 30000, RescueAfterMS: 60000, CRLIntervalMinutes: 60},
+		Worker:    Worker{Concurrency: 8, ValidationConcurrency: 100, JobTimeoutMS: 30000, RescueAfterMS: 60000, CRLIntervalMinutes: 60},
 		Challenge: Challenge{TimeoutMS: 10000, HTTPPort: 80, TLSALPNPort: 443, HTTPSPort: 443},
 		Policy:    Policy{MaxIdentifiers: 100},
 		CA:        CA{Dir: "hallmark-data/ca", CRLValidityHours: 24 * 7},
@@ -277,6 +284,12 @@ func (c Config) Validate() error {
 	}
 	if c.Challenge.TimeoutMS < 100 {
 		add("challenge.timeout_ms", "must be at least 100")
+	}
+	if c.Worker.Concurrency < 1 {
+		add("worker.concurrency", "must be at least 1")
+	}
+	if c.Worker.ValidationConcurrency < 1 {
+		add("worker.validation_concurrency", "must be at least 1")
 	}
 	if c.Worker.JobTimeoutMS >= c.Worker.RescueAfterMS {
 		add("worker.job_timeout_ms", "must be shorter than worker.rescue_after_ms (%d), or a live job is rescued", c.Worker.RescueAfterMS)

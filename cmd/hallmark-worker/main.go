@@ -244,14 +244,15 @@ func run(c *cli.Context) error {
 		return err
 	}
 	runner, err := db.Queue.Start(ctx, handlers, jobs.Settings{
-		WorkerID:    cfg.Worker.ID,
-		MaxWorkers:  cfg.Worker.Concurrency,
-		Queues:      w.Queues(),
-		JobTimeout:  time.Duration(cfg.Worker.JobTimeoutMS) * time.Millisecond,
-		RescueAfter: time.Duration(cfg.Worker.RescueAfterMS) * time.Millisecond,
-		Periodic:    w.Periodic(time.Duration(cfg.Worker.CRLIntervalMinutes) * time.Minute),
-		Subjects:    db.Store,
-		Logger:      config.QuietLogger("worker").With("worker", cfg.Worker.ID),
+		WorkerID:        cfg.Worker.ID,
+		MaxWorkers:      cfg.Worker.Concurrency,
+		QueueMaxWorkers: w.QueueMaxWorkers(),
+		Queues:          w.Queues(),
+		JobTimeout:      time.Duration(cfg.Worker.JobTimeoutMS) * time.Millisecond,
+		RescueAfter:     time.Duration(cfg.Worker.RescueAfterMS) * time.Millisecond,
+		Periodic:        w.Periodic(time.Duration(cfg.Worker.CRLIntervalMinutes) * time.Minute),
+		Subjects:        db.Store,
+		Logger:          config.QuietLogger("worker").With("worker", cfg.Worker.ID),
 	})
 	if err != nil {
 		return err
