@@ -130,7 +130,7 @@ func cmdBench(ctx context.Context, args []string) error {
 	binDir := fs.String("bin", "bin", "directory holding hallmark, hallmark-frontend and hallmark-worker")
 	pebble := fs.String("pebble", defaultPebble(), "Pebble binary (GOBIN=<dir> go install github.com/letsencrypt/pebble/v2/cmd/pebble@v2.10.3); default $HALLMARK_PEBBLE or tests/pebble's cache")
 	pg := fs.String("postgres", envOr("HALLMARK_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "PostgreSQL admin URL; each run creates and drops its own database")
-	workerConc := fs.Int("worker-concurrency", 32, "Hallmark worker.concurrency")
+	workerConc := fs.Int("worker-concurrency", 0, "Hallmark worker.concurrency (0: Hallmark's default, 8, with validations at worker.validation_concurrency's 100)")
 	maxConns := fs.Int("max-conns", 0, "Hallmark database.max_conns (0: Hallmark's default, four per CPU)")
 	retryAfter := fs.Int("retry-after", 1, "Hallmark server.retry_after_seconds (the generator polls at --poll when that is sooner)")
 	extra := fs.String("hallmark-config-extra", "", "TOML appended to Hallmark's configuration")

@@ -165,6 +165,10 @@ func (e *benchEnv) startHallmark(ctx context.Context, storeKind, backend string)
 	default:
 		return fail(fmt.Errorf("backend %q: local or pkcs11", backend))
 	}
+	workerConcurrency := "" // the configuration's default
+	if e.WorkerConcurrency > 0 {
+		workerConcurrency = fmt.Sprintf("concurrency = %d\n", e.WorkerConcurrency)
+	}
 	cfg := top + fmt.Sprintf(`[database]
 url = %q
 max_conns = %d
@@ -180,8 +184,7 @@ max_concurrent_requests = 1024
 pprof_listen = %q
 
 [worker]
-concurrency = %d
-health_listen = "127.0.0.1:%d"
+%shealth_listen = "127.0.0.1:%d"
 pprof_listen = %q
 
 [challenge]
@@ -192,7 +195,7 @@ timeout_ms = 5000
 [ca]
 dir = "ca"
 %s
-%s`, dbURL, e.MaxConns, listen, ports[1], e.RetryAfterSeconds, pprofServer, e.WorkerConcurrency, ports[2], pprofWorker,
+%s`, dbURL, e.MaxConns, listen, ports[1], e.RetryAfterSeconds, pprofServer, workerConcurrency, ports[2], pprofWorker,
 		e.Resp.DNSAddr, e.Resp.HTTPPort, tables, e.ExtraConfig)
 	cfgPath := filepath.Join(dir, "hallmark.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
