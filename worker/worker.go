@@ -36,7 +36,7 @@ type Worker struct {
 	crlValidity   time.Duration
 	crlLease      time.Duration // a CRL lease's length: how long a dead holder blocks the next CRL
 	strandedAfter time.Duration
-	validations   int // validations at once (worker.validation_concurrency)
+	conf          config.Worker // [worker], for the job runner's settings
 	log           *slog.Logger
 	signed        prometheus.Counter
 }
@@ -79,7 +79,7 @@ func New(cfg config.Config, st store.Store, opts Options) (*Worker, error) {
 		// hands it on, and the lease frees by then too.
 		crlLease:      time.Duration(cfg.Worker.RescueAfterMS) * time.Millisecond,
 		strandedAfter: time.Duration(cfg.Worker.JobTimeoutMS+cfg.Worker.RescueAfterMS) * time.Millisecond,
-		validations:   cfg.Worker.ValidationConcurrency,
+		conf:          cfg.Worker,
 		log:           opts.Logger,
 		signed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hallmark_worker_certificates_signed_total",
@@ -144,13 +144,27 @@ func (w *Worker) Queues() []string {
 	return qs
 }
 
-// QueueMaxWorkers are the queues that run more jobs at once than the
-// others (worker.concurrency): validation, whose jobs mostly wait on the
-// network, up to challenge.timeout_ms for a target that never answers. At
-// the others' concurrency a few such targets would hold up every other
-// client's validation for that long (TestSilentTargetsHoldNoOneUp).
-func (w *Worker) QueueMaxWorkers() map[string]int {
-	return map[string]int{jobs.QueueValidate: w.validations}
+// JobSettings are the job runner's settings for this worker, from
+// [worker]. hallmark-worker starts its runner with them, adding where River
+// logs; tests start theirs the same way, so the two cannot drift apart.
+//
+// Validation runs more jobs at once than the other queues
+// (worker.validation_concurrency against worker.concurrency): its jobs
+// mostly wait on the network, up to challenge.timeout_ms for a target that
+// never answers, and at the others' concurrency a few such targets would
+// hold up every other client's validation that long
+// (TestSilentTargetsHoldNoOneUp).
+func (w *Worker) JobSettings() jobs.Settings {
+	return jobs.Settings{
+		WorkerID:        w.id,
+		MaxWorkers:      w.conf.Concurrency,
+		QueueMaxWorkers: map[string]int{jobs.QueueValidate: w.conf.ValidationConcurrency},
+		Queues:          w.Queues(),
+		JobTimeout:      time.Duration(w.conf.JobTimeoutMS) * time.Millisecond,
+		RescueAfter:     time.Duration(w.conf.RescueAfterMS) * time.Millisecond,
+		Periodic:        w.Periodic(time.Duration(w.conf.CRLIntervalMinutes) * time.Minute),
+		Subjects:        w.store,
+	}
 }
 
 // Periodic are the periodic jobs: housekeeping every minute and each

@@ -84,9 +84,6 @@ func (r *rig) startWorker(t *testing.T, id string, iss *signer.Issuer, maxWorker
 	t.Helper()
 	cfg := r.cfg
 	cfg.Worker.ID = id
-	if maxWorkers == 0 {
-		maxWorkers = cfg.Worker.Concurrency
-	}
 	issuers := map[string]*signer.Issuer{}
 	for name := range cfg.Profiles {
 		if r.mount == nil || contains(r.mount, name) {
@@ -101,12 +98,13 @@ func (r *rig) startWorker(t *testing.T, id string, iss *signer.Issuer, maxWorker
 	if err != nil {
 		t.Fatal(err)
 	}
-	runner, err := r.db.Queue.Start(context.Background(), reg, jobs.Settings{
-		WorkerID: id, Queues: w.Queues(), Subjects: r.db.Store, MaxWorkers: maxWorkers, QueueMaxWorkers: w.QueueMaxWorkers(),
-		JobTimeout:  time.Duration(cfg.Worker.JobTimeoutMS) * time.Millisecond,
-		RescueAfter: time.Duration(cfg.Worker.RescueAfterMS) * time.Millisecond,
-		RetryBase:   50 * time.Millisecond, RetryMax: 200 * time.Millisecond,
-	})
+	s := w.JobSettings()
+	if maxWorkers > 0 {
+		s.MaxWorkers = maxWorkers
+	}
+	s.Periodic = nil // the tests queue the jobs they check themselves
+	s.RetryBase, s.RetryMax = 50*time.Millisecond, 200*time.Millisecond
+	runner, err := r.db.Queue.Start(context.Background(), reg, s)
 	if err != nil {
 		t.Fatalf("starting worker %s: %v", id, err)
 	}

@@ -25,7 +25,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
-	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/signer"
 	"github.com/hallmark-ca/hallmark/store/open"
@@ -243,17 +242,9 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	runner, err := db.Queue.Start(ctx, handlers, jobs.Settings{
-		WorkerID:        cfg.Worker.ID,
-		MaxWorkers:      cfg.Worker.Concurrency,
-		QueueMaxWorkers: w.QueueMaxWorkers(),
-		Queues:          w.Queues(),
-		JobTimeout:      time.Duration(cfg.Worker.JobTimeoutMS) * time.Millisecond,
-		RescueAfter:     time.Duration(cfg.Worker.RescueAfterMS) * time.Millisecond,
-		Periodic:        w.Periodic(time.Duration(cfg.Worker.CRLIntervalMinutes) * time.Minute),
-		Subjects:        db.Store,
-		Logger:          config.QuietLogger("worker").With("worker", cfg.Worker.ID),
-	})
+	settings := w.JobSettings()
+	settings.Logger = config.QuietLogger("worker").With("worker", cfg.Worker.ID)
+	runner, err := db.Queue.Start(ctx, handlers, settings)
 	if err != nil {
 		return err
 	}
