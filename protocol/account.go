@@ -118,7 +118,7 @@ func (s *Server) newAccount(w http.ResponseWriter, p *post) error {
 // its Location (RFC 8555 §7.3.1), unless it is deactivated.
 func (s *Server) existingAccount(w http.ResponseWriter, a *store.Account) error {
 	if a.Status != acme.StatusValid {
-		return acme.Unauthorized("the account %s of this key is %s and can no longer make requests", s.accountURL(a.ID), a.Status)
+		return acme.Deactivated("the account %s of this key is %s and can no longer make requests", s.accountURL(a.ID), a.Status)
 	}
 	w.Header().Set("Location", s.accountURL(a.ID))
 	return writeJSON(w, http.StatusOK, s.accountDoc(a))

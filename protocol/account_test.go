@@ -117,11 +117,14 @@ func TestAccountUpdateAndDeactivate(t *testing.T) {
 		if acct.Status != acme.StatusDeactivated {
 			t.Errorf("status after deactivate = %s", acct.Status)
 		}
-		// RFC 8555 §7.3.6: the deactivated account's key is refused.
+		// RFC 8555 §7.3.6: the deactivated account's key is refused with
+		// 401, whatever it asks for.
 		r = e.post(t, a, a.kid, nil)
-		wantProblem(t, e, r, acme.ProblemUnauthorized, 403)
+		wantProblem(t, e, r, acme.ProblemUnauthorized, 401)
+		r = e.post(t, a, e.base+"/acme/new-order", map[string]any{"identifiers": dnsIDs("x.example")})
+		wantProblem(t, e, r, acme.ProblemUnauthorized, 401)
 		r = e.post(t, &account{key: a.key, alg: a.alg}, e.base+"/acme/new-account", map[string]any{"onlyReturnExisting": true})
-		wantProblem(t, e, r, acme.ProblemUnauthorized, 403)
+		wantProblem(t, e, r, acme.ProblemUnauthorized, 401)
 	})
 }
 

@@ -1,14 +1,18 @@
 package protocol_test
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/jws"
 )
 
 func TestHostileRequests(t *testing.T) {
@@ -28,6 +32,23 @@ func TestHostileRequests(t *testing.T) {
 		t.Run("malformed JWS", func(t *testing.T) {
 			for _, body := range []string{"", "not json", `{"protected":1}`, `[]`, `eyJhbGciOiJFUzI1NiJ9.e30.sig`} {
 				wantProblem(t, e, e.postRaw(t, newOrder, "application/jose+json", []byte(body)), acme.ProblemMalformed, 400)
+			}
+		})
+		t.Run("unsupported algorithm", func(t *testing.T) {
+			// RFC 8555 §6.2: 400 badSignatureAlgorithm listing what the
+			// server accepts, so the client can sign again with one.
+			var m map[string]string
+			if err := json.Unmarshal(e.sign(t, a, newOrder, []byte(`{}`), signOpts{}), &m); err != nil {
+				t.Fatal(err)
+			}
+			for _, alg := range []string{"HS256", "none", "PS256"} {
+				h, _ := base64.RawURLEncoding.DecodeString(m["protected"])
+				h = []byte(strings.Replace(string(h), `"alg":"ES256"`, `"alg":"`+alg+`"`, 1))
+				body, _ := json.Marshal(map[string]string{"protected": base64.RawURLEncoding.EncodeToString(h), "payload": m["payload"], "signature": m["signature"]})
+				p := wantProblem(t, e, e.postRaw(t, newOrder, "application/jose+json", body), acme.ProblemBadSignatureAlgorithm, 400)
+				if !slices.Equal(p.Algorithms, jws.Algorithms) {
+					t.Errorf("%s: algorithms = %v, want %v", alg, p.Algorithms, jws.Algorithms)
+				}
 			}
 		})
 		t.Run("malformed JSON payload", func(t *testing.T) {

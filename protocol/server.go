@@ -540,8 +540,8 @@ func (s *Server) accountKey(kid string, acct *store.Account) (*publicKey, error)
 	}
 	if acct.Status != acme.StatusValid {
 		// RFC 8555 §7.3.6: requests signed by a deactivated account's key
-		// MUST be rejected with unauthorized.
-		return nil, acme.Unauthorized("the account %s is %s and can no longer make requests", kid, acct.Status)
+		// MUST be rejected with 401 unauthorized.
+		return nil, acme.Deactivated("the account %s is %s and can no longer make requests", kid, acct.Status)
 	}
 	key, err := s.keys.parse(acct.KeyJWK)
 	if err != nil {

@@ -81,6 +81,9 @@ type Problem struct {
 	Status      int         `json:"status,omitempty"`
 	Identifier  *Identifier `json:"identifier,omitempty"`
 	Subproblems []Problem   `json:"subproblems,omitempty"`
+	// Algorithms lists the "alg" values the server accepts; RFC 8555 §6.2
+	// requires it on badSignatureAlgorithm so a client can pick another.
+	Algorithms []string `json:"algorithms,omitempty"`
 }
 
 // HTTPStatus is the status a response carrying this problem uses.
@@ -136,6 +139,14 @@ func BadNonce(format string, args ...any) error { return New(ProblemBadNonce, fo
 // Unauthorized is a request the account is not allowed to make.
 func Unauthorized(format string, args ...any) error {
 	return New(ProblemUnauthorized, format, args...)
+}
+
+// Deactivated is a request signed by a deactivated (or revoked) account:
+// unauthorized, but with 401 rather than the type's usual 403, as RFC 8555
+// §7.3.6 requires, so a client can tell it apart from a request the account
+// is merely not allowed to make.
+func Deactivated(format string, args ...any) error {
+	return &Error{Problem: Problem{Type: ProblemUnauthorized, Detail: fmt.Sprintf(format, args...), Status: http.StatusUnauthorized}}
 }
 
 // RateLimited carries the time until a slot opens.

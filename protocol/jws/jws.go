@@ -250,8 +250,11 @@ func parse(body []byte, r rules) (*Message, error) {
 		return nil, acme.Malformed("the %s protected header has no \"alg\"", what)
 	}
 	if !allowedAlg(*h.Alg) {
-		return nil, acme.New(acme.ProblemBadSignatureAlgorithm,
-			"the %s is signed with algorithm %q, which this server does not accept; use one of %s", what, *h.Alg, strings.Join(Algorithms, ", "))
+		return nil, &acme.Error{Problem: acme.Problem{
+			Type:       acme.ProblemBadSignatureAlgorithm,
+			Detail:     fmt.Sprintf("the %s is signed with algorithm %q, which this server does not accept; use one of %s", what, *h.Alg, strings.Join(Algorithms, ", ")),
+			Algorithms: Algorithms,
+		}}
 	}
 	// RFC 8555 §6.2: "the Unencoded Payload Option [RFC7797] MUST NOT be used".
 	if h.B64 != nil {

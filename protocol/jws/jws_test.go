@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/big"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -409,6 +410,11 @@ func TestParseRejects(t *testing.T) {
 			}
 			if got := problemOf(t, err); got != tc.want {
 				t.Fatalf("problem %s, want %s (%v)", got, tc.want, err)
+			}
+			// RFC 8555 §6.2: badSignatureAlgorithm MUST list the
+			// algorithms the server accepts.
+			if got := acme.AsError(err).Problem.Algorithms; tc.want == acme.ProblemBadSignatureAlgorithm && !slices.Equal(got, Algorithms) {
+				t.Fatalf("algorithms %v, want %v", got, Algorithms)
 			}
 		})
 	}
