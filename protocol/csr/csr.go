@@ -209,12 +209,17 @@ func checkNames(req *x509.CertificateRequest, want []acme.Identifier) error {
 		have[k] = true
 	}
 	if cn := req.Subject.CommonName; cn != "" {
-		k := dnsKey(cn)
+		// RFC 8555 §7.4: a dns identifier may appear in the common name,
+		// in the subjectAltNames, or both, so a common name counts as one
+		// more requested name. An IP address has no such allowance
+		// (RFC 8738 puts it in the subjectAltNames): as a common name it
+		// must repeat one of them.
 		if ip, err := netip.ParseAddr(cn); err == nil {
-			k = "ip:" + ip.Unmap().String()
-		}
-		if !have[k] {
-			return badCSR("the CSR's common name %q is not among its subjectAltNames; a common name must repeat one of them", cn)
+			if !have["ip:"+ip.Unmap().String()] {
+				return badCSR("the CSR's common name %q is an IP address not among its subjectAltNames; an IP address must be requested as a subjectAltName", cn)
+			}
+		} else {
+			have[dnsKey(cn)] = true
 		}
 	}
 

@@ -131,6 +131,17 @@ func TestCheck(t *testing.T) {
 		{"CN among SANs", func() []byte {
 			return mkCSR(t, p256, x509.CertificateRequest{Subject: pkix.Name{CommonName: "A.example"}, DNSNames: []string{"a.example"}})
 		}, dns("a.example"), defaultTypes, "", ""},
+		// RFC 8555 §7.4: a dns identifier in the common name alone, or in
+		// the common name for one name and the subjectAltNames for the rest.
+		{"CN only", func() []byte {
+			return mkCSR(t, p256, x509.CertificateRequest{Subject: pkix.Name{CommonName: "a.example"}})
+		}, dns("a.example"), defaultTypes, "", ""},
+		{"CN plus the other names as SANs", func() []byte {
+			return mkCSR(t, p256, x509.CertificateRequest{Subject: pkix.Name{CommonName: "a.example"}, DNSNames: []string{"b.example"}})
+		}, dns("a.example", "b.example"), defaultTypes, "", ""},
+		{"CN IP among SANs", func() []byte {
+			return mkCSR(t, p256, x509.CertificateRequest{Subject: pkix.Name{CommonName: "10.0.0.1"}, IPAddresses: []net.IP{net.ParseIP("10.0.0.1")}})
+		}, []acme.Identifier{ipID("10.0.0.1")}, defaultTypes, "", ""},
 		{"harmless extensions", func() []byte {
 			return mkCSR(t, p256, x509.CertificateRequest{DNSNames: []string{"a.example"}, ExtraExtensions: []pkix.Extension{
 				ext(t, oidBasicConstraints, struct{}{}),
@@ -157,10 +168,13 @@ func TestCheck(t *testing.T) {
 		}, dns("a.example"), defaultTypes, acme.ProblemBadCSR, "ip:10.0.0.1"},
 		{"CN not in SANs", func() []byte {
 			return mkCSR(t, p256, x509.CertificateRequest{Subject: pkix.Name{CommonName: "evil.example"}, DNSNames: []string{"a.example"}})
-		}, dns("a.example"), defaultTypes, acme.ProblemBadCSR, "common name"},
-		{"CN only", func() []byte {
-			return mkCSR(t, p256, x509.CertificateRequest{Subject: pkix.Name{CommonName: "a.example"}})
-		}, dns("a.example"), defaultTypes, acme.ProblemBadCSR, "common name"},
+		}, dns("a.example"), defaultTypes, acme.ProblemBadCSR, "not in the order dns:evil.example"},
+		{"CN only, not the order's name", func() []byte {
+			return mkCSR(t, p256, x509.CertificateRequest{Subject: pkix.Name{CommonName: "evil.example"}})
+		}, dns("a.example"), defaultTypes, acme.ProblemBadCSR, "missing dns:a.example; not in the order dns:evil.example"},
+		{"CN IP not in SANs", func() []byte {
+			return mkCSR(t, p256, x509.CertificateRequest{Subject: pkix.Name{CommonName: "10.0.0.1"}})
+		}, []acme.Identifier{ipID("10.0.0.1")}, defaultTypes, acme.ProblemBadCSR, "IP address not among its subjectAltNames"},
 		{"two CNs", func() []byte {
 			return mkCSR(t, p256, x509.CertificateRequest{Subject: pkix.Name{ExtraNames: []pkix.AttributeTypeAndValue{
 				{Type: oidCommonName, Value: "a.example"}, {Type: oidCommonName, Value: "evil.example"},
