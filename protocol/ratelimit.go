@@ -66,23 +66,14 @@ func (s *Server) limitNewOrder(ctx context.Context, acctID string, no store.NewO
 			return limited(rc, rc.Oldest.Add(window), "too many new orders: the limit is %d per account per %s", n, window)
 		}
 	}
-	if n := l.PendingAuthorizationsPerAccount; n > 0 {
-		fresh := 0
-		for _, a := range no.Authzs {
-			if a.ID == "" {
-				fresh++
-			}
+	fresh := 0
+	for _, a := range no.Authzs {
+		if a.ID == "" {
+			fresh++
 		}
-		if fresh > 0 {
-			rc, err := s.st.RatePendingAuthzs(ctx, acctID)
-			switch {
-			case err != nil:
-				s.limitUnread("pending_authorizations_per_account", err)
-			case rc.Count+fresh > n:
-				return limited(rc, rc.Oldest, "too many pending authorizations: the limit is %d per account, the account has %d and this order needs %d more; complete or deactivate pending ones",
-					n, rc.Count, fresh)
-			}
-		}
+	}
+	if err := s.limitPendingAuthzs(ctx, acctID, fresh, "this order"); err != nil {
+		return err
 	}
 	for _, id := range no.Identifiers {
 		if err := s.limitFailedValidations(ctx, acctID, id); err != nil {
@@ -90,6 +81,35 @@ func (s *Server) limitNewOrder(ctx context.Context, acctID string, no store.NewO
 		}
 	}
 	return s.limitCertificates(ctx, no.Identifiers)
+}
+
+// limitNewAuthz applies to a pre-authorization (newAuthz) that creates an
+// authorization the limits that bound an order's: pending authorizations
+// per account, so newAuthz is no way around the bound on one account's
+// waiting validations, and failed validations per account and name.
+func (s *Server) limitNewAuthz(ctx context.Context, acctID string, id acme.Identifier) error {
+	if err := s.limitPendingAuthzs(ctx, acctID, 1, "this pre-authorization"); err != nil {
+		return err
+	}
+	return s.limitFailedValidations(ctx, acctID, id)
+}
+
+// limitPendingAuthzs applies pending authorizations per account to a
+// request (what) that would create fresh more of them.
+func (s *Server) limitPendingAuthzs(ctx context.Context, acctID string, fresh int, what string) error {
+	n := s.cfg.Limits.PendingAuthorizationsPerAccount
+	if n <= 0 || fresh == 0 {
+		return nil
+	}
+	rc, err := s.st.RatePendingAuthzs(ctx, acctID)
+	switch {
+	case err != nil:
+		s.limitUnread("pending_authorizations_per_account", err)
+	case rc.Count+fresh > n:
+		return limited(rc, rc.Oldest, "too many pending authorizations: the limit is %d per account, the account has %d and %s needs %d more; complete or deactivate pending ones",
+			n, rc.Count, what, fresh)
+	}
+	return nil
 }
 
 // limitFailedValidations applies failed validations per account and name

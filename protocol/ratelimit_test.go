@@ -99,17 +99,39 @@ func TestRateLimitFailedValidations(t *testing.T) {
 	})
 }
 
-// TestRateLimitPendingAuthorizations: an order that would take the account
-// past its pending authorizations is refused; reusing none is counted.
+// TestRateLimitPendingAuthorizations: an order or a pre-authorization that
+// would take the account past its pending authorizations is refused; a
+// pre-authorization counts like an order's.
 func TestRateLimitPendingAuthorizations(t *testing.T) {
 	t.Parallel()
-	withStores(t, func(c *config.Config) { c.Limits.PendingAuthorizationsPerAccount = 2 }, func(t *testing.T, e *env) {
+	withStores(t, func(c *config.Config) {
+		c.Limits.PendingAuthorizationsPerAccount = 2
+		p := c.Profiles["default"]
+		p.AllowPreAuthorization = true
+		c.Profiles["default"] = p
+	}, func(t *testing.T, e *env) {
+		// A slot opens at the latest when the first pending one expires
+		// (30 days by default).
+		const lo, hi = 29 * 24 * 3600, 30 * 24 * 3600
+		const names = "too many pending authorizations: the limit is 2 per account"
+		newAuthz := func(a *account, name string) *response {
+			return e.post(t, a, e.base+"/acme/new-authz", map[string]any{"identifier": dnsIDs(name)[0]})
+		}
+
 		a := e.register(t)
 		e.newOrder(t, a, dnsIDs("p1.example", "p2.example"))
 		r := e.post(t, a, e.base+"/acme/new-order", map[string]any{"identifiers": dnsIDs("p3.example")})
-		// A slot opens at the latest when the first pending one expires
-		// (30 days by default).
-		wantLimited(t, e, r, 29*24*3600, 30*24*3600, "too many pending authorizations: the limit is 2 per account")
+		wantLimited(t, e, r, lo, hi, names)
+		wantLimited(t, e, newAuthz(a, "p3.example"), lo, hi, names)
+
+		// Pre-authorizations fill the same allowance, even for one name
+		// asked again and again.
+		b := e.register(t)
+		wantStatus(t, newAuthz(b, "q.example"), http.StatusCreated)
+		wantStatus(t, newAuthz(b, "q.example"), http.StatusCreated)
+		wantLimited(t, e, newAuthz(b, "q.example"), lo, hi, names)
+		r = e.post(t, b, e.base+"/acme/new-order", map[string]any{"identifiers": dnsIDs("q2.example")})
+		wantLimited(t, e, r, lo, hi, names)
 	})
 }
 
