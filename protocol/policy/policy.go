@@ -281,8 +281,11 @@ func labelSyntax(l string) string {
 		if !strings.HasPrefix(l, "xn--") {
 			return fmt.Sprintf("has a label %q with hyphens in the third and fourth positions, which are reserved", l)
 		}
-		if _, err := idna.Punycode.ToUnicode(l); err != nil {
-			return fmt.Sprintf("has a label %q that is not valid punycode", l)
+		// Registration, not plain Punycode: a label must decode to one a
+		// registry could have issued (IDNA2008 via UTS #46), so "xn--a-ecp"
+		// ("a⒈", a disallowed rune) is refused, not certified.
+		if _, err := idna.Registration.ToUnicode(l); err != nil {
+			return fmt.Sprintf("has a label %q that is not a valid internationalized label (%v)", l, err)
 		}
 	}
 	return ""
