@@ -419,8 +419,10 @@ func validityRequest(req newOrderReq, prof config.Profile, name string, now time
 		return nil, nil, acme.Malformed("notAfter is in the past")
 	case nb != nil && nb.After(now.Add(max)):
 		return nil, nil, acme.Malformed("notBefore is too far in the future")
-	case na != nil && na.Sub(start) > max:
-		return nil, nil, acme.Malformed("the requested validity is longer than profile %q allows (%d hours)", name, prof.ValidityHours)
+	// notAfter is inclusive (RFC 5280 §4.1.2.5), as the signer counts it:
+	// a 24-hour validity ends one second before notBefore + 24h.
+	case na != nil && na.Sub(start) >= max:
+		return nil, nil, acme.Malformed("the requested validity is longer than profile %q allows (%d hours, counting both ends: notAfter at most notBefore + %d h - 1 s)", name, prof.ValidityHours, prof.ValidityHours)
 	}
 	return nb, na, nil
 }

@@ -80,6 +80,11 @@ func TestNewOrder(t *testing.T) {
 			{"no identifiers", map[string]any{"identifiers": []acme.Identifier{}}, acme.ProblemMalformed},
 			{"validity on a profile that refuses it", map[string]any{"identifiers": dnsIDs("a.example"), "notAfter": time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)}, acme.ProblemMalformed},
 			{"validity longer than the profile", map[string]any{"identifiers": dnsIDs("a.example"), "profile": "short", "notAfter": time.Now().Add(100 * time.Hour).UTC().Format(time.RFC3339)}, acme.ProblemMalformed},
+			// notAfter is inclusive, as the signer counts it: a window of
+			// exactly the profile's 48 hours is 48 h + 1 s of validity, and
+			// the signer would fail the order after finalize.
+			{"validity of the profile's hours counting both ends", map[string]any{"identifiers": dnsIDs("a.example"), "profile": "short",
+				"notBefore": time.Now().Add(time.Hour).UTC().Format(time.RFC3339), "notAfter": time.Now().Add(49 * time.Hour).UTC().Format(time.RFC3339)}, acme.ProblemMalformed},
 			{"denied domain", map[string]any{"identifiers": dnsIDs("www.denied.example")}, acme.ProblemRejectedIdentifier},
 			{"bad name", map[string]any{"identifiers": dnsIDs("bad..name.example")}, acme.ProblemMalformed},
 		}

@@ -368,6 +368,15 @@ func validity(r Request, now time.Time) (time.Time, time.Time, error) {
 		}
 		if r.NotAfter != nil {
 			notAfter = r.NotAfter.Truncate(time.Second)
+			// The backdate is a courtesy to relying parties with slow
+			// clocks; it gives way to a requested notAfter the frontend
+			// accepted (at most the profile's validity from when the order
+			// was placed), rather than pushing the certificate over the
+			// profile's validity and failing the order. It never moves
+			// notBefore past the moment of signing.
+			if lo := notAfter.Add(time.Second - maxValidity); notBefore.Equal(earliest) && lo.After(notBefore) && !lo.After(now) {
+				notBefore = lo
+			}
 			if !notAfter.After(notBefore) {
 				return time.Time{}, time.Time{}, acme.Malformed("the requested notAfter %s is not after notBefore %s", notAfter.Format(time.RFC3339), notBefore.Format(time.RFC3339))
 			}

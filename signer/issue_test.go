@@ -210,7 +210,12 @@ func TestIssueValidity(t *testing.T) {
 		{name: "requested notAfter honoured", profile: requestable, notAfter: at(6 * time.Hour), want: 6*time.Hour + time.Minute + time.Second},
 		{name: "requested window honoured", profile: requestable, notBefore: at(time.Hour), notAfter: at(3 * time.Hour), want: 2*time.Hour + time.Second},
 		{name: "old notBefore moved up to a minute ago", profile: requestable, notBefore: at(-48 * time.Hour), want: 24 * time.Hour},
+		// A notAfter the frontend accepted (within the profile's validity
+		// of the order's placing) is honoured: the backdate gives way.
+		{name: "requested notAfter at the profile's validity", profile: requestable, notAfter: at(24*time.Hour - time.Second), want: 24 * time.Hour},
+		{name: "requested notAfter near the profile's validity", profile: requestable, notAfter: at(24*time.Hour - 30*time.Second), want: 24 * time.Hour},
 		{name: "requested validity beyond the profile", profile: requestable, notAfter: at(25 * time.Hour), wantProblem: acme.ProblemMalformed},
+		{name: "requested window of the profile's validity, counting both ends", profile: requestable, notBefore: at(time.Hour), notAfter: at(25 * time.Hour), wantProblem: acme.ProblemMalformed},
 		{name: "notAfter before notBefore", profile: requestable, notBefore: at(2 * time.Hour), notAfter: at(time.Hour), wantProblem: acme.ProblemMalformed},
 	}
 	for _, tc := range tests {
