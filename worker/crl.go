@@ -14,8 +14,9 @@ import (
 	"github.com/hallmark-ca/hallmark/store"
 )
 
-// generateCRL runs one crl_generate job: under the issuer's lease (so one
-// worker at a time signs, and CRL numbers never repeat), it signs the next
+// generateCRL runs one crl_generate job: in the issuer's turn on this
+// worker and under its lease (so one job at a time signs, and a CRL's
+// number and its list of revocations are read together), it signs the next
 // CRL with every revocation and stores it. Jobs coalesce here: when the
 // newest CRL already lists every revocation and is fresh, there is nothing
 // to do.
@@ -24,6 +25,13 @@ func (w *Worker) generateCRL(ctx context.Context, job jobs.Job[jobs.CRLGenerateA
 	iss, ok := w.issuers[args.IssuerID]
 	if !ok {
 		return jobs.CouldNotRun(fmt.Errorf("issuer %s is not mounted on worker %s", args.IssuerID, w.id))
+	}
+	turn := w.crlTurn[args.IssuerID]
+	select {
+	case turn <- struct{}{}:
+		defer func() { <-turn }()
+	case <-ctx.Done():
+		return jobs.CouldNotRun(fmt.Errorf("waiting for this worker's other CRL job for %s: %w", args.IssuerID, ctx.Err()))
 	}
 	lease := "crl:" + args.IssuerID
 	got, err := w.store.TryLock(ctx, lease, w.id, w.crlLease)

@@ -35,6 +35,11 @@ type Worker struct {
 	urlBase       string                    // plain-http base of CRLs and issuer certificates
 	crlValidity   time.Duration
 	crlLease      time.Duration // a CRL lease's length: how long a dead holder blocks the next CRL
+	// crlTurn is one slot per issuer ID: this worker's CRL jobs for one
+	// issuer take turns. The lease keeps other workers out but is this
+	// worker's own for every job it runs, and two of its jobs side by side
+	// could store a newer-numbered CRL from an older list of revocations.
+	crlTurn map[string]chan struct{}
 	strandedAfter time.Duration
 	conf          config.Worker // [worker], for the job runner's settings
 	log           *slog.Logger
@@ -71,6 +76,7 @@ func New(cfg config.Config, st store.Store, opts Options) (*Worker, error) {
 		}),
 		mounts:      map[string]mount{},
 		issuers:     map[string]*signer.Issuer{},
+		crlTurn:     map[string]chan struct{}{},
 		baseURL:     cfg.Server.BaseURL,
 		urlBase:     cfg.CA.URLBase,
 		crlValidity: time.Duration(cfg.CA.CRLValidityHours) * time.Hour,
@@ -98,6 +104,7 @@ func New(cfg config.Config, st store.Store, opts Options) (*Worker, error) {
 		}
 		w.mounts[name] = mount{profile: p, backend: issuerBackend{iss}, issuer: iss}
 		w.issuers[iss.ID] = iss
+		w.crlTurn[iss.ID] = make(chan struct{}, 1)
 	}
 	for name, b := range opts.Backends {
 		p, ok := cfg.Profiles[name]

@@ -39,6 +39,8 @@ type rig struct {
 	cfg    config.Config
 	issuer *signer.Issuer
 	dns    *testdns.Server
+	// wrap, when set, is what the next workers started see of the store.
+	wrap func(store.Store) store.Store
 }
 
 type rigOpts struct {
@@ -90,7 +92,11 @@ func (r *rig) startWorker(t *testing.T, id string, iss *signer.Issuer, maxWorker
 			issuers[name] = iss
 		}
 	}
-	w, err := worker.New(cfg, r.db.Store, worker.Options{Issuers: issuers})
+	st := r.db.Store
+	if r.wrap != nil {
+		st = r.wrap(st)
+	}
+	w, err := worker.New(cfg, st, worker.Options{Issuers: issuers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,6 +462,90 @@ func TestCRLAfterWorkerDiesSigning(t *testing.T) {
 	revoked := time.Now()
 	n := r.waitCRL(t, 20*time.Second, serials...)
 	t.Logf("CRL %d lists both revocations %s after the second (rescue_after %d ms)", n, time.Since(revoked).Round(time.Millisecond), r.cfg.Worker.RescueAfterMS)
+}
+
+// pausedNumbering is the store whose first CRLNextNumber waits for release:
+// a CRL job held between reading the revocations and numbering its CRL.
+type pausedNumbering struct {
+	store.Store
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (p *pausedNumbering) CRLNextNumber(ctx context.Context, issuerID string) (int64, error) {
+	first := false
+	p.once.Do(func() { first = true })
+	if first {
+		close(p.entered)
+		<-p.release
+	}
+	return p.Store.CRLNextNumber(ctx, issuerID)
+}
+
+// TestCRLJobsTakeTurns: two CRL jobs for one issuer on one worker, the
+// first held after it read the revocations. The second must not sign
+// meanwhile: it would store CRL 1 listing both, and the first then CRL 2
+// listing only the first revocation, the newest CRL leaving out a revoked
+// certificate with no job left to mend it.
+func TestCRLJobsTakeTurns(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	acct := r.account(t)
+	serials := []string{r.issue(t, acct, "one.turns.worker.test"), r.issue(t, acct, "two.turns.worker.test")}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.runner.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	paused := &pausedNumbering{entered: make(chan struct{}), release: make(chan struct{})}
+	r.wrap = func(st store.Store) store.Store { paused.Store = st; return paused }
+	r.startWorker(t, "turns-worker", r.issuer, 0) // worker.concurrency: room for both jobs
+	released := sync.OnceFunc(func() { close(paused.release) })
+	t.Cleanup(released)
+
+	r.revoke(t, serials[0])
+	select {
+	case <-paused.entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first CRL job did not reach its numbering within 20s")
+	}
+	r.revoke(t, serials[1])
+	// Give the second job time to run ahead of the first, as it did.
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := r.st.CRLLatest(context.Background(), r.issuer.ID); err == nil {
+			break
+		}
+	}
+	released()
+
+	// Both jobs are done when CRL 2 exists (the first stores 1, the second
+	// then 2 with both, or ahead of the first 1, the first then 2).
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if c, err := r.st.CRLLatest(context.Background(), r.issuer.ID); err == nil && c.Number >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no CRL 2 within 20s")
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // a later CRL, if any job were left, is stored by now
+	c, err := r.st.CRLLatest(context.Background(), r.issuer.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crl, err := x509.ParseRevocationList(c.DER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, e := range crl.RevokedCertificateEntries {
+		listed[e.SerialNumber.Text(16)] = true
+	}
+	for _, s := range serials {
+		if !listed[strings.TrimLeft(s, "0")] {
+			t.Errorf("the newest CRL, %d, leaves out revoked %s (lists %d entries)", c.Number, s, len(crl.RevokedCertificateEntries))
+		}
+	}
 }
 
 // TestSilentTargetsHoldNoOneUp: validations of targets that accept a
