@@ -19,8 +19,14 @@ const (
 // QueueValidate carries challenge_validate jobs: any worker can validate.
 const QueueValidate = "validate"
 
-// QueueMaintenance carries crl_generate and housekeeping jobs.
+// QueueMaintenance carries housekeeping jobs: any worker can do them.
 const QueueMaintenance = "maintenance"
+
+// IssuerQueue is the queue of one issuer's crl_generate jobs (by issuer
+// ID, the hex of its key identifier). A worker works the queues of the
+// issuers it mounts, so a CRL job waits for a worker that holds the key
+// rather than failing at every worker that does not.
+func IssuerQueue(issuerID string) string { return "crl_" + issuerID }
 
 // ProfileQueue is the queue of signing work for one profile. A worker
 // subscribes only to the queues of the profiles whose backends it mounts, so a
@@ -94,8 +100,8 @@ type CRLGenerateArgs struct {
 
 func (CRLGenerateArgs) Kind() string { return KindCRLGenerate }
 
-func (CRLGenerateArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance}
+func (a CRLGenerateArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: IssuerQueue(a.IssuerID)}
 }
 
 // HousekeepingArgs runs the periodic sweeps: nonce GC, expiring pending

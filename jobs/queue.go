@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -75,14 +76,15 @@ type Settings struct {
 	// WorkerID names this worker in every attempt it makes (River's
 	// attempted_by). Default: hostname-pid-starttime, unique per start.
 	WorkerID          string
-	MaxWorkers        int            // concurrent jobs per queue; default 200 (PostgreSQL), 4 (SQLite)
-	QueueMaxWorkers   map[string]int // a queue's own MaxWorkers, where it differs
-	Queues            []string       // queues to work; default QueueValidate, QueueMaintenance
-	FetchCooldown     time.Duration  // default 2ms
-	FetchPollInterval time.Duration  // default 250ms
-	JobTimeout        time.Duration  // default 30s; must be shorter than RescueAfter
-	RescueAfter       time.Duration  // default 60s: a job running longer belongs to a dead worker
-	Periodic          []*river.PeriodicJob
+	MaxWorkers        int                  // concurrent jobs per queue; default 200 (PostgreSQL), 4 (SQLite)
+	QueueMaxWorkers   map[string]int       // a queue's own MaxWorkers, where it differs
+	Queues            []string             // queues to work; default QueueValidate, QueueMaintenance
+	FetchCooldown     time.Duration        // default 2ms
+	FetchPollInterval time.Duration        // default 250ms
+	JobTimeout        time.Duration        // default 30s; must be shorter than RescueAfter
+	RescueAfter       time.Duration        // default 60s: a job running longer belongs to a dead worker
+	Periodic          []*river.PeriodicJob // inserted by River's elected leader alone
+	Scheduled         []Scheduled          // inserted by this worker itself
 
 	// RetryBase and RetryMax shape the backoff of CouldNotRun retries:
 	// attempt n waits about RetryBase·2^(n-1), jittered, at most RetryMax.
@@ -95,6 +97,17 @@ type Settings struct {
 	// Logger receives River's logs and abandon reports. Default: warnings
 	// and errors to stderr.
 	Logger *slog.Logger
+}
+
+// Scheduled is a job this worker inserts itself, once at start and then
+// every Every. River's periodic jobs are inserted by its elected leader
+// alone, which suits work any worker can do (housekeeping) but not work
+// only some workers can: the CRL of an issuer that the leader does not
+// mount would never be signed on time. Every worker that can do the work
+// inserts it, so the handler must make the extra copies cheap.
+type Scheduled struct {
+	Every time.Duration
+	Args  river.JobArgs
 }
 
 func (s Settings) withDefaults(maxWorkers int) Settings {
@@ -373,18 +386,42 @@ func (q *riverQueue[TTx]) Start(ctx context.Context, reg *Registry, s Settings) 
 		closeDriver()
 		return nil, fmt.Errorf("starting the river client for worker %s: %w", s.WorkerID, err)
 	}
-	return runner[TTx]{c: client, closeDriver: closeDriver}, nil
+	sctx, stopScheduled := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	for _, j := range s.Scheduled {
+		wg.Go(func() { schedule(sctx, client, j, s.Logger) })
+	}
+	return runner[TTx]{c: client, closeDriver: closeDriver, stopScheduled: func() { stopScheduled(); wg.Wait() }}, nil
+}
+
+// schedule inserts j now and every j.Every until ctx ends. A failed insert
+// is logged and made again at the next tick.
+func schedule[TTx any](ctx context.Context, client *river.Client[TTx], j Scheduled, log *slog.Logger) {
+	t := time.NewTicker(j.Every)
+	defer t.Stop()
+	for {
+		if _, err := client.Insert(ctx, j.Args, nil); err != nil && ctx.Err() == nil {
+			log.Warn("inserting a scheduled job; trying again at the next tick", "kind", j.Args.Kind(), "every", j.Every, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 type runner[TTx any] struct {
-	c           *river.Client[TTx]
-	closeDriver func()
+	c             *river.Client[TTx]
+	closeDriver   func()
+	stopScheduled func()
 }
 
 // Stop stops fetching and waits for running jobs; when ctx ends first their
 // contexts are cancelled (River puts them back as available).
 func (r runner[TTx]) Stop(ctx context.Context) error {
 	defer r.closeDriver()
+	r.stopScheduled()
 	err := r.c.Stop(ctx)
 	if err != nil && ctx.Err() != nil {
 		hard, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

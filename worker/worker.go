@@ -26,20 +26,20 @@ type mount struct {
 
 // Worker holds the handlers' dependencies.
 type Worker struct {
-	id            string
-	store         store.Store
-	validator     validator
-	mounts        map[string]mount          // by profile name
-	issuers       map[string]*signer.Issuer // by issuer ID
-	baseURL       string                    // the ACME API, for account URIs (CAA accounturi)
-	urlBase       string                    // plain-http base of CRLs and issuer certificates
-	crlValidity   time.Duration
-	crlLease      time.Duration // a CRL lease's length: how long a dead holder blocks the next CRL
+	id          string
+	store       store.Store
+	validator   validator
+	mounts      map[string]mount          // by profile name
+	issuers     map[string]*signer.Issuer // by issuer ID
+	baseURL     string                    // the ACME API, for account URIs (CAA accounturi)
+	urlBase     string                    // plain-http base of CRLs and issuer certificates
+	crlValidity time.Duration
+	crlLease    time.Duration // a CRL lease's length: how long a dead holder blocks the next CRL
 	// crlTurn is one slot per issuer ID: this worker's CRL jobs for one
 	// issuer take turns. The lease keeps other workers out but is this
 	// worker's own for every job it runs, and two of its jobs side by side
 	// could store a newer-numbered CRL from an older list of revocations.
-	crlTurn map[string]chan struct{}
+	crlTurn       map[string]chan struct{}
 	strandedAfter time.Duration
 	conf          config.Worker // [worker], for the job runner's settings
 	log           *slog.Logger
@@ -148,7 +148,19 @@ func (w *Worker) Queues() []string {
 	for _, n := range names {
 		qs = append(qs, jobs.ProfileQueue(n))
 	}
+	for _, id := range w.issuerIDs() {
+		qs = append(qs, jobs.IssuerQueue(id))
+	}
 	return qs
+}
+
+func (w *Worker) issuerIDs() []string {
+	ids := make([]string, 0, len(w.issuers))
+	for id := range w.issuers {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
 }
 
 // JobSettings are the job runner's settings for this worker, from
@@ -169,30 +181,34 @@ func (w *Worker) JobSettings() jobs.Settings {
 		Queues:          w.Queues(),
 		JobTimeout:      time.Duration(w.conf.JobTimeoutMS) * time.Millisecond,
 		RescueAfter:     time.Duration(w.conf.RescueAfterMS) * time.Millisecond,
-		Periodic:        w.Periodic(time.Duration(w.conf.CRLIntervalMinutes) * time.Minute),
+		Periodic:        w.Periodic(),
+		Scheduled:       w.Scheduled(time.Duration(w.conf.CRLIntervalMinutes) * time.Minute),
 		Subjects:        w.store,
 	}
 }
 
-// Periodic are the periodic jobs: housekeeping every minute and each
-// mounted issuer's CRL well before its nextUpdate (and once at start).
-func (w *Worker) Periodic(crlEvery time.Duration) []*river.PeriodicJob {
-	pj := []*river.PeriodicJob{
+// Periodic are the jobs River's leader inserts for every worker:
+// housekeeping every minute (and once at start).
+func (w *Worker) Periodic() []*river.PeriodicJob {
+	return []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(time.Minute), func() (river.JobArgs, *river.InsertOpts) {
 			return jobs.HousekeepingArgs{}, nil
 		}, &river.PeriodicJobOpts{RunOnStart: true}),
 	}
-	ids := make([]string, 0, len(w.issuers))
-	for id := range w.issuers {
-		ids = append(ids, id)
+}
+
+// Scheduled are the jobs this worker inserts itself: each mounted issuer's
+// CRL at start and every crlEvery, well before its nextUpdate. Not River's
+// periodic jobs: its leader alone inserts those, and an issuer the leader
+// does not mount would get no CRL until a revocation (TestCRLForEveryIssuer).
+// Every worker mounting an issuer inserts its job; the handler skips a
+// CRL that is fresh and complete, so the copies cost a read each.
+func (w *Worker) Scheduled(crlEvery time.Duration) []jobs.Scheduled {
+	var sj []jobs.Scheduled
+	for _, id := range w.issuerIDs() {
+		sj = append(sj, jobs.Scheduled{Every: crlEvery, Args: jobs.CRLGenerateArgs{IssuerID: id}})
 	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		pj = append(pj, river.NewPeriodicJob(river.PeriodicInterval(crlEvery), func() (river.JobArgs, *river.InsertOpts) {
-			return jobs.CRLGenerateArgs{IssuerID: id}, nil
-		}, &river.PeriodicJobOpts{RunOnStart: true}))
-	}
-	return pj
+	return sj
 }
 
 // Ready reports whether the worker can do its work: the database answers.

@@ -41,6 +41,9 @@ type rig struct {
 	dns    *testdns.Server
 	// wrap, when set, is what the next workers started see of the store.
 	wrap func(store.Store) store.Store
+	// scheduled keeps the next workers' periodic and scheduled jobs, as
+	// hallmark-worker runs them; otherwise tests queue what they check.
+	scheduled bool
 }
 
 type rigOpts struct {
@@ -108,7 +111,9 @@ func (r *rig) startWorker(t *testing.T, id string, iss *signer.Issuer, maxWorker
 	if maxWorkers > 0 {
 		s.MaxWorkers = maxWorkers
 	}
-	s.Periodic = nil // the tests queue the jobs they check themselves
+	if !r.scheduled {
+		s.Periodic, s.Scheduled = nil, nil // the tests queue the jobs they check themselves
+	}
 	s.RetryBase, s.RetryMax = 50*time.Millisecond, 200*time.Millisecond
 	runner, err := r.db.Queue.Start(context.Background(), reg, s)
 	if err != nil {
@@ -462,6 +467,50 @@ func TestCRLAfterWorkerDiesSigning(t *testing.T) {
 	revoked := time.Now()
 	n := r.waitCRL(t, 20*time.Second, serials...)
 	t.Logf("CRL %d lists both revocations %s after the second (rescue_after %d ms)", n, time.Since(revoked).Round(time.Millisecond), r.cfg.Worker.RescueAfterMS)
+}
+
+// TestCRLForEveryIssuer: two workers mounting different issuers, as
+// worker.profiles allows. Each issuer's CRL is signed at start, whichever
+// worker River elects its leader; before, only the leader's issuers had
+// CRLs signed on schedule, and the other's expired with nothing to renew it.
+func TestCRLForEveryIssuer(t *testing.T) {
+	r := newRig(t, rigOpts{mount: []string{"default"}, profiles: map[string]config.Profile{"other": config.Default().Profiles["default"]}})
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.runner.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if _, err := signer.InitLocal(dir, "Other Issuer"); err != nil {
+		t.Fatal(err)
+	}
+	other, err := signer.LoadLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.scheduled = true
+	r.startWorker(t, "worker-default", r.issuer, 0)
+	r.mount = []string{"other"}
+	r.startWorker(t, "worker-other", other, 0)
+
+	for _, iss := range []*signer.Issuer{r.issuer, other} {
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			c, err := r.st.CRLLatest(context.Background(), iss.ID)
+			if err == nil {
+				crl, err := x509.ParseRevocationList(c.DER)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := crl.CheckSignatureFrom(iss.Cert); err != nil {
+					t.Fatalf("CRL of %s: %v", iss.Cert.Subject.CommonName, err)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no CRL of %s within 20s of its worker's start", iss.Cert.Subject.CommonName)
+			}
+		}
+	}
 }
 
 // pausedNumbering is the store whose first CRLNextNumber waits for release:
