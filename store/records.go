@@ -65,6 +65,15 @@ type Challenge struct {
 	ValidationRecord json.RawMessage
 }
 
+// StaleValidation is an authorization of an order and the challenge that
+// validated it, when that was long enough ago to check CAA again.
+type StaleValidation struct {
+	Identifier acme.Identifier // the base name (no "*.")
+	Wildcard   bool
+	Method     acme.ChallengeType
+	Validated  time.Time
+}
+
 // Certificate is an issued certificate and its chain.
 type Certificate struct {
 	Serial    string // lower-case hex, unique

@@ -154,6 +154,13 @@ type Store interface {
 	// ErrUnfolded.
 	OrderCreateSigned(ctx context.Context, u SignedUse, o NewOrder, clock time.Time) (*Order, error)
 	OrderByID(ctx context.Context, id string) (*Order, error)
+	// StaleValidations are the order's authorizations whose challenge
+	// validated them more than age ago on the database clock, in the
+	// order's position order: the issuing worker checks their CAA again
+	// (CA/B Forum BR §3.2.2.8 allows 8 hours between the check and
+	// issuance). An authorization born valid (a pre-validated binding) has
+	// no challenge and is not among them.
+	StaleValidations(ctx context.Context, orderID string, age time.Duration) ([]StaleValidation, error)
 	// OrdersByAccount lists order IDs of an account for its "orders" URL.
 	OrdersByAccount(ctx context.Context, accountID string, p Page) ([]string, string, error)
 	OrdersList(ctx context.Context, f OrderFilter, p Page) ([]*Order, string, error)

@@ -45,6 +45,11 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		}
 		return nil
 	}
+	if p, err := w.recheckCAA(ctx, o); err != nil {
+		return err
+	} else if p != nil {
+		return fail(*p)
+	}
 	csr, err := x509.ParseCertificateRequest(o.CSR)
 	if err != nil {
 		return fail(acme.Problem{Type: acme.ProblemBadCSR, Detail: "the stored CSR does not parse: " + err.Error()})

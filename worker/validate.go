@@ -15,6 +15,8 @@ import (
 // validator is what the challenge handler needs from worker/validate.
 type validator interface {
 	Validate(ctx context.Context, r validate.Request) validate.Result
+	// CheckCAA is CAA alone, for issuance's check of an old validation.
+	CheckCAA(ctx context.Context, identifier acme.Identifier, wildcard bool, method acme.ChallengeType, accountURI string) *acme.Problem
 }
 
 // validateChallenge runs one challenge_validate job: it validates, then

@@ -25,6 +25,7 @@ import (
 	"github.com/hallmark-ca/hallmark/signer"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/open"
+	"github.com/hallmark-ca/hallmark/store/sqlite"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 	"github.com/hallmark-ca/hallmark/tests/testdns"
 	"github.com/hallmark-ca/hallmark/worker"
@@ -34,6 +35,7 @@ import (
 type rig struct {
 	st     store.Store
 	db     *open.DB
+	path   string // the SQLite file, for SQL of a test's own
 	mount  []string
 	runner jobs.Runner // the first worker's
 	cfg    config.Config
@@ -54,7 +56,8 @@ type rigOpts struct {
 
 func newRig(t *testing.T, o rigOpts) *rig {
 	t.Helper()
-	db := testdb.Open(t, "sqlite")
+	url := testdb.SQLite(t)
+	db := testdb.OpenURL(t, url)
 
 	cfg := config.Default()
 	cfg.Worker.ID = "test-worker"
@@ -77,7 +80,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{st: db.Store, db: db, cfg: cfg, issuer: iss, dns: dns, mount: o.mount}
+	r := &rig{st: db.Store, db: db, path: strings.TrimPrefix(url, "sqlite:"), cfg: cfg, issuer: iss, dns: dns, mount: o.mount}
 	r.runner = r.startWorker(t, "test-worker", iss, 0)
 	return r
 }
@@ -510,6 +513,68 @@ func TestCRLForEveryIssuer(t *testing.T) {
 				t.Fatalf("no CRL of %s within 20s of its worker's start", iss.Cert.Subject.CommonName)
 			}
 		}
+	}
+}
+
+// TestCAARecheckedAtIssuance: an authorization validated more than 7
+// hours before issuance (a reused one, or an order finalized late) has its
+// CAA checked again, and a CAA record set since then that names another CA
+// refuses issuance (CA/B Forum BR §3.2.2.8). A recent validation is not
+// checked again.
+func TestCAARecheckedAtIssuance(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	acct := r.account(t)
+	age := func(o *store.Order, d time.Duration) {
+		t.Helper()
+		db, err := sqlite.Open(r.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		for _, id := range o.AuthzIDs {
+			// SQLite keeps times as microseconds since the epoch.
+			if _, err := db.Exec(`UPDATE challenges SET validated_at = validated_at - $1 WHERE authz_id = $2`, d.Microseconds(), id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	finalize := func(o *store.Order, name string) {
+		t.Helper()
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name     string
+		caa      string // the issuer named by a CAA issue record set after validating; "" for none
+		age      time.Duration
+		wantType acme.ProblemType // "" when the certificate is issued
+	}{
+		{"old validation, CAA now names another CA", "other-ca.test", 8 * time.Hour, acme.ProblemCAA},
+		{"old validation, CAA names this CA", "hallmark.test", 8 * time.Hour, ""},
+		{"old validation, no CAA", "", 8 * time.Hour, ""},
+		{"recent validation, CAA now names another CA", "other-ca.test", 6 * time.Hour, ""},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("n%d.recheck.worker.test", i)
+			o := r.order(t, acct, "default", name)
+			r.ready(t, o)
+			age(o, tc.age)
+			if tc.caa != "" {
+				r.dns.SetCAA(name, 0, "issue", tc.caa)
+			}
+			finalize(o, name)
+			if tc.wantType == "" {
+				r.waitOrder(t, o.ID, acme.StatusValid)
+				return
+			}
+			got := r.waitOrder(t, o.ID, acme.StatusInvalid)
+			if got.Error == nil || got.Error.Type != tc.wantType || got.Error.Identifier == nil || got.Error.Identifier.Value != name {
+				t.Fatalf("order error = %+v, want %s for %s", got.Error, tc.wantType, name)
+			}
+		})
 	}
 }
 

@@ -779,6 +779,39 @@ func testOrderHappyPath(t *testing.T, s store.Store, x Extras) {
 	wantErr(t, "OrderFail on a valid order", s.OrderFail(ctx, o.ID, acme.Problem{Type: acme.ProblemBadCSR}), store.ErrConflict)
 }
 
+// testStaleValidations: an order's validated authorizations count as
+// stale once their challenge's validation is older than the age asked
+// for, on the database clock, in the order's position order.
+func testStaleValidations(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	o := newOrder(t, s, a, "stale.example.com", "*.wild.example.com", "pending.example.com")
+	var methods []acme.ChallengeType
+	for _, id := range o.AuthzIDs[:2] {
+		methods = append(methods, validate(t, s, id, acme.StatusValid).Type)
+	}
+	if got, err := s.StaleValidations(ctx, o.ID, time.Hour); err != nil || len(got) != 0 {
+		t.Fatalf("StaleValidations(1h) right after validating = %+v, %v; want none", got, err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	got, err := s.StaleValidations(ctx, o.ID, 5*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.StaleValidation{
+		{Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: "stale.example.com"}, Method: methods[0]},
+		{Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: "wild.example.com"}, Wildcard: true, Method: methods[1]},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("StaleValidations(5ms) = %+v, want the two validated authorizations", got)
+	}
+	for i := range want {
+		if got[i].Identifier != want[i].Identifier || got[i].Wildcard != want[i].Wildcard || got[i].Method != want[i].Method || got[i].Validated.IsZero() {
+			t.Errorf("StaleValidations(5ms)[%d] = %+v, want %+v with its time", i, got[i], want[i])
+		}
+	}
+}
+
 func testOrderReusesAuthz(t *testing.T, s store.Store, _ Extras) {
 	ctx := ctxT(t)
 	a := newAccount(t, s)

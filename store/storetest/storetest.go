@@ -59,6 +59,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"AccountsListPages", testAccountsListPages},
 		{"OrderHappyPath", testOrderHappyPath},
 		{"OrderReusesAuthz", testOrderReusesAuthz},
+		{"StaleValidations", testStaleValidations},
 		{"AuthzReusable", testAuthzReusable},
 		{"InvalidVerdict", testInvalidVerdict},
 		{"VerdictIsTerminal", testVerdictIsTerminal},

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,6 +88,17 @@ func Open(tb testing.TB, dialect string) *open.DB {
 	url := SQLite(tb)
 	if dialect == "postgres" {
 		url = Postgres(tb)
+	}
+	return OpenURL(tb, url)
+}
+
+// OpenURL is Open on a fresh database the caller made (SQLite or
+// Postgres), for a test that also reaches into it with SQL of its own.
+func OpenURL(tb testing.TB, url string) *open.DB {
+	tb.Helper()
+	dialect := "sqlite"
+	if !strings.HasPrefix(url, "sqlite:") {
+		dialect = "postgres"
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -1,0 +1,59 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// caaRecheckAfter is how old an authorization's validation may be before
+// issuance checks its CAA again. The CA/Browser Forum's Baseline
+// Requirements (§3.2.2.8) allow 8 hours between the CAA check and
+// issuance, and a valid authorization is reused for up to
+// server.authz_lifetime_hours (30 days by default); Boulder rechecks after
+// 7 hours, and so do we, leaving an hour for the order to be signed.
+const caaRecheckAfter = 7 * time.Hour
+
+// recheckCAA checks CAA again for every authorization of o validated more
+// than caaRecheckAfter ago, all at once. It returns the first refusal in
+// the order's position order (a caa or dns problem naming its identifier:
+// a lookup that fails never permits issuance, RFC 8659 §3), nil when every
+// one permits issuance, or an error when the authorizations could not be
+// read.
+func (w *Worker) recheckCAA(ctx context.Context, o *store.Order) (*acme.Problem, error) {
+	stale, err := w.store.StaleValidations(ctx, o.ID, caaRecheckAfter)
+	if err != nil {
+		return nil, jobs.CouldNotRun(fmt.Errorf("reading the validations of order %s: %w", o.ID, err))
+	}
+	if len(stale) == 0 {
+		return nil, nil
+	}
+	accountURI := w.baseURL + "/acme/acct/" + o.AccountID
+	problems := make([]*acme.Problem, len(stale))
+	var wg sync.WaitGroup
+	for i, v := range stale {
+		wg.Go(func() {
+			problems[i] = w.validator.CheckCAA(ctx, v.Identifier, v.Wildcard, v.Method, accountURI)
+		})
+	}
+	wg.Wait()
+	for i, p := range problems {
+		if p != nil {
+			id := stale[i].Identifier
+			if stale[i].Wildcard {
+				id.Value = "*." + id.Value
+			}
+			p.Identifier = &id
+			p.Detail = fmt.Sprintf("CAA checked again at issuance, the authorization for %s having been validated at %s: %s",
+				id.Value, stale[i].Validated.UTC().Format(time.RFC3339), p.Detail)
+			w.log.Info("CAA rechecked at issuance refuses", "order", o.ID, "identifier", id.Value, "problem", p.Type)
+			return p, nil
+		}
+	}
+	return nil, nil
+}
