@@ -35,6 +35,7 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		// Already finished (a rescued job whose worker died after the
 		// verdict committed) or abandoned: signing again would issue a
 		// second certificate for the order.
+		w.unstored.Delete(o.ID)
 		return nil
 	}
 	fail := func(p acme.Problem) error {
@@ -44,6 +45,12 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 			return jobs.CouldNotRun(fmt.Errorf("recording failure of order %s: %w", o.ID, err))
 		}
 		return nil
+	}
+	if v, ok := w.unstored.Load(o.ID); ok {
+		// An earlier attempt signed and could not store: store that
+		// certificate, which may already exist upstream (a relay backend),
+		// instead of signing another.
+		return w.storeIssued(ctx, o, args.Profile, v.(unstoredCert))
 	}
 	if p, err := w.recheckCAA(ctx, o); err != nil {
 		return err
@@ -78,29 +85,45 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		w.log.Error("signing failed", "order", o.ID, "err", err)
 		return fail(acme.Problem{Type: acme.ProblemServerInternal, Detail: "the CA could not issue this certificate; the operator has the details in the worker log"})
 	}
+	return w.storeIssued(ctx, o, args.Profile, unstoredCert{issued, issuerID})
+}
+
+// unstoredCert is a signed certificate and its issuer, kept until stored.
+type unstoredCert struct {
+	issued   *signer.Issued
+	issuerID string
+}
+
+// storeIssued stores c as o's certificate and moves o to valid. When the
+// store fails, c is kept for the job's retry on this worker.
+func (w *Worker) storeIssued(ctx context.Context, o *store.Order, profile string, c unstoredCert) error {
 	names := make([]string, len(o.Identifiers))
 	for i, id := range o.Identifiers {
 		names[i] = id.Value
 	}
-	err = w.store.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{
-		Serial:    issued.SerialHex,
+	err := w.store.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{
+		Serial:    c.issued.SerialHex,
 		OrderID:   o.ID,
 		AccountID: o.AccountID,
-		IssuerID:  issuerID,
-		Profile:   args.Profile,
-		DER:       issued.DER,
-		ChainPEM:  issued.ChainPEM,
+		IssuerID:  c.issuerID,
+		Profile:   profile,
+		DER:       c.issued.DER,
+		ChainPEM:  c.issued.ChainPEM,
 		Names:     names,
-		NotBefore: issued.NotBefore,
-		NotAfter:  issued.NotAfter,
+		NotBefore: c.issued.NotBefore,
+		NotAfter:  c.issued.NotAfter,
 	}})
 	if errors.Is(err, store.ErrConflict) {
+		w.unstored.Delete(o.ID)
 		return nil
 	}
 	if err != nil {
-		return jobs.CouldNotRun(fmt.Errorf("storing certificate for order %s: %w", o.ID, err))
+		w.unstored.Store(o.ID, c)
+		w.log.Warn("certificate signed but not stored; the job's retry stores it", "order", o.ID, "serial", c.issued.SerialHex, "err", err)
+		return jobs.CouldNotRun(fmt.Errorf("storing certificate %s for order %s: %w", c.issued.SerialHex, o.ID, err))
 	}
+	w.unstored.Delete(o.ID)
 	w.signed.Inc()
-	w.log.Info("certificate issued", "order", o.ID, "serial", issued.SerialHex, "profile", args.Profile)
+	w.log.Info("certificate issued", "order", o.ID, "serial", c.issued.SerialHex, "profile", profile)
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,7 +40,11 @@ type Worker struct {
 	// issuer take turns. The lease keeps other workers out but is this
 	// worker's own for every job it runs, and two of its jobs side by side
 	// could store a newer-numbered CRL from an older list of revocations.
-	crlTurn       map[string]chan struct{}
+	crlTurn map[string]chan struct{}
+	// unstored holds certificates signed whose storing failed, by order
+	// ID, so the job's retry on this worker stores the same certificate
+	// rather than signing a second one and leaving the first unrecorded.
+	unstored      sync.Map
 	strandedAfter time.Duration
 	conf          config.Worker // [worker], for the job runner's settings
 	log           *slog.Logger

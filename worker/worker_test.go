@@ -578,6 +578,54 @@ func TestCAARecheckedAtIssuance(t *testing.T) {
 	}
 }
 
+// failedStoring is the store whose first OrderIssued fails, as a database
+// that drops out between signing and storing; it remembers the serial it
+// refused.
+type failedStoring struct {
+	store.Store
+	mu      sync.Mutex
+	refused string
+}
+
+func (f *failedStoring) OrderIssued(ctx context.Context, in store.Issued) error {
+	f.mu.Lock()
+	first := f.refused == ""
+	if first {
+		f.refused = in.Certificate.Serial
+	}
+	f.mu.Unlock()
+	if first {
+		return fmt.Errorf("connection reset while storing %s", in.Certificate.Serial)
+	}
+	return f.Store.OrderIssued(ctx, in)
+}
+
+// TestSignedCertificateStoredOnRetry: a certificate signed whose storing
+// failed is the one the job's retry stores. Signing another would leave the
+// first signed and unrecorded: never revocable, never on a CRL, and with a
+// relay backend issued upstream.
+func TestSignedCertificateStoredOnRetry(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.runner.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	failing := &failedStoring{}
+	r.wrap = func(st store.Store) store.Store { failing.Store = st; return failing }
+	r.startWorker(t, "retry-worker", r.issuer, 0)
+	serial := r.issue(t, r.account(t), "retry.worker.test")
+	failing.mu.Lock()
+	refused := failing.refused
+	failing.mu.Unlock()
+	if refused == "" {
+		t.Fatal("the first storing never failed")
+	}
+	if serial != refused {
+		t.Fatalf("the order's certificate is %s, but %s was signed first and never stored", serial, refused)
+	}
+}
+
 // pausedNumbering is the store whose first CRLNextNumber waits for release:
 // a CRL job held between reading the revocations and numbering its CRL.
 type pausedNumbering struct {
