@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,24 +155,41 @@ func TestLoadLocalRefusesAMismatchedKey(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// b's key next to a's certificates.
-	key, err := os.ReadFile(filepath.Join(b, "intermediate.key"))
-	if err != nil {
-		t.Fatal(err)
+	replace := func(name, from string) (restore func()) {
+		t.Helper()
+		own, err := os.ReadFile(filepath.Join(a, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		theirs, err := os.ReadFile(filepath.Join(from, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Remove first: the key file is written read-only.
+		write := func(data []byte) {
+			t.Helper()
+			if err := os.Remove(filepath.Join(a, name)); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(a, name), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write(theirs)
+		return func() { write(own) }
 	}
-	if err := os.Remove(filepath.Join(a, "intermediate.key")); err != nil {
-		t.Fatal(err)
+	// Each mismatch alone, a's own files otherwise, so each refusal is
+	// the one its check makes.
+	restore := replace("intermediate.key", b)
+	if _, err := LoadLocal(a); err == nil || !strings.Contains(err.Error(), "key") {
+		t.Fatalf("LoadLocal with b's key next to a's intermediate: %v, want a refusal of the key", err)
 	}
-	if err := os.WriteFile(filepath.Join(a, "intermediate.key"), key, 0o600); err != nil {
-		t.Fatal(err)
+	restore()
+	if _, err := LoadLocal(a); err != nil {
+		t.Fatalf("LoadLocal of a's own files again: %v", err)
 	}
-	if _, err := LoadLocal(a); err == nil {
-		t.Fatal("LoadLocal accepted a key that does not match the intermediate")
-	}
-	// a's intermediate with b's root does not chain.
-	rootB, _ := os.ReadFile(filepath.Join(b, "root.pem"))
-	_ = os.WriteFile(filepath.Join(a, "root.pem"), rootB, 0o644)
-	if _, err := LoadLocal(a); err == nil {
-		t.Fatal("LoadLocal accepted an intermediate that does not chain to root.pem")
+	replace("root.pem", b)
+	if _, err := LoadLocal(a); err == nil || !strings.Contains(err.Error(), "does not chain") {
+		t.Fatalf("LoadLocal with b's root: %v, want an intermediate that does not chain to root.pem", err)
 	}
 }

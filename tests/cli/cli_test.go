@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -554,12 +555,33 @@ func TestConfigErrors(t *testing.T) {
 	if !strings.Contains(r.stderr, "fix the configuration") {
 		t.Errorf("missing config: %q", r.stderr)
 	}
-	bad := filepath.Join(t.TempDir(), "bad.toml")
-	os.WriteFile(bad, []byte("[database]\nurl = \"mysql://x\"\n"), 0o600)
-	c.config = bad
+	writeConfig := func(url string) string {
+		t.Helper()
+		p := filepath.Join(t.TempDir(), "hallmark.toml")
+		if err := os.WriteFile(p, []byte("[database]\nurl = \""+url+"\"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// A URL no store takes is the configuration's fault: 2.
+	c.config = writeConfig("mysql://x")
+	// (Its message lists every problem, a line each.)
 	r = c.run("certs", "list")
-	if r.code != 1 && r.code != 2 {
-		t.Errorf("unusable database URL: exit %d (%q), want 1 or 2", r.code, r.stderr)
+	if r.code != 2 || !strings.Contains(r.stderr, "database.url") {
+		t.Errorf("unusable database URL: exit %d (%q), want 2 naming database.url", r.code, r.stderr)
+	}
+	// A database that does not answer (nothing listens on the port) is 1,
+	// with what to check.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	c.config = writeConfig("postgres://postgres@" + closed + "/postgres?sslmode=disable&connect_timeout=5")
+	r = c.want(1, "certs", "list")
+	if !strings.Contains(r.stderr, "check database.url") {
+		t.Errorf("unreachable database: %q", r.stderr)
 	}
 	c.want(0, "version")
 }
