@@ -161,10 +161,11 @@ func (s *Server) renewalExplanation(w http.ResponseWriter, r *http.Request) erro
 }
 
 // replacesSerial checks newOrder's "replaces" (RFC 9773 §5): the named
-// certificate exists, was issued by this CA to this account. The store
-// then marks it replaced in OrderCreate's transaction, refusing one that an
-// order already replaces.
-func (s *Server) replacesSerial(ctx context.Context, acct *store.Account, replaces string) (string, error) {
+// certificate exists, was issued by this CA to this account, and shares
+// at least one identifier with the order (ids). The store then marks it
+// replaced in OrderCreate's transaction, refusing one that an order
+// already replaces.
+func (s *Server) replacesSerial(ctx context.Context, acct *store.Account, replaces string, ids []acme.Identifier) (string, error) {
 	if replaces == "" {
 		return "", nil
 	}
@@ -182,6 +183,17 @@ func (s *Server) replacesSerial(ctx context.Context, acct *store.Account, replac
 	}
 	if c.AccountID != acct.ID {
 		return "", acme.Unauthorized("\"replaces\" names certificate %q of another account", replaces)
+	}
+	// A SHOULD of §5: an order for other names is no renewal of it, and
+	// marking the certificate replaced would refuse its real renewal.
+	shared := false
+	for _, n := range c.Names {
+		for _, id := range ids {
+			shared = shared || strings.EqualFold(strings.TrimSuffix(n, "."), id.Value)
+		}
+	}
+	if !shared {
+		return "", acme.Malformed("\"replaces\" names certificate %q for %s, which shares no identifier with this order", replaces, strings.Join(c.Names, ", "))
 	}
 	return c.Serial, nil
 }

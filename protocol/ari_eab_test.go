@@ -171,6 +171,11 @@ func TestReplaces(t *testing.T) {
 		wantProblem(t, e, r, acme.ProblemUnauthorized, http.StatusForbidden)
 		r = order(a, "garbage")
 		wantProblem(t, e, r, acme.ProblemMalformed, http.StatusBadRequest)
+		// An order for other names is no renewal of it (RFC 9773 §5).
+		r = e.post(t, a, e.base+"/acme/new-order", map[string]any{"identifiers": dnsIDs("unrelated.example.com"), "replaces": id})
+		if p := wantProblem(t, e, r, acme.ProblemMalformed, http.StatusBadRequest); !strings.Contains(p.Detail, "shares no identifier") {
+			t.Errorf("replacing with other names: %q", p.Detail)
+		}
 
 		r = order(a, id)
 		wantStatus(t, r, http.StatusCreated)

@@ -108,7 +108,7 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 	if err := checkBinding(bind, ids); err != nil {
 		return err
 	}
-	replacesSerial, err := s.replacesSerial(ctx, p.acct, req.Replaces) // protocol/ari.go
+	replacesSerial, err := s.replacesSerial(ctx, p.acct, req.Replaces, ids) // protocol/ari.go
 	if err != nil {
 		return err
 	}
