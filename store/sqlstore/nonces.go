@@ -279,17 +279,26 @@ func (s *Store) nonceConsumeMem(ctx context.Context, uses []store.NonceUse, send
 	})
 }
 
+// nonceGCGrace is how long past its expiry a consumed nonce is kept.
+const nonceGCGrace = time.Minute
+
 // NonceGC forgets consumed nonces past their expiry. On SQLite the set in
 // this process's memory is swept (the frontend also sweeps its own as it
 // goes: memNonces), and rows a version before round 7 of
 // docs/performance.md left in the table are deleted.
+//
+// A consumed nonce is remembered nonceGCGrace past its expiry: a frontend
+// checks expiry on its own clock, which may run behind the database's by
+// up to the nonce skew frontends tolerate (protocol/nonce.Skew, 30 s), and
+// to that frontend a nonce forgotten at its expiry on the database clock
+// would still be fresh: a replay accepted.
 func (s *Store) NonceGC(ctx context.Context) (int64, error) {
 	var n int64
 	if s.mem != nil {
-		n = int64(s.mem.sweep(time.Now()))
+		n = int64(s.mem.sweep(time.Now().Add(-nonceGCGrace)))
 	}
 	err := s.inTx(ctx, func(t *txn) error {
-		deleted, err := t.exec(ctx, `DELETE FROM nonces_consumed WHERE expires_at < {now}`)
+		deleted, err := t.exec(ctx, `DELETE FROM nonces_consumed WHERE expires_at < {now+$1}`, -nonceGCGrace.Microseconds())
 		n += deleted
 		return err
 	})
