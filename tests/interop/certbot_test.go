@@ -1,12 +1,20 @@
 package interop
 
 import (
+	"crypto"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"golang.org/x/crypto/acme"
 )
 
 // certbotRunner drives the certbot binary (Debian's certbot 2.1.0) against
@@ -161,11 +169,61 @@ func certbotScenarios(t *testing.T, c cell, cb certbotRunner) {
 		}
 	})
 	c.scenario(t, "unregister", func(t *testing.T) {
+		// certbot unregister deletes its local copy of the account, after
+		// which certbot refuses to run without ever asking the CA; whether
+		// the CA deactivated the account shows only in what the CA answers
+		// the account's key. Take the key and the account URL first.
+		key, acctURL := cb.account(t)
+		// golang.org/x/crypto/acme looks the account up by its key
+		// (newAccount with onlyReturnExisting), as any client would.
+		client := &acme.Client{Key: key.Key.(crypto.Signer), DirectoryURL: ca.BaseURL + "/directory", HTTPClient: ca.HTTPClient()}
+		// The key is the account's: the CA answers it now.
+		if a, err := client.GetReg(t.Context(), ""); err != nil || a.URI != acctURL || a.Status != acme.StatusValid {
+			t.Fatalf("certbot's account before unregister: %+v, %v; want %s valid", a, err, acctURL)
+		}
 		cb.mustRun(t, "unregister")
-		// A deactivated account cannot order (RFC 8555 §7.3.6).
-		out, err := cb.run(t, append(append([]string{"certonly"}, cb.manualDNS(t)...), "-d", "after.certbot.test")...)
-		if err == nil {
-			t.Fatalf("certbot ordered after unregister:\n%s", tail(out, 2000))
+		// RFC 8555 §7.3.6: the CA rejects a deactivated account's requests
+		// with 401 unauthorized.
+		_, err := client.GetReg(t.Context(), "")
+		var ae *acme.Error
+		if !errors.As(err, &ae) || ae.StatusCode != http.StatusUnauthorized || ae.ProblemType != "urn:ietf:params:acme:error:unauthorized" {
+			t.Fatalf("certbot's account %s after unregister: %v; want 401 unauthorized (the CA did not deactivate the account)", acctURL, err)
 		}
 	})
+}
+
+// account is the one account certbot keeps for this CA: its key (a JWK in
+// accounts/<server>/<path>/<id>/private_key.json under the config
+// directory) and the account URL the CA gave it (regr.json's "uri").
+func (c certbotRunner) account(t *testing.T) (jose.JSONWebKey, string) {
+	t.Helper()
+	var dirs []string
+	err := filepath.WalkDir(filepath.Join(c.dir, "config", "accounts"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() == "private_key.json" {
+			dirs = append(dirs, filepath.Dir(p))
+		}
+		return err
+	})
+	if err != nil || len(dirs) != 1 {
+		t.Fatalf("certbot's accounts: %v; want one account directory, found %q", err, dirs)
+	}
+	var key jose.JSONWebKey
+	b, err := os.ReadFile(filepath.Join(dirs[0], "private_key.json"))
+	if err == nil {
+		err = key.UnmarshalJSON(b)
+	}
+	if err != nil || key.IsPublic() {
+		t.Fatalf("certbot's account key in %s: %v (public only: %v)", dirs[0], err, key.IsPublic())
+	}
+	var regr struct {
+		URI string `json:"uri"`
+	}
+	b, err = os.ReadFile(filepath.Join(dirs[0], "regr.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &regr)
+	}
+	if err != nil || !strings.HasPrefix(regr.URI, c.ca.BaseURL+"/") {
+		t.Fatalf("certbot's account URL in %s: %v (uri %q, want one under %s)", dirs[0], err, regr.URI, c.ca.BaseURL)
+	}
+	return key, regr.URI
 }
