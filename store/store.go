@@ -154,6 +154,11 @@ type Store interface {
 	// ErrUnfolded.
 	OrderCreateSigned(ctx context.Context, u SignedUse, o NewOrder, clock time.Time) (*Order, error)
 	OrderByID(ctx context.Context, id string) (*Order, error)
+	// OrderToIssue is OrderByID for the issuing worker, in the same one
+	// statement: the order, and whether a challenge validated one of its
+	// authorizations more than caaAge ago on the database clock (then
+	// StaleValidations says which).
+	OrderToIssue(ctx context.Context, id string, caaAge time.Duration) (o *Order, stale bool, err error)
 	// StaleValidations are the order's authorizations whose challenge
 	// validated them more than age ago on the database clock, in the
 	// order's position order: the issuing worker checks their CAA again

@@ -20,7 +20,8 @@ import (
 const caaRecheckAfter = 7 * time.Hour
 
 // recheckCAA checks CAA again for every authorization of o validated more
-// than caaRecheckAfter ago, all at once. It returns the first refusal in
+// than caaRecheckAfter ago, all at once (the order's read, OrderToIssue,
+// said there are some). It returns the first refusal in
 // the order's position order (a caa or dns problem naming its identifier:
 // a lookup that fails never permits issuance, RFC 8659 §3), nil when every
 // one permits issuance, or an error when the authorizations could not be

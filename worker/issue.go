@@ -24,7 +24,7 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		// serve; leave the job for a worker that mounts the profile.
 		return jobs.CouldNotRun(fmt.Errorf("profile %q is not mounted on worker %s", args.Profile, w.id))
 	}
-	o, err := w.store.OrderByID(ctx, args.OrderID)
+	o, stale, err := w.store.OrderToIssue(ctx, args.OrderID, caaRecheckAfter)
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("order %s does not exist: %w", args.OrderID, err)
 	}
@@ -52,10 +52,12 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		// instead of signing another.
 		return w.storeIssued(ctx, o, args.Profile, v.(unstoredCert))
 	}
-	if p, err := w.recheckCAA(ctx, o); err != nil {
-		return err
-	} else if p != nil {
-		return fail(*p)
+	if stale {
+		if p, err := w.recheckCAA(ctx, o); err != nil {
+			return err
+		} else if p != nil {
+			return fail(*p)
+		}
 	}
 	csr, err := x509.ParseCertificateRequest(o.CSR)
 	if err != nil {

@@ -9,6 +9,33 @@ import (
 	"github.com/hallmark-ca/hallmark/store"
 )
 
+// orderToIssueSQL is orderByIDSQL with whether a challenge validated one of
+// the order's authorizations before {now+$2} ($2 a negative age): an
+// index lookup beside the order's, so the issuing worker's one read stays
+// one statement when nothing is stale, as it almost always is.
+const orderToIssueSQL = `SELECT ` + orderCols + `,
+  EXISTS (SELECT 1 FROM order_authz oa JOIN challenges c ON c.authz_id = oa.authz_id
+    WHERE oa.order_id = orders.id AND c.status = 'valid' AND c.validated_at < {now+$2})
+FROM orders WHERE id = $1`
+
+func (s *Store) OrderToIssue(ctx context.Context, id string, caaAge time.Duration) (*store.Order, bool, error) {
+	var out *store.Order
+	var stale bool
+	err := s.autocommit(ctx, func(t *txn) error {
+		var r orderRow
+		if err := t.queryRow(ctx, orderToIssueSQL, id, -caaAge.Microseconds()).Scan(append(r.dest(), &stale)...); err != nil {
+			return err
+		}
+		var err error
+		out, err = r.finish()
+		return err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("reading order %s to issue: %w", id, err)
+	}
+	return out, stale, nil
+}
+
 func (s *Store) StaleValidations(ctx context.Context, orderID string, age time.Duration) ([]store.StaleValidation, error) {
 	var out []store.StaleValidation
 	err := s.autocommit(ctx, func(t *txn) error {

@@ -800,7 +800,20 @@ func testStaleValidations(t *testing.T, s store.Store, _ Extras) {
 	if got, err := s.StaleValidations(ctx, o.ID, time.Hour); err != nil || len(got) != 0 {
 		t.Fatalf("StaleValidations(1h) right after validating = %+v, %v; want none", got, err)
 	}
+	if got, stale, err := s.OrderToIssue(ctx, o.ID, time.Hour); err != nil || stale || got.ID != o.ID || len(got.AuthzIDs) != 3 {
+		t.Fatalf("OrderToIssue(1h) right after validating = %+v, stale %v, %v; want the order, nothing stale", got, stale, err)
+	}
 	time.Sleep(20 * time.Millisecond)
+	if _, stale, err := s.OrderToIssue(ctx, o.ID, 5*time.Millisecond); err != nil || !stale {
+		t.Fatalf("OrderToIssue(5ms) = stale %v, %v; want stale", stale, err)
+	}
+	// An order with nothing validated has nothing stale.
+	pending := newOrder(t, s, a, "nothing.example.com")
+	if _, stale, err := s.OrderToIssue(ctx, pending.ID, 5*time.Millisecond); err != nil || stale {
+		t.Fatalf("OrderToIssue(5ms) of an order with nothing validated = stale %v, %v; want not stale", stale, err)
+	}
+	_, _, err := s.OrderToIssue(ctx, "no-such-order", time.Hour)
+	wantErr(t, "OrderToIssue of no order", err, store.ErrNotFound)
 	got, err := s.StaleValidations(ctx, o.ID, 5*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
