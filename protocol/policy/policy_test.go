@@ -28,6 +28,7 @@ var (
 
 func TestCheck(t *testing.T) {
 	t.Parallel()
+	name253 := strings.Repeat(strings.Repeat("a", 63)+".", 3) + strings.Repeat("a", 57) + ".com"
 	tests := []struct {
 		name    string
 		pol     config.Policy
@@ -53,6 +54,10 @@ func TestCheck(t *testing.T) {
 		{"label too long", openPol, both, []acme.Identifier{d(strings.Repeat("a", 64) + ".example.com")}, nil, acme.ProblemMalformed, "63"},
 		{"label of 63 ok", openPol, both, []acme.Identifier{d(strings.Repeat("a", 63) + ".example.com")}, []acme.Identifier{d(strings.Repeat("a", 63) + ".example.com")}, "", ""},
 		{"name too long", openPol, both, []acme.Identifier{d(strings.Repeat(strings.Repeat("a", 60)+".", 4) + "example.com")}, nil, acme.ProblemMalformed, "253"},
+		// At the boundary: 253 characters is a name, 254 is not.
+		{"name of 253 ok", openPol, both, []acme.Identifier{d(name253)}, []acme.Identifier{d(name253)}, "", ""},
+		{"name of 254", openPol, both, []acme.Identifier{d("b" + name253)}, nil, acme.ProblemMalformed, "253"},
+		{"trailing hyphen", openPol, both, []acme.Identifier{d("a-.example.com")}, nil, acme.ProblemMalformed, "hyphen"},
 		{"single label", openPol, both, []acme.Identifier{d("localhost")}, nil, acme.ProblemMalformed, "single label"},
 		{"IP-looking DNS name", openPol, both, []acme.Identifier{d("10.0.0.1")}, nil, acme.ProblemMalformed, "ip"},
 		{"wildcard allowed", openPol, both, []acme.Identifier{d("*.Example.com")}, []acme.Identifier{d("*.example.com")}, "", ""},
