@@ -324,3 +324,116 @@ func TestAbandonJob(t *testing.T) {
 		t.Fatalf("audit = %+v, %v; want job.abandon by admin:token first", evs, err)
 	}
 }
+
+// TestDeactivateAccount: the account page's button deactivates the account
+// through the operator code path: its pending order becomes invalid, the
+// event is audited, and a second press says there is nothing to do.
+func TestDeactivateAccount(t *testing.T) {
+	t.Parallel()
+	srv, st := panel(t)
+	ctx := context.Background()
+	acct, err := st.AccountCreate(ctx, &store.Account{KeyJWK: []byte(`{"kty":"OKP","crv":"Ed25519","x":"deactivate"}`), Thumbprint: "deactivate-thumb", TermsAgreed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, _ := st.Now(ctx)
+	id := acme.Identifier{Type: acme.IdentifierDNS, Value: "pending.example.com"}
+	o, err := st.OrderCreate(ctx, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: now.Add(time.Hour), Identifiers: []acme.Identifier{id},
+		Authzs: []*store.Authorization{{Identifier: id, Expires: now.Add(time.Hour), Challenges: []store.Challenge{{Type: acme.ChallengeHTTP01}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{CheckRedirect: noRedirect}
+	bearer := "Bearer " + token
+	acctURL := srv.URL + "/accounts/" + acct.ID
+	_, page := do(t, c, "GET", acctURL, bearer, nil)
+	if !strings.Contains(page, `id="deactivate"`) {
+		t.Fatalf("the account page offers no deactivate button:\n%s", page)
+	}
+	csrf := csrfOf(t, page)
+	resp, body := do(t, c, "POST", acctURL+"/deactivate", bearer, url.Values{"csrf": {csrf}})
+	if resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Location"), "Account+deactivated") {
+		t.Fatalf("deactivate: %d to %q\n%s", resp.StatusCode, resp.Header.Get("Location"), body)
+	}
+	if a, err := st.AccountByID(ctx, acct.ID); err != nil || a.Status != acme.StatusDeactivated {
+		t.Fatalf("account after deactivate = %+v, %v; want deactivated", a, err)
+	}
+	if got, err := st.OrderByID(ctx, o.ID); err != nil || got.Status != acme.StatusInvalid {
+		t.Fatalf("pending order after deactivate = %+v, %v; want invalid", got, err)
+	}
+	evs, _, err := st.AuditList(ctx, store.Page{})
+	if err != nil || len(evs) == 0 || evs[0].Action != "account.deactivate" || evs[0].Subject != acct.ID || evs[0].Actor != "admin:token" {
+		t.Fatalf("audit = %+v, %v; want account.deactivate of %s by admin:token first", evs, err, acct.ID)
+	}
+	resp, _ = do(t, c, "POST", acctURL+"/deactivate", bearer, url.Values{"csrf": {csrf}})
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || !strings.Contains(loc, "Not+deactivated") {
+		t.Fatalf("second deactivate: %d to %q, want the flash 'Not deactivated'", resp.StatusCode, loc)
+	}
+	if evs2, _, err := st.AuditList(ctx, store.Page{}); err != nil || len(evs2) != len(evs) {
+		t.Fatalf("a deactivate with nothing to do was audited: %d events, want %d (%v)", len(evs2), len(evs), err)
+	}
+}
+
+// TestRetryJob: the job page's retry button makes an abandoned (cancelled)
+// job available again through the operator code path, audited.
+func TestRetryJob(t *testing.T) {
+	t.Parallel()
+	srv, st := panel(t)
+	ctx := context.Background()
+	acct, err := st.AccountCreate(ctx, &store.Account{KeyJWK: []byte(`{"kty":"OKP","crv":"Ed25519","x":"retry"}`), Thumbprint: "retry-thumb", TermsAgreed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, _ := st.Now(ctx)
+	id := acme.Identifier{Type: acme.IdentifierDNS, Value: "retry.example.com"}
+	o, err := st.OrderCreate(ctx, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: now.Add(time.Hour), Identifiers: []acme.Identifier{id},
+		Authzs: []*store.Authorization{{Identifier: id, Expires: now.Add(time.Hour), Challenges: []store.Challenge{{Type: acme.ChallengeHTTP01}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	az, err := st.AuthzByID(ctx, o.AuthzIDs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, claimed, err := st.ChallengeClaim(ctx, az.Challenges[0].ID); err != nil || !claimed {
+		t.Fatalf("ChallengeClaim: %v %v", claimed, err)
+	}
+	ids, _, err := st.JobIDs(ctx, store.JobFilter{Kind: "challenge_validate"}, store.Page{})
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("JobIDs = %v, %v", ids, err)
+	}
+	c := &http.Client{CheckRedirect: noRedirect}
+	bearer := "Bearer " + token
+	jobURL := srv.URL + "/jobs/" + strconv.FormatInt(ids[0], 10)
+	_, page := do(t, c, "GET", jobURL, bearer, nil)
+	csrf := csrfOf(t, page)
+	if resp, body := do(t, c, "POST", jobURL+"/abandon", bearer, url.Values{"csrf": {csrf}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("abandon: %d\n%s", resp.StatusCode, body)
+	}
+	inState := func(state string) bool {
+		t.Helper()
+		ids, _, err := st.JobIDs(ctx, store.JobFilter{Kind: "challenge_validate", State: state}, store.Page{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ids) == 1
+	}
+	if !inState("cancelled") {
+		t.Fatal("the abandoned job is not cancelled")
+	}
+	_, page = do(t, c, "GET", jobURL, bearer, nil)
+	if !strings.Contains(page, `id="retry"`) {
+		t.Fatalf("the job page offers no retry button:\n%s", page)
+	}
+	resp, body := do(t, c, "POST", jobURL+"/retry", bearer, url.Values{"csrf": {csrf}})
+	if resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Location"), "available+to+run+now") {
+		t.Fatalf("retry: %d to %q\n%s", resp.StatusCode, resp.Header.Get("Location"), body)
+	}
+	if !inState("available") {
+		t.Fatal("the retried job is not available")
+	}
+	evs, _, err := st.AuditList(ctx, store.Page{})
+	if err != nil || len(evs) == 0 || evs[0].Action != "job.retry" || evs[0].Actor != "admin:token" {
+		t.Fatalf("audit = %+v, %v; want job.retry by admin:token first", evs, err)
+	}
+}
