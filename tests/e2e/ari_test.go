@@ -96,7 +96,7 @@ func TestARIOperatorMovesWindow(t *testing.T) {
 
 			start, end, expl := renewalInfo(t, ca, cert)
 			life := cert.NotAfter.Sub(cert.NotBefore)
-			if d := start.Sub(cert.NotBefore.Add(life / 3)).Abs(); d > time.Minute || expl != "" {
+			if d, e := start.Sub(cert.NotBefore.Add(life/3)).Abs(), end.Sub(cert.NotBefore.Add(2*life/3)).Abs(); d > time.Minute || e > time.Minute || expl != "" {
 				t.Fatalf("default window %v–%v (explanation %q), want the middle third of %v–%v", start, end, expl, cert.NotBefore, cert.NotAfter)
 			}
 
