@@ -22,6 +22,7 @@ import (
 
 	"github.com/hallmark-ca/hallmark/signer"
 	"github.com/hallmark-ca/hallmark/store/open"
+	"github.com/hallmark-ca/hallmark/tests/harness"
 	"github.com/hallmark-ca/hallmark/tests/pebble"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
@@ -171,6 +172,7 @@ func waitInCRL(t *testing.T, ca *CA, leaf *x509.Certificate) {
 			if crl, err := x509.ParseRevocationList(der); err == nil {
 				for _, e := range crl.RevokedCertificateEntries {
 					if e.SerialNumber.Cmp(leaf.SerialNumber) == 0 {
+						harness.CheckCRLSignature(t, client, crl, leaf)
 						return
 					}
 				}

@@ -52,8 +52,35 @@ func ReadCert(t *testing.T, path string) *x509.Certificate {
 	return c
 }
 
+// CheckCRLSignature fails the test unless crl is signed by cert's issuer,
+// fetched from the certificate's own issuer URL (its AIA caIssuers) as a
+// relying party would.
+func CheckCRLSignature(t *testing.T, client *http.Client, crl *x509.RevocationList, cert *x509.Certificate) {
+	t.Helper()
+	if len(cert.IssuingCertificateURL) != 1 {
+		t.Fatalf("certificate has issuer URLs %v, want one", cert.IssuingCertificateURL)
+	}
+	resp, err := client.Get(cert.IssuingCertificateURL[0])
+	if err != nil {
+		t.Fatalf("fetching the issuer at %s: %v", cert.IssuingCertificateURL[0], err)
+	}
+	der, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("fetching the issuer at %s: %s, %v", cert.IssuingCertificateURL[0], resp.Status, err)
+	}
+	issuer, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatalf("the issuer at %s does not parse: %v", cert.IssuingCertificateURL[0], err)
+	}
+	if err := crl.CheckSignatureFrom(issuer); err != nil {
+		t.Fatalf("the CRL at %v is not signed by the certificate's issuer %s: %v", cert.CRLDistributionPoints, issuer.Subject, err)
+	}
+}
+
 // WaitRevoked polls the CRL at the certificate's one distribution point
 // until its serial appears, as a relying party would see it, fails unless
+
 // it carries reason, and returns the CRL's number.
 func WaitRevoked(t *testing.T, client *http.Client, cert *x509.Certificate, reason int) *big.Int {
 	t.Helper()
@@ -71,6 +98,7 @@ func WaitRevoked(t *testing.T, client *http.Client, cert *x509.Certificate, reas
 				if err != nil {
 					t.Fatalf("the served CRL does not parse: %v", err)
 				}
+				CheckCRLSignature(t, client, crl, cert)
 				for _, e := range crl.RevokedCertificateEntries {
 					if e.SerialNumber.Cmp(cert.SerialNumber) == 0 {
 						if e.ReasonCode != reason {
