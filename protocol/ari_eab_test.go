@@ -207,13 +207,18 @@ func TestReplaces(t *testing.T) {
 
 // eabBinding signs an externalAccountBinding for acct's key (RFC 8555
 // §7.3.4) as lego and certbot do.
-func eabBinding(t *testing.T, acct *account, kid string, mac []byte, url string) map[string]any {
+// Extra protected header members, if any, are added.
+func eabBinding(t *testing.T, acct *account, kid string, mac []byte, url string, extra ...string) map[string]any {
 	t.Helper()
 	jwk, err := json.Marshal(jose.JSONWebKey{Key: acct.key.Public()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hdr, _ := json.Marshal(map[string]string{"alg": "HS256", "kid": kid, "url": url})
+	h := map[string]string{"alg": "HS256", "kid": kid, "url": url}
+	for i := 0; i+1 < len(extra); i += 2 {
+		h[extra[i]] = extra[i+1]
+	}
+	hdr, _ := json.Marshal(h)
 	protected, payload := b64(hdr), b64(jwk)
 	m := hmac.New(sha256.New, mac)
 	m.Write([]byte(protected + "." + payload))
@@ -255,6 +260,11 @@ func TestExternalAccountBinding(t *testing.T) {
 		wantProblem(t, e, e.post(t, a, url, body), acme.ProblemUnauthorized, http.StatusForbidden)
 		body["externalAccountBinding"] = eabBinding(t, a, "kid-1", mac, e.base+"/acme/new-order")
 		wantProblem(t, e, e.post(t, a, url, body), acme.ProblemMalformed, http.StatusBadRequest)
+		// RFC 8555 §7.3.4: "The "nonce" field MUST NOT be present".
+		body["externalAccountBinding"] = eabBinding(t, a, "kid-1", mac, url, "nonce", e.nonce(t))
+		if p := wantProblem(t, e, e.post(t, a, url, body), acme.ProblemMalformed, http.StatusBadRequest); !strings.Contains(p.Detail, "nonce") {
+			t.Errorf("binding with a nonce: %q", p.Detail)
+		}
 		// The binding's payload is another key than the one signing.
 		body["externalAccountBinding"] = eabBinding(t, newKey(t), "kid-1", mac, url)
 		wantProblem(t, e, e.post(t, a, url, body), acme.ProblemUnauthorized, http.StatusForbidden)
