@@ -424,7 +424,8 @@ func TestDeactivateWithOrdersInFlight(t *testing.T) {
 			if strings.HasSuffix(u, "new-order") {
 				payload = map[string]any{"identifiers": dnsIDs("gone.example.com")}
 			}
-			wantProblem(t, e, e.post(t, a, u, payload), acme.ProblemUnauthorized, http.StatusForbidden)
+			// RFC 8555 §7.3.6: 401 for a deactivated account.
+			wantProblem(t, e, e.post(t, a, u, payload), acme.ProblemUnauthorized, http.StatusUnauthorized)
 		}
 	})
 }
