@@ -10,12 +10,18 @@ import (
 )
 
 // orderToIssueSQL is orderByIDSQL with whether a challenge validated one of
-// the order's authorizations before {now+$2} ($2 a negative age): an
-// index lookup beside the order's, so the issuing worker's one read stays
-// one statement when nothing is stale, as it almost always is.
+// the order's authorizations before {now+$2} ($2 a negative age): index
+// lookups beside the order's, so the issuing worker's one read stays one
+// statement when nothing is stale, as it almost always is.
+//
+// The challenge is looked up by a scalar subquery per authorization, not a
+// join: PostgreSQL flattens a join (or an IN or EXISTS) into one whose
+// plan, on tables never analyzed (autovacuum off, a fresh database), scans
+// every challenge for its status, issuance after issuance. An aggregate
+// subquery is not flattened and takes challenges_authz_idx.
 const orderToIssueSQL = `SELECT ` + orderCols + `,
-  EXISTS (SELECT 1 FROM order_authz oa JOIN challenges c ON c.authz_id = oa.authz_id
-    WHERE oa.order_id = orders.id AND c.status = 'valid' AND c.validated_at < {now+$2})
+  EXISTS (SELECT 1 FROM order_authz oa WHERE oa.order_id = orders.id
+    AND (SELECT MIN(c.validated_at) FROM challenges c WHERE c.authz_id = oa.authz_id AND c.status = 'valid') < {now+$2})
 FROM orders WHERE id = $1`
 
 func (s *Store) OrderToIssue(ctx context.Context, id string, caaAge time.Duration) (*store.Order, bool, error) {
