@@ -275,35 +275,57 @@ func TestOddAddresses(t *testing.T) {
 // TestAbandonJob: abandoning a waiting challenge_validate job from the
 // panel fails the challenge with serverInternal (the client polling it gets
 // an answer), shows the error on the order's page, and is audited.
-func TestAbandonJob(t *testing.T) {
-	t.Parallel()
-	srv, st := panel(t)
+// pendingOrder is a new account (its key named by seed) with a pending
+// order for name, one http-01 challenge.
+func pendingOrder(t *testing.T, st store.Store, seed, name string) *store.Order {
+	t.Helper()
 	ctx := context.Background()
-	acct, err := st.AccountCreate(ctx, &store.Account{KeyJWK: []byte(`{"kty":"OKP","crv":"Ed25519","x":"abandon"}`), Thumbprint: "abandon-thumb", TermsAgreed: true})
+	acct, err := st.AccountCreate(ctx, &store.Account{KeyJWK: []byte(`{"kty":"OKP","crv":"Ed25519","x":"` + seed + `"}`), Thumbprint: seed + "-thumb", TermsAgreed: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	now, _ := st.Now(ctx)
-	id := acme.Identifier{Type: acme.IdentifierDNS, Value: "stuck.example.com"}
+	now, err := st.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := acme.Identifier{Type: acme.IdentifierDNS, Value: name}
 	o, err := st.OrderCreate(ctx, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: now.Add(time.Hour), Identifiers: []acme.Identifier{id},
 		Authzs: []*store.Authorization{{Identifier: id, Expires: now.Add(time.Hour), Challenges: []store.Challenge{{Type: acme.ChallengeHTTP01}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return o
+}
+
+// claimed claims o's challenge, as a client's challenge POST does, and
+// returns it and the challenge_validate job that claim queued (the only
+// one in the panel's database).
+func claimed(t *testing.T, st store.Store, o *store.Order) (challengeID string, jobID int64) {
+	t.Helper()
+	ctx := context.Background()
 	az, err := st.AuthzByID(ctx, o.AuthzIDs[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, claimed, err := st.ChallengeClaim(ctx, az.Challenges[0].ID); err != nil || !claimed {
-		t.Fatalf("ChallengeClaim: %v %v", claimed, err)
+	if _, ok, err := st.ChallengeClaim(ctx, az.Challenges[0].ID); err != nil || !ok {
+		t.Fatalf("ChallengeClaim: %v %v", ok, err)
 	}
 	ids, _, err := st.JobIDs(ctx, store.JobFilter{Kind: "challenge_validate"}, store.Page{})
 	if err != nil || len(ids) != 1 {
 		t.Fatalf("JobIDs = %v, %v", ids, err)
 	}
+	return az.Challenges[0].ID, ids[0]
+}
+
+func TestAbandonJob(t *testing.T) {
+	t.Parallel()
+	srv, st := panel(t)
+	ctx := context.Background()
+	o := pendingOrder(t, st, "abandon", "stuck.example.com")
+	challengeID, jobID := claimed(t, st, o)
 	c := &http.Client{CheckRedirect: noRedirect}
 	bearer := "Bearer " + token
-	jobURL := srv.URL + "/jobs/" + strconv.FormatInt(ids[0], 10)
+	jobURL := srv.URL + "/jobs/" + strconv.FormatInt(jobID, 10)
 	_, page := do(t, c, "GET", jobURL, bearer, nil)
 	if !strings.Contains(page, `id="abandon"`) {
 		t.Fatalf("the job page offers no abandon button:\n%s", page)
@@ -312,7 +334,7 @@ func TestAbandonJob(t *testing.T) {
 	if resp.StatusCode != 303 {
 		t.Fatalf("abandon: %d\n%s", resp.StatusCode, body)
 	}
-	ch, err := st.ChallengeByID(ctx, az.Challenges[0].ID)
+	ch, err := st.ChallengeByID(ctx, challengeID)
 	if err != nil || ch.Status != acme.StatusInvalid || ch.Error == nil || ch.Error.Type != acme.ProblemServerInternal {
 		t.Fatalf("challenge after abandon = %+v, %v; want invalid with serverInternal", ch, err)
 	}
@@ -332,20 +354,11 @@ func TestDeactivateAccount(t *testing.T) {
 	t.Parallel()
 	srv, st := panel(t)
 	ctx := context.Background()
-	acct, err := st.AccountCreate(ctx, &store.Account{KeyJWK: []byte(`{"kty":"OKP","crv":"Ed25519","x":"deactivate"}`), Thumbprint: "deactivate-thumb", TermsAgreed: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now, _ := st.Now(ctx)
-	id := acme.Identifier{Type: acme.IdentifierDNS, Value: "pending.example.com"}
-	o, err := st.OrderCreate(ctx, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: now.Add(time.Hour), Identifiers: []acme.Identifier{id},
-		Authzs: []*store.Authorization{{Identifier: id, Expires: now.Add(time.Hour), Challenges: []store.Challenge{{Type: acme.ChallengeHTTP01}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := pendingOrder(t, st, "deactivate", "pending.example.com")
+	acctID := o.AccountID
 	c := &http.Client{CheckRedirect: noRedirect}
 	bearer := "Bearer " + token
-	acctURL := srv.URL + "/accounts/" + acct.ID
+	acctURL := srv.URL + "/accounts/" + acctID
 	_, page := do(t, c, "GET", acctURL, bearer, nil)
 	if !strings.Contains(page, `id="deactivate"`) {
 		t.Fatalf("the account page offers no deactivate button:\n%s", page)
@@ -355,15 +368,15 @@ func TestDeactivateAccount(t *testing.T) {
 	if resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Location"), "Account+deactivated") {
 		t.Fatalf("deactivate: %d to %q\n%s", resp.StatusCode, resp.Header.Get("Location"), body)
 	}
-	if a, err := st.AccountByID(ctx, acct.ID); err != nil || a.Status != acme.StatusDeactivated {
+	if a, err := st.AccountByID(ctx, acctID); err != nil || a.Status != acme.StatusDeactivated {
 		t.Fatalf("account after deactivate = %+v, %v; want deactivated", a, err)
 	}
 	if got, err := st.OrderByID(ctx, o.ID); err != nil || got.Status != acme.StatusInvalid {
 		t.Fatalf("pending order after deactivate = %+v, %v; want invalid", got, err)
 	}
 	evs, _, err := st.AuditList(ctx, store.Page{})
-	if err != nil || len(evs) == 0 || evs[0].Action != "account.deactivate" || evs[0].Subject != acct.ID || evs[0].Actor != "admin:token" {
-		t.Fatalf("audit = %+v, %v; want account.deactivate of %s by admin:token first", evs, err, acct.ID)
+	if err != nil || len(evs) == 0 || evs[0].Action != "account.deactivate" || evs[0].Subject != acctID || evs[0].Actor != "admin:token" {
+		t.Fatalf("audit = %+v, %v; want account.deactivate of %s by admin:token first", evs, err, acctID)
 	}
 	resp, _ = do(t, c, "POST", acctURL+"/deactivate", bearer, url.Values{"csrf": {csrf}})
 	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || !strings.Contains(loc, "Not+deactivated") {
@@ -380,31 +393,10 @@ func TestRetryJob(t *testing.T) {
 	t.Parallel()
 	srv, st := panel(t)
 	ctx := context.Background()
-	acct, err := st.AccountCreate(ctx, &store.Account{KeyJWK: []byte(`{"kty":"OKP","crv":"Ed25519","x":"retry"}`), Thumbprint: "retry-thumb", TermsAgreed: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now, _ := st.Now(ctx)
-	id := acme.Identifier{Type: acme.IdentifierDNS, Value: "retry.example.com"}
-	o, err := st.OrderCreate(ctx, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: now.Add(time.Hour), Identifiers: []acme.Identifier{id},
-		Authzs: []*store.Authorization{{Identifier: id, Expires: now.Add(time.Hour), Challenges: []store.Challenge{{Type: acme.ChallengeHTTP01}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	az, err := st.AuthzByID(ctx, o.AuthzIDs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, claimed, err := st.ChallengeClaim(ctx, az.Challenges[0].ID); err != nil || !claimed {
-		t.Fatalf("ChallengeClaim: %v %v", claimed, err)
-	}
-	ids, _, err := st.JobIDs(ctx, store.JobFilter{Kind: "challenge_validate"}, store.Page{})
-	if err != nil || len(ids) != 1 {
-		t.Fatalf("JobIDs = %v, %v", ids, err)
-	}
+	_, jobID := claimed(t, st, pendingOrder(t, st, "retry", "retry.example.com"))
 	c := &http.Client{CheckRedirect: noRedirect}
 	bearer := "Bearer " + token
-	jobURL := srv.URL + "/jobs/" + strconv.FormatInt(ids[0], 10)
+	jobURL := srv.URL + "/jobs/" + strconv.FormatInt(jobID, 10)
 	_, page := do(t, c, "GET", jobURL, bearer, nil)
 	csrf := csrfOf(t, page)
 	if resp, body := do(t, c, "POST", jobURL+"/abandon", bearer, url.Values{"csrf": {csrf}}); resp.StatusCode != http.StatusSeeOther {

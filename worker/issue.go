@@ -35,7 +35,7 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		// Already finished (a rescued job whose worker died after the
 		// verdict committed) or abandoned: signing again would issue a
 		// second certificate for the order.
-		w.unstored.Delete(o.ID)
+		w.unstored.Delete(o.ID) // what an earlier attempt kept, if any: its order is done
 		return nil
 	}
 	fail := func(p acme.Problem) error {
@@ -46,7 +46,7 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		}
 		return nil
 	}
-	if v, ok := w.unstored.Load(o.ID); ok {
+	if v, ok := w.unstored.LoadAndDelete(o.ID); ok {
 		// An earlier attempt signed and could not store: store that
 		// certificate, which may already exist upstream (a relay backend),
 		// instead of signing another.
@@ -116,7 +116,6 @@ func (w *Worker) storeIssued(ctx context.Context, o *store.Order, profile string
 		NotAfter:  c.issued.NotAfter,
 	}})
 	if errors.Is(err, store.ErrConflict) {
-		w.unstored.Delete(o.ID)
 		return nil
 	}
 	if err != nil {
@@ -124,7 +123,6 @@ func (w *Worker) storeIssued(ctx context.Context, o *store.Order, profile string
 		w.log.Warn("certificate signed but not stored; the job's retry stores it", "order", o.ID, "serial", c.issued.SerialHex, "err", err)
 		return jobs.CouldNotRun(fmt.Errorf("storing certificate %s for order %s: %w", c.issued.SerialHex, o.ID, err))
 	}
-	w.unstored.Delete(o.ID)
 	w.signed.Inc()
 	w.log.Info("certificate issued", "order", o.ID, "serial", c.issued.SerialHex, "profile", profile)
 	return nil

@@ -72,14 +72,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	for name, p := range o.profiles {
 		cfg.Profiles[name] = p
 	}
-	dir := t.TempDir()
-	if _, err := signer.InitLocal(dir, "Worker Test"); err != nil {
-		t.Fatal(err)
-	}
-	iss, err := signer.LoadLocal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	iss := localIssuer(t, "Worker Test")
 	r := &rig{st: db.Store, db: db, path: strings.TrimPrefix(url, "sqlite:"), cfg: cfg, issuer: iss, dns: dns, mount: o.mount}
 	r.runner = r.startWorker(t, "test-worker", iss, 0)
 	return r
@@ -128,6 +121,31 @@ func (r *rig) startWorker(t *testing.T, id string, iss *signer.Issuer, maxWorker
 		_ = runner.Stop(sctx)
 	})
 	return runner
+}
+
+// localIssuer is a fresh local CA (root and intermediate) named name.
+func localIssuer(t *testing.T, name string) *signer.Issuer {
+	t.Helper()
+	dir := t.TempDir()
+	if _, err := signer.InitLocal(dir, name); err != nil {
+		t.Fatal(err)
+	}
+	iss, err := signer.LoadLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return iss
+}
+
+// stopFirst stops the rig's first worker, for a test that starts the
+// workers it needs itself.
+func (r *rig) stopFirst(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.runner.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func contains(xs []string, x string) bool {
@@ -446,11 +464,7 @@ func TestCRLAfterWorkerDiesSigning(t *testing.T) {
 	acct := r.account(t)
 	serials := []string{r.issue(t, acct, "one.crl.worker.test"), r.issue(t, acct, "two.crl.worker.test")}
 	// Only the stuck worker runs while the first revocation's CRL is taken.
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := r.runner.Stop(sctx); err != nil {
-		t.Fatal(err)
-	}
+	r.stopFirst(t)
 	stuck := &stuckSigner{Signer: r.issuer.Signer, entered: make(chan struct{}), release: make(chan struct{})}
 	stuckIss := *r.issuer
 	stuckIss.Signer = stuck
@@ -478,19 +492,8 @@ func TestCRLAfterWorkerDiesSigning(t *testing.T) {
 // CRLs signed on schedule, and the other's expired with nothing to renew it.
 func TestCRLForEveryIssuer(t *testing.T) {
 	r := newRig(t, rigOpts{mount: []string{"default"}, profiles: map[string]config.Profile{"other": config.Default().Profiles["default"]}})
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := r.runner.Stop(sctx); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if _, err := signer.InitLocal(dir, "Other Issuer"); err != nil {
-		t.Fatal(err)
-	}
-	other, err := signer.LoadLocal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r.stopFirst(t)
+	other := localIssuer(t, "Other Issuer")
 	r.scheduled = true
 	r.startWorker(t, "worker-default", r.issuer, 0)
 	r.mount = []string{"other"}
@@ -606,11 +609,7 @@ func (f *failedStoring) OrderIssued(ctx context.Context, in store.Issued) error 
 // relay backend issued upstream.
 func TestSignedCertificateStoredOnRetry(t *testing.T) {
 	r := newRig(t, rigOpts{})
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := r.runner.Stop(sctx); err != nil {
-		t.Fatal(err)
-	}
+	r.stopFirst(t)
 	failing := &failedStoring{}
 	r.wrap = func(st store.Store) store.Store { failing.Store = st; return failing }
 	r.startWorker(t, "retry-worker", r.issuer, 0)
@@ -654,11 +653,7 @@ func TestCRLJobsTakeTurns(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	acct := r.account(t)
 	serials := []string{r.issue(t, acct, "one.turns.worker.test"), r.issue(t, acct, "two.turns.worker.test")}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := r.runner.Stop(sctx); err != nil {
-		t.Fatal(err)
-	}
+	r.stopFirst(t)
 	paused := &pausedNumbering{entered: make(chan struct{}), release: make(chan struct{})}
 	r.wrap = func(st store.Store) store.Store { paused.Store = st; return paused }
 	r.startWorker(t, "turns-worker", r.issuer, 0) // worker.concurrency: room for both jobs
