@@ -42,6 +42,9 @@ func (s *Store) OrderToIssue(ctx context.Context, id string, caaAge time.Duratio
 	return out, stale, nil
 }
 
+// StaleValidations runs only when OrderToIssue found something stale, a
+// few times in 7 hours of an order's life, so its plain join stays: on a
+// table never analyzed it may scan the challenges once, off the hot path.
 func (s *Store) StaleValidations(ctx context.Context, orderID string, age time.Duration) ([]store.StaleValidation, error) {
 	var out []store.StaleValidation
 	err := s.autocommit(ctx, func(t *txn) error {
