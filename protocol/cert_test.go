@@ -94,6 +94,20 @@ func TestRevokeCert(t *testing.T) {
 			wantStatus(t, e.post(t, b, url, revokePayload(c.der, 0)), http.StatusOK)
 		})
 
+		t.Run("a certificate naming nothing, by another account", func(t *testing.T) {
+			// A backend may return a certificate without subjectAltNames.
+			// Holding authorizations for "every one" of no names is no
+			// authority: only its account or its key may revoke it.
+			c := e.issueAs(t, a, "", func(c *x509.Certificate) { c.DNSNames = nil }, "rev5.example")
+			o, _ := e.newOrder(t, b, dnsIDs("rev5.example"))
+			e.validate(t, b, o)
+			wantProblem(t, e, e.post(t, b, url, revokePayload(c.der, 0)), acme.ProblemUnauthorized, 403)
+			if got, err := e.st.CertificateBySerial(context.Background(), c.serial); err != nil || got.RevokedAt != nil {
+				t.Fatalf("certificate after a refused revocation = %+v, %v; want not revoked", got, err)
+			}
+			wantStatus(t, e.post(t, a, url, revokePayload(c.der, 0)), http.StatusOK)
+		})
+
 		t.Run("not issued here", func(t *testing.T) {
 			k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 			tmpl := &x509.Certificate{SerialNumber: big.NewInt(4242), DNSNames: []string{"rev1.example"}, NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour)}

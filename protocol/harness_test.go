@@ -443,6 +443,14 @@ type issued struct {
 // worker: signs with the test CA and records it with store.OrderIssued.
 func (e *env) issue(t *testing.T, a *account, profile string, names ...string) issued {
 	t.Helper()
+	return e.issueAs(t, a, profile, nil, names...)
+}
+
+// issueAs is issue with the certificate's template changed by edit (nil:
+// unchanged), for a certificate a backend might return that Hallmark's own
+// signer would not make.
+func (e *env) issueAs(t *testing.T, a *account, profile string, edit func(*x509.Certificate), names ...string) issued {
+	t.Helper()
 	payload := map[string]any{"identifiers": dnsIDs(names...)}
 	if profile != "" {
 		payload["profile"] = profile
@@ -459,6 +467,9 @@ func (e *env) issue(t *testing.T, a *account, profile string, names ...string) i
 
 	sn, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
 	tmpl := &x509.Certificate{SerialNumber: sn, DNSNames: names, NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(48 * time.Hour)}
+	if edit != nil {
+		edit(tmpl)
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, e.caCert, leafKey.Public(), e.caKey)
 	if err != nil {
 		t.Fatal(err)
