@@ -18,6 +18,7 @@ var (
 	noWild   = config.Profile{IdentifierTypes: []string{"dns", "ip"}}
 	dnsOnly  = config.Profile{IdentifierTypes: []string{"dns"}, AllowWildcards: true}
 	openPol  = config.Policy{MaxIdentifiers: 5}
+	mappedPo = config.Policy{AllowIPRanges: []string{"::ffff:10.0.0.0/104"}}
 	strictPo = config.Policy{
 		AllowDomains:  []string{"example.com", "Corp.Test."},
 		DenyDomains:   []string{"secret.example.com"},
@@ -87,6 +88,9 @@ func TestCheck(t *testing.T) {
 		{"CIDR allow", strictPo, both, []acme.Identifier{ip("10.1.2.3"), ip("2001:db8::5")}, []acme.Identifier{ip("10.1.2.3"), ip("2001:db8::5")}, "", ""},
 		{"CIDR outside allow", strictPo, both, []acme.Identifier{ip("192.0.2.1")}, nil, acme.ProblemRejectedIdentifier, "10.0.0.0/8"},
 		{"CIDR deny wins", strictPo, both, []acme.Identifier{ip("10.9.1.1")}, nil, acme.ProblemRejectedIdentifier, "10.9.0.0/16"},
+		// A range written IPv4-mapped means its IPv4 range: ::ffff:10.0.0.0/104 is 10.0.0.0/8.
+		{"IPv4-mapped CIDR allow", mappedPo, both, []acme.Identifier{ip("10.1.2.3"), ip("::ffff:10.4.5.6")}, []acme.Identifier{ip("10.1.2.3"), ip("10.4.5.6")}, "", ""},
+		{"IPv4-mapped CIDR outside", mappedPo, both, []acme.Identifier{ip("11.0.0.1")}, nil, acme.ProblemRejectedIdentifier, "10.0.0.0/8"},
 		{"duplicates removed", openPol, both, []acme.Identifier{d("a.example.com"), d("A.example.com."), ip("2001:db8::1"), ip("2001:DB8::1"), d("a.example.com")}, []acme.Identifier{d("a.example.com"), ip("2001:db8::1")}, "", ""},
 		{"too many", openPol, both, []acme.Identifier{d("a1.example"), d("a2.example"), d("a3.example"), d("a4.example"), d("a5.example"), d("a6.example")}, nil, acme.ProblemRejectedIdentifier, "at most 5"},
 		{"five after dedup is fine", openPol, both, []acme.Identifier{d("a1.example"), d("a2.example"), d("a3.example"), d("a4.example"), d("a5.example"), d("A5.example")}, []acme.Identifier{d("a1.example"), d("a2.example"), d("a3.example"), d("a4.example"), d("a5.example")}, "", ""},
