@@ -430,7 +430,7 @@ func (s *Server) jobAbandon(w http.ResponseWriter, r *http.Request, p principal)
 func (s *Server) accountDeactivate(w http.ResponseWriter, r *http.Request, p principal) error {
 	id := r.PathValue("id")
 	_, err := operator.DeactivateAccount(r.Context(), s.st, id, "admin:"+p.user)
-	msg := "Account deactivated; its authorizations no longer authorize and its pending orders are invalid."
+	msg := "Account deactivated; its authorizations no longer authorize and its unfinished orders are invalid."
 	if errors.Is(err, operator.ErrNothingToDo) {
 		msg, err = "Not deactivated: "+err.Error(), nil
 	}

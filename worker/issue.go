@@ -116,6 +116,10 @@ func (w *Worker) storeIssued(ctx context.Context, o *store.Order, profile string
 		NotAfter:  c.issued.NotAfter,
 	}})
 	if errors.Is(err, store.ErrConflict) {
+		// The order left processing while it was signed: its account or
+		// an authorization was deactivated, or an operator abandoned it.
+		// Its certificate is not delivered; say which one was signed.
+		w.log.Warn("certificate signed for an order no longer processing; not stored", "order", o.ID, "serial", c.issued.SerialHex)
 		return nil
 	}
 	if err != nil {

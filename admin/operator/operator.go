@@ -42,7 +42,7 @@ func CLIActor() string {
 }
 
 // DeactivateAccount deactivates an account (RFC 8555 §7.3.6: its
-// authorizations stop authorizing and its pending orders become invalid)
+// authorizations stop authorizing and its unfinished orders become invalid)
 // and records the audit event. An unknown account is store.ErrNotFound; an
 // account that is not valid is ErrNothingToDo.
 func DeactivateAccount(ctx context.Context, st Store, id, actor string) (*store.Account, error) {
@@ -57,7 +57,7 @@ func DeactivateAccount(ctx context.Context, st Store, id, actor string) (*store.
 	if err != nil {
 		return nil, fmt.Errorf("deactivating account %s: %w", id, err)
 	}
-	return a, audit(ctx, st, store.AuditEvent{Actor: actor, Action: ActionAccountDeactivate, Subject: id, Detail: "account deactivated; its pending orders are invalid"})
+	return a, audit(ctx, st, store.AuditEvent{Actor: actor, Action: ActionAccountDeactivate, Subject: id, Detail: "account deactivated; its unfinished orders are invalid"})
 }
 
 // finished are the job states in which River will not run a job again

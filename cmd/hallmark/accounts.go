@@ -18,7 +18,7 @@ func accountsCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{Name: "list", Usage: "list accounts, newest first", Flags: []cli.Flag{limitFlag, jsonFlag}, Action: withSession(accountsList)},
 			{Name: "show", Usage: "show one account and its recent orders", ArgsUsage: "<account id>", Flags: []cli.Flag{jsonFlag}, Action: withSession(accountsShow)},
-			{Name: "deactivate", Usage: "deactivate an account: its authorizations stop authorizing and its pending orders fail", ArgsUsage: "<account id>", Flags: []cli.Flag{jsonFlag}, Action: withSession(accountsDeactivate)},
+			{Name: "deactivate", Usage: "deactivate an account: its authorizations stop authorizing and its unfinished orders fail", ArgsUsage: "<account id>", Flags: []cli.Flag{jsonFlag}, Action: withSession(accountsDeactivate)},
 		},
 	}
 }
@@ -116,7 +116,7 @@ func accountsDeactivate(ctx context.Context, s *session, c *cli.Context) error {
 	if s.json {
 		return s.emit(accountRowOf(a))
 	}
-	s.printf("account %s is deactivated: its authorizations no longer authorize and its pending orders are invalid; its certificates stay valid (revoke them with `hallmark revoke --account %s`)\n", id, id)
+	s.printf("account %s is deactivated: its authorizations no longer authorize and its unfinished orders are invalid; its certificates stay valid (revoke them with `hallmark revoke --account %s`)\n", id, id)
 	return nil
 }
 

@@ -152,7 +152,7 @@ func (s *Store) AccountDeactivate(ctx context.Context, id string) (*store.Accoun
 	err := s.inTx(ctx, func(t *txn) error {
 		// Orders first: every operation that moves orders and
 		// authorizations locks in that order, so none deadlocks another.
-		if err := lockOrders(ctx, t, `SELECT id FROM orders WHERE account_id = $1 AND status IN ('pending', 'ready') ORDER BY id {forupdate}`, id); err != nil {
+		if err := lockOrders(ctx, t, `SELECT id FROM orders WHERE account_id = $1 AND status IN ('pending', 'ready', 'processing') ORDER BY id {forupdate}`, id); err != nil {
 			return err
 		}
 		n, err := t.exec(ctx, `UPDATE accounts SET status = 'deactivated' WHERE id = $1 AND status = 'valid'`, id)
@@ -162,7 +162,10 @@ func (s *Store) AccountDeactivate(ctx context.Context, id string) (*store.Accoun
 		if n == 1 {
 			// RFC 8555 §7.3.6: the account's authorizations stop
 			// authorizing, and the server SHOULD cancel its pending
-			// operations.
+			// operations: every unfinished order, one being signed
+			// included (the worker then stores nothing; a deactivation
+			// for a compromised key must not wait out a signer that is
+			// down).
 			if _, err := t.exec(ctx, `UPDATE authorizations SET status = 'deactivated', updated_at = {now}
 WHERE account_id = $1 AND status IN ('pending', 'valid')`, id); err != nil {
 				return err
@@ -172,7 +175,7 @@ WHERE account_id = $1 AND status IN ('pending', 'valid')`, id); err != nil {
 				return err
 			}
 			if _, err := t.exec(ctx, `UPDATE orders SET status = 'invalid', error = $2, updated_at = {now}
-WHERE account_id = $1 AND status IN ('pending', 'ready')`, id, pt); err != nil {
+WHERE account_id = $1 AND status IN ('pending', 'ready', 'processing')`, id, pt); err != nil {
 				return err
 			}
 		}

@@ -660,7 +660,7 @@ func (s *Store) AuthzDeactivate(ctx context.Context, id string) (*store.Authoriz
 			return err
 		}
 		if _, err := t.exec(ctx, `UPDATE orders SET status = 'invalid', error = $2, updated_at = {now}
-WHERE status IN ('pending', 'ready') AND id IN (SELECT order_id FROM order_authz WHERE authz_id = $1)`, id, pt); err != nil {
+WHERE status IN ('pending', 'ready', 'processing') AND id IN (SELECT order_id FROM order_authz WHERE authz_id = $1)`, id, pt); err != nil {
 			return err
 		}
 		out, err = s.authzByID(ctx, t, id)

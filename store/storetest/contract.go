@@ -632,6 +632,11 @@ func testAccountDeactivate(t *testing.T, s store.Store, _ Extras) {
 	a := newAccount(t, s)
 	ready := readyOrder(t, s, a, "ready.example.com")
 	pending := newOrder(t, s, a, "pending.example.com")
+	// One being signed: the worker must find it no longer processing.
+	processing := readyOrder(t, s, a, "processing.example.com")
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, processing.ID, processing.Profile, []byte("csr-der")); err != nil || !claimed {
+		t.Fatalf("OrderFinalizeBegin = %v, %v", claimed, err)
+	}
 	d, err := s.AccountDeactivate(ctx, a.ID)
 	if err != nil || d.Status != acme.StatusDeactivated {
 		t.Fatalf("AccountDeactivate = %+v, %v", d, err)
@@ -641,7 +646,7 @@ func testAccountDeactivate(t *testing.T, s store.Store, _ Extras) {
 			t.Errorf("authorization %s is %s after its account was deactivated, want deactivated (RFC 8555 §7.3.6)", id, st)
 		}
 	}
-	for _, o := range []*store.Order{ready, pending} {
+	for _, o := range []*store.Order{ready, pending, processing} {
 		if got := order(t, s, o.ID); got.Status != acme.StatusInvalid || got.Error == nil {
 			t.Errorf("order %s is %s (error %v) after its account was deactivated, want invalid with a problem", o.ID, got.Status, got.Error)
 		}
@@ -1716,12 +1721,24 @@ func testAuthzDeactivate(t *testing.T, s store.Store, _ Extras) {
 	ctx := ctxT(t)
 	a := newAccount(t, s)
 	o := readyOrder(t, s, a, "deact.example.com")
+	// A second order on the same authorization, being signed.
+	spec := orderSpec(t, s, a, "deact.example.com")
+	spec.Authzs = []*store.Authorization{{ID: o.AuthzIDs[0]}}
+	signing, err := s.OrderCreate(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, signing.ID, signing.Profile, []byte("csr-der")); err != nil || !claimed {
+		t.Fatalf("OrderFinalizeBegin = %v, %v", claimed, err)
+	}
 	az, err := s.AuthzDeactivate(ctx, o.AuthzIDs[0])
 	if err != nil || az.Status != acme.StatusDeactivated {
 		t.Fatalf("AuthzDeactivate = %+v, %v", az, err)
 	}
-	if got := order(t, s, o.ID); got.Status != acme.StatusInvalid || got.Error == nil {
-		t.Fatalf("order using a deactivated authorization is %s (%v), want invalid with a problem", got.Status, got.Error)
+	for _, id := range []string{o.ID, signing.ID} {
+		if got := order(t, s, id); got.Status != acme.StatusInvalid || got.Error == nil {
+			t.Fatalf("order %s using a deactivated authorization is %s (%v), want invalid with a problem", id, got.Status, got.Error)
+		}
 	}
 	_, err = s.AuthzDeactivate(ctx, o.AuthzIDs[0])
 	wantErr(t, "deactivating twice", err, store.ErrConflict)
