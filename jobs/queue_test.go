@@ -506,23 +506,33 @@ func testRecover(t *testing.T, dialect string) {
 	for _, row := range []struct {
 		id, state string
 		ms        int64
-	}{{"stranded", "processing", old}, {"fresh", "processing", time.Now().UnixMilli()}, {"done", "valid", old}} {
+	}{
+		{"stranded", "processing", old},
+		{"fresh", "processing", time.Now().UnixMilli()},
+		{"done", "valid", old},
+		// Processing for a day: its job lost again and again.
+		{"hopeless", "processing", time.Now().Add(-24 * time.Hour).UnixMilli()},
+	} {
 		if err := e.db.Exec(ctx, "INSERT INTO subjects (id, state, updated_ms) VALUES (?, ?, ?)", row.id, row.state, row.ms); err != nil {
 			t.Fatal(err)
 		}
 	}
-	n, err := jobs.Recover(ctx, subjects{e.db, e.q}, time.Now().Add(-time.Minute))
+	requeued, abandoned, err := jobs.Recover(ctx, subjects{e.db, e.q}, time.Now().Add(-time.Minute), time.Now().Add(-2*time.Hour))
 	if err != nil {
 		t.Fatalf("Recover: %v", err)
 	}
-	if n != 1 {
-		t.Errorf("Recover re-queued %d subjects, want 1", n)
+	if requeued != 1 || abandoned != 1 {
+		t.Errorf("Recover re-queued %d and abandoned %d subjects, want 1 and 1", requeued, abandoned)
 	}
 	if j := jobFor(t, e.q, "stranded"); j.State != "available" {
 		t.Errorf("re-queued job is %s, want available", j.State)
 	}
 	if got := count(t, e.db, "SELECT count(*) FROM river_job"); got != 1 {
 		t.Errorf("%d jobs, want only the stranded subject's", got)
+	}
+	// The hopeless one is given up with serverInternal, its client told.
+	if got := count(t, e.db, "SELECT count(*) FROM subjects WHERE id = 'hopeless' AND state = 'invalid' AND problem = 'urn:ietf:params:acme:error:serverInternal'"); got != 1 {
+		t.Errorf("the subject stranded for a day is not abandoned with serverInternal")
 	}
 
 	// The re-queued job is worked like any other.

@@ -146,11 +146,17 @@ func (w *Worker) housekeeping(ctx context.Context, _ jobs.Job[jobs.HousekeepingA
 		return jobs.CouldNotRun(fmt.Errorf("reading the database clock: %w", err))
 	}
 	// A subject processing for longer than a job may take plus the rescue
-	// time, with no outstanding job, was stranded (its job was lost).
-	if n, err := jobs.Recover(ctx, w.store, now.Add(-w.strandedAfter)); err != nil {
+	// time, with no outstanding job, was stranded (its job was lost); one
+	// stranded after giveUpAfter of trying is abandoned.
+	requeued, abandoned, err := jobs.Recover(ctx, w.store, now.Add(-w.strandedAfter), now.Add(-w.giveUpAfter))
+	if err != nil {
 		w.log.Warn("recovering stranded subjects", "err", err)
-	} else if n > 0 {
-		w.log.Info("stranded subjects re-queued", "count", n)
+	}
+	if requeued > 0 {
+		w.log.Info("stranded subjects re-queued", "count", requeued)
+	}
+	if abandoned > 0 {
+		w.log.Warn("subjects stranded again and again abandoned; their clients see serverInternal", "count", abandoned, "processing_for_over", w.giveUpAfter)
 	}
 	return nil
 }

@@ -46,9 +46,16 @@ type Worker struct {
 	// rather than signing a second one and leaving the first unrecorded.
 	unstored      sync.Map
 	strandedAfter time.Duration
-	conf          config.Worker // [worker], for the job runner's settings
-	log           *slog.Logger
-	signed        prometheus.Counter
+	// giveUpAfter is how long a subject may stay processing, re-queued
+	// each time its job is lost, before it is abandoned: an hour, or ten
+	// stranded periods where those are longer. A job lost once (a worker
+	// killed) is re-queued within strandedAfter; one lost every time (its
+	// handler hangs until River gives it up, attempt after attempt) would
+	// otherwise leave its client polling forever.
+	giveUpAfter time.Duration
+	conf        config.Worker // [worker], for the job runner's settings
+	log         *slog.Logger
+	signed      prometheus.Counter
 }
 
 // Options are what main hands the worker beyond the configuration.
@@ -90,6 +97,7 @@ func New(cfg config.Config, st store.Store, opts Options) (*Worker, error) {
 		// hands it on, and the lease frees by then too.
 		crlLease:      time.Duration(cfg.Worker.RescueAfterMS) * time.Millisecond,
 		strandedAfter: time.Duration(cfg.Worker.JobTimeoutMS+cfg.Worker.RescueAfterMS) * time.Millisecond,
+		giveUpAfter:   max(time.Hour, 10*time.Duration(cfg.Worker.JobTimeoutMS+cfg.Worker.RescueAfterMS)*time.Millisecond),
 		conf:          cfg.Worker,
 		log:           opts.Logger,
 		signed: prometheus.NewCounter(prometheus.CounterOpts{
