@@ -254,6 +254,7 @@ func blackHole(t *testing.T) int {
 type alpnCert struct {
 	dnsNames    []string
 	ips         []net.IP
+	rawIP       []byte // the one iPAddress SAN's octets as given (crypto/x509 writes an IPv4 address in 4)
 	digest      []byte // nil: the right digest of testKeyAuth
 	noExtension bool
 	notCritical bool
@@ -273,6 +274,13 @@ func (c alpnCert) build(t *testing.T) tls.Certificate {
 		DNSNames:     c.dnsNames,
 		IPAddresses:  c.ips,
 	}
+	if c.rawIP != nil {
+		value, err := asn1.Marshal([]asn1.RawValue{{Class: asn1.ClassContextSpecific, Tag: 7, Bytes: c.rawIP}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl.ExtraExtensions = append(tmpl.ExtraExtensions, pkix.Extension{Id: oidSubjectAltName, Value: value})
+	}
 	if !c.noExtension {
 		digest := c.digest
 		if digest == nil {
@@ -283,7 +291,7 @@ func (c alpnCert) build(t *testing.T) tls.Certificate {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tmpl.ExtraExtensions = []pkix.Extension{{Id: oidACMEIdentifier, Critical: !c.notCritical, Value: value}}
+		tmpl.ExtraExtensions = append(tmpl.ExtraExtensions, pkix.Extension{Id: oidACMEIdentifier, Critical: !c.notCritical, Value: value})
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {

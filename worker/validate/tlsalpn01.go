@@ -128,8 +128,11 @@ func checkALPNCert(cert *x509.Certificate, id acme.Identifier, wantIP netip.Addr
 	}
 	switch id.Type {
 	case acme.IdentifierIP:
+		// Compared as given: an IPv4 iPAddress is exactly four octets (RFC
+		// 5280 §4.2.1.6), and sixteen holding ::ffff:a.b.c.d name another
+		// address. wantIP, from a normalised identifier, is never mapped.
 		got, ok := netip.AddrFromSlice(value)
-		if tag != tagIPAddress || !ok || got.Unmap() != wantIP {
+		if tag != tagIPAddress || !ok || got != wantIP {
 			return fmt.Sprintf("the subjectAltName must be the single iPAddress %s, got %s", wantIP, describeSAN(tag, value))
 		}
 	default:

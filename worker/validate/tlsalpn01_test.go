@@ -114,6 +114,16 @@ func TestTLSALPN01(t *testing.T) {
 			mentions: []string{"single iPAddress 127.0.0.1"},
 		},
 		{
+			// RFC 5280 §4.2.1.6: an IPv4 iPAddress is exactly four octets;
+			// the IPv4-mapped IPv6 form is another address.
+			name:     "IPv4 identifier with its IPv4-mapped IPv6 SAN",
+			id:       ipID("127.0.0.1"),
+			cert:     alpnCert{rawIP: net.ParseIP("127.0.0.1").To16()},
+			protos:   acmeProtos,
+			want:     acme.ProblemUnauthorized,
+			mentions: []string{"single iPAddress 127.0.0.1"},
+		},
+		{
 			name:     "IP identifier with another IP SAN",
 			id:       ipID("127.0.0.1"),
 			cert:     alpnCert{ips: []net.IP{net.ParseIP("127.0.0.2")}},
