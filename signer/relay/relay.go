@@ -6,8 +6,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -35,6 +37,10 @@ type Config struct {
 	Challenge    string // accepted on pending upstream authorizations
 	Timeout      time.Duration
 	Logger       *slog.Logger
+	// Transport, if set, carries the requests to the upstream instead of
+	// one built with CACert: tests put a fault between the relay and
+	// Pebble with it.
+	Transport http.RoundTripper
 }
 
 // Backend relays orders to the upstream CA.
@@ -44,6 +50,13 @@ type Backend struct {
 
 	mu         sync.Mutex
 	registered bool
+
+	// placed is the upstream order placed for a CSR (by its SHA-256) whose
+	// certificate has not come back yet. A retry after a failure past the
+	// placing resumes that order instead of placing another: another
+	// would be a second upstream certificate, and at a public CA a second
+	// count against its rate limits.
+	placed sync.Map
 }
 
 // New loads (or creates) the account key and builds the client. It does not
@@ -78,9 +91,13 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	var rt http.RoundTripper = tr
+	if cfg.Transport != nil {
+		rt = cfg.Transport
+	}
 	return &Backend{cfg: cfg, client: &xacme.Client{
 		Key: key, DirectoryURL: cfg.DirectoryURL,
-		HTTPClient: &http.Client{Transport: tr, Timeout: cfg.Timeout},
+		HTTPClient: &http.Client{Transport: rt, Timeout: cfg.Timeout},
 		UserAgent:  "hallmark-relay",
 	}}, nil
 }
@@ -118,27 +135,96 @@ func (b *Backend) register(ctx context.Context) error {
 	return nil
 }
 
-// Issue places the upstream order and finalizes it with the order's CSR.
+// Issue places the upstream order and finalizes it with the order's CSR,
+// or resumes the one an earlier attempt placed for the same CSR.
 func (b *Backend) Issue(ctx context.Context, r signer.Request, csr *x509.CertificateRequest) (*signer.Issued, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
 	if err := b.register(ctx); err != nil {
 		return nil, err
 	}
-	var ids []xacme.AuthzID
-	for _, id := range r.Names {
-		ids = append(ids, xacme.AuthzID{Type: string(id.Type), Value: id.Value})
+	sum := sha256.Sum256(csr.Raw)
+	key := hex.EncodeToString(sum[:])
+	chain, err := b.obtain(ctx, key, r, csr)
+	var ae *acme.Error
+	if err == nil || errors.As(err, &ae) {
+		// A certificate, or a verdict: the upstream order is done with.
+		b.placed.Delete(key)
 	}
-	var opts []xacme.OrderOption
-	if r.Profile.AllowValidityRequest && r.NotBefore != nil {
-		opts = append(opts, xacme.WithOrderNotBefore(*r.NotBefore))
-	}
-	if r.Profile.AllowValidityRequest && r.NotAfter != nil {
-		opts = append(opts, xacme.WithOrderNotAfter(*r.NotAfter))
-	}
-	o, err := b.client.AuthorizeOrder(ctx, ids, opts...)
 	if err != nil {
-		return nil, b.classify("placing the upstream order", err)
+		return nil, err
+	}
+	if len(chain) == 0 {
+		return nil, fmt.Errorf("%w: the upstream returned an empty chain", signer.ErrUnavailable)
+	}
+	leaf, err := x509.ParseCertificate(chain[0])
+	if err != nil {
+		return nil, acme.Internal(fmt.Errorf("the upstream's certificate does not parse: %w", err))
+	}
+	if pub, ok := leaf.PublicKey.(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(csr.PublicKey) {
+		return nil, acme.Internal(errors.New("the upstream returned a certificate for another key than the CSR's"))
+	}
+	var sb strings.Builder
+	for _, der := range chain {
+		_ = pem.Encode(&sb, &pem.Block{Type: "CERTIFICATE", Bytes: der})
+	}
+	b.cfg.Logger.Info("certificate obtained from the upstream CA", "backend", b.cfg.Name, "serial", signer.SerialHex(leaf.SerialNumber), "profile", r.ProfileName)
+	return &signer.Issued{Serial: leaf.SerialNumber, SerialHex: signer.SerialHex(leaf.SerialNumber), DER: leaf.Raw,
+		ChainPEM: []byte(sb.String()), NotBefore: leaf.NotBefore, NotAfter: leaf.NotAfter}, nil
+}
+
+// obtain gets the certificate chain for csr from the upstream: from the
+// order placed for it earlier (key) when there is one still usable, else
+// from a new order, remembered under key as soon as it is placed.
+func (b *Backend) obtain(ctx context.Context, key string, r signer.Request, csr *x509.CertificateRequest) ([][]byte, error) {
+	var o *xacme.Order
+	if u, ok := b.placed.Load(key); ok {
+		got, err := b.client.GetOrder(ctx, u.(string))
+		if err != nil {
+			return nil, b.classify("reading the upstream order placed earlier", err)
+		}
+		if got.Status != xacme.StatusInvalid {
+			b.cfg.Logger.Info("resuming the upstream order an earlier attempt placed", "backend", b.cfg.Name, "order", got.URI, "status", got.Status)
+			o = got
+		}
+	}
+	if o == nil {
+		var ids []xacme.AuthzID
+		for _, id := range r.Names {
+			ids = append(ids, xacme.AuthzID{Type: string(id.Type), Value: id.Value})
+		}
+		var opts []xacme.OrderOption
+		if r.Profile.AllowValidityRequest && r.NotBefore != nil {
+			opts = append(opts, xacme.WithOrderNotBefore(*r.NotBefore))
+		}
+		if r.Profile.AllowValidityRequest && r.NotAfter != nil {
+			opts = append(opts, xacme.WithOrderNotAfter(*r.NotAfter))
+		}
+		placed, err := b.client.AuthorizeOrder(ctx, ids, opts...)
+		if err != nil {
+			return nil, b.classify("placing the upstream order", err)
+		}
+		b.placed.Store(key, placed.URI)
+		o = placed
+	}
+	orderURL := o.URI // responses to POST-as-GET carry no Location
+	switch o.Status {
+	case xacme.StatusValid:
+		chain, err := b.client.FetchCert(ctx, o.CertURL, true)
+		if err != nil {
+			return nil, b.classify("fetching the upstream certificate", err)
+		}
+		return chain, nil
+	case xacme.StatusProcessing:
+		fo, err := b.client.WaitOrder(ctx, orderURL)
+		if err != nil {
+			return nil, b.classify("waiting for the finalized upstream order", err)
+		}
+		chain, err := b.client.FetchCert(ctx, fo.CertURL, true)
+		if err != nil {
+			return nil, b.classify("fetching the upstream certificate", err)
+		}
+		return chain, nil
 	}
 	for _, u := range o.AuthzURLs {
 		z, err := b.client.GetAuthorization(ctx, u)
@@ -164,8 +250,8 @@ func (b *Backend) Issue(ctx context.Context, r signer.Request, csr *x509.Certifi
 			return nil, b.classify("waiting for an upstream authorization", err)
 		}
 	}
-	orderURL := o.URI // responses to POST-as-GET carry no Location
-	if o, err = b.client.WaitOrder(ctx, orderURL); err != nil {
+	o, err := b.client.WaitOrder(ctx, orderURL)
+	if err != nil {
 		return nil, b.classify("waiting for the upstream order", err)
 	}
 	chain, _, err := b.client.CreateOrderCert(ctx, o.FinalizeURL, csr.Raw, true)
@@ -183,23 +269,7 @@ func (b *Backend) Issue(ctx context.Context, r signer.Request, csr *x509.Certifi
 	if err != nil {
 		return nil, b.classify("finalizing the upstream order", err)
 	}
-	if len(chain) == 0 {
-		return nil, fmt.Errorf("%w: the upstream returned an empty chain", signer.ErrUnavailable)
-	}
-	leaf, err := x509.ParseCertificate(chain[0])
-	if err != nil {
-		return nil, acme.Internal(fmt.Errorf("the upstream's certificate does not parse: %w", err))
-	}
-	if pub, ok := leaf.PublicKey.(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(csr.PublicKey) {
-		return nil, acme.Internal(errors.New("the upstream returned a certificate for another key than the CSR's"))
-	}
-	var sb strings.Builder
-	for _, der := range chain {
-		_ = pem.Encode(&sb, &pem.Block{Type: "CERTIFICATE", Bytes: der})
-	}
-	b.cfg.Logger.Info("certificate obtained from the upstream CA", "backend", b.cfg.Name, "serial", signer.SerialHex(leaf.SerialNumber), "profile", r.ProfileName)
-	return &signer.Issued{Serial: leaf.SerialNumber, SerialHex: signer.SerialHex(leaf.SerialNumber), DER: leaf.Raw,
-		ChainPEM: []byte(sb.String()), NotBefore: leaf.NotBefore, NotAfter: leaf.NotAfter}, nil
+	return chain, nil
 }
 
 // Revoke revokes at the upstream with the account key.

@@ -5,9 +5,15 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
+	"net/http"
+	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -77,5 +83,90 @@ func TestRelayUpstreamDownIsRetried(t *testing.T) {
 	}
 	if err := b.Ready(context.Background()); !errors.Is(err, signer.ErrUnavailable) {
 		t.Fatalf("Ready with the upstream down: %v", err)
+	}
+}
+
+// faultAfterFinalize carries the relay's requests to Pebble, counts the
+// orders it places, and fails the first certificate download: the attempt
+// dies after the upstream has issued, as on a timeout or a worker's lost
+// connection.
+type faultAfterFinalize struct {
+	base     http.RoundTripper
+	newOrder string // the directory's newOrder URL
+
+	mu        sync.Mutex
+	orders    int
+	certFails int
+}
+
+func (f *faultAfterFinalize) RoundTrip(req *http.Request) (*http.Response, error) {
+	f.mu.Lock()
+	if req.Method == http.MethodPost && req.URL.String() == f.newOrder {
+		f.orders++
+	}
+	// Pebble serves certificates under /certZ/.
+	fail := strings.HasPrefix(req.URL.Path, "/certZ/") && f.certFails == 0
+	if fail {
+		f.certFails++
+	}
+	f.mu.Unlock()
+	if fail {
+		return nil, errors.New("connection reset by peer (injected)")
+	}
+	return f.base.RoundTrip(req)
+}
+
+// TestRelayRetryResumesTheUpstreamOrder: an attempt that fails after the
+// upstream issued is retried (signer.ErrUnavailable), and the retry fetches
+// the certificate of the order already placed instead of placing a second
+// one: one upstream order, one upstream certificate.
+func TestRelayRetryResumesTheUpstreamOrder(t *testing.T) {
+	p := pebble.Start(t)
+	pemBytes, err := os.ReadFile(p.CACert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pemBytes) {
+		t.Fatal("Pebble's CA certificate does not parse")
+	}
+	base := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	resp, err := (&http.Client{Transport: base}).Get(p.DirectoryURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dir struct {
+		NewOrder string `json:"newOrder"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&dir)
+	resp.Body.Close()
+	if err != nil || dir.NewOrder == "" {
+		t.Fatalf("Pebble's directory: %v (newOrder %q)", err, dir.NewOrder)
+	}
+	fault := &faultAfterFinalize{base: base, newOrder: dir.NewOrder}
+	b, err := relay.New(relay.Config{Name: "resume", DirectoryURL: p.DirectoryURL, Transport: fault,
+		AccountKey: filepath.Join(t.TempDir(), "account.key"), Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, csr := order(t, "resume.example.test")
+	if _, err := b.Issue(context.Background(), r, csr); !errors.Is(err, signer.ErrUnavailable) {
+		t.Fatalf("the attempt whose download failed: %v, want signer.ErrUnavailable (retried)", err)
+	}
+	if fault.certFails != 1 {
+		t.Fatalf("%d certificate downloads failed, want 1: the fault was not where the test puts it", fault.certFails)
+	}
+	issued, err := b.Issue(context.Background(), r, csr)
+	if err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	leaf, err := x509.ParseCertificate(issued.DER)
+	if err != nil || len(leaf.DNSNames) != 1 || leaf.DNSNames[0] != "resume.example.test" {
+		t.Fatalf("the retry's certificate: %v, %v", leaf, err)
+	}
+	fault.mu.Lock()
+	defer fault.mu.Unlock()
+	if fault.orders != 1 {
+		t.Fatalf("%d upstream orders placed for one order, want 1: the retry placed another instead of resuming", fault.orders)
 	}
 }
