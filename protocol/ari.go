@@ -11,6 +11,7 @@ import (
 	"html/template"
 	"math/big"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -186,12 +187,9 @@ func (s *Server) replacesSerial(ctx context.Context, acct *store.Account, replac
 	}
 	// A SHOULD of §5: an order for other names is no renewal of it, and
 	// marking the certificate replaced would refuse its real renewal.
-	shared := false
-	for _, n := range c.Names {
-		for _, id := range ids {
-			shared = shared || strings.EqualFold(strings.TrimSuffix(n, "."), id.Value)
-		}
-	}
+	shared := slices.ContainsFunc(c.Names, func(n string) bool {
+		return slices.ContainsFunc(ids, func(id acme.Identifier) bool { return strings.EqualFold(strings.TrimSuffix(n, "."), id.Value) })
+	})
 	if !shared {
 		return "", acme.Malformed("\"replaces\" names certificate %q for %s, which shares no identifier with this order", replaces, strings.Join(c.Names, ", "))
 	}

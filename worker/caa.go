@@ -19,6 +19,10 @@ import (
 // 7 hours, and so do we, leaving an hour for the order to be signed.
 const caaRecheckAfter = 7 * time.Hour
 
+// accountURI is the account's URL at the ACME API, as CAA accounturi
+// parameters (RFC 8657) name it.
+func (w *Worker) accountURI(id string) string { return w.baseURL + "/acme/acct/" + id }
+
 // recheckCAA checks CAA again for every authorization of o validated more
 // than caaRecheckAfter ago, all at once (the order's read, OrderToIssue,
 // said there are some). It returns the first refusal in
@@ -34,7 +38,7 @@ func (w *Worker) recheckCAA(ctx context.Context, o *store.Order) (*acme.Problem,
 	if len(stale) == 0 {
 		return nil, nil
 	}
-	accountURI := w.baseURL + "/acme/acct/" + o.AccountID
+	accountURI := w.accountURI(o.AccountID)
 	problems := make([]*acme.Problem, len(stale))
 	var wg sync.WaitGroup
 	for i, v := range stale {

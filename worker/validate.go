@@ -46,7 +46,7 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 		Type:             ch.Type,
 		Token:            ch.Token,
 		KeyAuthorization: ch.Token + "." + tgt.Thumbprint,
-		AccountURI:       w.baseURL + "/acme/acct/" + authz.AccountID,
+		AccountURI:       w.accountURI(authz.AccountID),
 	})
 	if ctx.Err() != nil {
 		// The worker is stopping or the job timed out mid-attempt: that is

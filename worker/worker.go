@@ -75,6 +75,9 @@ func New(cfg config.Config, st store.Store, opts Options) (*Worker, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	// A job may run job_timeout, then River takes rescue_after to call it
+	// lost: a subject processing longer, with no job, was stranded.
+	stranded := time.Duration(cfg.Worker.JobTimeoutMS+cfg.Worker.RescueAfterMS) * time.Millisecond
 	w := &Worker{
 		id:    cfg.Worker.ID,
 		store: st,
@@ -96,8 +99,8 @@ func New(cfg config.Config, st store.Store, opts Options) (*Worker, error) {
 		// a CRL after that; rescue_after is when River calls its job dead and
 		// hands it on, and the lease frees by then too.
 		crlLease:      time.Duration(cfg.Worker.RescueAfterMS) * time.Millisecond,
-		strandedAfter: time.Duration(cfg.Worker.JobTimeoutMS+cfg.Worker.RescueAfterMS) * time.Millisecond,
-		giveUpAfter:   max(time.Hour, 10*time.Duration(cfg.Worker.JobTimeoutMS+cfg.Worker.RescueAfterMS)*time.Millisecond),
+		strandedAfter: stranded,
+		giveUpAfter:   max(time.Hour, 10*stranded),
 		conf:          cfg.Worker,
 		log:           opts.Logger,
 		signed: prometheus.NewCounter(prometheus.CounterOpts{

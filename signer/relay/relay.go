@@ -208,23 +208,8 @@ func (b *Backend) obtain(ctx context.Context, key string, r signer.Request, csr 
 		o = placed
 	}
 	orderURL := o.URI // responses to POST-as-GET carry no Location
-	switch o.Status {
-	case xacme.StatusValid:
-		chain, err := b.client.FetchCert(ctx, o.CertURL, true)
-		if err != nil {
-			return nil, b.classify("fetching the upstream certificate", err)
-		}
-		return chain, nil
-	case xacme.StatusProcessing:
-		fo, err := b.client.WaitOrder(ctx, orderURL)
-		if err != nil {
-			return nil, b.classify("waiting for the finalized upstream order", err)
-		}
-		chain, err := b.client.FetchCert(ctx, fo.CertURL, true)
-		if err != nil {
-			return nil, b.classify("fetching the upstream certificate", err)
-		}
-		return chain, nil
+	if o.Status == xacme.StatusValid || o.Status == xacme.StatusProcessing {
+		return b.certificate(ctx, orderURL) // finalized by an earlier attempt
 	}
 	for _, u := range o.AuthzURLs {
 		z, err := b.client.GetAuthorization(ctx, u)
@@ -260,14 +245,24 @@ func (b *Backend) obtain(ctx context.Context, key string, r signer.Request, csr 
 		// x/crypto/acme follows a Location header on the finalize response,
 		// which RFC 8555 §7.4 does not require (Pebble sends none): wait on
 		// the order URL we already know and fetch the certificate.
-		fo, werr := b.client.WaitOrder(ctx, orderURL)
-		if werr != nil {
-			return nil, b.classify("waiting for the finalized upstream order", werr)
-		}
-		chain, err = b.client.FetchCert(ctx, fo.CertURL, true)
+		return b.certificate(ctx, orderURL)
 	}
 	if err != nil {
 		return nil, b.classify("finalizing the upstream order", err)
+	}
+	return chain, nil
+}
+
+// certificate waits for the finalized upstream order at orderURL to be
+// valid and downloads its certificate chain.
+func (b *Backend) certificate(ctx context.Context, orderURL string) ([][]byte, error) {
+	o, err := b.client.WaitOrder(ctx, orderURL)
+	if err != nil {
+		return nil, b.classify("waiting for the finalized upstream order", err)
+	}
+	chain, err := b.client.FetchCert(ctx, o.CertURL, true)
+	if err != nil {
+		return nil, b.classify("fetching the upstream certificate", err)
 	}
 	return chain, nil
 }

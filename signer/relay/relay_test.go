@@ -5,12 +5,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -99,6 +97,13 @@ type faultAfterFinalize struct {
 	certFails int
 }
 
+// counts are the orders placed and the downloads failed so far.
+func (f *faultAfterFinalize) counts() (orders, certFails int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.orders, f.certFails
+}
+
 func (f *faultAfterFinalize) RoundTrip(req *http.Request) (*http.Response, error) {
 	f.mu.Lock()
 	if req.Method == http.MethodPost && req.URL.String() == f.newOrder {
@@ -122,16 +127,7 @@ func (f *faultAfterFinalize) RoundTrip(req *http.Request) (*http.Response, error
 // one: one upstream order, one upstream certificate.
 func TestRelayRetryResumesTheUpstreamOrder(t *testing.T) {
 	p := pebble.Start(t)
-	pemBytes, err := os.ReadFile(p.CACert)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pemBytes) {
-		t.Fatal("Pebble's CA certificate does not parse")
-	}
-	base := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
-	resp, err := (&http.Client{Transport: base}).Get(p.DirectoryURL)
+	resp, err := (&http.Client{Transport: p.Transport}).Get(p.DirectoryURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +139,7 @@ func TestRelayRetryResumesTheUpstreamOrder(t *testing.T) {
 	if err != nil || dir.NewOrder == "" {
 		t.Fatalf("Pebble's directory: %v (newOrder %q)", err, dir.NewOrder)
 	}
-	fault := &faultAfterFinalize{base: base, newOrder: dir.NewOrder}
+	fault := &faultAfterFinalize{base: p.Transport, newOrder: dir.NewOrder}
 	b, err := relay.New(relay.Config{Name: "resume", DirectoryURL: p.DirectoryURL, Transport: fault,
 		AccountKey: filepath.Join(t.TempDir(), "account.key"), Timeout: 30 * time.Second})
 	if err != nil {
@@ -153,8 +149,8 @@ func TestRelayRetryResumesTheUpstreamOrder(t *testing.T) {
 	if _, err := b.Issue(context.Background(), r, csr); !errors.Is(err, signer.ErrUnavailable) {
 		t.Fatalf("the attempt whose download failed: %v, want signer.ErrUnavailable (retried)", err)
 	}
-	if fault.certFails != 1 {
-		t.Fatalf("%d certificate downloads failed, want 1: the fault was not where the test puts it", fault.certFails)
+	if orders, certFails := fault.counts(); certFails != 1 || orders != 1 {
+		t.Fatalf("%d upstream orders, %d certificate downloads failed, want 1 and 1: the fault was not where the test puts it", orders, certFails)
 	}
 	issued, err := b.Issue(context.Background(), r, csr)
 	if err != nil {
@@ -164,9 +160,7 @@ func TestRelayRetryResumesTheUpstreamOrder(t *testing.T) {
 	if err != nil || len(leaf.DNSNames) != 1 || leaf.DNSNames[0] != "resume.example.test" {
 		t.Fatalf("the retry's certificate: %v, %v", leaf, err)
 	}
-	fault.mu.Lock()
-	defer fault.mu.Unlock()
-	if fault.orders != 1 {
-		t.Fatalf("%d upstream orders placed for one order, want 1: the retry placed another instead of resuming", fault.orders)
+	if orders, _ := fault.counts(); orders != 1 {
+		t.Fatalf("%d upstream orders placed for one order, want 1: the retry placed another instead of resuming", orders)
 	}
 }

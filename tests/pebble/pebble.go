@@ -34,6 +34,9 @@ const Version = "v2.10.3"
 type Server struct {
 	DirectoryURL string
 	CACert       string // PEM file: the trust anchor of Pebble's TLS listener
+	// Transport trusts CACert: for a test's own requests to Pebble, or to
+	// wrap for a client under test.
+	Transport *http.Transport
 }
 
 var (
@@ -128,11 +131,14 @@ func Start(t testing.TB) *Server {
 			t.Logf("---- pebble log ----\n%s", b)
 		}
 	})
-	s := &Server{DirectoryURL: "https://" + listen + "/dir", CACert: caFile}
 	pool := x509.NewCertPool()
 	pemBytes, _ := os.ReadFile(caFile)
-	pool.AppendCertsFromPEM(pemBytes)
-	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	if !pool.AppendCertsFromPEM(pemBytes) {
+		t.Fatalf("pebble's CA certificate %s holds no PEM certificate", caFile)
+	}
+	s := &Server{DirectoryURL: "https://" + listen + "/dir", CACert: caFile,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	c := &http.Client{Timeout: time.Second, Transport: s.Transport}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		resp, err := c.Get(s.DirectoryURL)
