@@ -6,7 +6,6 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	xacme "golang.org/x/crypto/acme"
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
@@ -127,19 +128,11 @@ func (f *faultAfterFinalize) RoundTrip(req *http.Request) (*http.Response, error
 // one: one upstream order, one upstream certificate.
 func TestRelayRetryResumesTheUpstreamOrder(t *testing.T) {
 	p := pebble.Start(t)
-	resp, err := (&http.Client{Transport: p.Transport}).Get(p.DirectoryURL)
-	if err != nil {
-		t.Fatal(err)
+	dir, err := (&xacme.Client{DirectoryURL: p.DirectoryURL, HTTPClient: &http.Client{Transport: p.Transport}}).Discover(context.Background())
+	if err != nil || dir.OrderURL == "" {
+		t.Fatalf("Pebble's directory: %v (newOrder %q)", err, dir.OrderURL)
 	}
-	var dir struct {
-		NewOrder string `json:"newOrder"`
-	}
-	err = json.NewDecoder(resp.Body).Decode(&dir)
-	resp.Body.Close()
-	if err != nil || dir.NewOrder == "" {
-		t.Fatalf("Pebble's directory: %v (newOrder %q)", err, dir.NewOrder)
-	}
-	fault := &faultAfterFinalize{base: p.Transport, newOrder: dir.NewOrder}
+	fault := &faultAfterFinalize{base: p.Transport, newOrder: dir.OrderURL}
 	b, err := relay.New(relay.Config{Name: "resume", DirectoryURL: p.DirectoryURL, Transport: fault,
 		AccountKey: filepath.Join(t.TempDir(), "account.key"), Timeout: 30 * time.Second})
 	if err != nil {
