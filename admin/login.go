@@ -3,6 +3,7 @@ package admin
 import (
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 )
 
@@ -50,7 +51,11 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, s.auth.cookie(sessionCookie, s.auth.newSession(user), sessionTTL))
 	http.SetCookie(w, s.auth.cookie(loginCookie, "", -1))
 	s.record(r.Context(), principal{user: user}, "admin.login", user, "from "+r.RemoteAddr)
-	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
+	// Location is written as safeNext returns it: http.Redirect would clean
+	// the path again, and cleaning can turn a path that looked local into
+	// one a browser reads as another host's.
+	w.Header().Set("Location", safeNext(r.PostFormValue("next")))
+	w.WriteHeader(http.StatusSeeOther)
 }
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request, p principal) error {
@@ -60,11 +65,33 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request, p principal) err
 	return nil
 }
 
-// safeNext keeps a post-login redirect on this panel.
-func safeNext(n string) string {
-	u, err := url.Parse(n)
-	if n == "" || err != nil || u.IsAbs() || u.Host != "" || !strings.HasPrefix(n, "/") || strings.HasPrefix(n, "//") || strings.HasPrefix(n, "/\\") {
+// safeNext keeps a post-login redirect on this panel: it returns next as a
+// cleaned absolute path (with its query, without a fragment), or "/" when
+// next is anything else.
+//
+// The path is judged after cleaning, because that is what the browser
+// follows: "/a/../\evil.example/" cleans to "/\evil.example/", and a
+// browser reads "\" as "/" in an http(s) URL (WHATWG URL Standard), which
+// makes it the scheme-relative "//evil.example/". So a backslash anywhere,
+// a control character (browsers drop tabs and newlines), or a leading "//"
+// is refused outright, and the cleaned path must not begin with "//" either.
+func safeNext(next string) string {
+	if next == "" || next[0] != '/' || strings.HasPrefix(next, "//") || strings.ContainsFunc(next, func(r rune) bool { return r == '\\' || r < 0x20 || r == 0x7f }) {
 		return "/"
 	}
-	return n
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.Opaque != "" || u.User != nil {
+		return "/"
+	}
+	p := path.Clean(u.EscapedPath())
+	if strings.HasSuffix(u.EscapedPath(), "/") && !strings.HasSuffix(p, "/") {
+		p += "/"
+	}
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") {
+		return "/"
+	}
+	if u.RawQuery != "" {
+		p += "?" + u.RawQuery
+	}
+	return p
 }
