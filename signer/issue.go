@@ -89,6 +89,15 @@ func CheckProfile(name string, p config.Profile) error {
 	if p.ValidityHours < 1 {
 		errs = append(errs, fmt.Errorf("profiles.%s.validity_hours: must be at least 1", name))
 	}
+	// An ECDSA or Ed25519 leaf can assert only digitalSignature (RFC 8813
+	// §3), and a leaf with no keyUsage breaks BR §7.1.2.7.11.
+	keyTypes := p.KeyTypes
+	if len(keyTypes) == 0 {
+		keyTypes = defaultKeyTypes
+	}
+	if !slices.Contains(p.KeyUsages, "digitalSignature") && slices.ContainsFunc(keyTypes, func(k string) bool { return !strings.HasPrefix(k, "rsa") }) {
+		errs = append(errs, fmt.Errorf("profiles.%s.key_usages: must include digitalSignature while key_types allow ECDSA or Ed25519 keys, whose certificates can assert nothing else", name))
+	}
 	return errors.Join(errs...)
 }
 
@@ -237,6 +246,11 @@ func (i *Issuer) template(r Request, now time.Time) (*x509.Certificate, error) {
 			}
 		}
 		ku |= u
+	}
+	if ku == 0 {
+		// CheckProfile refuses such a profile at start; this keeps a leaf
+		// without keyUsage from being signed whatever the caller checked.
+		return nil, acme.Internal(fmt.Errorf("profiles.%s.key_usages %v leave a %T certificate no key usage: add digitalSignature", r.ProfileName, p.KeyUsages, r.PublicKey))
 	}
 	var eku []x509.ExtKeyUsage
 	for _, name := range p.ExtKeyUsages {

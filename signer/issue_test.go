@@ -296,6 +296,8 @@ func TestIssueRefuses(t *testing.T) {
 	noWild.AllowWildcards = false
 	dnsOnly := defaultProfile()
 	dnsOnly.IdentifierTypes = []string{"dns"}
+	encipherOnly := defaultProfile()
+	encipherOnly.KeyUsages = []string{"keyEncipherment"}
 	tests := []struct {
 		name    string
 		profile config.Profile
@@ -311,6 +313,9 @@ func TestIssueRefuses(t *testing.T) {
 		{"not an ip", defaultProfile(), "p256", []acme.Identifier{ip("10.0.0")}, acme.ProblemRejectedIdentifier},
 		{"unknown identifier type", defaultProfile(), "p256", []acme.Identifier{{Type: "email", Value: "a@example.com"}}, acme.ProblemUnsupportedIdentifier},
 		{"no identifiers", defaultProfile(), "p256", nil, acme.ProblemMalformed},
+		// BR §7.1.2.7.11: a leaf with no keyUsage is never signed, here
+		// an ECDSA key whose only listed usage it cannot assert (RFC 8813).
+		{"no key usage left", encipherOnly, "p256", []acme.Identifier{dns("a.example.com")}, acme.ProblemServerInternal},
 	}
 	iss, counter, _ := testCA(t, "p256", 5*365*24*time.Hour)
 	for _, tc := range tests {
@@ -453,5 +458,16 @@ func TestCheckProfile(t *testing.T) {
 	err := CheckProfile("web", bad)
 	if err == nil || !strings.Contains(err.Error(), "profiles.web.key_usages") || !strings.Contains(err.Error(), "profiles.web.ext_key_usages") {
 		t.Fatalf("got %v, want both bad keys named", err)
+	}
+	// An ECDSA or Ed25519 certificate can assert only digitalSignature
+	// (RFC 8813 §3): without it such a leaf would carry no key usage.
+	encipher := defaultProfile()
+	encipher.KeyUsages = []string{"keyEncipherment"}
+	if err := CheckProfile("web", encipher); err == nil || !strings.Contains(err.Error(), "profiles.web.key_usages: must include digitalSignature") {
+		t.Errorf("key_usages [keyEncipherment] with ECDSA key types: %v", err)
+	}
+	encipher.KeyTypes = []string{"rsa2048", "rsa3072"}
+	if err := CheckProfile("web", encipher); err != nil {
+		t.Errorf("key_usages [keyEncipherment] for RSA keys only: %v", err)
 	}
 }

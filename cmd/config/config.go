@@ -183,6 +183,7 @@ func Default() Config {
 func Load(path string) (Config, error) {
 	c := Default()
 	if path == "" {
+		c.databaseFromEnv()
 		c.derive()
 		return c, c.Validate()
 	}
@@ -197,9 +198,7 @@ func Load(path string) (Config, error) {
 		}
 		return c, fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
 	}
-	if env := os.Getenv("HALLMARK_DATABASE_URL"); env != "" {
-		c.Database.URL = env
-	}
+	c.databaseFromEnv()
 	// Relative paths in the file are relative to the file.
 	base := filepath.Dir(path)
 	c.CA.Dir = rel(base, c.CA.Dir)
@@ -229,10 +228,37 @@ func (c *Config) derive() {
 	}
 	c.CA.URLBase = strings.TrimRight(c.CA.URLBase, "/")
 	c.backendDefaults()
+	c.profileDefaults()
 	c.limitDefaults()
 	if c.Worker.ID == "" {
 		host, _ := os.Hostname()
 		c.Worker.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+}
+
+// profileDefaults gives a profile that names no key usages the built-in
+// profile's: a [profiles.x] table is decoded whole, not merged with the
+// built-in default, and a TLS leaf without keyUsage or extKeyUsage breaks
+// the CA/Browser Forum profile (BR §7.1.2.7.10, §7.1.2.7.11), which zlint
+// refuses only for the second.
+func (c *Config) profileDefaults() {
+	for name, p := range c.Profiles {
+		if len(p.KeyUsages) == 0 {
+			p.KeyUsages = []string{"digitalSignature", "keyEncipherment"}
+		}
+		if len(p.ExtKeyUsages) == 0 {
+			p.ExtKeyUsages = []string{"serverAuth"}
+		}
+		c.Profiles[name] = p
+	}
+}
+
+// databaseFromEnv applies HALLMARK_DATABASE_URL over database.url, with a
+// configuration file or without one: a container that sets only the
+// variable must not fall back to the embedded SQLite file.
+func (c *Config) databaseFromEnv() {
+	if env := os.Getenv("HALLMARK_DATABASE_URL"); env != "" {
+		c.Database.URL = env
 	}
 }
 
@@ -281,6 +307,48 @@ func (c Config) Validate() error {
 	}
 	if !c.Server.PlainHTTP && (c.Server.TLSCert == "") != (c.Server.TLSKey == "") {
 		add("server.tls_cert", "tls_cert and tls_key go together")
+	}
+	if c.Server.RetryAfterSeconds < 0 {
+		add("server.retry_after_seconds", "must not be negative")
+	}
+	for _, l := range []struct {
+		key string
+		v   int
+	}{
+		{"server.nonce_lifetime_seconds", c.Server.NonceLifetimeSeconds},
+		{"server.order_lifetime_hours", c.Server.OrderLifetimeHours},
+		{"server.authz_lifetime_hours", c.Server.AuthzLifetimeHours},
+	} {
+		if l.v < 1 {
+			add(l.key, "must be at least 1")
+		}
+	}
+	if c.Database.MaxConns < 0 {
+		add("database.max_conns", "must not be negative (0 picks the driver's default)")
+	}
+	for _, port := range []struct {
+		key string
+		v   int
+	}{
+		{"challenge.http_port", c.Challenge.HTTPPort},
+		{"challenge.tls_alpn_port", c.Challenge.TLSALPNPort},
+		{"challenge.https_port", c.Challenge.HTTPSPort},
+	} {
+		if port.v < 1 || port.v > 65535 {
+			add(port.key, "must be a port, 1 to 65535; got %d", port.v)
+		}
+	}
+	// A CRL is signed again once half its validity has passed, at the first
+	// scheduled run after that: a run interval of half the validity or more
+	// lets a CRL expire before its successor is signed (RFC 5280 §5.1.2.5:
+	// nextUpdate is when the next CRL will be issued).
+	switch {
+	case c.CA.CRLValidityHours < 1:
+		add("ca.crl_validity_hours", "must be at least 1")
+	case c.Worker.CRLIntervalMinutes < 1:
+		add("worker.crl_interval_minutes", "must be at least 1")
+	case 2*c.Worker.CRLIntervalMinutes >= 60*c.CA.CRLValidityHours:
+		add("worker.crl_interval_minutes", "must be less than half of ca.crl_validity_hours (%d h), or a CRL can expire before the run that signs its successor", c.CA.CRLValidityHours)
 	}
 	if c.Challenge.TimeoutMS < 100 {
 		add("challenge.timeout_ms", "must be at least 100")

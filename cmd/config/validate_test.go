@@ -1,0 +1,108 @@
+package config_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hallmark-ca/hallmark/cmd/config"
+)
+
+// TestValidateRanges: settings a worker or frontend would start with and
+// then fail on (a ticker of zero panics the worker, a CRL valid for zero
+// hours is never signed, one valid for less than two scheduling intervals
+// expires before its successor) are refused by check-config, naming the key.
+func TestValidateRanges(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		body, wantKey string
+	}{
+		{"[worker]\ncrl_interval_minutes = 0\n", "worker.crl_interval_minutes"},
+		{"[worker]\ncrl_interval_minutes = -5\n", "worker.crl_interval_minutes"},
+		{"[ca]\ncrl_validity_hours = 0\n", "ca.crl_validity_hours"},
+		{"[ca]\ncrl_validity_hours = -24\n", "ca.crl_validity_hours"},
+		{"[ca]\ncrl_validity_hours = 1\n[worker]\ncrl_interval_minutes = 600\n", "worker.crl_interval_minutes"},
+		{"[ca]\ncrl_validity_hours = 2\n[worker]\ncrl_interval_minutes = 60\n", "worker.crl_interval_minutes"},
+		{"[server]\nnonce_lifetime_seconds = 0\n", "server.nonce_lifetime_seconds"},
+		{"[server]\norder_lifetime_hours = -1\n", "server.order_lifetime_hours"},
+		{"[server]\nauthz_lifetime_hours = 0\n", "server.authz_lifetime_hours"},
+		{"[server]\nretry_after_seconds = -1\n", "server.retry_after_seconds"},
+		{"[database]\nmax_conns = -3\n", "database.max_conns"},
+		{"[challenge]\nhttp_port = 0\n", "challenge.http_port"},
+		{"[challenge]\ntls_alpn_port = 70000\n", "challenge.tls_alpn_port"},
+		{"[challenge]\nhttps_port = -1\n", "challenge.https_port"},
+	}
+	for _, tc := range cases {
+		_, err := load(t, tc.body)
+		if err == nil || !strings.Contains(err.Error(), tc.wantKey+":") {
+			t.Errorf("%q: error %v, want one naming %s", tc.body, err, tc.wantKey)
+		}
+	}
+	// The edges that work are accepted.
+	for _, body := range []string{
+		"",
+		"[ca]\ncrl_validity_hours = 1\n[worker]\ncrl_interval_minutes = 29\n",
+		"[server]\nretry_after_seconds = 0\n[database]\nmax_conns = 0\n",
+		"[challenge]\nhttp_port = 65535\ntls_alpn_port = 1\n",
+	} {
+		if _, err := load(t, body); err != nil {
+			t.Errorf("%q refused: %v", body, err)
+		}
+	}
+}
+
+// TestDatabaseURLFromEnvWithoutFile: HALLMARK_DATABASE_URL overrides
+// database.url with no configuration file too; before, a container setting
+// only the variable ran on a throwaway SQLite file.
+func TestDatabaseURLFromEnvWithoutFile(t *testing.T) {
+	const url = "postgres://hallmark@db.internal:5432/hallmark"
+	t.Setenv("HALLMARK_DATABASE_URL", url)
+	for _, path := range []string{"", "file"} {
+		var c config.Config
+		var err error
+		if path == "" {
+			c, err = config.Load("")
+		} else {
+			c, err = load(t, "[database]\nurl = \"sqlite:elsewhere.db\"\n")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Database.URL != url {
+			t.Errorf("config file %q: database.url = %q with HALLMARK_DATABASE_URL=%q", path, c.Database.URL, url)
+		}
+	}
+}
+
+// TestProfileUsagesDefault: a profile table is decoded whole, so one that
+// names no key usages (a new profile, or [profiles.default] written out)
+// gets the built-in profile's, not none; usages it names are kept.
+func TestProfileUsagesDefault(t *testing.T) {
+	t.Parallel()
+	c, err := load(t, `
+[profiles.default]
+backend = "local"
+validity_hours = 720
+challenges = ["http-01"]
+
+[profiles.clients]
+backend = "local"
+validity_hours = 24
+challenges = ["http-01"]
+key_usages = ["digitalSignature"]
+ext_key_usages = ["clientAuth"]
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2][]string{
+		"default": {{"digitalSignature", "keyEncipherment"}, {"serverAuth"}},
+		"clients": {{"digitalSignature"}, {"clientAuth"}},
+	}
+	for name, w := range want {
+		p := c.Profiles[name]
+		if !slices.Equal(p.KeyUsages, w[0]) || !slices.Equal(p.ExtKeyUsages, w[1]) {
+			t.Errorf("profiles.%s: key_usages %v ext_key_usages %v, want %v %v", name, p.KeyUsages, p.ExtKeyUsages, w[0], w[1])
+		}
+	}
+}
