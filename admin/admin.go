@@ -205,9 +205,18 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, p principal, sta
 		http.Error(w, "no template "+page, http.StatusInternalServerError)
 		return
 	}
-	v := view{Title: page, Nav: page, User: p.user, Now: time.Now(), Data: data, Flash: r.URL.Query().Get("flash")}
+	v := view{Title: page, Nav: page, User: p.user, Now: time.Now(), Data: data}
 	if p.seed != "" {
 		v.CSRF = s.auth.csrfToken(p.seed)
+	}
+	// The notice comes from a cookie the redirecting form handler signed
+	// (redirectNotice), never from the address: a link cannot make the
+	// panel say anything. It is shown once.
+	if c, err := r.Cookie(flashCookie); err == nil {
+		if p.seed != "" {
+			v.Flash, _ = s.auth.parseFlash(p.seed, c.Value)
+		}
+		http.SetCookie(w, s.auth.cookie(flashCookie, "", -1))
 	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout", v); err != nil {
@@ -218,6 +227,14 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, p principal, sta
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = buf.WriteTo(w)
+}
+
+// redirectNotice answers a form post with 303 to path, and msg in the
+// notice box of the page the browser lands on (a signed, short-lived
+// cookie bound to p's session; see newFlash).
+func (s *Server) redirectNotice(w http.ResponseWriter, r *http.Request, p principal, path, msg string) {
+	http.SetCookie(w, s.auth.cookie(flashCookie, s.auth.newFlash(p.seed, msg), flashTTL))
+	http.Redirect(w, r, path, http.StatusSeeOther)
 }
 
 // record writes an operator action to the audit log; a failure is logged

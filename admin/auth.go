@@ -26,7 +26,9 @@ const MinTokenLength = 16
 const (
 	sessionCookie = "hallmark_admin_session"
 	loginCookie   = "hallmark_admin_login" // binds the login form's CSRF token
+	flashCookie   = "hallmark_admin_flash" // the notice for the page a form redirects to
 	sessionTTL    = 12 * time.Hour
+	flashTTL      = time.Minute
 	csrfField     = "csrf"
 )
 
@@ -166,6 +168,34 @@ func (a *auth) parseSession(v string) (principal, bool) {
 		return principal{}, false
 	}
 	return principal{user: f[0], seed: "session:" + f[1]}, true
+}
+
+// newFlash returns a flash cookie value carrying msg for the principal
+// whose CSRF seed is seed: the message, its expiry and a MAC over both and
+// the seed. Only the panel can mint one, and one minted for a session is
+// shown to that session alone: a notice is never text someone else chose.
+func (a *auth) newFlash(seed, msg string) string {
+	enc := base64.RawURLEncoding.EncodeToString([]byte(msg))
+	exp := strconv.FormatInt(a.now().Add(flashTTL).Unix(), 10)
+	return enc + "." + exp + "." + a.mac("flash", seed, exp, enc)
+}
+
+// parseFlash returns the message of a flash cookie minted by newFlash for
+// seed and not yet expired.
+func (a *auth) parseFlash(seed, v string) (string, bool) {
+	f := strings.Split(v, ".")
+	if len(f) != 3 || !hmac.Equal([]byte(f[2]), []byte(a.mac("flash", seed, f[1], f[0]))) {
+		return "", false
+	}
+	exp, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil || a.now().Unix() > exp {
+		return "", false
+	}
+	msg, err := base64.RawURLEncoding.DecodeString(f[0])
+	if err != nil {
+		return "", false
+	}
+	return string(msg), true
 }
 
 // csrfToken is the token every form of this principal carries: an HMAC of

@@ -322,14 +322,14 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request, p principal) err
 			if res.Remote && !res.Done {
 				msg = fmt.Sprintf("Revocation (%s) queued with the %s backend; this page shows it once the backend confirms.", reason, res.Backend)
 			}
-			http.Redirect(w, r, "/certs/"+url.PathEscape(serial)+"?"+url.Values{"flash": {msg}}.Encode(), http.StatusSeeOther)
+			s.redirectNotice(w, r, p, "/certs/"+url.PathEscape(serial), msg)
 			return nil
 		}
 	}
 	var ae *acme.Error
 	if errors.As(err, &ae) {
 		s.log.Info("admin: revocation refused", "serial", serial, "user", p.user, "problem", ae.Problem.Detail)
-		http.Redirect(w, r, "/certs/"+url.PathEscape(serial)+"?"+url.Values{"flash": {"Not revoked: " + ae.Problem.Detail}}.Encode(), http.StatusSeeOther)
+		s.redirectNotice(w, r, p, "/certs/"+url.PathEscape(serial), "Not revoked: "+ae.Problem.Detail)
 		return nil
 	}
 	return err
@@ -398,7 +398,7 @@ func (s *Server) jobRetry(w http.ResponseWriter, r *http.Request, p principal) e
 	if err != nil {
 		return err
 	}
-	http.Redirect(w, r, fmt.Sprintf("/jobs/%d?%s", id, url.Values{"flash": {msg}}.Encode()), http.StatusSeeOther)
+	s.redirectNotice(w, r, p, fmt.Sprintf("/jobs/%d", id), msg)
 	return nil
 }
 
@@ -421,7 +421,7 @@ func (s *Server) jobAbandon(w http.ResponseWriter, r *http.Request, p principal)
 	if err != nil {
 		return err
 	}
-	http.Redirect(w, r, fmt.Sprintf("/jobs/%d?%s", id, url.Values{"flash": {msg}}.Encode()), http.StatusSeeOther)
+	s.redirectNotice(w, r, p, fmt.Sprintf("/jobs/%d", id), msg)
 	return nil
 }
 
@@ -437,7 +437,7 @@ func (s *Server) accountDeactivate(w http.ResponseWriter, r *http.Request, p pri
 	if err != nil {
 		return err
 	}
-	http.Redirect(w, r, "/accounts/"+url.PathEscape(id)+"?"+url.Values{"flash": {msg}}.Encode(), http.StatusSeeOther)
+	s.redirectNotice(w, r, p, "/accounts/"+url.PathEscape(id), msg)
 	return nil
 }
 
