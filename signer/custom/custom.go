@@ -159,14 +159,25 @@ func (b *Backend) run(ctx context.Context, argv []string, req any) (*Response, e
 	start := time.Now()
 	err = cmd.Run()
 	log := b.cfg.Logger.With("backend", b.cfg.Name, "hook", argv[0], "duration", time.Since(start).Round(time.Millisecond))
-	if s := strings.TrimSpace(stderr.String()); s != "" {
+	if s := tail(stderr.String()); s != "" {
 		log.Info("hook stderr", "stderr", s)
 	}
 	if ctx.Err() == context.DeadlineExceeded {
 		return nil, fmt.Errorf("%w: hook %s of backend %s ran longer than %s and was killed; stderr: %s", signer.ErrUnavailable, argv[0], b.cfg.Name, b.cfg.Timeout, tail(stderr.String()))
 	}
+	// A hook that exited 0 but left a child holding its stdout (a
+	// notification sent in the background) has done its work: its answer
+	// was written before it exited. Treating that as "could not run" would
+	// retry a revocation already made, or a certificate already issued.
+	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success() {
+		log.Warn("hook exited 0 but a process it started kept its stdout or stderr open; its answer is used, and the process is left running")
+		err = nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: hook %s of backend %s: %v; stderr: %s", signer.ErrUnavailable, argv[0], b.cfg.Name, err, tail(stderr.String()))
+	}
+	if stdout.over {
+		return nil, fmt.Errorf("%w: hook %s of backend %s wrote more than %d bytes on stdout, the most a response may take; stderr: %s", signer.ErrUnavailable, argv[0], b.cfg.Name, maxOutput, tail(stderr.String()))
 	}
 	var resp Response
 	dec := json.NewDecoder(bytes.NewReader(stdout.Bytes()))
@@ -240,18 +251,29 @@ func checkChain(chainPEM []byte, r signer.Request, csr *x509.CertificateRequest)
 	}, nil
 }
 
-// capped is a bytes.Buffer that keeps at most max bytes.
+// capped keeps the first max bytes written to it and notes whether more
+// came. The buffer is a field, not embedded: an embedded bytes.Buffer
+// promotes ReadFrom, which io.Copy (and so os/exec) calls instead of Write,
+// reading a hook's whole output into memory past the cap.
 type capped struct {
-	bytes.Buffer
-	max int
+	buf  bytes.Buffer
+	max  int
+	over bool
 }
 
 func (c *capped) Write(p []byte) (int, error) {
-	if room := c.max - c.Len(); room > 0 {
-		c.Buffer.Write(p[:min(len(p), room)])
+	room := c.max - c.buf.Len()
+	if room > 0 {
+		c.buf.Write(p[:min(len(p), room)])
+	}
+	if len(p) > room {
+		c.over = true
 	}
 	return len(p), nil
 }
+
+func (c *capped) Bytes() []byte  { return c.buf.Bytes() }
+func (c *capped) String() string { return c.buf.String() }
 
 func tail(s string) string {
 	s = strings.TrimSpace(s)

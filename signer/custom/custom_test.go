@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -201,5 +202,66 @@ func TestHookOutcomes(t *testing.T) {
 				t.Fatalf("error %q does not mention %q", err, tc.inErr)
 			}
 		})
+	}
+}
+
+// scriptBackend is a backend whose issue and revoke hooks are one shell
+// script with the given body.
+func scriptBackend(t *testing.T, body string, timeout time.Duration) *custom.Backend {
+	t.Helper()
+	script := filepath.Join(t.TempDir(), "hook.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\ncat >/dev/null\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := custom.New(custom.Config{Name: "script", IssueCommand: []string{script}, RevokeCommand: []string{script}, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestHookOutputIsBounded: a hook that floods stdout and stderr costs the
+// worker at most the 1 MiB a stream it keeps, and an answer that comes
+// after more than that is not read. Before, the cap was bypassed (io.Copy
+// used the embedded buffer's ReadFrom) and the worker held all of it.
+// Not parallel: it measures the test binary's allocations.
+func TestHookOutputIsBounded(t *testing.T) {
+	b := scriptBackend(t, `head -c 67108864 /dev/zero | tr '\0' ' '
+head -c 67108864 /dev/zero | tr '\0' 'e' >&2
+echo '{"status":"revoked"}'
+`, 30*time.Second)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err := b.Revoke(context.Background(), "01", []byte{0x30, 0}, 4)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, signer.ErrUnavailable) || !strings.Contains(err.Error(), "more than 1048576 bytes on stdout") {
+		t.Errorf("an answer after 64 MiB of stdout: %v, want the oversized output refused and retried", err)
+	}
+	if grown := after.TotalAlloc - before.TotalAlloc; grown > 16<<20 {
+		t.Errorf("reading one hook's 128 MiB of output allocated %d MiB; it keeps 1 MiB a stream", grown>>20)
+	}
+}
+
+// TestHookWithBackgroundChild: a hook that answers and exits 0 but leaves a
+// child holding its stdout (a notification sent in the background) has
+// done its work. Before, the run ended on exec's WaitDelay and counted as
+// "could not run": the job was retried, revoking again or issuing a second
+// certificate.
+func TestHookWithBackgroundChild(t *testing.T) {
+	t.Parallel()
+	b := scriptBackend(t, `echo '{"status":"revoked"}'
+sleep 3 &
+exit 0
+`, 10*time.Second)
+	if err := b.Revoke(context.Background(), "01", []byte{0x30, 0}, 4); err != nil {
+		t.Fatalf("the hook answered revoked and exited 0, but Revoke = %v", err)
+	}
+	// Exiting non-zero with a child left behind is still a failure.
+	b = scriptBackend(t, `echo '{"status":"revoked"}'
+sleep 3 &
+exit 1
+`, 10*time.Second)
+	if err := b.Revoke(context.Background(), "01", []byte{0x30, 0}, 4); !errors.Is(err, signer.ErrUnavailable) {
+		t.Fatalf("the hook exited 1: Revoke = %v, want ErrUnavailable", err)
 	}
 }
