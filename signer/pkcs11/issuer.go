@@ -26,9 +26,9 @@ func LoadIssuer(cfg Config, certFile string) (*signer.Issuer, *Token, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("loading the PKCS#11 issuer certificate: %w", err)
 	}
-	tok, err := Open(cfg)
+	tok, err := Open(cfg, chain[0].PublicKey)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("%w (issuer certificate %s)", err, certFile)
 	}
 	iss, err := signer.NewIssuer(chain[0], chain, tok)
 	if err != nil {

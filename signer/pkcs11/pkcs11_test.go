@@ -160,14 +160,14 @@ func TestWrongPINIsNotLogged(t *testing.T) {
 	tokenMu.RLock()
 	defer tokenMu.RUnlock()
 	needHSM(t)
-	_, err := pkcs11.Open(pkcs11.Config{Module: hsm.module, TokenLabel: tokenLabel, PIN: "999999-secret", KeyLabel: "x", MaxSessions: 2})
+	_, err := pkcs11.Open(pkcs11.Config{Module: hsm.module, TokenLabel: tokenLabel, PIN: "999999-secret", KeyLabel: "x", MaxSessions: 2}, nil)
 	if err == nil {
 		t.Fatal("Open with a wrong PIN succeeded")
 	}
 	if strings.Contains(err.Error(), "999999-secret") {
 		t.Fatalf("the error carries the PIN: %v", err)
 	}
-	_, err = pkcs11.Open(pkcs11.Config{Module: hsm.module, TokenLabel: tokenLabel, PIN: userPIN, KeyLabel: "no-such-key", MaxSessions: 2})
+	_, err = pkcs11.Open(pkcs11.Config{Module: hsm.module, TokenLabel: tokenLabel, PIN: userPIN, KeyLabel: "no-such-key", MaxSessions: 2}, nil)
 	if err == nil {
 		t.Fatal("Open of a missing key succeeded")
 	}

@@ -61,10 +61,12 @@ type Token struct {
 	key  crypto.Signer
 }
 
-// Open opens the module, logs in and finds the key pair.
-func Open(cfg Config) (*Token, error) {
+// Open opens the module, logs in and finds the key pair: the one whose
+// public key is want (the issuer certificate's), or, with want nil, the one
+// key pair the label and id name.
+func Open(cfg Config, want crypto.PublicKey) (*Token, error) {
 	t := &Token{cfg: cfg}
-	ctx, key, err := connect(cfg)
+	ctx, key, err := connect(cfg, want)
 	if err != nil {
 		return nil, err
 	}
@@ -72,24 +74,51 @@ func Open(cfg Config) (*Token, error) {
 	return t, nil
 }
 
-func connect(cfg Config) (*crypto11.Context, crypto.Signer, error) {
+func connect(cfg Config, want crypto.PublicKey) (*crypto11.Context, crypto.Signer, error) {
 	ctx, err := crypto11.Configure(cfg.crypto11())
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening PKCS#11 %s: %w", cfg, err)
 	}
-	var label []byte
-	if cfg.KeyLabel != "" {
-		label = []byte(cfg.KeyLabel)
-	}
-	key, err := ctx.FindKeyPair(cfg.KeyID, label)
-	if err == nil && key == nil {
-		err = errors.New("no such key pair")
-	}
+	key, err := findKey(ctx, cfg, want)
 	if err != nil {
 		_ = ctx.Close()
 		return nil, nil, fmt.Errorf("finding the key on PKCS#11 %s: %w", cfg, err)
 	}
 	return ctx, key, nil
+}
+
+// findKey picks the key pair cfg names. A label (or id) may name several
+// key pairs, an old key kept beside its replacement for one; crypto11's
+// FindKeyPair returns whichever the token lists first, so the choice is
+// made here by public key, and refused when it cannot be made.
+func findKey(ctx *crypto11.Context, cfg Config, want crypto.PublicKey) (crypto11.Signer, error) {
+	var label []byte
+	if cfg.KeyLabel != "" {
+		label = []byte(cfg.KeyLabel)
+	}
+	keys, err := ctx.FindKeyPairs(cfg.KeyID, label)
+	if err != nil {
+		return nil, err
+	}
+	if want == nil {
+		switch len(keys) {
+		case 0:
+			return nil, errors.New("no such key pair")
+		case 1:
+			return keys[0], nil
+		default:
+			return nil, fmt.Errorf("%d key pairs match; give each a label (or key_id) of its own", len(keys))
+		}
+	}
+	for _, k := range keys {
+		if samePublic(k.Public(), want) {
+			return k, nil
+		}
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("no such key pair")
+	}
+	return nil, fmt.Errorf("none of the %d key pair(s) it names holds the issuer certificate's public key", len(keys))
 }
 
 // Public is the key's public half, read when the token was opened.
@@ -122,13 +151,10 @@ func (t *Token) signer() (crypto.Signer, error) {
 	if key := t.live(); key != nil {
 		return key, nil
 	}
-	ctx, key, err := connect(t.cfg)
+	// Only the key the worker started with (its certificate's) is taken.
+	ctx, key, err := connect(t.cfg, t.pub)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", signer.ErrUnavailable, err)
-	}
-	if !samePublic(key.Public(), t.pub) {
-		_ = ctx.Close()
-		return nil, fmt.Errorf("%w: the key on PKCS#11 %s is not the key the worker started with; refusing to sign with it", signer.ErrUnavailable, t.cfg)
+		return nil, fmt.Errorf("%w: %v; refusing to sign with another key than the one the worker started with", signer.ErrUnavailable, err)
 	}
 	t.mu.Lock()
 	t.ctx, t.key = ctx, key
@@ -175,13 +201,9 @@ func (t *Token) Ready(ctx context.Context) error {
 	}
 	done := make(chan error, 1)
 	go func() {
-		var label []byte
-		if t.cfg.KeyLabel != "" {
-			label = []byte(t.cfg.KeyLabel)
-		}
-		k, err := c.FindKeyPair(t.cfg.KeyID, label)
-		if err == nil && (k == nil || !samePublic(k.Public(), t.pub)) {
-			err = errors.New("the key is no longer on the token")
+		_, err := findKey(c, t.cfg, t.pub)
+		if err != nil {
+			err = fmt.Errorf("the key is no longer on the token: %w", err)
 		}
 		done <- err
 	}()
