@@ -140,6 +140,18 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, p principal) error
 func (s *Server) authed(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := s.auth.authenticate(r)
+		if ok && p.session != "" {
+			// The cookie's MAC says the panel minted it; the row says it
+			// has not been signed out (on any replica) or expired.
+			op, err := s.st.AdminSessionOperator(r.Context(), sessionKey(p.session))
+			switch {
+			case errors.Is(err, store.ErrNotFound) || (err == nil && op != p.user):
+				ok = false
+			case err != nil:
+				s.fail(w, r, principal{}, err)
+				return
+			}
+		}
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hallmark admin"`)
 			s.renderLogin(w, r, http.StatusUnauthorized, "Sign in with the operator token.")

@@ -218,6 +218,16 @@ func TestLoginSession(t *testing.T) {
 	if sessionCSRF == loginCSRF {
 		t.Fatal("the session's CSRF token is the login form's")
 	}
+	u, _ := url.Parse(srv.URL)
+	var session *http.Cookie
+	for _, ck := range jar.Cookies(u) {
+		if ck.Name == "hallmark_admin_session" {
+			session = ck
+		}
+	}
+	if session == nil {
+		t.Fatal("no session cookie after login")
+	}
 	resp, _ = do(t, c, "POST", srv.URL+"/logout", "", url.Values{"csrf": {loginCSRF}})
 	if resp.StatusCode != 403 {
 		t.Fatalf("logout with the login form's token: %d, want 403", resp.StatusCode)
@@ -228,6 +238,14 @@ func TestLoginSession(t *testing.T) {
 	}
 	if resp, _ = do(t, c, "GET", srv.URL+"/", "", nil); resp.StatusCode != 401 {
 		t.Fatalf("overview after logout: %d, want 401", resp.StatusCode)
+	}
+	// A copy of the cookie, replayed after the logout, opens nothing.
+	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
+	req.AddCookie(session)
+	if resp, err := (&http.Client{CheckRedirect: noRedirect}).Do(req); err != nil || resp.StatusCode != 401 {
+		t.Fatalf("the signed-out session cookie replayed: %v %v, want 401", resp.StatusCode, err)
+	} else {
+		resp.Body.Close()
 	}
 	evs, _, err := st.AuditList(context.Background(), store.Page{})
 	if err != nil || len(evs) != 2 || evs[0].Action != "admin.logout" || evs[1].Action != "admin.login" || evs[1].Actor != "admin:alice" {

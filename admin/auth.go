@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -83,10 +84,12 @@ func (a *auth) tokenOK(presented string) bool {
 
 // principal is an authenticated operator for one request. seed binds the
 // CSRF token: the session id for a browser session, the user for header
-// credentials.
+// credentials. session is the id of a browser session ("" for header
+// credentials), which must also be live in the store (sessionKey).
 type principal struct {
-	user string
-	seed string
+	user    string
+	seed    string
+	session string
 }
 
 // authenticate accepts "Authorization: Bearer <token>", basic auth with the
@@ -145,9 +148,23 @@ func randomID() string {
 
 // newSession returns a cookie value: user|session id|expiry, then its MAC.
 func (a *auth) newSession(user string) string {
-	payload := cleanUser(user) + "|" + randomID() + "|" + strconv.FormatInt(a.now().Add(sessionTTL).Unix(), 10)
+	v, _ := a.mintSession(user)
+	return v
+}
+
+// mintSession is newSession, also returning the new session's id.
+func (a *auth) mintSession(user string) (cookie, id string) {
+	id = randomID()
+	payload := cleanUser(user) + "|" + id + "|" + strconv.FormatInt(a.now().Add(sessionTTL).Unix(), 10)
 	enc := base64.RawURLEncoding.EncodeToString([]byte(payload))
-	return enc + "." + a.mac("session", enc)
+	return enc + "." + a.mac("session", enc), id
+}
+
+// sessionKey is the store's id for a session: the SHA-256 of its id, so
+// the table of live sessions holds nothing a browser could present.
+func sessionKey(id string) string {
+	sum := sha256.Sum256([]byte("hallmark admin session\x00" + id))
+	return hex.EncodeToString(sum[:])
 }
 
 func (a *auth) parseSession(v string) (principal, bool) {
@@ -167,7 +184,7 @@ func (a *auth) parseSession(v string) (principal, bool) {
 	if err != nil || a.now().Unix() > exp {
 		return principal{}, false
 	}
-	return principal{user: f[0], seed: "session:" + f[1]}, true
+	return principal{user: f[0], seed: "session:" + f[1], session: f[1]}, true
 }
 
 // newFlash returns a flash cookie value carrying msg for the principal

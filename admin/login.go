@@ -48,7 +48,12 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.renderLogin(w, r, http.StatusUnauthorized, "That token is not the operator token.")
 		return
 	}
-	http.SetCookie(w, s.auth.cookie(sessionCookie, s.auth.newSession(user), sessionTTL))
+	cookie, id := s.auth.mintSession(user)
+	if err := s.st.AdminSessionCreate(r.Context(), sessionKey(id), user, sessionTTL); err != nil {
+		s.fail(w, r, principal{}, err)
+		return
+	}
+	http.SetCookie(w, s.auth.cookie(sessionCookie, cookie, sessionTTL))
 	http.SetCookie(w, s.auth.cookie(loginCookie, "", -1))
 	s.record(r.Context(), principal{user: user}, "admin.login", user, "from "+r.RemoteAddr)
 	// Location is written as safeNext returns it: http.Redirect would clean
@@ -58,8 +63,15 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusSeeOther)
 }
 
+// logout ends the session in the store, so the cookie stops working on
+// every replica even where a copy of it outlives this browser's.
 func (s *Server) logout(w http.ResponseWriter, r *http.Request, p principal) error {
 	http.SetCookie(w, s.auth.cookie(sessionCookie, "", -1))
+	if p.session != "" {
+		if err := s.st.AdminSessionEnd(r.Context(), sessionKey(p.session)); err != nil {
+			return err
+		}
+	}
 	s.record(r.Context(), p, "admin.logout", p.user, "")
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 	return nil

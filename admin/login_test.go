@@ -4,10 +4,16 @@ import (
 	"html"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/hallmark-ca/hallmark/admin"
+	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol/revocation"
+	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
 
 var nextFieldRE = regexp.MustCompile(`name="next" value="([^"]*)"`)
@@ -81,6 +87,72 @@ func TestSignInRedirectStaysOnPanel(t *testing.T) {
 			}
 			if loc != tc.want {
 				t.Fatalf("next=%q: Location %q, want %q", tc.next, loc, tc.want)
+			}
+		})
+	}
+}
+
+// TestSignOutEndsTheSessionOnEveryReplica: two panels on one database (two
+// frontend replicas) accept the same session, and signing out on one ends
+// it on both, for a copy of the cookie too; the other sessions go on.
+func TestSignOutEndsTheSessionOnEveryReplica(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			db := testdb.Open(t, kind)
+			var replicas []string
+			for range 2 {
+				p, err := admin.New(admin.Options{Store: db.Store, Queue: db.Queue, Token: token,
+					Revoker: revocation.New(db.Store, config.Default().Profiles)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				srv := httptest.NewServer(p.Handler())
+				t.Cleanup(srv.Close)
+				replicas = append(replicas, srv.URL)
+			}
+			alice, _ := signIn(t, replicas[0], "alice", "/")
+			bob, _ := signIn(t, replicas[0], "bob", "/")
+			cookieOf := func(c *http.Client) *http.Cookie {
+				u, _ := url.Parse(replicas[0])
+				for _, ck := range c.Jar.Cookies(u) {
+					if ck.Name == "hallmark_admin_session" {
+						return ck
+					}
+				}
+				t.Fatal("no session cookie")
+				return nil
+			}
+			aliceCookie, bobCookie := cookieOf(alice), cookieOf(bob)
+			status := func(replica string, ck *http.Cookie) int {
+				req, _ := http.NewRequest("GET", replica+"/audit", nil)
+				req.AddCookie(ck)
+				resp, _ := doReq(t, req)
+				return resp.StatusCode
+			}
+			for _, r := range replicas {
+				if got := status(r, aliceCookie); got != http.StatusOK {
+					t.Fatalf("alice's session on %s: %d, want 200", r, got)
+				}
+			}
+			// Alice signs out on the second replica.
+			req, _ := http.NewRequest("GET", replicas[1]+"/", nil)
+			req.AddCookie(aliceCookie)
+			_, page := doReq(t, req)
+			req, _ = http.NewRequest("POST", replicas[1]+"/logout", strings.NewReader(url.Values{"csrf": {csrfOf(t, page)}}.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.AddCookie(aliceCookie)
+			if resp, body := doReq(t, req); resp.StatusCode != http.StatusSeeOther {
+				t.Fatalf("logout: %d\n%s", resp.StatusCode, body)
+			}
+			for _, r := range replicas {
+				if got := status(r, aliceCookie); got != http.StatusUnauthorized {
+					t.Errorf("alice's signed-out cookie on %s: %d, want 401", r, got)
+				}
+				if got := status(r, bobCookie); got != http.StatusOK {
+					t.Errorf("bob's session on %s after alice signed out: %d, want 200", r, got)
+				}
 			}
 		})
 	}

@@ -87,6 +87,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"Audit", testAudit},
 		{"IssuerPublish", testIssuerPublish},
 		{"AdminViews", testAdminViews},
+		{"AdminSessions", testAdminSessions}, // adminsessions.go
 		{"ExpirePending", testExpirePending},
 		{"StrandedChallenge", testStrandedChallenge},
 		{"StrandedOrder", testStrandedOrder},
