@@ -25,7 +25,9 @@ type RateLimits interface {
 	// RateOrders counts the account's orders created in the last window.
 	RateOrders(ctx context.Context, accountID string, window time.Duration) (RateCount, error)
 	// RateCertificates counts certificates issued in the last window that
-	// name registeredDomain or a name below it.
+	// name registeredDomain or a name below it, compared without case and
+	// at label boundaries (notexample.com is not below example.com); an IP
+	// address counts only as itself.
 	RateCertificates(ctx context.Context, registeredDomain string, window time.Duration) (RateCount, error)
 	// RateFailedValidations counts the account's authorizations for id
 	// that became invalid (a failed validation) in the last window.

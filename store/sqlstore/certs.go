@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hallmark-ca/hallmark/jobs"
@@ -56,7 +57,63 @@ FROM orders WHERE id = $2 AND status = 'valid' AND cert_serial = $1`,
 	}
 	queueRows(b, "storing the names of certificate "+c.Serial,
 		`INSERT INTO certificate_names (serial, name)`, `($1, $2)`, ` ON CONFLICT DO NOTHING`, rows)
+	// The domains the certificates-per-domain rate limit counts it under
+	// (RateCertificates), with the certificate row's issued_at: one more
+	// statement in the same batch (one per maxRowsPerStatement domains).
+	// Like the names, it inserts nothing when the certificate row was not
+	// written.
+	domains := certificateDomains(names)
+	for len(domains) > 0 {
+		n := min(len(domains), maxRowsPerStatement)
+		args := make([]any, 0, n+1)
+		args = append(args, c.Serial)
+		for _, d := range domains[:n] {
+			args = append(args, d)
+		}
+		b.exec("storing the domains of certificate "+c.Serial, `WITH d (domain) AS (VALUES `+valueRows("(CAST($2 AS TEXT))", 1, n)+`)
+INSERT INTO certificate_domains (domain, serial, issued_at)
+SELECT d.domain, c.serial, c.issued_at FROM d, certificates c WHERE c.serial = $1`, args...)
+		domains = domains[n:]
+	}
 	return i, nil
+}
+
+// certificateDomains is every domain under which RateCertificates counts a
+// certificate for names, without repeats: each name lowercased without
+// trailing dots, and for a DNS name each suffix at a label boundary that
+// still has two labels (x.example.test: x.example.test and example.test,
+// never test alone). An IP address is only itself: a name of digits and
+// dots only, or one with a colon (migration 0005 draws the same line).
+func certificateDomains(names []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(d string) {
+		if d != "" && !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	for _, n := range names {
+		d := strings.TrimRight(strings.ToLower(n), ".")
+		add(d)
+		if isAddress(d) {
+			continue
+		}
+		for {
+			i := strings.IndexByte(d, '.')
+			if i < 0 || !strings.Contains(d[i+1:], ".") {
+				break
+			}
+			d = d[i+1:]
+			add(d)
+		}
+	}
+	return out
+}
+
+// isAddress: a name of digits and dots only, or with a colon.
+func isAddress(name string) bool {
+	return strings.Contains(name, ":") || strings.Trim(name, "0123456789.") == ""
 }
 
 // certBySerialSQL reads one certificate by serial.

@@ -8,3 +8,7 @@ func Send(ctx context.Context, c Conn, d *Dialect, raw Tx, stmts []Stmt) ([]int6
 	b := batch{stmts: stmts, what: make([]string, len(stmts))}
 	return (&txn{raw: raw, d: d, c: c}).send(ctx, &b)
 }
+
+// RateCertificatesSQL is the statement RateCertificates runs, as d runs
+// it: $1 the window in microseconds (negative), $2 the domain.
+func RateCertificatesSQL(d *Dialect) string { return d.SQL(rateCertificatesSQL) }

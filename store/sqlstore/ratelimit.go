@@ -12,7 +12,9 @@ import (
 
 // Rate limits count the records themselves (orders, certificates,
 // authorizations) on the database clock; there is no counter table to keep
-// in step. Migration 0002 adds the indexes these counts use.
+// in step. Migration 0002 adds the indexes these counts use; certificates
+// are counted from certificate_domains (migration 0005), written with
+// them.
 
 // rateCount runs a query selecting COUNT, MIN(time) and {now}.
 func (s *Store) rateCount(ctx context.Context, what, q string, args ...any) (store.RateCount, error) {
@@ -41,13 +43,17 @@ func (s *Store) RateOrders(ctx context.Context, accountID string, window time.Du
 WHERE account_id = $1 AND created_at > {now+$2}`, accountID, -window.Microseconds())
 }
 
+// rateCertificatesSQL counts the certificates issued in a window under a
+// domain: certificate_domains holds each certificate under each of its names
+// and their parent domains (queueCertificate, migration 0005), so the count
+// is one range of certificate_domains_issued_idx, with or without
+// statistics, however many certificates were ever issued.
+const rateCertificatesSQL = `SELECT COUNT(*), MIN(issued_at), {now} FROM certificate_domains
+WHERE domain = $2 AND issued_at > {now+$1}`
+
 func (s *Store) RateCertificates(ctx context.Context, registeredDomain string, window time.Duration) (store.RateCount, error) {
-	d := strings.ToLower(registeredDomain)
-	below := "%." + strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(d)
-	return s.rateCount(ctx, "certificates", `SELECT COUNT(*), MIN(c.issued_at), {now} FROM certificates c
-WHERE c.issued_at > {now+$1} AND EXISTS (
-  SELECT 1 FROM certificate_names n WHERE n.serial = c.serial AND (n.name = $2 OR n.name LIKE $3 ESCAPE '\'))`,
-		-window.Microseconds(), d, below)
+	d := strings.TrimRight(strings.ToLower(registeredDomain), ".")
+	return s.rateCount(ctx, "certificates", rateCertificatesSQL, -window.Microseconds(), d)
 }
 
 func (s *Store) RateFailedValidations(ctx context.Context, accountID string, id acme.Identifier, window time.Duration) (store.RateCount, error) {

@@ -84,6 +84,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"CRLMonotonic", testCRLMonotonic},
 		{"Leases", testLeases},
 		{"RateCounts", testRateCounts},
+		{"RateCertificatesByDomain", testRateCertificatesByDomain}, // ratelimit.go
 		{"Audit", testAudit},
 		{"IssuerPublish", testIssuerPublish},
 		{"AdminViews", testAdminViews},

@@ -1,0 +1,174 @@
+package sqlstore_test
+
+import (
+	"context"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hallmark-ca/hallmark/store/sqlstore"
+	"github.com/hallmark-ca/hallmark/tests/testdb"
+)
+
+// The plan tests run the store's own statements (exported for the tests in
+// export_test.go) under EXPLAIN ANALYZE on a freshly migrated PostgreSQL
+// database holding 20,000 pending orders and 20,000 certificates. Nothing
+// is ever ANALYZEd (autovacuum is off on the tables), as on a fresh
+// installation or a table that grew faster than autovacuum, and each test
+// checks again after ANALYZE. A plan must not read a large table to answer
+// for a few rows, however the planner estimates.
+
+// seeded is the connection to such a database, with statistics when
+// analyze.
+func seeded(t *testing.T, analyze bool) *pgx.Conn {
+	t.Helper()
+	url := testdb.Postgres(t)
+	testdb.OpenURL(t, url) // migrates
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	for _, q := range []string{
+		`DO $$ DECLARE t text; BEGIN FOREACH t IN ARRAY ARRAY['orders','authorizations','challenges','order_authz','certificates','certificate_names','certificate_domains'] LOOP
+		   EXECUTE format('ALTER TABLE %I SET (autovacuum_enabled = false)', t); END LOOP; END $$`,
+		`INSERT INTO accounts (id, key_jwk, thumbprint, status) VALUES ('acct', '{}', 'tp', 'valid')`,
+		`INSERT INTO orders (id, account_id, status, identifiers, profile, expires_at)
+		 SELECT 'o'||g, 'acct', 'pending', '[]', 'default', now() + interval '1 day' FROM generate_series(1, 20000) g`,
+		`INSERT INTO authorizations (id, account_id, identifier_type, identifier_value, status, expires_at)
+		 SELECT 'a'||g, 'acct', 'dns', 'h'||g||'.example.com', 'pending', now() + interval '1 day' FROM generate_series(1, 20000) g`,
+		`INSERT INTO order_authz SELECT 'o'||g, 'a'||g, 0 FROM generate_series(1, 20000) g`,
+		`INSERT INTO challenges (id, authz_id, position, type, token, status)
+		 SELECT 'c'||g||'_'||p, 'a'||g, p, 'http-01', 'tok', CASE WHEN p = 0 THEN 'processing' ELSE 'pending' END
+		 FROM generate_series(1, 20000) g, generate_series(0, 1) p`,
+		`INSERT INTO certificates (serial, order_id, account_id, issuer_id, profile, der, chain_pem, names, not_before, not_after, issued_at)
+		 SELECT 's'||g, 'o'||g, 'acct', 'i', 'default', '\x', '\x', '[]', now(), now() + interval '90 days', now() - (g % 30) * interval '1 day'
+		 FROM generate_series(1, 20000) g`,
+		`INSERT INTO certificate_names SELECT 's'||g, 'h'||g||'.example'||(g % 200)||'.com' FROM generate_series(1, 20000) g`,
+		// What issuance writes (queueCertificate) for those names.
+		`INSERT INTO certificate_domains (domain, serial, issued_at)
+		 SELECT d, c.serial, c.issued_at FROM certificates c, generate_series(1, 20000) g,
+		   LATERAL (VALUES ('h'||g||'.example'||(g % 200)||'.com'), ('example'||(g % 200)||'.com')) v(d)
+		 WHERE c.serial = 's'||g`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if analyze {
+		if _, err := conn.Exec(ctx, "ANALYZE"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return conn
+}
+
+// explain is EXPLAIN ANALYZE of q with args on conn, in a transaction
+// rolled back after, as PostgreSQL plans it for these arguments (a custom
+// plan) and, when generic, as it plans it for any arguments (the generic
+// plan a prepared statement may switch to after five runs).
+func explain(t *testing.T, conn *pgx.Conn, generic bool, q string, args ...any) string {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	const opts = "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "
+	if generic {
+		if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, "PREPARE planned AS "+q); err != nil {
+			t.Fatalf("PREPARE %s: %v", q, err)
+		}
+		defer func() { _, _ = conn.Exec(ctx, "DEALLOCATE ALL") }()
+		lits := make([]string, len(args))
+		for i, a := range args {
+			switch v := a.(type) {
+			case string:
+				lits[i] = "'" + strings.ReplaceAll(v, "'", "''") + "'"
+			case int64:
+				lits[i] = strconv.FormatInt(v, 10)
+			default:
+				t.Fatalf("argument %d: %T", i, a)
+			}
+		}
+		q = "EXECUTE planned(" + strings.Join(lits, ", ") + ")"
+		args = nil
+	}
+	rows, err := tx.Query(ctx, opts+q, args...)
+	if err != nil {
+		t.Fatalf("EXPLAIN %s: %v", q, err)
+	}
+	var b strings.Builder
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(line + "\n")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("EXPLAIN %s: %v", q, err)
+	}
+	return b.String()
+}
+
+// bigScan is a plan node that read a thousand rows or more.
+var bigScan = regexp.MustCompile(`(?m)^.*Scan.*actual rows=\d{4,}.*$`)
+
+// readsTooMuch says what in plan reads a whole large table, or "".
+func readsTooMuch(plan string, tables ...string) string {
+	for _, tb := range tables {
+		if strings.Contains(plan, "Seq Scan on "+tb+" ") || strings.HasSuffix(strings.TrimSpace(plan), "Seq Scan on "+tb) {
+			return "a sequential scan of " + tb
+		}
+	}
+	if m := bigScan.FindString(plan); m != "" {
+		return "a scan reading thousands of rows: " + strings.TrimSpace(m)
+	}
+	return ""
+}
+
+// planCases runs check for each of: never analyzed, analyzed; custom and
+// generic plans.
+func planCases(t *testing.T, check func(t *testing.T, conn *pgx.Conn, generic bool)) {
+	t.Parallel()
+	for _, analyze := range []bool{false, true} {
+		name := "unanalyzed"
+		if analyze {
+			name = "analyzed"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			conn := seeded(t, analyze)
+			for _, generic := range []bool{false, true} {
+				check(t, conn, generic)
+			}
+		})
+	}
+}
+
+// TestRateCertificatesPlan: counting one domain's certificates reads that
+// domain's index range, not every certificate name ever stored.
+func TestRateCertificatesPlan(t *testing.T) {
+	planCases(t, func(t *testing.T, conn *pgx.Conn, generic bool) {
+		q := sqlstore.RateCertificatesSQL(sqlstore.Postgres)
+		// 100 certificates of example7.com in the window, of 20,000.
+		p := explain(t, conn, generic, q, -(31 * 24 * time.Hour).Microseconds(), "example7.com")
+		if !strings.Contains(p, "actual rows=100 ") {
+			t.Errorf("generic=%v: the count did not find example7.com's 100 certificates:\n%s", generic, p)
+		}
+		t.Logf("generic=%v:\n%s", generic, p)
+		if what := readsTooMuch(p, "certificates", "certificate_names", "certificate_domains"); what != "" {
+			t.Errorf("generic=%v: RateCertificates reads %s:\n%s", generic, what, p)
+		}
+	})
+}
