@@ -111,7 +111,7 @@ type crlRow struct {
 	Issuer    string
 	CRL       *store.CRL
 	Revoked   int
-	NotListed int // revocations newer than the newest CRL
+	NotListed int // revocations whose serial the newest CRL does not list
 	Stale     bool
 	URL       string
 	Problem   string
@@ -175,13 +175,20 @@ func (s *Server) crlRows(r *http.Request) ([]crlRow, error) {
 		if err != nil {
 			return nil, err
 		}
-		row.Revoked = len(revs)
-		for _, rv := range revs {
-			if row.CRL == nil || rv.RevokedAt.After(row.CRL.ThisUpdate) {
-				row.NotListed++
+		row.Revoked, row.NotListed = len(revs), len(revs)
+		parsed := true
+		if row.CRL != nil {
+			// Serials, not times: a revocation committed after the worker
+			// read the list can predate thisUpdate and be in no CRL.
+			if l, err := operator.CRLUnlisted(row.CRL.DER, revs); err == nil {
+				row.NotListed = len(l.Unlisted)
+			} else {
+				parsed = false
 			}
 		}
 		switch {
+		case row.CRL != nil && !parsed:
+			row.Stale, row.Problem = true, "the newest CRL does not parse"
 		case row.CRL == nil && row.Revoked > 0:
 			row.Stale, row.Problem = true, "no CRL signed yet; is a worker mounting this issuer running?"
 		case row.CRL != nil && now.After(row.CRL.NextUpdate):

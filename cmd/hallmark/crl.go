@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"strconv"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hallmark-ca/hallmark/admin/operator"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -19,7 +19,7 @@ func crlCommand() *cli.Command {
 		Subcommands: []*cli.Command{{
 			Name:  "status",
 			Usage: "per issuer: the newest CRL's number, thisUpdate, nextUpdate, entries, and whether it is stale",
-			Description: "A CRL is stale when its nextUpdate has passed or a revocation is newer than its thisUpdate\n" +
+			Description: "A CRL is stale when its nextUpdate has passed or a revocation's serial is not in it\n" +
 				"(a worker has not signed the CRL that lists it yet). Exit code 5 when any issuer is stale or has no CRL.",
 			Flags:  []cli.Flag{jsonFlag},
 			Action: withSession(crlStatus),
@@ -34,7 +34,7 @@ type crlRow struct {
 	NextUpdate  *time.Time `json:"next_update,omitempty"`
 	Entries     int        `json:"entries"`
 	Revocations int        `json:"revocations"`
-	// Unlisted counts revocations newer than the CRL's thisUpdate.
+	// Unlisted counts revocations whose serial the newest CRL does not list.
 	Unlisted int    `json:"unlisted"`
 	Stale    bool   `json:"stale"`
 	Why      string `json:"why,omitempty"`
@@ -69,17 +69,16 @@ func crlStatus(ctx context.Context, s *session, c *cli.Context) error {
 			r.Number = crl.Number
 			tu, nu := crl.ThisUpdate.UTC(), crl.NextUpdate.UTC()
 			r.ThisUpdate, r.NextUpdate = &tu, &nu
-			if rl, err := x509.ParseRevocationList(crl.DER); err == nil {
-				r.Entries = len(rl.RevokedCertificateEntries)
+			// Serials, not times: a revocation committed after the worker
+			// read the list can predate thisUpdate and be in no CRL.
+			if l, err := operator.CRLUnlisted(crl.DER, revs); err == nil {
+				r.Entries, r.Unlisted = l.Entries, len(l.Unlisted)
 			} else {
-				r.Entries = -1
-			}
-			for _, rv := range revs {
-				if rv.RevokedAt.After(crl.ThisUpdate) {
-					r.Unlisted++
-				}
+				r.Entries, r.Unlisted = -1, len(revs)
 			}
 			switch {
+			case r.Entries < 0:
+				r.Stale, r.Why = true, "the newest CRL does not parse"
 			case now.After(crl.NextUpdate):
 				r.Stale, r.Why = true, "nextUpdate has passed"
 			case r.Unlisted > 0:

@@ -1,0 +1,127 @@
+package admin_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// revokedCert issues serial to a new account (issuer "issuer-1") and
+// revokes it; it returns the revoked certificate.
+func revokedCert(t *testing.T, st store.Store, serial string) *store.Certificate {
+	t.Helper()
+	ctx := context.Background()
+	o := pendingOrder(t, st, serial, serial+".example.com")
+	challengeID, _ := claimed(t, st, o)
+	if err := st.ChallengeVerdict(ctx, store.Verdict{ChallengeID: challengeID, Status: acme.StatusValid}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := st.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr")); err != nil || !ok {
+		t.Fatalf("OrderFinalizeBegin: %v %v", ok, err)
+	}
+	now, err := st.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: serial, IssuerID: "issuer-1", Profile: "default",
+		DER: []byte{0x30, 0x01}, ChainPEM: []byte("-----BEGIN CERTIFICATE-----\n"), Names: []string{serial + ".example.com"},
+		NotBefore: now, NotAfter: now.Add(90 * 24 * time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := st.Revoke(ctx, serial, 1, store.AuditEvent{Actor: "test", Action: "revoke", Subject: serial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rev
+}
+
+// signedCRL is a CRL's DER, signed by a throwaway issuer, listing serials
+// (hex) with thisUpdate this.
+func signedCRL(t *testing.T, this time.Time, serials ...string) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test issuer"},
+		NotBefore: this.Add(-time.Hour), NotAfter: this.Add(48 * time.Hour),
+		KeyUsage: x509.KeyUsageCRLSign | x509.KeyUsageCertSign, IsCA: true, BasicConstraintsValid: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []x509.RevocationListEntry
+	for _, s := range serials {
+		n, _ := new(big.Int).SetString(s, 16)
+		entries = append(entries, x509.RevocationListEntry{SerialNumber: n, RevocationTime: this.Add(-time.Second)})
+	}
+	der, err := x509.CreateRevocationList(rand.Reader, &x509.RevocationList{Number: big.NewInt(1), ThisUpdate: this,
+		NextUpdate: this.Add(24 * time.Hour), RevokedCertificateEntries: entries}, ca, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return der
+}
+
+var issuerRowRE = regexp.MustCompile(`(?s)<code>issuer-1</code>.*?</tr>`)
+
+// TestCRLPagesCompareSerials: the CRLs page and the overview call an
+// issuer's CRL fresh only when it lists every revocation's serial. A CRL
+// signed after a revocation that does not list it (the revocation committed
+// after the worker read the list) is not fresh: comparing times said it was.
+func TestCRLPagesCompareSerials(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		lists  []string
+		der    []byte
+		status string // the row's status cell
+		count  string // its "not yet listed" cell
+	}{
+		{name: "a CRL after the revocation that does not list it", status: "revocations waiting for the next CRL", count: "1"},
+		{name: "a CRL that lists it", lists: []string{"c01"}, status: "fresh", count: "0"},
+		{name: "a CRL that does not parse", der: []byte{0x30}, status: "the newest CRL does not parse", count: "1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv, st := panel(t)
+			ctx := context.Background()
+			rev := revokedCert(t, st, "0c01")
+			this := rev.RevokedAt.Add(time.Second)
+			der := tc.der
+			if der == nil {
+				der = signedCRL(t, this, tc.lists...)
+			}
+			if err := st.CRLStore(ctx, store.CRL{IssuerID: "issuer-1", Number: 1, ThisUpdate: this, NextUpdate: this.Add(24 * time.Hour), DER: der}); err != nil {
+				t.Fatal(err)
+			}
+			c := &http.Client{CheckRedirect: noRedirect}
+			for _, path := range []string{"/crls", "/"} {
+				resp, page := do(t, c, "GET", srv.URL+path, "Bearer "+token, nil)
+				row := issuerRowRE.FindString(page)
+				if resp.StatusCode != http.StatusOK || row == "" {
+					t.Fatalf("GET %s: %d, no row for issuer-1\n%s", path, resp.StatusCode, page)
+				}
+				if !strings.Contains(row, "<td>"+tc.status+"</td>") || !strings.Contains(row, `<td class="n">`+tc.count+"</td><td>") {
+					t.Errorf("GET %s: issuer-1's row says\n%s\nwant status %q and %s not yet listed", path, row, tc.status, tc.count)
+				}
+			}
+		})
+	}
+}
