@@ -45,7 +45,7 @@ func accountsList(ctx context.Context, s *session, c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	as, _, err := s.st.AccountsList(ctx, store.Page{Limit: limit})
+	as, err := firstRows(limit, func(p store.Page) ([]*store.Account, string, error) { return s.st.AccountsList(ctx, p) })
 	if err != nil {
 		return err
 	}

@@ -66,7 +66,7 @@ func certsList(ctx context.Context, s *session, c *cli.Context) error {
 		no := false
 		f.Revoked = &no
 	}
-	cs, _, err := s.st.CertificatesList(ctx, f, store.Page{Limit: limit})
+	cs, err := firstRows(limit, func(p store.Page) ([]*store.Certificate, string, error) { return s.st.CertificatesList(ctx, f, p) })
 	if err != nil {
 		return err
 	}
