@@ -39,8 +39,8 @@ type Renewals interface {
 	// RenewalMove sets the window of every selected certificate to
 	// [start, end] with reason, replacing an earlier move, and records one
 	// audit event (ev, with the count in its Detail) in the same
-	// transaction. It returns the serials moved. An empty selector is
-	// refused.
+	// transaction when it moved any. It returns the serials moved. An
+	// empty selector is refused.
 	RenewalMove(ctx context.Context, sel RenewalSelector, start, end time.Time, reason string, ev AuditEvent) ([]string, error)
 	// RenewalWindowBySerial is the moved window of a certificate;
 	// ErrNotFound when no operator moved it.

@@ -45,11 +45,19 @@ func ariCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
+				if moved == nil {
+					moved = []string{} // a list is an array, never null
+				}
 				if s.json {
-					return s.emit(map[string]any{"moved": moved})
+					if err := s.emit(map[string]any{"moved": moved}); err != nil {
+						return err
+					}
 				}
 				if len(moved) == 0 {
 					return cli.Exit("no live certificate matches; nothing moved", exitNothing)
+				}
+				if s.json {
+					return nil
 				}
 				for _, m := range moved {
 					s.printf("%s\n", m)

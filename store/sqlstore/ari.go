@@ -46,6 +46,9 @@ ON CONFLICT (serial) DO UPDATE SET window_start = excluded.window_start, window_
 				return fmt.Errorf("moving the renewal window of %s: %w", serial, err)
 			}
 		}
+		if len(moved) == 0 {
+			return nil // nothing moved: nothing to audit
+		}
 		if ev.Detail == "" {
 			ev.Detail = reason
 		}
