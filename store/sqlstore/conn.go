@@ -103,12 +103,15 @@ type Rows interface {
 //	{json:COL:KEY}   the text of top-level key KEY of JSON column COL
 //	{forupdate}      a row lock on the selected rows (nothing on SQLite,
 //	                 whose writers are serialized by BEGIN IMMEDIATE)
+//	{forshare}       a shared row lock: the rows cannot change until the
+//	                 transaction ends (nothing on SQLite, as {forupdate})
 type Dialect struct {
 	Name       string
 	now        string
 	nowPlus    func(param string) string
 	jsonText   func(col, key string) string
 	forUpdate  string
+	forShare   string
 	positional bool // rewrite $N to ?N (SQLite binds "$1" by name)
 	encodeTime func(time.Time) any
 	// migrationLock serializes concurrent migrators ("" when BEGIN
@@ -127,6 +130,7 @@ var Postgres = &Dialect{
 	nowPlus:    func(p string) string { return "(now() + " + p + "::bigint * interval '1 microsecond')" },
 	jsonText:   func(col, key string) string { return col + "->>'" + key + "'" },
 	forUpdate:  " FOR UPDATE",
+	forShare:   " FOR SHARE",
 	encodeTime: func(t time.Time) any { return t.UTC() },
 	// Any constant works; it only has to be the same for every migrator.
 	migrationLock: "SELECT pg_advisory_xact_lock(7261001)",
@@ -148,6 +152,7 @@ var SQLite = &Dialect{
 	nowPlus:    func(p string) string { return "(" + sqliteNow + " + " + p + ")" },
 	jsonText:   func(col, key string) string { return "json_extract(" + col + ", '$." + key + "')" },
 	forUpdate:  "",
+	forShare:   "",
 	positional: true,
 	encodeTime: func(t time.Time) any { return t.UnixMicro() },
 	migrationsTable: `CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -159,7 +164,7 @@ var SQLite = &Dialect{
 }
 
 var (
-	tokenRE       = regexp.MustCompile(`\{(now\+\$\d+|now|forupdate|json:[a-z_.]+:[a-z_]+)\}`)
+	tokenRE       = regexp.MustCompile(`\{(now\+\$\d+|now|forupdate|forshare|json:[a-z_.]+:[a-z_]+)\}`)
 	placeholderRE = regexp.MustCompile(`\$(\d+)`)
 )
 
@@ -176,6 +181,8 @@ func (d *Dialect) SQL(q string) string {
 			return d.now
 		case tok == "forupdate":
 			return d.forUpdate
+		case tok == "forshare":
+			return d.forShare
 		case len(tok) > 4 && tok[:4] == "now+":
 			return d.nowPlus(tok[4:])
 		default: // json:COL:KEY

@@ -11,11 +11,12 @@ import (
 	"github.com/hallmark-ca/hallmark/store"
 )
 
-var problemExpired = acme.Problem{Type: acme.ProblemUnauthorized, Detail: "the order or one of its authorizations expired before the order was finalized"}
+var problemExpired = acme.Problem{Type: acme.ProblemUnauthorized, Detail: "the order expired, or one of its authorizations expired or stopped being valid, before the order was finalized"}
 
 // ExpirePending moves pending authorizations past their expiry to expired
 // and pending or ready orders past theirs, or with an authorization that
-// can no longer become valid, to invalid (RFC 8555 §7.1.6).
+// can no longer become valid (expired, deactivated, revoked or invalid),
+// to invalid (RFC 8555 §7.1.6).
 func (s *Store) ExpirePending(ctx context.Context) (int64, error) {
 	pt, err := problemText(&problemExpired)
 	if err != nil {
@@ -35,7 +36,7 @@ func (s *Store) ExpirePending(ctx context.Context) (int64, error) {
 		n, err = t.exec(ctx, `UPDATE orders SET status = 'invalid', error = $1, updated_at = {now}
 WHERE status IN ('pending', 'ready') AND (expires_at <= {now} OR EXISTS (
   SELECT 1 FROM order_authz oa JOIN authorizations a ON a.id = oa.authz_id
-  WHERE oa.order_id = orders.id AND a.status = 'expired'))`, pt)
+  WHERE oa.order_id = orders.id AND a.status NOT IN ('pending', 'valid')))`, pt)
 		total += n
 		return err
 	})

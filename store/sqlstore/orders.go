@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -518,8 +519,16 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, {now}, {now}) RETURNING created_at, 
 	return ord
 }
 
-// checkReuse makes sure every authorization o reuses exists and is the
-// account's own, in one read.
+// checkReuse makes sure every authorization o reuses exists, is the
+// account's own, and is valid and unexpired, in one read. On PostgreSQL the
+// read takes a share lock on them (in id order) until the order commits: an
+// AuthzDeactivate (or any other change to them) waits for the order, and
+// then finds it among the authorization's orders and invalidates it; one
+// that moved first is seen here, in the row's latest version, and the
+// order is refused. AuthzsReusable, which chose them, ran before this
+// transaction, so an authorization may have stopped being valid since.
+// The refusal is store.ErrConflict, carrying the problem the client gets:
+// a new order finds fresh authorizations.
 func checkReuse(ctx context.Context, t *txn, o store.NewOrder) error {
 	var ids []any
 	seen := map[string]bool{}
@@ -529,17 +538,26 @@ func checkReuse(ctx context.Context, t *txn, o store.NewOrder) error {
 			ids = append(ids, a.ID)
 		}
 	}
-	owners := map[string]string{}
+	slices.SortFunc(ids, func(a, b any) int { return strings.Compare(a.(string), b.(string)) })
+	type reused struct {
+		owner, status string
+		live          bool
+	}
+	found := map[string]reused{}
 	for len(ids) > 0 {
 		n := min(len(ids), maxRowsPerStatement)
 		if err := collect(ctx, t, func(r Rows) error {
-			var id, owner string
-			if err := r.Scan(&id, &owner); err != nil {
+			var id string
+			var a reused
+			var live int64
+			if err := r.Scan(&id, &a.owner, &a.status, &live); err != nil {
 				return err
 			}
-			owners[id] = owner
+			a.live = live == 1
+			found[id] = a
 			return nil
-		}, `SELECT id, account_id FROM authorizations WHERE id IN (`+paramList(n)+`)`, ids[:n]...); err != nil {
+		}, `SELECT id, account_id, status, CASE WHEN expires_at > {now} THEN 1 ELSE 0 END FROM authorizations
+WHERE id IN (`+paramList(n)+`) ORDER BY id {forshare}`, ids[:n]...); err != nil {
 			return err
 		}
 		ids = ids[n:]
@@ -548,12 +566,24 @@ func checkReuse(ctx context.Context, t *txn, o store.NewOrder) error {
 		if a.ID == "" {
 			continue
 		}
-		owner, ok := owners[a.ID]
+		r, ok := found[a.ID]
 		if !ok {
 			return fmt.Errorf("reusing authorization %s: %w", a.ID, store.ErrNotFound)
 		}
-		if owner != o.AccountID {
+		if r.owner != o.AccountID {
 			return fmt.Errorf("reusing authorization %s of another account: %w", a.ID, store.ErrNotFound)
+		}
+		if r.status != string(acme.StatusValid) || !r.live {
+			why := r.status
+			if r.status == string(acme.StatusValid) {
+				why = "expired"
+			}
+			return &acme.Error{
+				Problem: acme.Problem{Type: acme.ProblemServerInternal, Status: http.StatusServiceUnavailable,
+					Detail: "an authorization this order was to reuse stopped being valid while the order was created; send the newOrder again"},
+				RetryAfter: time.Second,
+				Cause:      fmt.Errorf("reusing authorization %s: it is %s, not valid: %w", a.ID, why, store.ErrConflict),
+			}
 		}
 	}
 	return nil

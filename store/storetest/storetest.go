@@ -59,6 +59,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"AccountsListPages", testAccountsListPages},
 		{"OrderHappyPath", testOrderHappyPath},
 		{"OrderReusesAuthz", testOrderReusesAuthz},
+		{"OrderReuseRefusesUnusableAuthz", testOrderReuseRefusesUnusableAuthz}, // reuse.go
 		{"StaleValidations", testStaleValidations},
 		{"AuthzReusable", testAuthzReusable},
 		{"InvalidVerdict", testInvalidVerdict},
@@ -90,6 +91,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"AdminViews", testAdminViews},
 		{"AdminSessions", testAdminSessions}, // adminsessions.go
 		{"ExpirePending", testExpirePending},
+		{"ExpirePendingUnusableAuthz", testExpirePendingUnusableAuthz}, // reuse.go
 		{"StrandedChallenge", testStrandedChallenge},
 		{"StrandedOrder", testStrandedOrder},
 		{"RenewalMove", testRenewalMove},     // arieab.go
