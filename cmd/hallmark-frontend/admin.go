@@ -27,10 +27,11 @@ func serveAdmin(ctx context.Context, cfg config.Config, db *open.DB, log *slog.L
 	}
 	panel, err := admin.New(admin.Options{
 		Store: db.Store, Queue: db.Queue, Token: token,
-		Revoker:    revocation.New(db.Store, cfg.Profiles),
-		CRLBase:    cfg.CA.URLBase,
-		RevokeWait: 5 * time.Second,
-		Logger:     log.With("component", "admin"),
+		Revoker:       revocation.New(db.Store, cfg.Profiles),
+		CRLBase:       cfg.CA.URLBase,
+		SecureCookies: cfg.Admin.SecureCookies,
+		RevokeWait:    5 * time.Second,
+		Logger:        log.With("component", "admin"),
 	})
 	if err != nil {
 		return err
