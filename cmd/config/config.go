@@ -76,6 +76,11 @@ type Admin struct {
 	Listen    string `toml:"listen"`
 	TokenFile string `toml:"token_file"`
 	TokenEnv  string `toml:"token_env"`
+	// SecureCookies marks the panel's cookies Secure, so a browser sends
+	// them only over HTTPS. Default false: the listener speaks plain HTTP
+	// (loopback or a management network); set it when a TLS-terminating
+	// proxy serves the panel.
+	SecureCookies bool `toml:"secure_cookies"`
 }
 
 // Worker configures hallmark-worker.
