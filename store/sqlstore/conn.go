@@ -105,6 +105,13 @@ type Rows interface {
 //	                 whose writers are serialized by BEGIN IMMEDIATE)
 //	{forshare}       a shared row lock: the rows cannot change until the
 //	                 transaction ends (nothing on SQLite, as {forupdate})
+//	{inlist} SUBQUERY {endlist}
+//	                 "IN (SUBQUERY)" as an index lookup of each value the
+//	                 subquery returns, whatever the planner's statistics:
+//	                 PostgreSQL's "= ANY (ARRAY(SUBQUERY))" (an InitPlan
+//	                 run first; a semi-join leaves the planner free to
+//	                 scan the outer table, which it does on tables never
+//	                 analyzed), SQLite's IN
 type Dialect struct {
 	Name       string
 	now        string
@@ -112,7 +119,8 @@ type Dialect struct {
 	jsonText   func(col, key string) string
 	forUpdate  string
 	forShare   string
-	positional bool // rewrite $N to ?N (SQLite binds "$1" by name)
+	inList     [2]string // what {inlist} and {endlist} expand to
+	positional bool      // rewrite $N to ?N (SQLite binds "$1" by name)
 	encodeTime func(time.Time) any
 	// migrationLock serializes concurrent migrators ("" when BEGIN
 	// IMMEDIATE already does).
@@ -131,6 +139,7 @@ var Postgres = &Dialect{
 	jsonText:   func(col, key string) string { return col + "->>'" + key + "'" },
 	forUpdate:  " FOR UPDATE",
 	forShare:   " FOR SHARE",
+	inList:     [2]string{"= ANY (ARRAY(", "))"},
 	encodeTime: func(t time.Time) any { return t.UTC() },
 	// Any constant works; it only has to be the same for every migrator.
 	migrationLock: "SELECT pg_advisory_xact_lock(7261001)",
@@ -153,6 +162,7 @@ var SQLite = &Dialect{
 	jsonText:   func(col, key string) string { return "json_extract(" + col + ", '$." + key + "')" },
 	forUpdate:  "",
 	forShare:   "",
+	inList:     [2]string{"IN (", ")"},
 	positional: true,
 	encodeTime: func(t time.Time) any { return t.UnixMicro() },
 	migrationsTable: `CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -164,7 +174,7 @@ var SQLite = &Dialect{
 }
 
 var (
-	tokenRE       = regexp.MustCompile(`\{(now\+\$\d+|now|forupdate|forshare|json:[a-z_.]+:[a-z_]+)\}`)
+	tokenRE       = regexp.MustCompile(`\{(now\+\$\d+|now|forupdate|forshare|inlist|endlist|json:[a-z_.]+:[a-z_]+)\}`)
 	placeholderRE = regexp.MustCompile(`\$(\d+)`)
 )
 
@@ -183,6 +193,10 @@ func (d *Dialect) SQL(q string) string {
 			return d.forUpdate
 		case tok == "forshare":
 			return d.forShare
+		case tok == "inlist":
+			return d.inList[0]
+		case tok == "endlist":
+			return d.inList[1]
 		case len(tok) > 4 && tok[:4] == "now+":
 			return d.nowPlus(tok[4:])
 		default: // json:COL:KEY

@@ -12,3 +12,22 @@ func Send(ctx context.Context, c Conn, d *Dialect, raw Tx, stmts []Stmt) ([]int6
 // RateCertificatesSQL is the statement RateCertificates runs, as d runs
 // it: $1 the window in microseconds (negative), $2 the domain.
 func RateCertificatesSQL(d *Dialect) string { return d.SQL(rateCertificatesSQL) }
+
+// OrderFindingSQL are the statements that find an authorization's orders
+// on the verdict's path and AuthzDeactivate's, by name, as d runs them:
+// $1 is the challenge (verdict) or the authorization (deactivate), $2 a
+// problem text where one is set.
+func OrderFindingSQL(d *Dialect) map[string]string {
+	out := map[string]string{}
+	for name, q := range map[string]string{
+		"verdict: lock the orders":              verdictLockSQL,
+		"verdict valid: orders to ready":        verdictReadySQL,
+		"verdict invalid: sibling challenges":   verdictSiblingsSQL,
+		"verdict invalid: orders to invalid":    verdictInvalidSQL,
+		"deactivate: lock the orders":           ordersUsing,
+		"deactivate: unfinished orders invalid": authzDeactivateOrdersSQL,
+	} {
+		out[name] = d.SQL(q)
+	}
+	return out
+}

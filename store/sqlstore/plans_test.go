@@ -88,7 +88,12 @@ func explain(t *testing.T, conn *pgx.Conn, generic bool, q string, args ...any) 
 		if _, err := tx.Exec(ctx, "PREPARE planned AS "+q); err != nil {
 			t.Fatalf("PREPARE %s: %v", q, err)
 		}
-		defer func() { _, _ = conn.Exec(ctx, "DEALLOCATE ALL") }()
+		// A prepared statement outlives the transaction; pgx's own
+		// cached statements stay.
+		defer func() {
+			_ = tx.Rollback(ctx)
+			_, _ = conn.Exec(ctx, "DEALLOCATE planned")
+		}()
 		lits := make([]string, len(args))
 		for i, a := range args {
 			switch v := a.(type) {
@@ -169,6 +174,37 @@ func TestRateCertificatesPlan(t *testing.T) {
 		t.Logf("generic=%v:\n%s", generic, p)
 		if what := readsTooMuch(p, "certificates", "certificate_names", "certificate_domains"); what != "" {
 			t.Errorf("generic=%v: RateCertificates reads %s:\n%s", generic, what, p)
+		}
+	})
+}
+
+// TestVerdictPlans: a challenge's verdict (on the issuance path) and
+// AuthzDeactivate find the few orders of one authorization from its keys,
+// whatever the statistics: 20,000 other pending orders are not read.
+func TestVerdictPlans(t *testing.T) {
+	planCases(t, func(t *testing.T, conn *pgx.Conn, generic bool) {
+		// The seed's challenge c777_0 is processing; its authorization a777
+		// is made valid as the verdict's own statement before would.
+		if _, err := conn.Exec(context.Background(), "UPDATE authorizations SET status = 'valid' WHERE id = 'a777'"); err != nil {
+			t.Fatal(err)
+		}
+		for name, q := range sqlstore.OrderFindingSQL(sqlstore.Postgres) {
+			key := "c777_0"
+			if strings.HasPrefix(name, "deactivate") {
+				key = "a777"
+			}
+			args := []any{key}
+			if strings.Contains(q, "$2") {
+				args = append(args, `{"type":"urn:ietf:params:acme:error:unauthorized"}`)
+			}
+			p := explain(t, conn, generic, q, args...)
+			t.Logf("%s, generic=%v:\n%s", name, generic, p)
+			if what := readsTooMuch(p, "orders", "order_authz", "authorizations", "challenges"); what != "" {
+				t.Errorf("%s (generic=%v) reads %s", name, generic, what)
+			}
+			if strings.Contains(p, "orders_status_idx") {
+				t.Errorf("%s (generic=%v) reads orders_status_idx: it must start from the keys", name, generic)
+			}
 		}
 	})
 }
