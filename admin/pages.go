@@ -417,10 +417,14 @@ func (s *Server) jobAbandon(w http.ResponseWriter, r *http.Request, p principal)
 	if err != nil {
 		return err
 	}
-	j, err := operator.AbandonJob(r.Context(), s.st, s.q, id, "admin:"+p.user, "the CA's operator abandoned this work; submit a new order")
+	j, failed, err := operator.AbandonJob(r.Context(), s.st, s.q, id, "admin:"+p.user, "the CA's operator abandoned this work; submit a new order")
 	msg := "Job abandoned (state " + j.State + ")."
 	if sub, ok := operator.SubjectOf(j); ok && err == nil {
-		msg = fmt.Sprintf("Job abandoned (state %s); %s %s failed with serverInternal.", j.State, sub.Kind, sub.ID)
+		if failed {
+			msg = fmt.Sprintf("Job abandoned (state %s); %s %s failed with serverInternal.", j.State, sub.Kind, sub.ID)
+		} else {
+			msg = fmt.Sprintf("Job cancelled (state %s); %s %s already had its verdict and was left as it is.", j.State, sub.Kind, sub.ID)
+		}
 	}
 	if errors.Is(err, operator.ErrNothingToDo) {
 		msg, err = "Not abandoned: "+err.Error(), nil

@@ -296,8 +296,12 @@ func (s subjects) Requeue(ctx context.Context, sub jobs.Subject) error {
 	return tx.Commit(ctx)
 }
 
-func (s subjects) Abandon(ctx context.Context, sub jobs.Subject, p acme.Problem) error {
-	return s.db.Exec(ctx, "UPDATE subjects SET state = 'invalid', problem = ? WHERE id = ? AND state = 'processing'", string(p.Type), sub.ID)
+func (s subjects) Abandon(ctx context.Context, sub jobs.Subject, p acme.Problem) (bool, error) {
+	var n int
+	if err := s.db.Scan(ctx, "SELECT count(*) FROM subjects WHERE id = ? AND state = 'processing'", []any{sub.ID}, &n); err != nil {
+		return false, err
+	}
+	return n > 0, s.db.Exec(ctx, "UPDATE subjects SET state = 'invalid', problem = ? WHERE id = ? AND state = 'processing'", string(p.Type), sub.ID)
 }
 
 // enqueue inserts a processing subject and its job in one transaction.

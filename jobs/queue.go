@@ -149,7 +149,9 @@ func (s Settings) withDefaults(maxWorkers int) Settings {
 type Subjects interface {
 	Stranded(ctx context.Context, olderThan time.Time) ([]Subject, error)
 	Requeue(ctx context.Context, s Subject) error
-	Abandon(ctx context.Context, s Subject, p acme.Problem) error
+	// Abandon fails a processing subject; false when it was not
+	// processing (it has its verdict) and nothing changed.
+	Abandon(ctx context.Context, s Subject, p acme.Problem) (bool, error)
 }
 
 // Queue is River wired to one database, for either dialect.

@@ -28,11 +28,14 @@ func Recover(ctx context.Context, s Subjects, olderThan, giveUpBefore time.Time)
 	}
 	for _, sub := range hopeless {
 		p := acme.Problem{Type: acme.ProblemServerInternal, Detail: fmt.Sprintf("the CA could not finish this %s since before %s, after trying again; submit a new order", subjectNoun(sub.Kind), giveUpBefore.UTC().Format(time.RFC3339))}
-		if err := s.Abandon(ctx, sub, p); err != nil {
+		moved, err := s.Abandon(ctx, sub, p)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("abandoning %s %s: %w", sub.Kind, sub.ID, err))
 			continue
 		}
-		abandoned++
+		if moved { // else its verdict landed since it was listed
+			abandoned++
+		}
 	}
 	// The abandoned are no longer processing, so they are not listed again.
 	stranded, err := s.Stranded(ctx, olderThan)

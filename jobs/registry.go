@@ -194,10 +194,16 @@ func (w *worker[T]) abandon(ctx context.Context, rj *river.Job[T], cause error) 
 	// still happen.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := w.env.subjects.Abandon(actx, s, abandonProblem); err != nil {
+	moved, err := w.env.subjects.Abandon(actx, s, abandonProblem)
+	if err != nil {
 		w.env.logger.Error("job handler failed and abandoning its subject failed too; recover will re-queue it",
 			"job_id", rj.ID, "kind", rj.Kind, "subject", s.ID, "error", cause, "abandon_error", err)
 		return fmt.Errorf("abandoning %s %s: %w", s.Kind, s.ID, err)
+	}
+	if !moved {
+		w.env.logger.Error("job handler failed; its subject already has its verdict and was left as it is",
+			"job_id", rj.ID, "kind", rj.Kind, "subject", s.ID, "attempt", rj.Attempt, "error", cause)
+		return nil
 	}
 	w.env.logger.Error("job handler failed; subject abandoned with serverInternal",
 		"job_id", rj.ID, "kind", rj.Kind, "subject", s.ID, "attempt", rj.Attempt, "error", cause)

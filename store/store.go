@@ -276,6 +276,7 @@ type Store interface {
 	Requeue(ctx context.Context, s jobs.Subject) error
 	// Abandon records a serverInternal failure on a subject so no client
 	// polls forever: the challenge (and its authz, orders) or order becomes
-	// invalid.
-	Abandon(ctx context.Context, s jobs.Subject, p acme.Problem) error
+	// invalid. It reports whether it did: false, with no error, for a
+	// subject that is no longer processing (it already has its verdict).
+	Abandon(ctx context.Context, s jobs.Subject, p acme.Problem) (bool, error)
 }

@@ -28,7 +28,7 @@ var ErrNothingToDo = errors.New("nothing to do")
 type Store interface {
 	AccountByID(ctx context.Context, id string) (*store.Account, error)
 	AccountDeactivate(ctx context.Context, id string) (*store.Account, error)
-	Abandon(ctx context.Context, s jobs.Subject, p acme.Problem) error
+	Abandon(ctx context.Context, s jobs.Subject, p acme.Problem) (bool, error)
 	AuditRecord(ctx context.Context, ev store.AuditEvent) error
 }
 
@@ -85,22 +85,25 @@ func RetryJob(ctx context.Context, st Store, q jobs.Queue, id int64, actor strin
 // AbandonJob cancels a job that has not finished and records a
 // serverInternal failure on its subject (a challenge or an order still
 // processing becomes invalid), so no client polls forever; then the audit
-// event. why is the operator's sentence, shown to the client in the
-// problem detail. A job already finished whose subject has its verdict is
-// ErrNothingToDo only when there is no subject to fail.
-func AbandonJob(ctx context.Context, st Store, q jobs.Queue, id int64, actor, why string) (jobs.JobInfo, error) {
-	j, err := jobs.Show(ctx, q, id)
+// event, which says what changed. why is the operator's sentence, shown to
+// the client in the problem detail. failed reports whether the subject was
+// failed: a subject that already has its verdict is left as it is. When
+// nothing changes (the job already finished and its subject has its
+// verdict, or it has none) the result is ErrNothingToDo and nothing is
+// audited.
+func AbandonJob(ctx context.Context, st Store, q jobs.Queue, id int64, actor, why string) (j jobs.JobInfo, failed bool, err error) {
+	j, err = jobs.Show(ctx, q, id)
 	if err != nil {
-		return j, err
+		return j, false, err
 	}
 	sub, hasSubject := SubjectOf(j)
 	if finished[j.State] && !hasSubject {
-		return j, fmt.Errorf("job %d is already %s and has no subject a client polls: %w", id, j.State, ErrNothingToDo)
+		return j, false, fmt.Errorf("job %d is already %s and has no subject a client polls: %w", id, j.State, ErrNothingToDo)
 	}
 	before := j.State
 	if !finished[j.State] {
 		if j, err = jobs.Cancel(ctx, q, id); err != nil {
-			return j, err
+			return j, false, err
 		}
 	}
 	detail := fmt.Sprintf("%s job was %s, now %s", j.Kind, before, j.State)
@@ -108,12 +111,20 @@ func AbandonJob(ctx context.Context, st Store, q jobs.Queue, id int64, actor, wh
 		if why == "" {
 			why = "an operator abandoned the work; try again"
 		}
-		if err := st.Abandon(ctx, sub, acme.Problem{Type: acme.ProblemServerInternal, Detail: why}); err != nil {
-			return j, fmt.Errorf("recording the failure on %s %s: %w", subjectNoun(sub), sub.ID, err)
+		failed, err = st.Abandon(ctx, sub, acme.Problem{Type: acme.ProblemServerInternal, Detail: why})
+		if err != nil {
+			return j, false, fmt.Errorf("recording the failure on %s %s: %w", subjectNoun(sub), sub.ID, err)
 		}
-		detail += fmt.Sprintf("; %s %s failed with %q", subjectNoun(sub), sub.ID, why)
+		if failed {
+			detail += fmt.Sprintf("; %s %s failed with %q", subjectNoun(sub), sub.ID, why)
+		} else if finished[before] {
+			return j, false, fmt.Errorf("job %d is already %s and %s %s already has its verdict: %w",
+				id, before, subjectNoun(sub), sub.ID, ErrNothingToDo)
+		} else {
+			detail += fmt.Sprintf("; %s %s already had its verdict and was left as it is", subjectNoun(sub), sub.ID)
+		}
 	}
-	return j, audit(ctx, st, store.AuditEvent{Actor: actor, Action: ActionJobAbandon, Subject: jobSubject(id), Detail: detail})
+	return j, failed, audit(ctx, st, store.AuditEvent{Actor: actor, Action: ActionJobAbandon, Subject: jobSubject(id), Detail: detail})
 }
 
 // SubjectOf names the record a job works on that a client polls (the

@@ -234,7 +234,7 @@ func jobsAbandon(ctx context.Context, s *session, c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	j, err := operator.AbandonJob(ctx, s.st, s.q, id, operator.CLIActor(), c.String("detail"))
+	j, failed, err := operator.AbandonJob(ctx, s.st, s.q, id, operator.CLIActor(), c.String("detail"))
 	if err != nil {
 		return jobErr(id, err)
 	}
@@ -243,8 +243,10 @@ func jobsAbandon(ctx context.Context, s *session, c *cli.Context) error {
 	}
 	s.printf("job %d (%s) is %s", j.ID, j.Kind, j.State)
 	if sub := jobSubject(j); sub != "" {
-		if _, ok := operator.SubjectOf(j); ok {
+		if _, ok := operator.SubjectOf(j); ok && failed {
 			s.printf("; %s is failed with serverInternal so its client stops polling", sub)
+		} else if ok {
+			s.printf("; %s already had its verdict and was left as it is", sub)
 		}
 	}
 	s.printf("\n")

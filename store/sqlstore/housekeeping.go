@@ -114,32 +114,43 @@ func (s *Store) Requeue(ctx context.Context, sub jobs.Subject) error {
 }
 
 // Abandon records a failure on a processing subject so no client polls it
-// forever. A subject that is no longer processing already has its verdict:
-// there is nothing to abandon and Abandon returns nil (the jobs layer cannot
-// tell store.ErrConflict from a failure, and must not retry a finished job).
-func (s *Store) Abandon(ctx context.Context, sub jobs.Subject, p acme.Problem) error {
+// forever, and reports whether it did. A subject that is no longer
+// processing already has its verdict: there is nothing to abandon, and
+// Abandon returns false and no error (the jobs layer must not retry a
+// finished job), so that a caller never reports a failure it did not
+// record.
+func (s *Store) Abandon(ctx context.Context, sub jobs.Subject, p acme.Problem) (bool, error) {
 	if p.Type == "" {
 		p.Type = acme.ProblemServerInternal
 	}
+	var moved bool
 	err := s.inTx(ctx, func(t *txn) error {
+		moved = false
 		switch sub.Kind {
 		case jobs.KindChallengeValidate:
 			c, err := s.challengeByID(ctx, t, sub.ID)
 			if err != nil || c.Status != acme.StatusProcessing {
 				return err
 			}
-			return s.verdict(ctx, t, sub.ID, acme.StatusInvalid, &p, nil)
+			if err := s.verdict(ctx, t, sub.ID, acme.StatusInvalid, &p, nil); err != nil {
+				return err
+			}
 		case jobs.KindSignerIssue:
 			o, err := s.orderByID(ctx, t, sub.ID)
 			if err != nil || o.Status != acme.StatusProcessing {
 				return err
 			}
-			return s.orderFail(ctx, t, sub.ID, p)
+			if err := s.orderFail(ctx, t, sub.ID, p); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("abandoning %s %s: the store has no subjects of that kind", sub.Kind, sub.ID)
 		}
-		return fmt.Errorf("abandoning %s %s: the store has no subjects of that kind", sub.Kind, sub.ID)
+		moved = true
+		return nil
 	})
-	if errors.Is(err, errLost) {
-		return nil // a verdict landed between the read and the swap
+	if errors.Is(err, errLost) || errors.Is(err, store.ErrConflict) {
+		return false, nil // a verdict landed between the read and the swap
 	}
-	return err
+	return moved && err == nil, err
 }

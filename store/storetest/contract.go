@@ -72,9 +72,9 @@ func testNotFound(t *testing.T, s store.Store, _ Extras) {
 	wantErr(t, "Requeue challenge", err, store.ErrNotFound)
 	err = s.Requeue(ctx, jobs.Subject{Kind: jobs.KindSignerIssue, ID: "nope"})
 	wantErr(t, "Requeue order", err, store.ErrNotFound)
-	err = s.Abandon(ctx, jobs.Subject{Kind: jobs.KindChallengeValidate, ID: "nope"}, acme.Problem{})
+	_, err = s.Abandon(ctx, jobs.Subject{Kind: jobs.KindChallengeValidate, ID: "nope"}, acme.Problem{})
 	wantErr(t, "Abandon challenge", err, store.ErrNotFound)
-	err = s.Abandon(ctx, jobs.Subject{Kind: jobs.KindSignerIssue, ID: "nope"}, acme.Problem{})
+	_, err = s.Abandon(ctx, jobs.Subject{Kind: jobs.KindSignerIssue, ID: "nope"}, acme.Problem{})
 	wantErr(t, "Abandon order", err, store.ErrNotFound)
 	_, err = reusable(ctx, s, "nope", acme.Identifier{Type: acme.IdentifierDNS, Value: "example.com"}, false, time.Now())
 	wantErr(t, "AuthzReusable", err, store.ErrNotFound)
@@ -1955,8 +1955,8 @@ func testStrandedChallenge(t *testing.T, s store.Store, x Extras) {
 	if subs := stranded(later); len(subs) != 0 {
 		t.Fatalf("Stranded = %v after Requeue, want none", subs)
 	}
-	if err := s.Abandon(ctx, want[0], acme.Problem{Detail: "validation could not run"}); err != nil {
-		t.Fatal(err)
+	if moved, err := s.Abandon(ctx, want[0], acme.Problem{Detail: "validation could not run"}); err != nil || !moved {
+		t.Fatalf("Abandon of a processing challenge = %v, %v; want true", moved, err)
 	}
 	c := challenge(t, s, cid)
 	if c.Status != acme.StatusInvalid || c.Error == nil || c.Error.Type != acme.ProblemServerInternal {
@@ -1965,9 +1965,10 @@ func testStrandedChallenge(t *testing.T, s store.Store, x Extras) {
 	if st := order(t, s, o.ID).Status; st != acme.StatusInvalid {
 		t.Fatalf("order of an abandoned challenge is %s, want invalid", st)
 	}
-	// Abandoning a subject that already has its verdict changes nothing.
-	if err := s.Abandon(ctx, want[0], acme.Problem{Detail: "again"}); err != nil {
-		t.Fatalf("abandoning twice: %v, want nil (nothing left to abandon)", err)
+	// Abandoning a subject that already has its verdict changes nothing,
+	// and says so.
+	if moved, err := s.Abandon(ctx, want[0], acme.Problem{Detail: "again"}); err != nil || moved {
+		t.Fatalf("abandoning twice = %v, %v; want false, nil (nothing left to abandon)", moved, err)
 	}
 	if c := challenge(t, s, cid); c.Error == nil || c.Error.Detail != "validation could not run" {
 		t.Fatalf("a second Abandon rewrote the problem to %+v", c.Error)
@@ -2001,12 +2002,15 @@ func testStrandedOrder(t *testing.T, s store.Store, x Extras) {
 	if n := x.Int(t, "SELECT count(*) FROM river_job WHERE kind = 'signer_issue' AND queue = '"+jobs.ProfileQueue("hsm")+"'"); n != 1 {
 		t.Fatalf("%d signer_issue jobs on the hsm profile's queue after Requeue, want 1", n)
 	}
-	if err := s.Abandon(ctx, want[0], acme.Problem{Type: acme.ProblemServerInternal, Detail: "signing could not run"}); err != nil {
-		t.Fatal(err)
+	if moved, err := s.Abandon(ctx, want[0], acme.Problem{Type: acme.ProblemServerInternal, Detail: "signing could not run"}); err != nil || !moved {
+		t.Fatalf("Abandon of a processing order = %v, %v; want true", moved, err)
 	}
 	got := order(t, s, o.ID)
 	if got.Status != acme.StatusInvalid || got.Error == nil || got.Error.Type != acme.ProblemServerInternal {
 		t.Fatalf("abandoned order = %s %+v", got.Status, got.Error)
+	}
+	if moved, err := s.Abandon(ctx, want[0], acme.Problem{Detail: "again"}); err != nil || moved {
+		t.Fatalf("abandoning a failed order again = %v, %v; want false, nil", moved, err)
 	}
 }
 
