@@ -129,6 +129,16 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 		return err
 	}
 	o, err := s.st.OrderCreate(ctx, no)
+	if errors.Is(err, store.ErrAuthzUnusable) {
+		// An authorization chosen for reuse was deactivated or expired
+		// since: the order gets fresh authorizations instead, as it would
+		// have had it come a moment later.
+		if no, err = s.draftOrder(p.acct.ID, req, name, prof, ids, bind, now, nil); err != nil {
+			return err
+		}
+		no.ReplacesSerial = replacesSerial
+		o, err = s.st.OrderCreate(ctx, no)
+	}
 	if err != nil {
 		return s.orderCreateErr(err, req.Replaces)
 	}

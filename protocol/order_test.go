@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -134,6 +135,53 @@ func TestAuthzReuse(t *testing.T) {
 		o3, _ := e.newOrder(t, b, dnsIDs("reuse.example"))
 		if o3.Status != acme.StatusPending || o3.Authorizations[0] == o.Authorizations[0] {
 			t.Errorf("another account's order %+v reused the authz", o3)
+		}
+	})
+}
+
+// deactivatingReuse is a real store that, while armed, deactivates every
+// authorization an order is to reuse just before writing the order: the
+// deactivation lands between newOrder's choice of authorizations (read
+// ahead with its nonce, or by AuthzsReusable) and its OrderCreate.
+type deactivatingReuse struct {
+	store.Store
+	armed *atomic.Bool
+}
+
+func (d deactivatingReuse) OrderCreate(ctx context.Context, o store.NewOrder) (*store.Order, error) {
+	if d.armed.Load() {
+		for _, a := range o.Authzs {
+			if a.ID != "" {
+				if _, err := d.Store.AuthzDeactivate(ctx, a.ID); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return d.Store.OrderCreate(ctx, o)
+}
+
+// TestAuthzReuseRaceGetsFreshAuthz: an authorization chosen for reuse that
+// is deactivated before the order is written is not reused; the order
+// gets a fresh one, pending, and the client never sees the race. Before,
+// the order was written pending on the deactivated authorization and could
+// never become ready.
+func TestAuthzReuseRaceGetsFreshAuthz(t *testing.T) {
+	t.Parallel()
+	var armed atomic.Bool
+	wrap := func(s store.Store) store.Store { return deactivatingReuse{s, &armed} }
+	withWrappedStores(t, nil, wrap, nil, func(t *testing.T, e *env) {
+		a := e.register(t)
+		o, _ := e.newOrder(t, a, dnsIDs("race.reuse.example"))
+		e.validate(t, a, o)
+		armed.Store(true)
+		o2, _ := e.newOrder(t, a, dnsIDs("race.reuse.example"))
+		armed.Store(false)
+		if len(o2.Authorizations) != 1 || o2.Authorizations[0] == o.Authorizations[0] || o2.Status != acme.StatusPending {
+			t.Fatalf("the order after its authorization was deactivated mid-newOrder: %+v; want a fresh pending authorization, not %s", o2, o.Authorizations[0])
+		}
+		if got := e.authz(t, a, o2.Authorizations[0]); got.Status != acme.StatusPending {
+			t.Errorf("the fresh authorization is %s, want pending", got.Status)
 		}
 	})
 }

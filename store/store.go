@@ -27,6 +27,10 @@ var (
 	// not hold, or the store does not fold. The request goes the ordinary
 	// way.
 	ErrUnfolded = errors.New("store: the folded write did not apply")
+	// ErrAuthzUnusable is OrderCreate refusing an authorization the order
+	// was to reuse that stopped being valid (deactivated, expired) after
+	// the caller chose it: the caller drafts the order again.
+	ErrAuthzUnusable = errors.New("store: an authorization to reuse is no longer valid")
 )
 
 // ClockSlack is how far a folded newOrder's estimate of the database's
@@ -142,6 +146,8 @@ type Store interface {
 	AccountsList(ctx context.Context, p Page) ([]*Account, string, error)
 
 	// OrderCreate writes an order and its new authorizations and challenges.
+	// An authorization it reuses must still be the account's, valid and
+	// unexpired, or it writes nothing and the error is ErrAuthzUnusable.
 	OrderCreate(ctx context.Context, o NewOrder) (*Order, error)
 	// OrderCreateSigned is a newOrder in one transaction with its
 	// request's nonce and account check, as ChallengeClaimSigned is for a

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -527,8 +526,8 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, {now}, {now}) RETURNING created_at, 
 // that moved first is seen here, in the row's latest version, and the
 // order is refused. AuthzsReusable, which chose them, ran before this
 // transaction, so an authorization may have stopped being valid since.
-// The refusal is store.ErrConflict, carrying the problem the client gets:
-// a new order finds fresh authorizations.
+// The refusal is store.ErrAuthzUnusable: the frontend drafts the order
+// again, and finds fresh authorizations.
 func checkReuse(ctx context.Context, t *txn, o store.NewOrder) error {
 	var ids []any
 	seen := map[string]bool{}
@@ -578,12 +577,7 @@ WHERE id IN (`+paramList(n)+`) ORDER BY id {forshare}`, ids[:n]...); err != nil 
 			if r.status == string(acme.StatusValid) {
 				why = "expired"
 			}
-			return &acme.Error{
-				Problem: acme.Problem{Type: acme.ProblemServerInternal, Status: http.StatusServiceUnavailable,
-					Detail: "an authorization this order was to reuse stopped being valid while the order was created; send the newOrder again"},
-				RetryAfter: time.Second,
-				Cause:      fmt.Errorf("reusing authorization %s: it is %s, not valid: %w", a.ID, why, store.ErrConflict),
-			}
+			return fmt.Errorf("reusing authorization %s: it is %s, not valid: %w", a.ID, why, store.ErrAuthzUnusable)
 		}
 	}
 	return nil

@@ -12,8 +12,9 @@ import (
 // testOrderReuseRefusesUnusableAuthz: an order reuses an authorization
 // only while it is valid and unexpired, checked in OrderCreate's own
 // transaction. AuthzsReusable chose it earlier, outside it; one that was
-// deactivated, failed or expired since is refused with store.ErrConflict
-// and nothing is written, rather than an order left pending forever on an
+// deactivated, failed or expired since is refused with
+// store.ErrAuthzUnusable and nothing is written (the frontend drafts the
+// order again), rather than an order left pending forever on an
 // authorization that can never become valid again.
 func testOrderReuseRefusesUnusableAuthz(t *testing.T, s store.Store, x Extras) {
 	ctx := ctxT(t)
@@ -55,12 +56,8 @@ func testOrderReuseRefusesUnusableAuthz(t *testing.T, s store.Store, x Extras) {
 			spec := orderSpec(t, s, a, name, "fresh."+name)
 			spec.Authzs[0] = &store.Authorization{ID: id}
 			o, err := s.OrderCreate(ctx, spec)
-			if !errors.Is(err, store.ErrConflict) {
-				t.Fatalf("OrderCreate reusing a %s authorization = %+v, %v; want store.ErrConflict", c.name, o, err)
-			}
-			var ae *acme.Error
-			if !errors.As(err, &ae) || ae.Problem.Type != acme.ProblemServerInternal || ae.RetryAfter <= 0 {
-				t.Errorf("the refusal %v carries no problem telling the client to send the order again", err)
+			if !errors.Is(err, store.ErrAuthzUnusable) {
+				t.Fatalf("OrderCreate reusing a %s authorization = %+v, %v; want store.ErrAuthzUnusable", c.name, o, err)
 			}
 			after, err := s.RateOrders(ctx, a.ID, time.Hour)
 			if err != nil {
