@@ -180,7 +180,7 @@ func (s *Server) crlRows(r *http.Request) ([]crlRow, error) {
 		if row.CRL != nil {
 			// Serials, not times: a revocation committed after the worker
 			// read the list can predate thisUpdate and be in no CRL.
-			if l, err := operator.CRLUnlisted(row.CRL.DER, revs); err == nil {
+			if l, err := row.CRL.Unlisted(revs); err == nil {
 				row.NotListed = len(l.Unlisted)
 			} else {
 				parsed = false

@@ -2,11 +2,9 @@ package worker
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"math/big"
-	"strings"
 	"time"
 
 	"github.com/hallmark-ca/hallmark/jobs"
@@ -104,20 +102,8 @@ func (w *Worker) generateCRL(ctx context.Context, job jobs.Job[jobs.CRLGenerateA
 // not times: a revocation whose transaction committed after the CRL read
 // the list may carry an earlier timestamp.
 func coversAll(crl *store.CRL, revs []store.Revocation) bool {
-	parsed, err := x509.ParseRevocationList(crl.DER)
-	if err != nil || len(parsed.RevokedCertificateEntries) != len(revs) {
-		return false
-	}
-	listed := make(map[string]bool, len(parsed.RevokedCertificateEntries))
-	for _, e := range parsed.RevokedCertificateEntries {
-		listed[e.SerialNumber.Text(16)] = true
-	}
-	for _, r := range revs {
-		if !listed[strings.TrimLeft(strings.ToLower(r.Serial), "0")] {
-			return false
-		}
-	}
-	return true
+	l, err := crl.Unlisted(revs)
+	return err == nil && l.Entries == len(revs) && len(l.Unlisted) == 0
 }
 
 // housekeeping runs the periodic sweeps. Each sweep's failure is logged and

@@ -8,7 +8,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hallmark-ca/hallmark/admin/operator"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -71,7 +70,7 @@ func crlStatus(ctx context.Context, s *session, c *cli.Context) error {
 			r.ThisUpdate, r.NextUpdate = &tu, &nu
 			// Serials, not times: a revocation committed after the worker
 			// read the list can predate thisUpdate and be in no CRL.
-			if l, err := operator.CRLUnlisted(crl.DER, revs); err == nil {
+			if l, err := crl.Unlisted(revs); err == nil {
 				r.Entries, r.Unlisted = l.Entries, len(l.Unlisted)
 			} else {
 				r.Entries, r.Unlisted = -1, len(revs)

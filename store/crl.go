@@ -1,11 +1,9 @@
-package operator
+package store
 
 import (
 	"crypto/x509"
 	"fmt"
 	"math/big"
-
-	"github.com/hallmark-ca/hallmark/store"
 )
 
 // CRLListing is what an issuer's newest CRL says about its revocations.
@@ -17,17 +15,17 @@ type CRLListing struct {
 	Unlisted []string
 }
 
-// CRLUnlisted reads a CRL's DER and reports which of revs it does not
-// list. It compares serials, not times, as the worker does before it
-// decides a CRL is current (worker/crl.go, coversAll): on PostgreSQL a
-// revocation whose transaction committed after the worker read the list
-// can carry a revoked_at earlier than the CRL's thisUpdate and still be in
-// no CRL. A CRL that does not parse is an error; the operator should treat
-// every revocation as unlisted.
-func CRLUnlisted(der []byte, revs []store.Revocation) (CRLListing, error) {
-	rl, err := x509.ParseRevocationList(der)
+// Unlisted reads the CRL's DER and reports which of revs it does not list.
+// It compares serials, not times: on PostgreSQL a revocation whose
+// transaction committed after the worker read the list can carry a
+// revoked_at earlier than the CRL's thisUpdate and still be in no CRL. The
+// worker asks it before deciding a CRL is current; `hallmark crl status`
+// and the admin panel before calling one fresh. A CRL that does not parse
+// is an error; every revocation is then unlisted.
+func (c *CRL) Unlisted(revs []Revocation) (CRLListing, error) {
+	rl, err := x509.ParseRevocationList(c.DER)
 	if err != nil {
-		return CRLListing{}, fmt.Errorf("parsing the CRL: %w", err)
+		return CRLListing{}, fmt.Errorf("parsing CRL %d of issuer %s: %w", c.Number, c.IssuerID, err)
 	}
 	listed := make(map[string]bool, len(rl.RevokedCertificateEntries))
 	for _, e := range rl.RevokedCertificateEntries {
