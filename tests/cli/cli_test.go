@@ -20,6 +20,7 @@ import (
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/open"
+	"github.com/hallmark-ca/hallmark/tests/harness"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
 
@@ -532,7 +533,7 @@ func TestCRLStatus(t *testing.T) {
 			}
 			ctx := context.Background()
 			now, _ := c.st().Now(ctx)
-			if err := c.st().CRLStore(ctx, store.CRL{IssuerID: "issuer-1", Number: 7, ThisUpdate: now.Add(time.Second), NextUpdate: now.Add(24 * time.Hour), DER: signedCRL(t, now.Add(time.Second), "d1")}); err != nil {
+			if err := c.st().CRLStore(ctx, store.CRL{IssuerID: "issuer-1", Number: 7, ThisUpdate: now.Add(time.Second), NextUpdate: now.Add(24 * time.Hour), DER: harness.SignedCRL(t, now.Add(time.Second), "d1")}); err != nil {
 				t.Fatal(err)
 			}
 			r := c.want(0, "crl", "status")

@@ -2,52 +2,12 @@ package cli
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
 	"testing"
 	"time"
 
 	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/tests/harness"
 )
-
-// signedCRL is a CRL's DER, signed by a throwaway issuer, listing serials
-// (hex) with thisUpdate this.
-func signedCRL(t *testing.T, this time.Time, serials ...string) []byte {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test issuer"},
-		NotBefore: this.Add(-time.Hour), NotAfter: this.Add(48 * time.Hour),
-		KeyUsage: x509.KeyUsageCRLSign | x509.KeyUsageCertSign, IsCA: true, BasicConstraintsValid: true}
-	caDER, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var entries []x509.RevocationListEntry
-	for _, s := range serials {
-		n, ok := new(big.Int).SetString(s, 16)
-		if !ok {
-			t.Fatalf("serial %q is not hex", s)
-		}
-		entries = append(entries, x509.RevocationListEntry{SerialNumber: n, RevocationTime: this.Add(-time.Second)})
-	}
-	der, err := x509.CreateRevocationList(rand.Reader, &x509.RevocationList{Number: big.NewInt(1), ThisUpdate: this,
-		NextUpdate: this.Add(24 * time.Hour), RevokedCertificateEntries: entries}, ca, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return der
-}
 
 // TestCRLStatusComparesSerials: `crl status` calls a CRL fresh only when it
 // lists every revocation's serial. A CRL whose thisUpdate is after a
@@ -83,7 +43,7 @@ func TestCRLStatusComparesSerials(t *testing.T) {
 				this := rev.RevokedAt.Add(time.Second)
 				der := tc.der
 				if der == nil {
-					der = signedCRL(t, this, tc.lists...)
+					der = harness.SignedCRL(t, this, tc.lists...)
 				}
 				if err := c.st().CRLStore(ctx, store.CRL{IssuerID: "issuer-1", Number: 1, ThisUpdate: this, NextUpdate: this.Add(24 * time.Hour), DER: der}); err != nil {
 					t.Fatal(err)
