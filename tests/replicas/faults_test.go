@@ -67,12 +67,32 @@ func held(ctx context.Context, conn *pgx.Conn, worker string) (map[string][]int6
 }
 
 // heldSettled is held for a worker just stopped: a statement it sent
-// before the stop still commits (River's batched completion of a job it
-// had finished, seen once in CI as a job "held" at the kill but completed
-// by the killed worker), so it reads until two reads 300 ms apart agree.
-// A stopped worker cannot go on changing its jobs, so not settling within
-// ten reads is an error.
+// before the stop still runs and commits (River's batched completion of a
+// job it had finished, seen in CI as a job "held" at the kill but
+// completed by the killed worker, once even after two reads 300 ms apart
+// agreed: the statement was still executing). So it first waits until
+// none of the worker's sessions (named after it, withApplicationName) is
+// executing a statement — one stopped inside a transaction stays open and
+// is rolled back at the kill — then reads until two reads 300 ms apart
+// agree. A stopped worker cannot go on changing its jobs, so not settling
+// within ten reads is an error.
 func heldSettled(ctx context.Context, conn *pgx.Conn, worker string) (map[string][]int64, error) {
+	for i := 0; ; i++ {
+		var sessions, active int
+		if err := conn.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE state = 'active') FROM pg_stat_activity WHERE application_name = $1`, worker).Scan(&sessions, &active); err != nil {
+			return nil, err
+		}
+		if sessions == 0 {
+			return nil, fmt.Errorf("no PostgreSQL session is named %s: is application_name in its database URL?", worker)
+		}
+		if active == 0 {
+			break
+		}
+		if i == 100 {
+			return nil, fmt.Errorf("%s's sessions still execute %d statement(s) 10s after it was stopped", worker, active)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	prev, err := held(ctx, conn, worker)
 	for i := 0; err == nil && i < 10; i++ {
 		time.Sleep(300 * time.Millisecond)

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -101,7 +102,7 @@ func startCluster(t *testing.T, dbURL string, o options) *cluster {
 
 	common := func(listen, publicListen, health, id, caDir string) harness.Config {
 		return harness.Config{
-			DatabaseURL:        dbURL,
+			DatabaseURL:        withApplicationName(dbURL, id),
 			DatabaseExtra:      "max_conns = 8",
 			Listen:             listen,
 			PublicHTTPListen:   publicListen,
@@ -408,4 +409,18 @@ func (c *cluster) checkBooks(ctx context.Context, workers ...*proc) int {
 		}
 	}
 	return certs
+}
+
+// withApplicationName names a process's PostgreSQL sessions after it
+// (application_name, shown in pg_stat_activity), so a test can tell what a
+// stopped worker's sessions are still executing (heldSettled).
+func withApplicationName(dbURL, name string) string {
+	if !strings.HasPrefix(dbURL, "postgres") {
+		return dbURL
+	}
+	sep := "?"
+	if strings.Contains(dbURL, "?") {
+		sep = "&"
+	}
+	return dbURL + sep + "application_name=" + url.QueryEscape(name)
 }
