@@ -235,7 +235,8 @@ func TestExternalAccountBinding(t *testing.T) {
 		mac := make([]byte, 32)
 		_, _ = rand.Read(mac)
 		if _, err := e.st.EABCreate(ctx, store.EABKey{ID: "kid-1", MACKey: mac, Label: "team a",
-			AllowedDomains: []string{"team-a.example"}, AllowedIPRanges: []string{"192.0.2.0/24"}, PreValidated: true}); err != nil {
+			AllowedDomains: []string{"team-a.example"}, AllowedIPRanges: []string{"192.0.2.0/24"}, PreValidated: true},
+			store.AuditEvent{Actor: "test", Action: "eab.create", Subject: "kid-1"}); err != nil {
 			t.Fatal(err)
 		}
 		var dir struct {

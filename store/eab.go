@@ -31,8 +31,11 @@ func (k *EABKey) Limited() bool { return len(k.AllowedDomains) > 0 || len(k.Allo
 
 // ExternalAccounts is what external account binding needs of the store.
 type ExternalAccounts interface {
-	// EABCreate stores a new key; ErrConflict if its ID exists.
-	EABCreate(ctx context.Context, k EABKey) (*EABKey, error)
+	// EABCreate stores a new key and records ev in the same transaction: a
+	// key nobody audited never exists, and an audit failure leaves no key
+	// behind whose MAC the operator was never shown. ErrConflict if its ID
+	// exists.
+	EABCreate(ctx context.Context, k EABKey, ev AuditEvent) (*EABKey, error)
 	EABByID(ctx context.Context, id string) (*EABKey, error)
 	EABList(ctx context.Context, p Page) ([]*EABKey, string, error)
 	// AccountCreateBound creates the account and binds the unused key keyID

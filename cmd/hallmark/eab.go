@@ -57,12 +57,9 @@ func eabCommand() *cli.Command {
 						return err
 					}
 					k.ID, k.MACKey = "eab_"+base64.RawURLEncoding.EncodeToString(id), mac
-					created, err := s.st.EABCreate(ctx, k)
+					created, err := s.st.EABCreate(ctx, k, store.AuditEvent{Actor: operator.CLIActor(), Action: "eab.create", Subject: k.ID,
+						Detail: fmt.Sprintf("label %q domains %v ips %v prevalidated %v", k.Label, k.AllowedDomains, k.AllowedIPRanges, k.PreValidated)})
 					if err != nil {
-						return err
-					}
-					if err := s.st.AuditRecord(ctx, store.AuditEvent{Actor: operator.CLIActor(), Action: "eab.create", Subject: created.ID,
-						Detail: fmt.Sprintf("label %q domains %v ips %v prevalidated %v", k.Label, k.AllowedDomains, k.AllowedIPRanges, k.PreValidated)}); err != nil {
 						return err
 					}
 					hmacKey := base64.RawURLEncoding.EncodeToString(mac)

@@ -30,7 +30,7 @@ func scanEAB(r interface{ Scan(...any) error }, seq *int64) (*store.EABKey, erro
 	return &k, nil
 }
 
-func (s *Store) EABCreate(ctx context.Context, k store.EABKey) (*store.EABKey, error) {
+func (s *Store) EABCreate(ctx context.Context, k store.EABKey, ev store.AuditEvent) (*store.EABKey, error) {
 	if k.ID == "" || len(k.MACKey) == 0 {
 		return nil, errors.New("creating an EAB key: it needs an id and a MAC key")
 	}
@@ -56,8 +56,10 @@ VALUES ($1, $2, $3, $4, $5, $6, {now})`, k.ID, k.MACKey, k.Label, dt, it, k.PreV
 			return fmt.Errorf("creating EAB key %s: %w", k.ID, err)
 		}
 		var err error
-		out, err = scanEAB(t.queryRow(ctx, `SELECT `+eabCols+` FROM eab_keys WHERE id = $1`, k.ID), nil)
-		return err
+		if out, err = scanEAB(t.queryRow(ctx, `SELECT `+eabCols+` FROM eab_keys WHERE id = $1`, k.ID), nil); err != nil {
+			return err
+		}
+		return s.audit(ctx, t, ev)
 	})
 	return out, err
 }

@@ -85,15 +85,34 @@ func testOrderReplaces(t *testing.T, s store.Store, _ Extras) {
 }
 
 // testEABBindOnce: a key binds one account, atomically with creating it.
+// Creating a key records its audit event in the same transaction; a
+// refused one records none.
 func testEABBindOnce(t *testing.T, s store.Store, _ Extras) {
 	ctx := ctxT(t)
-	k, err := s.EABCreate(ctx, store.EABKey{ID: "k-" + rnd(4), MACKey: []byte("secret-mac-key-0123456789abcdef"), Label: "team",
-		AllowedDomains: []string{"team.example"}, PreValidated: true})
+	audited := func() []store.AuditEvent {
+		t.Helper()
+		evs, _, err := s.AuditList(ctx, store.Page{Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return evs
+	}
+	before := len(audited())
+	id := "k-" + rnd(4)
+	k, err := s.EABCreate(ctx, store.EABKey{ID: id, MACKey: []byte("secret-mac-key-0123456789abcdef"), Label: "team",
+		AllowedDomains: []string{"team.example"}, PreValidated: true},
+		store.AuditEvent{Actor: "cli:test", Action: "eab.create", Subject: id, Detail: "label \"team\""})
 	if err != nil || !k.PreValidated || k.AccountID != "" || !slices.Equal(k.AllowedDomains, []string{"team.example"}) {
 		t.Fatalf("EABCreate = %+v, %v", k, err)
 	}
-	_, err = s.EABCreate(ctx, store.EABKey{ID: k.ID, MACKey: []byte("x")})
+	if evs := audited(); len(evs) != before+1 || evs[0].Action != "eab.create" || evs[0].Subject != id {
+		t.Errorf("after EABCreate the audit log holds %d events (was %d), newest %+v; want its eab.create", len(evs), before, evs[0])
+	}
+	_, err = s.EABCreate(ctx, store.EABKey{ID: k.ID, MACKey: []byte("x")}, store.AuditEvent{Actor: "cli:test", Action: "eab.create", Subject: k.ID})
 	wantErr(t, "EABCreate twice", err, store.ErrConflict)
+	if n := len(audited()); n != before+1 {
+		t.Errorf("the refused EABCreate left an audit event: %d events, want %d", n, before+1)
+	}
 
 	acct := &store.Account{KeyJWK: []byte(`{"kty":"OKP"}`), Thumbprint: rnd(32), TermsAgreed: true}
 	got, err := s.AccountCreateBound(ctx, acct, k.ID)
