@@ -50,6 +50,7 @@ type Server struct {
 	q       jobs.Queue
 	rev     *revocation.Service
 	auth    *auth
+	limit   *limiter // failed token checks per client address
 	crlBase string
 	wait    time.Duration
 	log     *slog.Logger
@@ -68,7 +69,8 @@ func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	s := &Server{st: o.Store, q: o.Queue, rev: o.Revoker, auth: newAuth(o.Token, o.SecureCookies),
+	a := newAuth(o.Token, o.SecureCookies)
+	s := &Server{st: o.Store, q: o.Queue, rev: o.Revoker, auth: a, limit: newLimiter(func() time.Time { return a.now() }),
 		crlBase: strings.TrimRight(o.CRLBase, "/"), wait: o.RevokeWait, log: o.Logger, mux: http.NewServeMux()}
 	if err := s.parseTemplates(); err != nil {
 		return nil, err
@@ -136,10 +138,24 @@ func storableRequest(r *http.Request) bool {
 type handlerFunc func(w http.ResponseWriter, r *http.Request, p principal) error
 
 // authed refuses a request without valid credentials (401, with the login
-// form for a browser) and a POST without the principal's CSRF token (403).
+// form for a browser), a bearer or basic token from an address with too many
+// failed token checks (429, whether or not the token is right), and a POST
+// without the principal's CSRF token (403).
 func (s *Server) authed(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, ok := s.auth.authenticate(r)
+		var p principal
+		var ok bool
+		if cred := headerCredential(r); cred != "" {
+			var wait time.Duration
+			ok, wait = s.tokenCheck(r, cred, func() (good bool) { p, good = s.auth.authenticate(r); return good })
+			if wait > 0 {
+				secs := retryAfter(w, wait)
+				http.Error(w, fmt.Sprintf("429 too many requests: too many failed authentications from your address; retry in %d seconds", secs), http.StatusTooManyRequests)
+				return
+			}
+		} else {
+			p, ok = s.auth.authenticate(r)
+		}
 		if ok && p.session != "" {
 			// The cookie's MAC says the panel minted it; the row says it
 			// has not been signed out (on any replica) or expired.

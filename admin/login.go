@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"path"
@@ -41,9 +42,14 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "403 forbidden: the login form's CSRF token is missing or stale; reload the login page", http.StatusForbidden)
 		return
 	}
-	user := cleanUser(r.PostFormValue("user"))
-	if !s.auth.tokenOK(r.PostFormValue("token")) {
-		s.log.Warn("admin: login refused: wrong token", "user", user, "remote", r.RemoteAddr)
+	user, tok := cleanUser(r.PostFormValue("user")), r.PostFormValue("token")
+	ok, wait := s.tokenCheck(r, "login form", func() bool { return s.auth.tokenOK(tok) })
+	if wait > 0 {
+		secs := retryAfter(w, wait)
+		s.renderLogin(w, r, http.StatusTooManyRequests, fmt.Sprintf("Too many failed sign-ins from your address; try again in %d seconds.", secs))
+		return
+	}
+	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="hallmark admin"`)
 		s.renderLogin(w, r, http.StatusUnauthorized, "That token is not the operator token.")
 		return
