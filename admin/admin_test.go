@@ -19,6 +19,7 @@ import (
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
 
@@ -35,6 +36,13 @@ func panel(t *testing.T) (*httptest.Server, store.Store) {
 func panelOn(t *testing.T, kind string) (*httptest.Server, store.Store) {
 	t.Helper()
 	db := testdb.Open(t, kind)
+	return serve(t, db), db.Store
+}
+
+// serve runs a panel on db, its store and its queue, as a frontend does;
+// a test calls it again for a second replica on the same database.
+func serve(t *testing.T, db *open.DB) *httptest.Server {
+	t.Helper()
 	p, err := admin.New(admin.Options{Store: db.Store, Queue: db.Queue, Token: token,
 		Revoker: revocation.New(db.Store, config.Default().Profiles)})
 	if err != nil {
@@ -42,7 +50,7 @@ func panelOn(t *testing.T, kind string) (*httptest.Server, store.Store) {
 	}
 	srv := httptest.NewServer(p.Handler())
 	t.Cleanup(srv.Close)
-	return srv, db.Store
+	return srv
 }
 
 func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }

@@ -4,15 +4,11 @@ import (
 	"html"
 	"net/http"
 	"net/http/cookiejar"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
 
-	"github.com/hallmark-ca/hallmark/admin"
-	"github.com/hallmark-ca/hallmark/cmd/config"
-	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
 
@@ -103,14 +99,7 @@ func TestSignOutEndsTheSessionOnEveryReplica(t *testing.T) {
 			db := testdb.Open(t, kind)
 			var replicas []string
 			for range 2 {
-				p, err := admin.New(admin.Options{Store: db.Store, Queue: db.Queue, Token: token,
-					Revoker: revocation.New(db.Store, config.Default().Profiles)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				srv := httptest.NewServer(p.Handler())
-				t.Cleanup(srv.Close)
-				replicas = append(replicas, srv.URL)
+				replicas = append(replicas, serve(t, db).URL)
 			}
 			alice, _ := signIn(t, replicas[0], "alice", "/")
 			bob, _ := signIn(t, replicas[0], "bob", "/")

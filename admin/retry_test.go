@@ -5,18 +5,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/admin"
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
-	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
@@ -34,12 +30,7 @@ func TestRetryJob(t *testing.T) {
 	ctx := context.Background()
 	db := testdb.Open(t, "sqlite")
 	st := db.Store
-	p, err := admin.New(admin.Options{Store: st, Queue: db.Queue, Token: token, Revoker: revocation.New(st, config.Default().Profiles)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(p.Handler())
-	t.Cleanup(srv.Close)
+	srv := serve(t, db)
 
 	o := pendingOrder(t, st, "retry", "retry.example.com")
 	challengeID, jobID := claimed(t, st, o)
