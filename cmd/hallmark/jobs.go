@@ -35,6 +35,11 @@ func jobsCommand() *cli.Command {
 	}
 }
 
+// jobKinds are the kinds --kind accepts: a misspelt kind would list
+// nothing and look like an empty queue.
+var jobKinds = map[string]bool{jobs.KindChallengeValidate: true, jobs.KindSignerIssue: true, jobs.KindSignerRevoke: true,
+	jobs.KindCRLGenerate: true, jobs.KindHousekeeping: true}
+
 var jobStates = map[string]bool{"available": true, "scheduled": true, "running": true, "retryable": true, "completed": true, "cancelled": true, "discarded": true, "pending": true}
 
 type attemptRow struct {
@@ -107,6 +112,11 @@ func jobsList(ctx context.Context, s *session, c *cli.Context) error {
 	for _, st := range c.StringSlice("state") {
 		if !jobStates[st] {
 			return usage("--state %q is not a job state; use available, scheduled, running, retryable, completed, cancelled, discarded or pending", st)
+		}
+	}
+	for _, k := range c.StringSlice("kind") {
+		if !jobKinds[k] {
+			return usage("--kind %q is not a job kind; use challenge_validate, signer_issue, signer_revoke, crl_generate or housekeeping", k)
 		}
 	}
 	js, err := jobs.List(ctx, s.q, jobs.ListFilter{Kinds: c.StringSlice("kind"), States: c.StringSlice("state"), Limit: limit})
