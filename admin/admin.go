@@ -200,12 +200,21 @@ type errNotFound string
 
 func (e errNotFound) Error() string { return string(e) }
 
+// errBadRequest renders 400 with its message: a filter the operator typed
+// that cannot be read.
+type errBadRequest string
+
+func (e errBadRequest) Error() string { return string(e) }
+
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, p principal, err error) {
 	status, msg := http.StatusInternalServerError, "the panel could not read the store; see the frontend's log"
 	var nf errNotFound
+	var br errBadRequest
 	switch {
 	case errors.As(err, &nf):
 		status, msg = http.StatusNotFound, nf.Error()
+	case errors.As(err, &br):
+		status, msg = http.StatusBadRequest, br.Error()
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, jobs.ErrJobNotFound):
 		status, msg = http.StatusNotFound, "no such record: "+r.URL.Path
 	case errors.Is(err, context.Canceled):

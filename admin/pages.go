@@ -286,7 +286,7 @@ func (s *Server) certs(w http.ResponseWriter, r *http.Request, p principal) erro
 	if e := q.Get("expiring"); e != "" {
 		t, err := time.Parse("2006-01-02", e)
 		if err != nil {
-			return errNotFound("the expiring date must be YYYY-MM-DD")
+			return errBadRequest("the expiring date must be YYYY-MM-DD")
 		}
 		f.ExpiringBefore = &t
 	}
