@@ -146,13 +146,8 @@ func randomID() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// newSession returns a cookie value: user|session id|expiry, then its MAC.
-func (a *auth) newSession(user string) string {
-	v, _ := a.mintSession(user)
-	return v
-}
-
-// mintSession is newSession, also returning the new session's id.
+// mintSession returns a session cookie value (user|session id|expiry, then
+// its MAC) and the new session's id, which the store keeps (sessionKey).
 func (a *auth) mintSession(user string) (cookie, id string) {
 	id = randomID()
 	payload := cleanUser(user) + "|" + id + "|" + strconv.FormatInt(a.now().Add(sessionTTL).Unix(), 10)

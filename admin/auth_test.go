@@ -14,7 +14,7 @@ func TestSessionCookie(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	a := newAuth("the-operator-token-0123456789", false)
 	a.now = func() time.Time { return now }
-	good := a.newSession("alice")
+	good, _ := a.mintSession("alice")
 	enc, sig, _ := strings.Cut(good, ".")
 	payload, err := base64.RawURLEncoding.DecodeString(enc)
 	if err != nil {

@@ -89,6 +89,32 @@ type Page struct {
 	Limit int
 }
 
+// Rows reads up to limit rows (all of them when limit is 0) from a listing
+// that returns one page at a time, following its cursor: a store returns
+// at most one page (1000 rows) per call.
+func Rows[T any](limit int, list func(Page) ([]T, string, error)) ([]T, error) {
+	out := []T{}
+	p := Page{}
+	for limit == 0 || len(out) < limit {
+		if limit > 0 {
+			p.Limit = limit - len(out)
+		}
+		rows, next, err := list(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+		if next == "" || len(rows) == 0 {
+			break
+		}
+		p.After = next
+	}
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
 // OrderFilter narrows OrdersList; empty fields match everything.
 type OrderFilter struct {
 	AccountID  string

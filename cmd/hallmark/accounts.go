@@ -45,7 +45,7 @@ func accountsList(ctx context.Context, s *session, c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	as, err := firstRows(limit, func(p store.Page) ([]*store.Account, string, error) { return s.st.AccountsList(ctx, p) })
+	as, err := store.Rows(limit, func(p store.Page) ([]*store.Account, string, error) { return s.st.AccountsList(ctx, p) })
 	if err != nil {
 		return err
 	}

@@ -48,21 +48,20 @@ func ariCommand() *cli.Command {
 				if moved == nil {
 					moved = []string{} // a list is an array, never null
 				}
-				if s.json {
+				switch {
+				case s.json:
 					if err := s.emit(map[string]any{"moved": moved}); err != nil {
 						return err
 					}
+				case len(moved) > 0:
+					for _, m := range moved {
+						s.printf("%s\n", m)
+					}
+					s.printf("moved the renewal window of %d certificate(s) into the past\n", len(moved))
 				}
 				if len(moved) == 0 {
 					return cli.Exit("no live certificate matches; nothing moved", exitNothing)
 				}
-				if s.json {
-					return nil
-				}
-				for _, m := range moved {
-					s.printf("%s\n", m)
-				}
-				s.printf("moved the renewal window of %d certificate(s) into the past\n", len(moved))
 				return nil
 			}),
 		}},

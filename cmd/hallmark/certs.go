@@ -66,7 +66,7 @@ func certsList(ctx context.Context, s *session, c *cli.Context) error {
 		no := false
 		f.Revoked = &no
 	}
-	cs, err := firstRows(limit, func(p store.Page) ([]*store.Certificate, string, error) { return s.st.CertificatesList(ctx, f, p) })
+	cs, err := store.Rows(limit, func(p store.Page) ([]*store.Certificate, string, error) { return s.st.CertificatesList(ctx, f, p) })
 	if err != nil {
 		return err
 	}

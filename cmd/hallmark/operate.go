@@ -183,26 +183,6 @@ func listLimit(c *cli.Context) (int, error) {
 	return n, nil
 }
 
-// firstRows reads up to limit rows, newest first, following the store's
-// cursor: the store returns at most one page (1000 rows) per call, so a
-// --limit above that takes several.
-func firstRows[T any](limit int, list func(p store.Page) ([]T, string, error)) ([]T, error) {
-	out := []T{}
-	after := ""
-	for len(out) < limit {
-		rows, next, err := list(store.Page{After: after, Limit: limit - len(out)})
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, rows...)
-		if next == "" || len(rows) == 0 {
-			break
-		}
-		after = next
-	}
-	return out[:min(len(out), limit)], nil
-}
-
 // flagsFirst catches a flag written after an argument, which urfave/cli
 // would otherwise take as a second argument.
 func flagsFirst(c *cli.Context) error {

@@ -71,7 +71,7 @@ func ordersList(ctx context.Context, s *session, c *cli.Context) error {
 	if f.Status != "" && !orderStatuses[string(f.Status)] {
 		return usage("--status %q is not an order status; use pending, ready, processing, valid or invalid", f.Status)
 	}
-	os, err := firstRows(limit, func(p store.Page) ([]*store.Order, string, error) { return s.st.OrdersList(ctx, f, p) })
+	os, err := store.Rows(limit, func(p store.Page) ([]*store.Order, string, error) { return s.st.OrdersList(ctx, f, p) })
 	if err != nil {
 		return err
 	}

@@ -241,17 +241,11 @@ func (s *Service) Select(ctx context.Context, t Target) ([]*store.Certificate, e
 	} else if err != nil {
 		return nil, fmt.Errorf("reading account %s: %w", t.AccountID, err)
 	}
-	var out []*store.Certificate
-	p := store.Page{Limit: 500}
-	for {
-		cs, next, err := s.st.CertificatesList(ctx, store.CertFilter{AccountID: t.AccountID}, p)
-		if err != nil {
-			return nil, fmt.Errorf("listing the certificates of account %s: %w", t.AccountID, err)
-		}
-		out = append(out, cs...)
-		if next == "" {
-			return out, nil
-		}
-		p.After = next
+	out, err := store.Rows(0, func(p store.Page) ([]*store.Certificate, string, error) {
+		return s.st.CertificatesList(ctx, store.CertFilter{AccountID: t.AccountID}, p)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the certificates of account %s: %w", t.AccountID, err)
 	}
+	return out, nil
 }
