@@ -75,6 +75,10 @@ func New(cfg config.Config, st store.Store, opts Options) (*Worker, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if err := cfg.ValidateWorker(); err != nil {
+		// Without resolvers every validation and CAA check could not run.
+		return nil, err
+	}
 	// A job may run job_timeout, then River takes rescue_after to call it
 	// lost: a subject processing longer, with no job, was stranded.
 	stranded := time.Duration(cfg.Worker.JobTimeoutMS+cfg.Worker.RescueAfterMS) * time.Millisecond

@@ -791,3 +791,15 @@ func TestSilentTargetsHoldNoOneUp(t *testing.T) {
 		t.Fatalf("the answering target was validated only after %d of the %d silent ones had timed out", done, silent)
 	}
 }
+
+// TestNewRefusesNoResolvers: a worker without challenge.resolvers could
+// not validate or check CAA at all (it never asks the system's resolver);
+// it refuses to start, naming the setting, rather than retry every job.
+func TestNewRefusesNoResolvers(t *testing.T) {
+	cfg := config.Default()
+	cfg.Challenge.Resolvers = nil
+	_, err := worker.New(cfg, nil, worker.Options{})
+	if err == nil || !strings.Contains(err.Error(), "challenge.resolvers") {
+		t.Fatalf("worker.New = %v, want an error naming challenge.resolvers", err)
+	}
+}

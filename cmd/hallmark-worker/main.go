@@ -41,9 +41,9 @@ func main() {
 		Commands: []*cli.Command{
 			{
 				Name:  "check-config",
-				Usage: "validate the configuration and exit",
+				Usage: "validate the configuration, with the settings only the worker needs, and exit",
 				Action: func(c *cli.Context) error {
-					if _, err := config.Load(c.String("config")); err != nil {
+					if _, err := config.LoadWorker(c.String("config")); err != nil {
 						return cli.Exit(err.Error(), 2)
 					}
 					fmt.Println("configuration is valid")
@@ -203,7 +203,7 @@ func mountIssuers(cfg config.Config) (map[string]*signer.Issuer, error) {
 }
 
 func run(c *cli.Context) error {
-	cfg, err := config.Load(c.String("config"))
+	cfg, err := config.LoadWorker(c.String("config"))
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}

@@ -79,7 +79,7 @@ func up(c *cli.Context) error {
 		}
 		fmt.Printf("wrote %s\n", cfgPath)
 	}
-	cfg, err := config.Load(cfgPath)
+	cfg, err := config.LoadWorker(cfgPath) // it starts a worker
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
