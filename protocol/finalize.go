@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"crypto"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -30,7 +31,7 @@ func (s *Server) finalize(w http.ResponseWriter, p *post) error {
 	if o.Status != acme.StatusReady {
 		return notReady(o)
 	}
-	der, err := s.checkedCSR(req, o.ID, o.Profile, o.Identifiers)
+	der, err := s.checkedCSR(req, o.ID, o.Profile, o.Identifiers, p.acct.KeyJWK)
 	if err != nil {
 		return err
 	}
@@ -54,9 +55,14 @@ type finalizeReq struct {
 }
 
 // checkedCSR is req's CSR, DER, once it has passed the checks for the order
-// orderID of profile for ids: present, base64url, and accepted by csr.Check
-// under the profile's key types.
-func (s *Server) checkedCSR(req finalizeReq, orderID, profile string, ids []acme.Identifier) ([]byte, error) {
+// orderID of profile for ids: present, base64url, accepted by csr.Check
+// under the profile's key types, and not for accountKey (the account's
+// stored JWK): the certificate's key is never the account's key, as
+// Boulder refuses it too. A key that signs both JWS requests and TLS
+// handshakes lets either be turned against the other, and a certificate
+// of the account key would let whoever holds the certificate's key manage
+// the account (revoke, order, change its key).
+func (s *Server) checkedCSR(req finalizeReq, orderID, profile string, ids []acme.Identifier, accountKey []byte) ([]byte, error) {
 	if req.CSR == "" {
 		return nil, acme.Malformed("the finalize payload has no csr")
 	}
@@ -68,8 +74,16 @@ func (s *Server) checkedCSR(req finalizeReq, orderID, profile string, ids []acme
 	if !ok {
 		return nil, acme.Internal(fmt.Errorf("order %s names profile %q, which is no longer configured", orderID, profile))
 	}
-	if _, err := csr.Check(der, ids, prof.KeyTypes); err != nil {
+	cr, err := csr.Check(der, ids, prof.KeyTypes)
+	if err != nil {
 		return nil, err
+	}
+	acct, err := s.keys.parse(accountKey)
+	if err != nil {
+		return nil, acme.Internal(fmt.Errorf("reading the key of the account of order %s: %w", orderID, err))
+	}
+	if pub, ok := cr.PublicKey.(interface{ Equal(crypto.PublicKey) bool }); ok && pub.Equal(acct.Key) {
+		return nil, acme.New(acme.ProblemBadCSR, "the CSR's public key is the account key; the certificate's key must not be the account key: generate a new key for the certificate")
 	}
 	return der, nil
 }
@@ -95,7 +109,7 @@ func (s *Server) finalizeFolded(w http.ResponseWriter, p *post, u store.SignedUs
 	if decodePayload(p, "finalize", &req) != nil {
 		return false, nil
 	}
-	der, err := s.checkedCSR(req, id, f.profile, f.identifiers)
+	der, err := s.checkedCSR(req, id, f.profile, f.identifiers, u.KeyJWK)
 	if err != nil {
 		return false, nil
 	}

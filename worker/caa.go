@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -28,8 +29,10 @@ func (w *Worker) accountURI(id string) string { return w.baseURL + "/acme/acct/"
 // said there are some). It returns the first refusal in
 // the order's position order (a caa or dns problem naming its identifier:
 // a lookup that fails never permits issuance, RFC 8659 §3), nil when every
-// one permits issuance, or an error when the authorizations could not be
-// read.
+// one permits issuance, or a could-not-run error when the authorizations
+// could not be read or a check could not run (this worker's resolvers are
+// down, or ctx ended) and none refused: no issuance then either, but a
+// retry rather than a verdict on the order.
 func (w *Worker) recheckCAA(ctx context.Context, o *store.Order) (*acme.Problem, error) {
 	stale, err := w.store.StaleValidations(ctx, o.ID, caaRecheckAfter)
 	if err != nil {
@@ -40,13 +43,18 @@ func (w *Worker) recheckCAA(ctx context.Context, o *store.Order) (*acme.Problem,
 	}
 	accountURI := w.accountURI(o.AccountID)
 	problems := make([]*acme.Problem, len(stale))
+	errs := make([]error, len(stale))
 	var wg sync.WaitGroup
 	for i, v := range stale {
 		wg.Go(func() {
-			problems[i] = w.validator.CheckCAA(ctx, v.Identifier, v.Wildcard, v.Method, accountURI)
+			problems[i], errs[i] = w.validator.CheckCAA(ctx, v.Identifier, v.Wildcard, v.Method, accountURI)
 		})
 	}
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		// Stopping, or the job timed out: no refusal found is a verdict.
+		return nil, jobs.CouldNotRun(fmt.Errorf("checking CAA again for order %s: %w", o.ID, err))
+	}
 	for i, p := range problems {
 		if p != nil {
 			id := stale[i].Identifier
@@ -59,6 +67,12 @@ func (w *Worker) recheckCAA(ctx context.Context, o *store.Order) (*acme.Problem,
 			w.log.Info("CAA rechecked at issuance refuses", "order", o.ID, "identifier", id.Value, "problem", p.Type)
 			return p, nil
 		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		// No refusal, but not every check ran: the order is not signed,
+		// and the job is retried (abandoned after the last attempt).
+		w.log.Warn("CAA not rechecked at issuance: the check could not run; the job will be retried", "order", o.ID, "err", err)
+		return nil, jobs.CouldNotRun(fmt.Errorf("checking CAA again for order %s: %w", o.ID, err))
 	}
 	return nil, nil
 }

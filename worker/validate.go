@@ -16,7 +16,7 @@ import (
 type validator interface {
 	Validate(ctx context.Context, r validate.Request) validate.Result
 	// CheckCAA is CAA alone, for issuance's check of an old validation.
-	CheckCAA(ctx context.Context, identifier acme.Identifier, wildcard bool, method acme.ChallengeType, accountURI string) *acme.Problem
+	CheckCAA(ctx context.Context, identifier acme.Identifier, wildcard bool, method acme.ChallengeType, accountURI string) (*acme.Problem, error)
 }
 
 // validateChallenge runs one challenge_validate job: it validates, then
@@ -52,6 +52,15 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 		// The worker is stopping or the job timed out mid-attempt: that is
 		// no verdict on the challenge. Leave it for another attempt.
 		return jobs.CouldNotRun(fmt.Errorf("validating challenge %s: %w", ch.ID, ctx.Err()))
+	}
+	if res.Err != nil {
+		// The check could not happen (this worker's resolvers are down or
+		// not configured): the CA's failure, not the client's. Retried
+		// with backoff, and abandoned with serverInternal after the last
+		// attempt, like any attempt that could not run.
+		w.log.Warn("challenge not validated: the check could not run; the job will be retried",
+			"challenge", ch.ID, "identifier", authz.Identifier.String(), "err", res.Err)
+		return jobs.CouldNotRun(fmt.Errorf("validating challenge %s: %w", ch.ID, res.Err))
 	}
 	v := store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid}
 	if res.Problem != nil {

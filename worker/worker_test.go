@@ -792,6 +792,88 @@ func TestSilentTargetsHoldNoOneUp(t *testing.T) {
 	}
 }
 
+// TestResolverDownIsNoVerdict: when the worker's own resolver is down
+// (every query refused at the transport level), neither validation nor
+// the CAA recheck at issuance ran, so neither records a verdict on the
+// client's challenge or order: each attempt is "could not run" and
+// retried, and the existing policy abandons the subject with serverInternal
+// after the last attempt. Before, the first attempt recorded a dns problem
+// blaming the client. CAA still fails closed: the order is never signed.
+func TestResolverDownIsNoVerdict(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := pc.LocalAddr().String()
+	pc.Close() // nothing listens there now: queries are refused
+	r := newRig(t, rigOpts{})
+	r.stopFirst(t)
+	r.cfg.Challenge.Resolvers = []string{down}
+	r.startWorker(t, "resolver-down", r.issuer, 0)
+	ctx := context.Background()
+	acct := r.account(t)
+
+	for _, tc := range []struct {
+		name string
+		kind string
+		run  func(t *testing.T, name string) (acme.Status, *acme.Problem)
+	}{
+		{"validation", jobs.ChallengeValidateArgs{}.Kind(), func(t *testing.T, name string) (acme.Status, *acme.Problem) {
+			o := r.order(t, acct, "default", name)
+			az, _ := r.st.AuthzByID(ctx, o.AuthzIDs[0])
+			ch := az.Challenges[0]
+			if _, claimed, err := r.st.ChallengeClaim(ctx, ch.ID); err != nil || !claimed {
+				t.Fatalf("claim: %v %v", claimed, err)
+			}
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				got, _ := r.st.ChallengeByID(ctx, ch.ID)
+				if got.Status != acme.StatusProcessing {
+					return got.Status, got.Error
+				}
+			}
+			t.Fatal("challenge still processing after 30s")
+			return "", nil
+		}},
+		{"CAA recheck at issuance", jobs.SignerIssueArgs{}.Kind(), func(t *testing.T, name string) (acme.Status, *acme.Problem) {
+			o := r.order(t, acct, "default", name)
+			r.ready(t, o)
+			db, err := sqlite.Open(r.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.Exec(`UPDATE challenges SET validated_at = validated_at - $1 WHERE authz_id = $2`, (8 * time.Hour).Microseconds(), o.AuthzIDs[0]); err != nil {
+				t.Fatal(err)
+			}
+			key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+			if _, _, err := r.st.OrderFinalizeBegin(ctx, o.ID, o.Profile, csrFor(t, key, name)); err != nil {
+				t.Fatal(err)
+			}
+			got := r.waitOrder(t, o.ID, acme.StatusInvalid)
+			if got.CertSerial != "" {
+				t.Fatalf("order signed (%s) without its CAA being read", got.CertSerial)
+			}
+			return got.Status, got.Error
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, p := tc.run(t, strings.ReplaceAll(strings.ToLower(tc.name), " ", "-")+".resolver-down.worker.test")
+			if status != acme.StatusInvalid || p == nil || p.Type != acme.ProblemServerInternal {
+				t.Fatalf("status %s, problem %+v; want invalid with serverInternal (abandoned after retries), not a verdict blaming the client", status, p)
+			}
+			js, err := jobs.List(ctx, r.db.Queue, jobs.ListFilter{Kinds: []string{tc.kind}})
+			if err != nil || len(js) == 0 {
+				t.Fatalf("listing %s jobs: %v %d", tc.kind, err, len(js))
+			}
+			j := js[0]
+			if j.Attempt != j.MaxAttempts || len(j.Errors) == 0 || !strings.Contains(j.Errors[0].Error, "could not run") ||
+				!strings.Contains(j.Errors[0].Error, "no configured DNS resolver could be reached") {
+				t.Fatalf("job ran %d of %d attempts, errors %+v; want every attempt retried as could-not-run for the resolver", j.Attempt, j.MaxAttempts, j.Errors)
+			}
+		})
+	}
+}
+
 // TestNewRefusesNoResolvers: a worker without challenge.resolvers could
 // not validate or check CAA at all (it never asks the system's resolver);
 // it refuses to start, naming the setting, rather than retry every job.

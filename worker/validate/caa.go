@@ -24,30 +24,40 @@ var knownCAATags = map[string]bool{"issue": true, "issuewild": true, "iodef": tr
 
 // CheckCAA decides whether CAA (RFC 8659) lets this CA issue for identifier
 // after validating it by method, for the account accountURI (RFC 8657). It
-// returns nil when issuance is permitted. IP identifiers have no CAA.
-// A DNS failure is never permission: it is reported as a dns problem.
-func (v *Validator) CheckCAA(ctx context.Context, identifier acme.Identifier, wildcard bool, method acme.ChallengeType, accountURI string) *acme.Problem {
-	ctx, cancel := context.WithTimeout(ctx, v.cfg.Timeout)
+// returns nil, nil when issuance is permitted. IP identifiers have no CAA.
+// A DNS failure is never permission: it is reported as a dns problem, or,
+// when the check could not run at all (ErrNotConfigured,
+// ErrResolversUnreachable, ctx ended), as an error with a nil problem. The
+// caller must then not issue, and should retry.
+func (v *Validator) CheckCAA(parent context.Context, identifier acme.Identifier, wildcard bool, method acme.ChallengeType, accountURI string) (p *acme.Problem, err error) {
+	ctx, cancel := context.WithTimeout(parent, v.cfg.Timeout)
 	defer cancel()
 	if identifier.Type != acme.IdentifierDNS {
-		return nil
+		return nil, nil
 	}
 	name := identifier.Value
 	if strings.HasPrefix(name, "*.") {
 		name, wildcard = name[2:], true
 	}
 	if !validDNSName(name) {
-		return problem(acme.ProblemMalformed, "identifier %q is not a valid DNS name", identifier.Value)
+		return problem(acme.ProblemMalformed, "identifier %q is not a valid DNS name", identifier.Value), nil
 	}
 	if len(v.cfg.Resolvers) == 0 {
-		return problem(acme.ProblemServerInternal, "validation is not configured: challenge.resolvers is empty")
+		return nil, ErrNotConfigured
 	}
-	return v.checkCAA(ctx, name, wildcard, method, accountURI)
+	p, err = v.checkCAA(ctx, name, wildcard, method, accountURI)
+	if perr := ended(parent); perr != nil {
+		// Only Config.Timeout expiring is the client's fault.
+		return nil, fmt.Errorf("CAA check interrupted: %w", perr)
+	}
+	return p, err
 }
 
 // checkCAA climbs from name towards the root (RFC 8659 §3): the relevant
 // RRset is the first non-empty CAA RRset found at name or an ancestor, the
-// root itself excluded. NXDOMAIN counts as empty; any other failure stops.
+// root itself excluded. NXDOMAIN counts as empty; any other failure stops:
+// with a dns problem, or with an error when the CA's own resolvers could not
+// be reached (not the client's failure; issuance is not permitted either).
 //
 // Every level is asked at once, as Boulder does, and the answers are
 // weighed in the climb's order, so the verdict is the sequential climb's:
@@ -56,7 +66,7 @@ func (v *Validator) CheckCAA(ctx context.Context, identifier acme.Identifier, wi
 // a time: three queries in a row for a name three labels deep, against the
 // http-01 fetch's one lookup before its request. Asking an ancestor the
 // climb would not have reached costs a query, never a different answer.
-func (v *Validator) checkCAA(ctx context.Context, name string, wildcard bool, method acme.ChallengeType, accountURI string) *acme.Problem {
+func (v *Validator) checkCAA(ctx context.Context, name string, wildcard bool, method acme.ChallengeType, accountURI string) (*acme.Problem, error) {
 	subject := name
 	if wildcard {
 		subject = "*." + name
@@ -85,9 +95,12 @@ func (v *Validator) checkCAA(ctx context.Context, name string, wildcard bool, me
 			if isNXDOMAIN(err) {
 				continue
 			}
+			if err := unreachable(err); err != nil {
+				return nil, fmt.Errorf("checking CAA for %s: %w", subject, err)
+			}
 			// RFC 8659 §3: when the relevant RRset cannot be determined
 			// because of a DNS failure, issuance is not permitted.
-			return problem(acme.ProblemDNS, "While checking CAA for %s: DNS problem: %v; issuance is not permitted until CAA can be read", subject, err)
+			return problem(acme.ProblemDNS, "While checking CAA for %s: DNS problem: %v; issuance is not permitted until CAA can be read", subject, err), nil
 		}
 		var caas []*dns.CAA
 		for _, rr := range rrs {
@@ -98,9 +111,9 @@ func (v *Validator) checkCAA(ctx context.Context, name string, wildcard bool, me
 		if len(caas) == 0 {
 			continue
 		}
-		return v.evaluateCAA(subject, domain, caas, wildcard, method, accountURI)
+		return v.evaluateCAA(subject, domain, caas, wildcard, method, accountURI), nil
 	}
-	return nil
+	return nil, nil
 }
 
 // evaluateCAA applies the relevant RRset found at domain (RFC 8659 §4,

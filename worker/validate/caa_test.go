@@ -212,7 +212,10 @@ func TestCheckCAA(t *testing.T) {
 			if account == "" {
 				account = testAccount
 			}
-			p := New(testConfig(d)).CheckCAA(t.Context(), tc.id, tc.wildcard, method, account)
+			p, err := New(testConfig(d)).CheckCAA(t.Context(), tc.id, tc.wildcard, method, account)
+			if err != nil {
+				t.Fatalf("the check could not run: %v", err)
+			}
 			if p != nil {
 				t.Logf("%s: %s", p.Type, p.Detail)
 			}
@@ -232,14 +235,20 @@ func TestCAAClimbAsksEveryLevelAtOnce(t *testing.T) {
 	d := newTestDNS(t)
 	d.add(t, `example.test. CAA 0 issue "hallmark.test"`)
 	d.holdCAA(3) // www.example.test, example.test, test
-	p := New(testConfig(d)).CheckCAA(t.Context(), dnsID("www.example.test"), false, acme.ChallengeHTTP01, testAccount)
+	p, err := New(testConfig(d)).CheckCAA(t.Context(), dnsID("www.example.test"), false, acme.ChallengeHTTP01, testAccount)
+	if err != nil {
+		t.Fatal(err)
+	}
 	checkProblem(t, p, "")
 
 	d = newTestDNS(t)
 	d.add(t, `www.example.test. CAA 0 issue "hallmark.test"`)
 	d.blackhole("example.test")
 	d.blackhole("test")
-	p = New(testConfig(d)).CheckCAA(t.Context(), dnsID("www.example.test"), false, acme.ChallengeHTTP01, testAccount)
+	p, err = New(testConfig(d)).CheckCAA(t.Context(), dnsID("www.example.test"), false, acme.ChallengeHTTP01, testAccount)
+	if err != nil {
+		t.Fatal(err)
+	}
 	checkProblem(t, p, "")
 }
 
@@ -267,7 +276,7 @@ func TestValidateRunsCAA(t *testing.T) {
 				Identifier: dnsID("example.test"), Type: acme.ChallengeHTTP01, Token: testToken,
 				KeyAuthorization: testKeyAuth, AccountURI: testAccount,
 			})
-			checkProblem(t, res.Problem, tc.want)
+			checkResult(t, res, tc.want)
 			if len(res.Record) != 1 {
 				t.Errorf("want the http-01 attempt recorded, got %+v", res.Record)
 			}
@@ -287,9 +296,9 @@ func TestValidateWildcardCAA(t *testing.T) {
 	)
 	v := New(testConfig(d))
 	req := Request{Identifier: dnsID("example.test"), Type: acme.ChallengeDNS01, Token: testToken, KeyAuthorization: testKeyAuth, AccountURI: testAccount}
-	checkProblem(t, v.Validate(t.Context(), req).Problem, "")
+	checkResult(t, v.Validate(t.Context(), req), "")
 	req.Wildcard = true
-	checkProblem(t, v.Validate(t.Context(), req).Problem, acme.ProblemCAA, "*.example.test", "issuewild")
+	checkResult(t, v.Validate(t.Context(), req), acme.ProblemCAA, "*.example.test", "issuewild")
 }
 
 // TestAttemptJSON pins the field names the worker stores with a challenge.

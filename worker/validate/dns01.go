@@ -18,13 +18,18 @@ const maxTXTShown = 5
 
 // dns01 looks up TXT records at _acme-challenge.<name> and looks for
 // base64url(SHA-256(key authorization)) among them (RFC 8555 §8.4).
-func (v *Validator) dns01(ctx context.Context, r Request) ([]Attempt, *acme.Problem) {
+// An error with a nil problem means the lookup could not be made at all
+// (ErrResolversUnreachable): no verdict.
+func (v *Validator) dns01(ctx context.Context, r Request) ([]Attempt, *acme.Problem, error) {
 	name := "_acme-challenge." + strings.TrimSuffix(r.Identifier.Value, ".")
 	record := []Attempt{{Hostname: name}}
 	sum := sha256.Sum256([]byte(r.KeyAuthorization))
 	want := base64.RawURLEncoding.EncodeToString(sum[:])
 
 	rrs, err := v.res.lookup(ctx, name, dns.TypeTXT)
+	if err := unreachable(err); err != nil {
+		return record, nil, err
+	}
 	if err != nil {
 		detail := fmt.Sprintf("DNS problem: %v", err)
 		var de *dnsError
@@ -34,7 +39,7 @@ func (v *Validator) dns01(ctx context.Context, r Request) ([]Attempt, *acme.Prob
 		if isNXDOMAIN(err) {
 			detail += " - check that a DNS record exists for this domain"
 		}
-		return record, problem(acme.ProblemDNS, "%s", detail)
+		return record, problem(acme.ProblemDNS, "%s", detail), nil
 	}
 	var found []string
 	for _, rr := range rrs {
@@ -46,12 +51,12 @@ func (v *Validator) dns01(ctx context.Context, r Request) ([]Attempt, *acme.Prob
 		// clients split long values this way).
 		value := strings.Join(txt.Txt, "")
 		if value == want {
-			return record, nil
+			return record, nil, nil
 		}
 		found = append(found, value)
 	}
 	if len(found) == 0 {
-		return record, problem(acme.ProblemUnauthorized, "No TXT record found at %s (want %q)", name, want)
+		return record, problem(acme.ProblemUnauthorized, "No TXT record found at %s (want %q)", name, want), nil
 	}
 	shown := found
 	if len(shown) > maxTXTShown {
@@ -66,5 +71,5 @@ func (v *Validator) dns01(ctx context.Context, r Request) ([]Attempt, *acme.Prob
 		more = fmt.Sprintf(" and %d more", len(found)-len(shown))
 	}
 	return record, problem(acme.ProblemUnauthorized, "Incorrect TXT record at %s: expected %q, found %s%s",
-		name, want, strings.Join(quoted, ", "), more)
+		name, want, strings.Join(quoted, ", "), more), nil
 }

@@ -339,6 +339,16 @@ func dnsID(name string) acme.Identifier {
 }
 func ipID(addr string) acme.Identifier { return acme.Identifier{Type: acme.IdentifierIP, Value: addr} }
 
+// checkResult fails unless res is a verdict (no Err: the attempt ran) whose
+// problem is as checkProblem wants.
+func checkResult(t *testing.T, res Result, want acme.ProblemType, mentions ...string) {
+	t.Helper()
+	if res.Err != nil {
+		t.Fatalf("want a verdict (%q), got no verdict: the attempt could not run: %v", want, res.Err)
+	}
+	checkProblem(t, res.Problem, want, mentions...)
+}
+
 // checkProblem fails unless p has type want (nil for success) and its detail
 // contains every one of mentions.
 func checkProblem(t *testing.T, p *acme.Problem, want acme.ProblemType, mentions ...string) {

@@ -21,7 +21,9 @@ import (
 
 // http01 fetches http://<name>/.well-known/acme-challenge/<token> and
 // compares the body with the key authorization (RFC 8555 §8.3).
-func (v *Validator) http01(ctx context.Context, r Request) ([]Attempt, *acme.Problem) {
+// An error with a nil problem means a lookup could not be made at all
+// (ErrResolversUnreachable): no verdict.
+func (v *Validator) http01(ctx context.Context, r Request) ([]Attempt, *acme.Problem, error) {
 	u := &url.URL{
 		Scheme: "http",
 		Host:   hostPort(r.Identifier.Value, v.cfg.HTTPPort, 80),
@@ -29,51 +31,52 @@ func (v *Validator) http01(ctx context.Context, r Request) ([]Attempt, *acme.Pro
 	}
 	var record []Attempt
 	for redirects := 0; ; redirects++ {
-		att, resp, p := v.fetch(ctx, u)
+		att, resp, p, err := v.fetch(ctx, u)
 		record = append(record, att)
-		if p != nil {
-			return record, p
+		if p != nil || err != nil {
+			return record, p, err
 		}
 		where := fmt.Sprintf("%s: Fetching %s", att.AddressUsed, u)
 		if isRedirect(resp.StatusCode) {
 			resp.Body.Close()
 			loc := resp.Header.Get("Location")
 			if redirects == MaxRedirects {
-				return record, problem(acme.ProblemConnection, "%s: Too many redirects: more than %d (the last one was to %q)", where, MaxRedirects, truncate(loc, 256))
+				return record, problem(acme.ProblemConnection, "%s: Too many redirects: more than %d (the last one was to %q)", where, MaxRedirects, truncate(loc, 256)), nil
 			}
 			next, why := v.checkRedirect(u, loc)
 			if why != "" {
-				return record, problem(acme.ProblemConnection, "%s: Redirect to %q rejected: %s", where, truncate(loc, 256), why)
+				return record, problem(acme.ProblemConnection, "%s: Redirect to %q rejected: %s", where, truncate(loc, 256), why), nil
 			}
 			u = next
 			continue
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			return record, problem(acme.ProblemUnauthorized, "%s: Invalid response: HTTP status %d (want 200 with the key authorization as the body)", where, resp.StatusCode)
+			return record, problem(acme.ProblemUnauthorized, "%s: Invalid response: HTTP status %d (want 200 with the key authorization as the body)", where, resp.StatusCode), nil
 		}
 		body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
 		if err != nil {
-			return record, connectionProblem(where, err)
+			return record, connectionProblem(where, err), nil
 		}
 		if len(body) > MaxBodyBytes {
-			return record, problem(acme.ProblemUnauthorized, "%s: Invalid response: the body is larger than %d bytes; it must be just the key authorization", where, MaxBodyBytes)
+			return record, problem(acme.ProblemUnauthorized, "%s: Invalid response: the body is larger than %d bytes; it must be just the key authorization", where, MaxBodyBytes), nil
 		}
 		// RFC 8555 §8.3: "the server SHOULD ignore whitespace characters at
 		// the end of the body" — at the end only.
 		got := strings.TrimRightFunc(string(body), unicode.IsSpace)
 		if got != r.KeyAuthorization {
 			return record, problem(acme.ProblemUnauthorized, "%s: The key authorization file from the server did not match this challenge: expected %q, got %q",
-				where, r.KeyAuthorization, truncate(got, 128))
+				where, r.KeyAuthorization, truncate(got, 128)), nil
 		}
-		return record, nil
+		return record, nil, nil
 	}
 }
 
 // fetch makes one GET to u, resolving its host through our resolvers and
 // dialing the address itself, so nothing else (system resolver, proxy,
-// keep-alive pool) is involved. A non-nil response has an open body.
-func (v *Validator) fetch(ctx context.Context, u *url.URL) (Attempt, *http.Response, *acme.Problem) {
+// keep-alive pool) is involved. A non-nil response has an open body. An
+// error means the host's addresses could not be looked up at all.
+func (v *Validator) fetch(ctx context.Context, u *url.URL) (Attempt, *http.Response, *acme.Problem, error) {
 	host := u.Hostname()
 	port := v.cfg.HTTPPort
 	if u.Scheme == "https" {
@@ -91,11 +94,14 @@ func (v *Validator) fetch(ctx context.Context, u *url.URL) (Attempt, *http.Respo
 	} else {
 		var err error
 		addrs, err = v.res.lookupIPs(ctx, host)
+		if err := unreachable(err); err != nil {
+			return att, nil, nil, err
+		}
 		if err != nil {
-			return att, nil, problem(acme.ProblemDNS, "%s: DNS problem: %v", where, err)
+			return att, nil, problem(acme.ProblemDNS, "%s: DNS problem: %v", where, err), nil
 		}
 		if len(addrs) == 0 {
-			return att, nil, problem(acme.ProblemDNS, "%s: DNS problem: no A or AAAA records found for %s", where, host)
+			return att, nil, problem(acme.ProblemDNS, "%s: DNS problem: no A or AAAA records found for %s", where, host), nil
 		}
 	}
 	att.AddressesResolved = addrStrings(addrs)
@@ -103,7 +109,7 @@ func (v *Validator) fetch(ctx context.Context, u *url.URL) (Attempt, *http.Respo
 	conn, used, err := dial(ctx, addrs, port)
 	att.AddressUsed = used.String()
 	if err != nil {
-		return att, nil, connectionProblem(used.String()+": "+where, err)
+		return att, nil, connectionProblem(used.String()+": "+where, err), nil
 	}
 	// The transport dials from its own goroutine; handed records whether it
 	// took the connection (and with it the duty to close it).
@@ -132,7 +138,7 @@ func (v *Validator) fetch(ctx context.Context, u *url.URL) (Attempt, *http.Respo
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		conn.Close()
-		return att, nil, problem(acme.ProblemMalformed, "%s: cannot build the request: %v", where, err)
+		return att, nil, problem(acme.ProblemMalformed, "%s: cannot build the request: %v", where, err), nil
 	}
 	req.Header.Set("User-Agent", "Hallmark-ACME-validation")
 	req.Header.Set("Accept", "*/*")
@@ -141,9 +147,9 @@ func (v *Validator) fetch(ctx context.Context, u *url.URL) (Attempt, *http.Respo
 		if handed.CompareAndSwap(false, true) {
 			conn.Close()
 		}
-		return att, nil, connectionProblem(used.String()+": "+where, err)
+		return att, nil, connectionProblem(used.String()+": "+where, err), nil
 	}
-	return att, resp, nil
+	return att, resp, nil, nil
 }
 
 // checkRedirect resolves loc against the current URL and allows it only to

@@ -240,7 +240,7 @@ func TestHTTP01(t *testing.T) {
 			if res.Problem != nil {
 				t.Logf("%s: %s", res.Problem.Type, res.Problem.Detail)
 			}
-			checkProblem(t, res.Problem, tc.want, tc.mentions...)
+			checkResult(t, res, tc.want, tc.mentions...)
 			if tc.hops != 0 && len(res.Record) != tc.hops {
 				t.Errorf("want %d attempts recorded, got %d: %+v", tc.hops, len(res.Record), res.Record)
 			}
@@ -282,7 +282,7 @@ func TestHTTP01BlackHole(t *testing.T) {
 		Identifier: dnsID("example.test"), Type: acme.ChallengeHTTP01, Token: testToken, KeyAuthorization: testKeyAuth,
 	})
 	elapsed := time.Since(start)
-	checkProblem(t, res.Problem, acme.ProblemConnection, "127.0.0.1", "Timeout", challengePath)
+	checkResult(t, res, acme.ProblemConnection, "127.0.0.1", "Timeout", challengePath)
 	if elapsed < cfg.Timeout-100*time.Millisecond || elapsed > cfg.Timeout+2*time.Second {
 		t.Fatalf("attempt took %v, want about %v", elapsed, cfg.Timeout)
 	}
@@ -301,7 +301,7 @@ func TestDNSBlackHole(t *testing.T) {
 		Identifier: dnsID("silent.test"), Type: acme.ChallengeDNS01, Token: testToken, KeyAuthorization: testKeyAuth,
 	})
 	elapsed := time.Since(start)
-	checkProblem(t, res.Problem, acme.ProblemDNS, "timed out", "_acme-challenge.silent.test")
+	checkResult(t, res, acme.ProblemDNS, "timed out", "_acme-challenge.silent.test")
 	if elapsed > cfg.Timeout+2*time.Second {
 		t.Fatalf("attempt took %v, want about %v", elapsed, cfg.Timeout)
 	}

@@ -27,6 +27,15 @@ type resolver struct {
 	servers []string
 }
 
+// ErrResolversUnreachable is the cause of a check that could not run
+// because every configured resolver failed at the transport level without
+// timing out (connection refused, network unreachable): the CA's own
+// resolvers are down, which says nothing about the client's names. A
+// resolver that answers (SERVFAIL, REFUSED, NXDOMAIN) or times out gives a
+// verdict instead: a recursive resolver can fail or time out because of the
+// client's own authoritative servers.
+var ErrResolversUnreachable = errors.New("no configured DNS resolver could be reached")
+
 // dnsError is a lookup that produced no usable answer: the resolvers could
 // not be reached, timed out, or answered with an RCODE other than NOERROR.
 type dnsError struct {
@@ -35,6 +44,9 @@ type dnsError struct {
 	rcode int    // -1 when no answer arrived
 	err   error  // the network error when rcode is -1; kept out of Error()
 	why   string // set for failures that are neither (a CNAME loop)
+	// down is set when every resolver failed at the transport level, none
+	// by timing out: see ErrResolversUnreachable.
+	down bool
 }
 
 func (e *dnsError) Error() string {
@@ -59,6 +71,26 @@ func isNXDOMAIN(err error) bool {
 	return errors.As(err, &de) && de.rcode == dns.RcodeNameError
 }
 
+// unreachable returns an error wrapping ErrResolversUnreachable, with the
+// transport errors (which name our resolvers, so they are for the worker's
+// log, never a problem document), when err is a lookup that no configured
+// resolver could be asked; nil otherwise.
+func unreachable(err error) error {
+	var de *dnsError
+	if !errors.As(err, &de) || !de.down {
+		return nil
+	}
+	return fmt.Errorf("looking up %s for %s: %w: %w", dns.TypeToString[de.qtype], de.name, ErrResolversUnreachable, de.err)
+}
+
+// transportFailure reports whether err, from one exchange with one
+// resolver, is a failure to reach it that is not a timeout: a dial, read or
+// write error such as connection refused or network unreachable.
+func transportFailure(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && !isTimeout(err)
+}
+
 func isTimeout(err error) bool {
 	if err == nil {
 		return false
@@ -72,7 +104,9 @@ func isTimeout(err error) bool {
 
 // exchange sends one question and returns a NOERROR answer. NXDOMAIN and
 // other RCODEs come back as a *dnsError. SERVFAIL, REFUSED and network
-// failures move on to the next resolver; the last failure is returned.
+// failures move on to the next resolver; the last failure is returned,
+// marked down when every resolver failed at the transport level without
+// timing out (ErrResolversUnreachable).
 func (r *resolver) exchange(ctx context.Context, name string, qtype uint16) (*dns.Msg, error) {
 	qname := dns.Fqdn(name)
 	display := strings.TrimSuffix(qname, ".")
@@ -81,16 +115,27 @@ func (r *resolver) exchange(ctx context.Context, name string, qtype uint16) (*dn
 	m.RecursionDesired = true
 	m.SetEdns0(dnsUDPSize, false)
 
-	var last error = &dnsError{qtype: qtype, name: display, rcode: -1, err: errors.New("no resolvers configured")}
+	if len(r.servers) == 0 {
+		return nil, &dnsError{qtype: qtype, name: display, rcode: -1, err: ErrNotConfigured, down: true}
+	}
+	var last error
+	var down []error // each resolver's transport failure, while every one failed so
+	allDown := true
 	for _, server := range r.servers {
 		if err := ctx.Err(); err != nil {
 			return nil, &dnsError{qtype: qtype, name: display, rcode: -1, err: err}
 		}
 		resp, err := exchangeOne(ctx, m, server)
 		if err != nil {
+			if transportFailure(err) && ctx.Err() == nil {
+				down = append(down, err)
+			} else {
+				allDown = false
+			}
 			last = &dnsError{qtype: qtype, name: display, rcode: -1, err: err}
 			continue
 		}
+		allDown = false
 		switch resp.Rcode {
 		case dns.RcodeSuccess:
 			return resp, nil
@@ -100,6 +145,9 @@ func (r *resolver) exchange(ctx context.Context, name string, qtype uint16) (*dn
 		default:
 			return nil, &dnsError{qtype: qtype, name: display, rcode: resp.Rcode}
 		}
+	}
+	if allDown {
+		return nil, &dnsError{qtype: qtype, name: display, rcode: -1, err: errors.Join(down...), down: true}
 	}
 	return nil, last
 }

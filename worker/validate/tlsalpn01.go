@@ -36,7 +36,9 @@ const (
 
 // tlsALPN01 connects with ALPN "acme-tls/1" and checks the certificate the
 // server presents (RFC 8737 §3, RFC 8738 §6 for IP addresses).
-func (v *Validator) tlsALPN01(ctx context.Context, r Request) ([]Attempt, *acme.Problem) {
+// An error with a nil problem means the lookup could not be made at all
+// (ErrResolversUnreachable): no verdict.
+func (v *Validator) tlsALPN01(ctx context.Context, r Request) ([]Attempt, *acme.Problem, error) {
 	port := v.cfg.TLSALPNPort
 	att := Attempt{Hostname: r.Identifier.Value, Port: port}
 	var addrs []netip.Addr
@@ -48,18 +50,21 @@ func (v *Validator) tlsALPN01(ctx context.Context, r Request) ([]Attempt, *acme.
 		// (in-addr.arpa / ip6.arpa), since SNI cannot carry an IP address.
 		arpa, err := dns.ReverseAddr(wantIP.String())
 		if err != nil {
-			return []Attempt{att}, problem(acme.ProblemMalformed, "cannot build the reverse name of %s: %v", wantIP, err)
+			return []Attempt{att}, problem(acme.ProblemMalformed, "cannot build the reverse name of %s: %v", wantIP, err), nil
 		}
 		att.ServerName = strings.TrimSuffix(arpa, ".")
 	} else {
 		att.ServerName = r.Identifier.Value
 		var err error
 		addrs, err = v.res.lookupIPs(ctx, r.Identifier.Value)
+		if err := unreachable(err); err != nil {
+			return []Attempt{att}, nil, err
+		}
 		if err != nil {
-			return []Attempt{att}, problem(acme.ProblemDNS, "DNS problem: %v", err)
+			return []Attempt{att}, problem(acme.ProblemDNS, "DNS problem: %v", err), nil
 		}
 		if len(addrs) == 0 {
-			return []Attempt{att}, problem(acme.ProblemDNS, "DNS problem: no A or AAAA records found for %s", r.Identifier.Value)
+			return []Attempt{att}, problem(acme.ProblemDNS, "DNS problem: no A or AAAA records found for %s", r.Identifier.Value), nil
 		}
 	}
 	att.AddressesResolved = addrStrings(addrs)
@@ -69,7 +74,7 @@ func (v *Validator) tlsALPN01(ctx context.Context, r Request) ([]Attempt, *acme.
 	record := []Attempt{att}
 	where := fmt.Sprintf("Connecting to %s with TLS (SNI %q, ALPN %q)", netip.AddrPortFrom(used, uint16(port)), att.ServerName, acmeTLSProtocol)
 	if err != nil {
-		return record, connectionProblem(where, err)
+		return record, connectionProblem(where, err), nil
 	}
 	defer conn.Close()
 	// The certificate is self-signed by design (RFC 8737 §3); what proves
@@ -82,25 +87,25 @@ func (v *Validator) tlsALPN01(ctx context.Context, r Request) ([]Attempt, *acme.
 	})
 	if err := tc.HandshakeContext(ctx); err != nil {
 		if isTimeout(err) {
-			return record, connectionProblem(where, err)
+			return record, connectionProblem(where, err), nil
 		}
-		return record, problem(acme.ProblemTLS, "%s: TLS handshake failed: %v", where, err)
+		return record, problem(acme.ProblemTLS, "%s: TLS handshake failed: %v", where, err), nil
 	}
 	state := tc.ConnectionState()
 	// RFC 8737 §3: the server verifies that "acme-tls/1" was successfully
 	// negotiated.
 	if state.NegotiatedProtocol != acmeTLSProtocol {
 		return record, problem(acme.ProblemTLS, "%s: the server did not negotiate the ALPN protocol %q (got %q); it is not answering tls-alpn-01",
-			where, acmeTLSProtocol, state.NegotiatedProtocol)
+			where, acmeTLSProtocol, state.NegotiatedProtocol), nil
 	}
 	if len(state.PeerCertificates) == 0 {
-		return record, problem(acme.ProblemTLS, "%s: the server presented no certificate", where)
+		return record, problem(acme.ProblemTLS, "%s: the server presented no certificate", where), nil
 	}
 	sum := sha256.Sum256([]byte(r.KeyAuthorization))
 	if why := checkALPNCert(state.PeerCertificates[0], r.Identifier, wantIP, sum[:]); why != "" {
-		return record, problem(acme.ProblemUnauthorized, "%s: Incorrect validation certificate for tls-alpn-01 challenge: %s", where, why)
+		return record, problem(acme.ProblemUnauthorized, "%s: Incorrect validation certificate for tls-alpn-01 challenge: %s", where, why), nil
 	}
-	return record, nil
+	return record, nil, nil
 }
 
 // checkALPNCert applies RFC 8737 §3 to the presented certificate: "a

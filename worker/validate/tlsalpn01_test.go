@@ -148,7 +148,7 @@ func TestTLSALPN01(t *testing.T) {
 			if res.Problem != nil {
 				t.Logf("%s: %s", res.Problem.Type, res.Problem.Detail)
 			}
-			checkProblem(t, res.Problem, tc.want, tc.mentions...)
+			checkResult(t, res, tc.want, tc.mentions...)
 			if len(res.Record) != 1 {
 				t.Fatalf("want one attempt recorded, got %+v", res.Record)
 			}
@@ -177,7 +177,7 @@ func TestTLSALPN01BlackHole(t *testing.T) {
 		Identifier: dnsID("example.test"), Type: acme.ChallengeTLSALPN01, Token: testToken, KeyAuthorization: testKeyAuth,
 	})
 	elapsed := time.Since(start)
-	checkProblem(t, res.Problem, acme.ProblemConnection, "Timeout", "127.0.0.1")
+	checkResult(t, res, acme.ProblemConnection, "Timeout", "127.0.0.1")
 	if elapsed > cfg.Timeout+2*time.Second {
 		t.Fatalf("attempt took %v, want about %v", elapsed, cfg.Timeout)
 	}

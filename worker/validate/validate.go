@@ -2,6 +2,7 @@ package validate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -89,65 +90,105 @@ type Attempt struct {
 
 // Result is the verdict of one attempt: Problem is nil on success. Record
 // lists what was tried, in order.
+//
+// Err, when set, means there is no verdict: the attempt could not happen
+// (ErrNotConfigured, ErrResolversUnreachable, or the caller's context
+// ended). Problem is then nil, and the caller must retry rather than record
+// anything on the challenge.
 type Result struct {
 	Problem *acme.Problem
 	Record  []Attempt
+	Err     error
 }
+
+// ErrNotConfigured is the cause of every attempt by a Validator built with
+// no resolvers: it cannot look anything up, which is the CA's fault, not the
+// client's. hallmark-worker refuses to start without challenge.resolvers.
+var ErrNotConfigured = errors.New("validation is not configured: challenge.resolvers is empty")
 
 // Validate runs the challenge r asks for and, for dns identifiers, the CAA
 // check (RFC 8659) for the challenge's method. ctx and Config.Timeout together
 // bound the whole attempt. CAA runs alongside the challenge; a challenge
-// failure is reported in preference to a CAA one.
+// failure is reported in preference to a CAA one, and either in preference
+// to the other's could-not-run error.
 //
 // Only Config.Timeout expiring is the client's fault. If ctx itself ends
 // first (the worker is shutting down, the job timed out), the Result is not a
-// verdict: callers must check ctx.Err() after Validate returns and retry the
-// job rather than record the problem.
-func (v *Validator) Validate(ctx context.Context, r Request) Result {
-	ctx, cancel := context.WithTimeout(ctx, v.cfg.Timeout)
+// verdict: Err is ctx's error. Err is also set when validation is not
+// configured, and when every configured resolver failed at the transport
+// level (ErrResolversUnreachable: the CA's own resolvers are down).
+func (v *Validator) Validate(parent context.Context, r Request) (res Result) {
+	ctx, cancel := context.WithTimeout(parent, v.cfg.Timeout)
 	defer cancel()
+	defer func() {
+		if err := ended(parent); err != nil {
+			res.Problem, res.Err = nil, fmt.Errorf("validation interrupted: %w", err)
+		}
+	}()
 
+	if len(v.cfg.Resolvers) == 0 {
+		return Result{Err: ErrNotConfigured}
+	}
 	if p := v.checkRequest(r); p != nil {
 		return Result{Problem: p}
 	}
 
-	var caaDone chan *acme.Problem
+	type caaAnswer struct {
+		p   *acme.Problem
+		err error
+	}
+	var caaDone chan caaAnswer
 	caaCtx, caaCancel := context.WithCancel(ctx)
 	defer caaCancel()
 	if r.Identifier.Type == acme.IdentifierDNS {
-		caaDone = make(chan *acme.Problem, 1)
+		caaDone = make(chan caaAnswer, 1)
 		go func() {
-			caaDone <- v.checkCAA(caaCtx, r.Identifier.Value, r.Wildcard, r.Type, r.AccountURI)
+			p, err := v.checkCAA(caaCtx, r.Identifier.Value, r.Wildcard, r.Type, r.AccountURI)
+			caaDone <- caaAnswer{p, err}
 		}()
 	}
 
-	var res Result
 	switch r.Type {
 	case acme.ChallengeHTTP01:
-		res.Record, res.Problem = v.http01(ctx, r)
+		res.Record, res.Problem, res.Err = v.http01(ctx, r)
 	case acme.ChallengeDNS01:
-		res.Record, res.Problem = v.dns01(ctx, r)
+		res.Record, res.Problem, res.Err = v.dns01(ctx, r)
 	case acme.ChallengeTLSALPN01:
-		res.Record, res.Problem = v.tlsALPN01(ctx, r)
+		res.Record, res.Problem, res.Err = v.tlsALPN01(ctx, r)
 	}
 	if caaDone != nil {
 		if res.Problem != nil {
 			caaCancel() // the verdict is already known
 		}
-		caaProblem := <-caaDone
-		if res.Problem == nil {
-			res.Problem = caaProblem
+		caa := <-caaDone
+		switch {
+		case res.Problem != nil:
+		case caa.p != nil:
+			// CAA forbids issuance whether or not the challenge could run.
+			res.Problem, res.Err = caa.p, nil
+		case res.Err == nil:
+			res.Err = caa.err
 		}
 	}
 	return res
 }
 
+// ended returns ctx's error, or context.DeadlineExceeded once its deadline
+// has passed: a read bounded by that deadline can return before the
+// context's own timer marks it done.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
 // checkRequest rejects requests that no challenge may satisfy, before any
 // network traffic: the identifier and token end up in DNS queries and URLs.
 func (v *Validator) checkRequest(r Request) *acme.Problem {
-	if len(v.cfg.Resolvers) == 0 {
-		return problem(acme.ProblemServerInternal, "validation is not configured: challenge.resolvers is empty")
-	}
 	switch r.Type {
 	case acme.ChallengeHTTP01, acme.ChallengeDNS01, acme.ChallengeTLSALPN01:
 	default:
