@@ -43,7 +43,12 @@ func (s *Server) finalize(w http.ResponseWriter, p *post) error {
 		return s.storeErr(err, "queuing the order for issuance")
 	}
 	if !claimed {
-		// Another finalize (or an expiry) moved it first.
+		// Another finalize (or an expiry) moved it first. One still
+		// ready lost the swap to its expiry, on the database's clock,
+		// since the nonce read it.
+		if cur.Status == acme.StatusReady {
+			cur = lapsed(cur)
+		}
 		return notReady(cur)
 	}
 	return s.writeOrder(w, http.StatusOK, cur)
@@ -133,6 +138,9 @@ func notReady(o *store.Order) error {
 		acme.StatusInvalid:    "it is invalid; create a new order",
 		acme.StatusExpired:    "it expired; create a new order",
 	}[o.Status]
+	if o.Status == acme.StatusInvalid && o.Error != nil && o.Error.Detail != "" {
+		what = o.Error.Detail + "; create a new order"
+	}
 	if what == "" {
 		what = "only a ready order can be finalized"
 	}

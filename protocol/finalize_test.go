@@ -1,14 +1,24 @@
 package protocol_test
 
 import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"database/sql"
 	"net/http"
+	"reflect"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
 )
 
 // TestFinalizeRefusesAccountKey: a CSR whose public key is the account's
@@ -55,6 +65,119 @@ func TestFinalizeRefusesAccountKey(t *testing.T) {
 				}
 				if got := e.getOrder(t, a, loc); got.Status != acme.StatusReady {
 					t.Errorf("the order is %s after the refusal, want ready", got.Status)
+				}
+			})
+		}
+	})
+}
+
+// expireOrder moves order id's expiry a minute into the past, straight in
+// its table, as though housekeeping (store.ExpirePending) had not run
+// since: the order is still stored as it was.
+func (e *env) expireOrder(t *testing.T, id string) {
+	t.Helper()
+	ctx := context.Background()
+	if e.kind == "postgres" {
+		c, err := pgx.Connect(ctx, e.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, "UPDATE orders SET expires_at = now() - interval '1 minute' WHERE id = $1", id); err != nil {
+			t.Fatalf("expiring order %s: %v", id, err)
+		}
+		return
+	}
+	db, err := sql.Open("sqlite", "file:"+strings.TrimPrefix(e.url, "sqlite:")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "UPDATE orders SET expires_at = ? WHERE id = ?", time.Now().Add(-time.Minute).UnixMicro(), id); err != nil {
+		t.Fatalf("expiring order %s: %v", id, err)
+	}
+}
+
+// expiringFinalize is a real store that, while armed, expires the order
+// just before finalize's compare-and-swap: the order was ready and
+// unexpired when the request read it, and the swap loses to its expiry.
+// Armed, it does not fold (OrderFinalizeSigned is ErrUnfolded), so that
+// the ordinary path, which reads first, is the one that meets the expiry.
+type expiringFinalize struct {
+	store.Store
+	armed  func() bool
+	expire func(id string)
+}
+
+func (x *expiringFinalize) OrderFinalizeSigned(ctx context.Context, u store.SignedUse, id, profile string, csr []byte) (*store.Order, error) {
+	if x.armed() {
+		return nil, store.ErrUnfolded
+	}
+	return x.Store.OrderFinalizeSigned(ctx, u, id, profile, csr)
+}
+
+func (x *expiringFinalize) OrderFinalizeBegin(ctx context.Context, id, profile string, csr []byte) (*store.Order, bool, error) {
+	x.expire(id)
+	return x.Store.OrderFinalizeBegin(ctx, id, profile, csr)
+}
+
+// TestFinalizeExpiredOrder: an order past its expiry that housekeeping has
+// not moved yet (still stored pending or ready) reads as invalid, with a
+// problem saying when it expired (RFC 8555 §7.1.6), and its finalize is
+// orderNotReady saying it expired, never that a ready order cannot be
+// finalized. Nothing is queued. The same when the expiry comes between the
+// request's read and finalize's compare-and-swap.
+func TestFinalizeExpiredOrder(t *testing.T) {
+	t.Parallel()
+	var armed sync.Map // env URL → the env, while its next finalize is to expire the order first
+	wrap := func(s store.Store) store.Store { return &expiringFinalize{Store: s} }
+	withWrappedStores(t, nil, wrap, nil, func(t *testing.T, e *env) {
+		x := e.st.(*expiringFinalize)
+		x.armed = func() bool {
+			_, ok := armed.Load(e.url)
+			return ok
+		}
+		x.expire = func(id string) {
+			if _, ok := armed.LoadAndDelete(e.url); ok {
+				e.expireOrder(t, id)
+			}
+		}
+		for _, tc := range []struct {
+			name     string
+			validate bool // the order is ready, not pending
+			midway   bool // expired between the read and the swap, not before the request
+		}{
+			{"ready", true, false},
+			{"pending", false, false},
+			{"ready, expiring during finalize", true, true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				a := e.register(t)
+				names := []string{"expired-" + strings.ReplaceAll(strings.ReplaceAll(tc.name, " ", "-"), ",", "") + ".example"}
+				o, loc := e.newOrder(t, a, dnsIDs(names...))
+				if tc.validate {
+					e.validate(t, a, o)
+				}
+				if tc.midway {
+					armed.Store(e.url, true)
+				} else {
+					e.expireOrder(t, lastSegment(loc))
+				}
+				jobs := e.jobCount(t, "signer_issue")
+				key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+				r := e.post(t, a, o.Finalize, map[string]any{"csr": b64(csrFor(t, key, names...))})
+				p := wantProblem(t, e, r, acme.ProblemOrderNotReady, http.StatusForbidden)
+				got := e.getOrder(t, a, loc)
+				expired := acme.Problem{Type: acme.ProblemUnauthorized, Detail: "the order expired at " + got.Expires + " before it was finalized"}
+				want := "the order is invalid and cannot be finalized: " + expired.Detail + "; create a new order"
+				if p.Detail != want || p.Identifier != nil || len(p.Subproblems) != 0 {
+					t.Errorf("problem = %+v\nwant detail %q", p, want)
+				}
+				if n := e.jobCount(t, "signer_issue") - jobs; n != 0 {
+					t.Errorf("%d signer_issue jobs queued for an expired order", n)
+				}
+				if got.Status != acme.StatusInvalid || got.Error == nil || !reflect.DeepEqual(*got.Error, expired) {
+					t.Errorf("the expired order reads %s with error %+v; want invalid with %+v", got.Status, got.Error, expired)
 				}
 			})
 		}

@@ -467,7 +467,29 @@ func (s *Server) ownedOrder(p *post) (*store.Order, error) {
 		return nil, acme.Unauthorized("order %s belongs to another account", s.orderURL(id))
 	}
 	s.rememberOrder(o)
-	return o, nil
+	return asSeen(o, p.now), nil
+}
+
+// asSeen is o as the client is answered at now, the database clock: an
+// order still stored pending or ready past its expiry, which housekeeping
+// (store.ExpirePending) has not moved yet, is invalid (RFC 8555 §7.1.6:
+// "invalid: ... the order expired"). A zero now (no clock read) leaves o
+// as stored.
+func asSeen(o *store.Order, now time.Time) *store.Order {
+	if now.IsZero() || now.Before(o.Expires) || (o.Status != acme.StatusPending && o.Status != acme.StatusReady) {
+		return o
+	}
+	return lapsed(o)
+}
+
+// lapsed is o, pending or ready past its expiry, as invalid, with the
+// problem type housekeeping stores (unauthorized) and a detail that says
+// when it expired.
+func lapsed(o *store.Order) *store.Order {
+	c := *o
+	c.Status = acme.StatusInvalid
+	c.Error = &acme.Problem{Type: acme.ProblemUnauthorized, Detail: fmt.Sprintf("the order expired at %s before it was finalized", rfc3339(o.Expires))}
+	return &c
 }
 
 // order answers POST-as-GET of an order.
