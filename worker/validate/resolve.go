@@ -17,9 +17,15 @@ const (
 	// flag day 2020 value). Larger answers come back truncated and are retried
 	// over TCP, where the 16-bit length prefix caps a message at 64 KiB.
 	dnsUDPSize = 1232
-	// dnsExchangeTimeout bounds one query to one resolver, so a silent
-	// resolver leaves time to ask the next one.
+	// dnsExchangeTimeout bounds one query to one resolver (UDP, its
+	// resends, and TCP after a truncated answer), so a silent resolver
+	// leaves time to ask the next one. challenge.timeout_ms still bounds the
+	// whole attempt.
 	dnsExchangeTimeout = 5 * time.Second
+	// dnsUDPTries is how many times one query is sent over UDP within
+	// dnsExchangeTimeout: a datagram lost either way is sent again after
+	// a third of the time left, instead of costing the whole query.
+	dnsUDPTries = 3
 )
 
 // resolver asks the configured resolvers, in order, and never the system's.
@@ -153,17 +159,19 @@ func (r *resolver) exchange(ctx context.Context, name string, qtype uint16) (*dn
 }
 
 // exchangeOne asks one server over UDP, then over TCP if the answer was
-// truncated, and checks the answer is for the question asked.
+// truncated, and checks the answer is for the question asked. It takes at
+// most dnsExchangeTimeout.
 func exchangeOne(ctx context.Context, m *dns.Msg, server string) (*dns.Msg, error) {
 	ctx, cancel := context.WithTimeout(ctx, dnsExchangeTimeout)
 	defer cancel()
 	m = m.Copy()
-	m.Id = dns.Id() // a fresh ID per exchange, so a late answer to an earlier one is ignored
-	udp := &dns.Client{Net: "udp", UDPSize: dnsUDPSize}
-	resp, _, err := udp.ExchangeContext(ctx, m, server)
+	// A fresh ID for each query to each resolver: with the fresh source
+	// port of its socket, what an off-path attacker must guess to forge an
+	// answer.
+	m.Id = dns.Id()
+	resp, err := exchangeConn(ctx, "udp", m, server)
 	if err == nil && resp.Truncated {
-		tcp := &dns.Client{Net: "tcp"}
-		resp, _, err = tcp.ExchangeContext(ctx, m, server)
+		resp, err = exchangeConn(ctx, "tcp", m, server)
 	}
 	if err != nil {
 		return nil, err
@@ -173,6 +181,55 @@ func exchangeOne(ctx context.Context, m *dns.Msg, server string) (*dns.Msg, erro
 		return nil, fmt.Errorf("answer from %s is for a different question", server)
 	}
 	return resp, nil
+}
+
+// exchangeConn sends m to server over a connection of its own (over UDP, a
+// socket with a fresh source port) and reads the answer, until ctx ends.
+// Over UDP it sends m again, on the same socket and with the same ID, each
+// time a share of the time left (dnsUDPTries sends in all) passes without
+// an answer, and it takes an answer to any of the sends: a late answer to
+// an earlier send answers the same question from the same server, and an
+// answer to anything else cannot arrive on this socket. (A fresh ID per
+// send would throw away the late answer of a resolver that is slow but
+// working.) Any other failure (connection refused) is returned at once.
+func exchangeConn(ctx context.Context, network string, m *dns.Msg, server string) (*dns.Msg, error) {
+	// The client's own timeouts would otherwise apply miekg/dns's 2 s
+	// default to the dial and each read; ctx's deadline is the bound.
+	c := &dns.Client{Net: network, UDPSize: dnsUDPSize, Timeout: dnsExchangeTimeout}
+	conn, err := c.DialContext(ctx, server)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	defer conn.Close()
+	// miekg/dns obeys ctx's deadline but not its cancellation (a CAA climb
+	// cancelled, the worker stopping): closing the connection ends a read.
+	defer context.AfterFunc(ctx, func() { conn.Close() })()
+	tries := 1
+	if network == "udp" {
+		tries = dnsUDPTries
+	}
+	deadline, _ := ctx.Deadline() // set by exchangeOne
+	for try := 1; ; try++ {
+		tryCtx, cancel := ctx, context.CancelFunc(func() {})
+		if try < tries {
+			tryCtx, cancel = context.WithTimeout(ctx, time.Until(deadline)/time.Duration(tries-try+1))
+		}
+		resp, _, err := c.ExchangeWithConnContext(tryCtx, m, conn)
+		cancel()
+		switch {
+		case err == nil:
+			return resp, nil
+		case ctx.Err() != nil:
+			// Out of time: whatever the read said (the connection was
+			// closed under it), that is a timeout.
+			return nil, ctx.Err()
+		case !isTimeout(err) || try >= tries:
+			return nil, err
+		}
+	}
 }
 
 // lookup returns the records of type qtype at name, following CNAMEs (at

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/miekg/dns"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 )
@@ -147,5 +150,76 @@ func TestInterruptedIsNoVerdict(t *testing.T) {
 	p, err := v.CheckCAA(ctx, dnsID("example.test"), false, acme.ChallengeDNS01, testAccount)
 	if p != nil || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("CheckCAA: problem %+v, err %v; want no problem and the context's error", p, err)
+	}
+}
+
+// udpResolver runs a resolver on loopback UDP whose answers come from
+// answer (nil: drop the query); each query is handled on its own
+// goroutine, so a slow answer holds up no other.
+func udpResolver(t *testing.T, answer func(q dns.Question, n int) (delay time.Duration, ok bool)) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	asked := map[dns.Question]int{}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
+		q := req.Question[0]
+		mu.Lock()
+		asked[q]++
+		n := asked[q]
+		mu.Unlock()
+		delay, ok := answer(q, n)
+		if !ok {
+			return
+		}
+		time.Sleep(delay)
+		m := new(dns.Msg)
+		m.SetReply(req)
+		if q.Qtype == dns.TypeTXT {
+			rr, _ := dns.NewRR(q.Name + ` 60 IN TXT "` + txtDigest(testKeyAuth) + `"`)
+			m.Answer = append(m.Answer, rr)
+		}
+		_ = w.WriteMsg(m)
+	})}
+	started := make(chan struct{})
+	srv.NotifyStartedFunc = func() { close(started) }
+	go func() { _ = srv.ActivateAndServe() }()
+	<-started
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return pc.LocalAddr().String()
+}
+
+// TestUDPQueryBoundAndResend: one query to one resolver may take
+// dnsExchangeTimeout (5 s), not miekg/dns's 2 s default read timeout, and
+// a datagram lost on the way is sent again within that time instead of
+// failing the challenge. Resends keep the query's ID on the query's own
+// socket, so the late answer to the first send of a resolver slower than a
+// send's share of the time is taken (with a fresh ID per send it would be
+// thrown away, and the later sends' answers come too late).
+func TestUDPQueryBoundAndResend(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		answer func(q dns.Question, n int) (time.Duration, bool)
+		within time.Duration
+	}{
+		{"every answer after 3.5 s", func(dns.Question, int) (time.Duration, bool) { return 3500 * time.Millisecond, true }, dnsExchangeTimeout},
+		{"the first datagram of each question lost", func(_ dns.Question, n int) (time.Duration, bool) { return 0, n > 1 }, dnsExchangeTimeout / 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := Config{Resolvers: []string{udpResolver(t, tc.answer)}, Timeout: 10 * time.Second, CAAIdentities: []string{testCAA}}
+			start := time.Now()
+			res := New(cfg).Validate(t.Context(), Request{
+				Identifier: dnsID("example.test"), Type: acme.ChallengeDNS01, Token: testToken, KeyAuthorization: testKeyAuth, AccountURI: testAccount,
+			})
+			checkResult(t, res, "")
+			if took := time.Since(start); took > tc.within {
+				t.Errorf("took %v, want under %v", took, tc.within)
+			}
+		})
 	}
 }
