@@ -106,8 +106,11 @@ func (v *Validator) fetch(ctx context.Context, u *url.URL) (Attempt, *http.Respo
 	}
 	att.AddressesResolved = addrStrings(addrs)
 
-	conn, used, err := dial(ctx, addrs, port)
+	conn, used, tried, err := dial(ctx, addrs, port)
 	att.AddressUsed = used.String()
+	if len(tried) > 0 {
+		att.AddressesTried = addrStrings(tried)
+	}
 	if err != nil {
 		return att, nil, connectionProblem(used.String()+": "+where, err), nil
 	}

@@ -319,9 +319,14 @@ func (r *resolver) lookupIPs(ctx context.Context, name string) ([]netip.Addr, er
 	return nil, nil
 }
 
-// dial connects to port on the first IPv6 address, then the first IPv4
-// address, of addrs. used is the address connected to, or the last one tried.
-func dial(ctx context.Context, addrs []netip.Addr, port int) (conn net.Conn, used netip.Addr, err error) {
+// dial connects to port at the first IPv6 address of addrs and, if that
+// fails, at the first IPv4 one (Boulder's order and fallback). When an IPv4
+// address remains to be tried, the IPv6 attempt gets at most half the time
+// left, so an IPv6 address that drops packets leaves time for IPv4. used is
+// the address connected to or, when every attempt failed, the last one
+// tried, and err is its failure; tried lists the addresses that failed
+// before used.
+func dial(ctx context.Context, addrs []netip.Addr, port int) (conn net.Conn, used netip.Addr, tried []netip.Addr, err error) {
 	var try []netip.Addr
 	for _, want6 := range []bool{true, false} {
 		for _, a := range addrs {
@@ -332,17 +337,25 @@ func dial(ctx context.Context, addrs []netip.Addr, port int) (conn net.Conn, use
 		}
 	}
 	var d net.Dialer
-	for _, a := range try {
-		used = a
-		conn, err = d.DialContext(ctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
-		if err == nil {
-			return conn, used, nil
+	for i, a := range try {
+		if i > 0 {
+			tried = append(tried, used)
 		}
-		if ctx.Err() != nil {
-			break
+		used = a
+		dctx, cancel := ctx, context.CancelFunc(func() {})
+		if deadline, ok := ctx.Deadline(); ok && i < len(try)-1 {
+			dctx, cancel = context.WithTimeout(ctx, time.Until(deadline)/2)
+		}
+		conn, err = d.DialContext(dctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
+		cancel()
+		if err == nil {
+			return conn, used, tried, nil
+		}
+		if ended(ctx) != nil {
+			break // no time left: used is the address that took it
 		}
 	}
-	return nil, used, err
+	return nil, used, tried, err
 }
 
 func addrStrings(addrs []netip.Addr) []string {

@@ -4,7 +4,13 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"slices"
+	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -219,6 +225,103 @@ func TestUDPQueryBoundAndResend(t *testing.T) {
 			checkResult(t, res, "")
 			if took := time.Since(start); took > tc.within {
 				t.Errorf("took %v, want under %v", took, tc.within)
+			}
+		})
+	}
+}
+
+// stalledIPv6 binds [::1]:port with an accept queue of one and fills it,
+// so that further connection attempts there get no answer at all (their
+// SYNs are dropped), as at an IPv6 address that is blackholed. It skips the
+// test where that cannot be arranged (no IPv6 loopback).
+func stalledIPv6(t *testing.T, port int) {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET6, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Skipf("no IPv6 socket: %v", err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet6{Port: port, Addr: netip.IPv6Loopback().As16()}); err != nil {
+		t.Skipf("cannot bind [::1]:%d: %v", port, err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort("::1", strconv.Itoa(port))
+	for range 3 {
+		if c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond); err == nil {
+			t.Cleanup(func() { c.Close() })
+		}
+	}
+	if c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond); err == nil {
+		c.Close()
+		t.Skip("could not make [::1] drop connection attempts")
+	}
+}
+
+// TestDialIPv6ThenIPv4: a name with AAAA and A records is tried at its
+// IPv6 address first and, when that fails, at its IPv4 address (as
+// Boulder does). An IPv6 address that never answers gets only half of the
+// time left, so IPv4 is still tried; before, it took all of it and IPv4
+// was never tried. The record and the problem name the address that was
+// used or failed, and the record lists the IPv6 address tried before.
+func TestDialIPv6ThenIPv4(t *testing.T) {
+	t.Parallel()
+	const (
+		answers = "answers"
+		refuses = "refuses" // nothing listens
+		stalls  = "stalls"  // drops connection attempts
+	)
+	tests := []struct {
+		name     string
+		typ      acme.ChallengeType
+		v6, v4   string
+		used     string
+		tried    []string
+		want     acme.ProblemType
+		mentions []string
+	}{
+		{name: "IPv6 answers", typ: acme.ChallengeHTTP01, v6: answers, v4: refuses, used: "::1"},
+		{name: "IPv6 refuses, IPv4 answers", typ: acme.ChallengeHTTP01, v6: refuses, v4: answers, used: "127.0.0.1", tried: []string{"::1"}},
+		{name: "IPv6 stalls, IPv4 answers", typ: acme.ChallengeHTTP01, v6: stalls, v4: answers, used: "127.0.0.1", tried: []string{"::1"}},
+		{name: "IPv6 stalls, IPv4 answers tls-alpn-01", typ: acme.ChallengeTLSALPN01, v6: stalls, v4: answers, used: "127.0.0.1", tried: []string{"::1"}},
+		{name: "IPv6 stalls, IPv4 refuses", typ: acme.ChallengeHTTP01, v6: stalls, v4: refuses, used: "127.0.0.1", tried: []string{"::1"},
+			want: acme.ProblemConnection, mentions: []string{"127.0.0.1: Fetching", "Connection refused"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := newTestDNS(t)
+			d.add(t, "dual.test. 60 IN AAAA ::1", "dual.test. 60 IN A 127.0.0.1")
+			cfg := testConfig(d)
+			cfg.Timeout = 2 * time.Second
+			port := closedPort()
+			if tc.v4 == answers {
+				if tc.typ == acme.ChallengeTLSALPN01 {
+					port = serveALPN(t, alpnCert{dnsNames: []string{"dual.test"}}.build(t), []string{acmeTLSProtocol}, "")
+				} else {
+					port = serveHTTP(t, respond(200, testKeyAuth), false)
+				}
+			}
+			switch tc.v6 {
+			case answers:
+				ln, err := net.Listen("tcp", net.JoinHostPort("::1", strconv.Itoa(port)))
+				if err != nil {
+					t.Skipf("no IPv6 loopback listener: %v", err)
+				}
+				s := &httptest.Server{Listener: ln, Config: &http.Server{Handler: respond(200, testKeyAuth)}}
+				s.Start()
+				t.Cleanup(s.Close)
+			case stalls:
+				stalledIPv6(t, port)
+			}
+			cfg.HTTPPort, cfg.TLSALPNPort = port, port
+			res := New(cfg).Validate(t.Context(), Request{
+				Identifier: dnsID("dual.test"), Type: tc.typ, Token: testToken, KeyAuthorization: testKeyAuth, AccountURI: testAccount,
+			})
+			checkResult(t, res, tc.want, tc.mentions...)
+			if len(res.Record) != 1 || res.Record[0].AddressUsed != tc.used || !slices.Equal(res.Record[0].AddressesTried, tc.tried) {
+				t.Fatalf("record %+v, want addressUsed %s after trying %v", res.Record, tc.used, tc.tried)
 			}
 		})
 	}

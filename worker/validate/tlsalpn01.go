@@ -69,8 +69,11 @@ func (v *Validator) tlsALPN01(ctx context.Context, r Request) ([]Attempt, *acme.
 	}
 	att.AddressesResolved = addrStrings(addrs)
 
-	conn, used, err := dial(ctx, addrs, port)
+	conn, used, tried, err := dial(ctx, addrs, port)
 	att.AddressUsed = used.String()
+	if len(tried) > 0 {
+		att.AddressesTried = addrStrings(tried)
+	}
 	record := []Attempt{att}
 	where := fmt.Sprintf("Connecting to %s with TLS (SNI %q, ALPN %q)", netip.AddrPortFrom(used, uint16(port)), att.ServerName, acmeTLSProtocol)
 	if err != nil {

@@ -86,6 +86,7 @@ type Attempt struct {
 	ServerName        string   `json:"serverName,omitempty"`        // tls-alpn-01: the SNI sent
 	AddressesResolved []string `json:"addressesResolved,omitempty"` // what the resolvers returned for Hostname
 	AddressUsed       string   `json:"addressUsed,omitempty"`       // the address connected to (or last tried)
+	AddressesTried    []string `json:"addressesTried,omitempty"`    // addresses that failed before AddressUsed (an IPv6 one, then IPv4 was used)
 }
 
 // Result is the verdict of one attempt: Problem is nil on success. Record
