@@ -427,6 +427,12 @@ func validityRequest(req newOrderReq, prof config.Profile, name string, now time
 		return nil, nil, acme.Malformed("notAfter must be after notBefore")
 	case na != nil && !na.After(now):
 		return nil, nil, acme.Malformed("notAfter is in the past")
+	// The signer never sets notBefore more than config.MaxBackdate before
+	// it signs; an earlier one would be moved, and RFC 8555 §7.4 says the
+	// server "MUST NOT issue a certificate with contents other than those
+	// requested".
+	case nb != nil && nb.Before(now.Add(-config.MaxBackdate)):
+		return nil, nil, acme.Malformed("notBefore %s is in the past: a certificate's validity starts at most %s before it is signed; leave notBefore out, or ask for a time from now on", rfc3339(*nb), config.MaxBackdate)
 	case nb != nil && nb.After(now.Add(max)):
 		return nil, nil, acme.Malformed("notBefore is too far in the future")
 	// notAfter is inclusive (RFC 5280 §4.1.2.5), as the signer counts it:

@@ -357,3 +357,46 @@ func TestRequestsNeverWaitForWork(t *testing.T) {
 		}
 	})
 }
+
+// TestNewOrderRequestedNotBefore: a profile that honours notBefore refuses
+// one further in the past than the signer backdates a certificate
+// (config.MaxBackdate), which it would otherwise move (RFC 8555 §7.4: the
+// server MUST NOT issue other contents than requested, and MUST say when
+// it cannot fulfil the request); one within the backdate, or ahead, is
+// taken and echoed.
+func TestNewOrderRequestedNotBefore(t *testing.T) {
+	t.Parallel()
+	withStores(t, nil, func(t *testing.T, e *env) {
+		a := e.register(t)
+		now := time.Now().UTC().Truncate(time.Second)
+		for _, tc := range []struct {
+			name   string
+			nb     time.Time
+			refuse bool
+		}{
+			{"ten days ago", now.Add(-10 * 24 * time.Hour), true},
+			{"two minutes ago", now.Add(-2 * time.Minute), true},
+			{"ten seconds ago", now.Add(-10 * time.Second), false},
+			{"in an hour", now.Add(time.Hour), false},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				nb := tc.nb.Format(time.RFC3339)
+				r := e.post(t, a, e.base+"/acme/new-order", map[string]any{"identifiers": dnsIDs("backdate.example"), "profile": "short", "notBefore": nb})
+				if !tc.refuse {
+					wantStatus(t, r, http.StatusCreated)
+					var o orderJSON
+					r.json(t, &o)
+					if o.NotBefore != nb {
+						t.Errorf("order notBefore %q, want %q", o.NotBefore, nb)
+					}
+					return
+				}
+				p := wantProblem(t, e, r, acme.ProblemMalformed, http.StatusBadRequest)
+				want := "notBefore " + nb + " is in the past: a certificate's validity starts at most 1m0s before it is signed; leave notBefore out, or ask for a time from now on"
+				if p.Detail != want || p.Identifier != nil || len(p.Subproblems) != 0 {
+					t.Errorf("problem %+v\nwant detail %q", p, want)
+				}
+			})
+		}
+	})
+}

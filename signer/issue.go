@@ -53,10 +53,9 @@ type Issued struct {
 	NotBefore, NotAfter time.Time
 }
 
-// maxBackdate bounds how far NotBefore is set before the moment of signing:
-// enough to absorb a relying party's slightly slow clock, small enough that
-// the certificate cannot be used to claim it existed earlier than it did.
-const maxBackdate = time.Minute
+// maxBackdate bounds how far NotBefore is set before the moment of signing
+// (config.MaxBackdate, which the frontend holds a requested notBefore to).
+const maxBackdate = config.MaxBackdate
 
 // defaultKeyTypes apply to a profile that lists none.
 var defaultKeyTypes = []string{"rsa2048", "rsa3072", "rsa4096", "p256", "p384"}

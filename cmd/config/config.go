@@ -133,6 +133,14 @@ type CA struct {
 	CRLValidityHours int    `toml:"crl_validity_hours"`
 }
 
+// MaxBackdate is how far before the moment of signing a certificate's
+// notBefore may be: enough to absorb a relying party's slightly slow clock,
+// small enough that the certificate cannot be used to claim it existed
+// earlier than it did. The signer backdates a certificate by it, and the
+// frontend refuses an order's requested notBefore earlier than it (RFC 8555
+// §7.4: the server must not issue other contents than were requested).
+const MaxBackdate = time.Minute
+
 // Profile is a named certificate profile (draft-ietf-acme-profiles).
 type Profile struct {
 	Description          string   `toml:"description"`
