@@ -45,11 +45,46 @@ func (s *Server) challengeDoc(c *store.Challenge) challengeDoc {
 
 func (s *Server) authzDoc(a *store.Authorization) authzDoc {
 	d := authzDoc{Identifier: a.Identifier, Status: a.Status, Expires: rfc3339(a.Expires), Wildcard: a.Wildcard,
-		Challenges: make([]challengeDoc, len(a.Challenges))}
+		Challenges: []challengeDoc{}}
 	for i := range a.Challenges {
-		d.Challenges[i] = s.challengeDoc(&a.Challenges[i])
+		if listed(a, &a.Challenges[i]) {
+			d.Challenges = append(d.Challenges, s.challengeDoc(&a.Challenges[i]))
+		}
 	}
 	return d
+}
+
+// listed reports whether an authorization lists c (RFC 8555 §7.1.4,
+// "challenges"): "For pending authorizations, the challenges that the
+// client can fulfill in order to prove possession of the identifier. For
+// valid authorizations, the challenge that was validated. For invalid
+// authorizations, the challenge that was attempted and failed." A valid
+// authorization lists its valid challenge (two, should two attempts made
+// at once both succeed); an invalid one the challenge whose verdict
+// failed it, which carries the error: its siblings, invalidated with it
+// unattempted, carry none (a failed verdict without a problem leaves the
+// invalid challenges all listed, as nothing tells them apart). Other
+// states (deactivated, expired, revoked; the RFC says nothing of them)
+// list every challenge, as pending does.
+func listed(a *store.Authorization, c *store.Challenge) bool {
+	switch a.Status {
+	case acme.StatusValid:
+		return c.Status == acme.StatusValid
+	case acme.StatusInvalid:
+		if c.Status != acme.StatusInvalid {
+			return false
+		}
+		if c.Error != nil {
+			return true
+		}
+		for i := range a.Challenges {
+			if a.Challenges[i].Status == acme.StatusInvalid && a.Challenges[i].Error != nil {
+				return false
+			}
+		}
+		return true
+	}
+	return true
 }
 
 // ownedAuthz loads an authorization and checks the signer owns it.
