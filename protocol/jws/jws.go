@@ -25,6 +25,16 @@ const MinRSABits = 2048
 // signature with a huge modulus.
 const maxRSABits = 8192
 
+// maxJWKBytes bounds the JSON of a "jwk" header. The largest key allowed,
+// an 8192-bit RSA key (maxRSABits), is about 1,400 bytes of JWK (its
+// 1,024-byte modulus is 1,366 base64url characters, plus kty and e; go-jose
+// today refuses moduli above 4096 bits anyway); 8 KiB leaves room for
+// whitespace and the members a client may add (kid, alg, use, even one
+// certificate in x5c). Anything larger is no key Hallmark would accept, and
+// is refused before go-jose decodes it (parsing any x5c certificates) and
+// before it reaches the store or the caches (protocol/keys.go).
+const maxJWKBytes = 8 << 10
+
 // Algorithms are the JWS "alg" values Hallmark accepts, in the order the
 // badSignatureAlgorithm detail lists them. RFC 8555 §6.2: servers MUST NOT
 // accept "none" or a MAC-based algorithm.
@@ -245,6 +255,9 @@ func parse(body []byte, r rules) (*Message, error) {
 	h, err := parseHeader(rawHeader)
 	if err != nil {
 		return nil, acme.Malformed("the %s protected header is not valid: %v", what, err)
+	}
+	if len(h.JWK) > maxJWKBytes {
+		return nil, acme.Malformed("the %s \"jwk\" is %d bytes of JSON; this server accepts at most %d (an 8192-bit RSA key's is about 1,400): send the public key's members only", what, len(h.JWK), maxJWKBytes)
 	}
 	if h.Alg == nil || *h.Alg == "" {
 		return nil, acme.Malformed("the %s protected header has no \"alg\"", what)

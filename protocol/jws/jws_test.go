@@ -574,3 +574,84 @@ func TestParseInner(t *testing.T) {
 		})
 	}
 }
+
+// TestJWKSizeBound: a "jwk" larger than maxJWKBytes is refused as malformed,
+// saying so, in a request and in keyChange's inner JWS; the largest key
+// accepted (8192-bit RSA) with the members clients add, and a jwk of
+// exactly the bound, still parse.
+func TestJWKSizeBound(t *testing.T) {
+	t.Parallel()
+	p256 := keys()["p256"]
+	// padded is p256's public JWK with a "kid" member that makes it n
+	// bytes of JSON.
+	padded := func(n int) json.RawMessage {
+		base := jwkJSON(p256.Public())
+		pad := n - len(base) - len(`,"kid":""`)
+		b := append([]byte(nil), base[:len(base)-1]...)
+		b = append(b, `,"kid":"`+strings.Repeat("k", pad)+`"}`...)
+		if len(b) != n {
+			t.Fatalf("padded jwk is %d bytes, want %d", len(b), n)
+		}
+		return b
+	}
+	withJWK := func(jwk json.RawMessage) map[string]any {
+		h := jwkHeader(p256)
+		h["jwk"] = jwk
+		return h
+	}
+	if _, err := Parse(enc(build(p256, "ES256", withJWK(padded(maxJWKBytes)), []byte(`{}`)))); err != nil {
+		t.Fatalf("a jwk of exactly %d bytes refused: %v", maxJWKBytes, err)
+	}
+	for _, n := range []int{maxJWKBytes + 1, 45 << 10} {
+		_, err := Parse(enc(build(p256, "ES256", withJWK(padded(n)), []byte(`{}`))))
+		if err == nil {
+			t.Fatalf("a jwk of %d bytes was accepted", n)
+		}
+		if got := problemOf(t, err); got != acme.ProblemMalformed {
+			t.Fatalf("a jwk of %d bytes: problem %s, want malformed (%v)", n, got, err)
+		}
+		if d := acme.AsError(err).Problem.Detail; !strings.Contains(d, `"jwk" is `) || !strings.Contains(d, "at most 8192") {
+			t.Errorf("detail %q does not say the jwk is too large", d)
+		}
+	}
+	inner := map[string]any{"jwk": padded(maxJWKBytes + 1), "url": "https://ca.test/acme/key-change"}
+	if _, _, err := ParseInner(enc(build(p256, "ES256", inner, []byte(`{}`)))); err == nil || problemOf(t, err) != acme.ProblemMalformed ||
+		!strings.Contains(acme.AsError(err).Problem.Detail, "inner JWS of keyChange \"jwk\" is") {
+		t.Fatalf("inner JWS with an oversized jwk: %v", err)
+	}
+
+	// RSA public keys with kid, alg and use: Parse does not check the
+	// signature, so the modulus need not be a real key's. An 8192-bit one
+	// (maxRSABits) is well inside the bound; go-jose itself refuses moduli
+	// above jose.MaxRSAModulusBits (4096) with badPublicKey, so it is only
+	// checked not to be refused for its size. A 4096-bit one parses.
+	rsaJWK := func(bits int) json.RawMessage {
+		n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), uint(bits)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.SetBit(n, bits-1, 1).SetBit(n, 0, 1)
+		b, err := json.Marshal(jose.JSONWebKey{Key: &rsa.PublicKey{N: n, E: 65537}, KeyID: "https://client.example/keys/" + strings.Repeat("0", 64), Algorithm: "RS256", Use: "sig"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	parseRSA := func(jwk json.RawMessage) error {
+		h := jwkHeader(p256)
+		h["alg"], h["jwk"] = "RS256", jwk
+		hb, _ := json.Marshal(h)
+		_, err := Parse(enc(map[string]any{"protected": b64.EncodeToString(hb), "payload": b64.EncodeToString([]byte(`{}`)), "signature": b64.EncodeToString(make([]byte, 512))}))
+		return err
+	}
+	if jwk := rsaJWK(4096); parseRSA(jwk) != nil {
+		t.Fatalf("a 4096-bit RSA jwk (%d bytes) refused: %v", len(jwk), parseRSA(jwk))
+	}
+	jwk := rsaJWK(maxRSABits)
+	if len(jwk)*4 > maxJWKBytes {
+		t.Errorf("a %d-bit RSA JWK is %d bytes, not comfortably below the bound %d", maxRSABits, len(jwk), maxJWKBytes)
+	}
+	if err := parseRSA(jwk); err != nil && strings.Contains(acme.AsError(err).Problem.Detail, "bytes of JSON") {
+		t.Fatalf("a %d-bit RSA jwk (%d bytes) refused for its size: %v", maxRSABits, len(jwk), err)
+	}
+}
