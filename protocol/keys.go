@@ -46,13 +46,23 @@ func (c *keyCache) parse(raw []byte) (*publicKey, error) {
 
 // jwkIdentity is what the store keeps of a key: its public JWK as JSON and
 // its RFC 7638 thumbprint.
+//
+// The JSON holds the key and nothing else: the members RFC 7638 §3.2
+// requires for its type (EC: crv, kty, x, y; RSA: e, kty, n; OKP: crv,
+// kty, x), in go-jose's order, which is what Hallmark always stored for a
+// key sent without extras. Whatever else the client's "jwk" carried (kid,
+// alg, use, x5c, x5t, any unknown member) is dropped: it says nothing about
+// the key, and kept, a client could make its account row, read with every
+// nonce, and what the frontend caches per account (keyCache's key and
+// parsed key, Server.lastKeys) as large as its request body. Accounts
+// stored before this were rewritten the same way by migration 0007.
 func jwkIdentity(k *publicKey) ([]byte, string, error) {
 	thumb, err := jws.Thumbprint(k)
 	if err != nil {
 		return nil, "", err
 	}
 	pub := k.Public()
-	raw, err := json.Marshal(pub)
+	raw, err := json.Marshal(jose.JSONWebKey{Key: pub.Key})
 	if err != nil {
 		return nil, "", fmt.Errorf("encoding jwk: %w", err)
 	}
