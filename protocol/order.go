@@ -113,7 +113,7 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 		return err
 	}
 	now := p.now // the database clock, read with the nonce
-	reusable, err := s.reusable(p, authzKeys(ids), now.Add(s.orderLifetime()))
+	reusable, err := s.reusable(p, authzKeys(ids), offered(prof), now.Add(s.orderLifetime()))
 	if err != nil {
 		return err
 	}
@@ -176,7 +176,7 @@ func (s *Server) draftOrder(acctID string, req newOrderReq, name string, prof co
 		return store.NewOrder{}, err
 	}
 	no := store.NewOrder{
-		AccountID: acctID, Identifiers: ids, Profile: name,
+		AccountID: acctID, Identifiers: ids, Profile: name, Methods: offered(prof),
 		NotBefore: nb, NotAfter: na, Expires: now.Add(s.orderLifetime()),
 		Replaces: req.Replaces,
 	}
@@ -302,19 +302,33 @@ func (s *Server) newOrderAhead(_ *http.Request, msg *jws.Message, acctID string)
 	if err != nil {
 		return store.Lookup{}
 	}
-	return store.Lookup{Kind: store.LookupReusable, ID: acctID, Keys: authzKeys(ids),
+	return store.Lookup{Kind: store.LookupReusable, ID: acctID, Keys: authzKeys(ids), Methods: offered(prof),
 		After: time.Now().Add(s.orderLifetime() - aheadSkew)}
 }
 
+// offered are the challenge types prof offers: an authorization validated
+// by another is not reused for its orders (store.AuthzsReusable), or an
+// order of a profile that offers only dns-01 would be ready on an http-01
+// validation the profile was set up to refuse. Never nil, which would
+// reuse whatever validated it.
+func offered(prof config.Profile) []acme.ChallengeType {
+	out := make([]acme.ChallengeType, len(prof.Challenges))
+	for i, c := range prof.Challenges {
+		out[i] = acme.ChallengeType(c)
+	}
+	return out
+}
+
 // reusable is, for each key, the account's valid authorization that
-// outlives expires (store.AuthzsReusable): from the read made with the
-// nonce when it asked for these keys, for this account, and for an
-// expiry no later than expires, which a longest-lived authorization per
-// key can be filtered for; else read now.
-func (s *Server) reusable(p *post, keys []store.AuthzKey, expires time.Time) ([]*store.Authorization, error) {
+// outlives expires, validated by one of methods (store.AuthzsReusable):
+// from the read made with the nonce when it asked for these keys and
+// methods, for this account, and for an expiry no later than expires,
+// which a longest-lived authorization per key can be filtered for; else
+// read now.
+func (s *Server) reusable(p *post, keys []store.AuthzKey, methods []acme.ChallengeType, expires time.Time) ([]*store.Authorization, error) {
 	sent := p.aheadOf
 	if a := p.ahead; a != nil && sent.Kind == store.LookupReusable && sent.ID == p.acct.ID &&
-		!sent.After.After(expires) && slices.Equal(sent.Keys, keys) {
+		!sent.After.After(expires) && slices.Equal(sent.Keys, keys) && slices.Equal(sent.Methods, methods) {
 		p.ahead = nil
 		if a.err != nil {
 			return nil, s.storeErr(a.err, "looking for reusable authorizations")
@@ -331,7 +345,7 @@ func (s *Server) reusable(p *post, keys []store.AuthzKey, expires time.Time) ([]
 		}
 		return out, nil
 	}
-	found, err := s.st.AuthzsReusable(p.r.Context(), p.acct.ID, keys, expires)
+	found, err := s.st.AuthzsReusable(p.r.Context(), p.acct.ID, keys, methods, expires)
 	if err != nil {
 		return nil, s.storeErr(err, "looking for reusable authorizations")
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
 )
@@ -395,6 +396,88 @@ func TestNewOrderRequestedNotBefore(t *testing.T) {
 				want := "notBefore " + nb + " is in the past: a certificate's validity starts at most 1m0s before it is signed; leave notBefore out, or ask for a time from now on"
 				if p.Detail != want || p.Identifier != nil || len(p.Subproblems) != 0 {
 					t.Errorf("problem %+v\nwant detail %q", p, want)
+				}
+			})
+		}
+	})
+}
+
+// validateBy answers authorization u's challenge of type typ and records
+// the worker's valid verdict on it.
+func (e *env) validateBy(t *testing.T, a *account, u, typ string) {
+	t.Helper()
+	for _, c := range e.authz(t, a, u).Challenges {
+		if c.Type == typ {
+			wantStatus(t, e.post(t, a, c.URL, map[string]any{}), http.StatusOK)
+			if err := e.st.ChallengeVerdict(context.Background(), store.Verdict{ChallengeID: lastSegment(c.URL), Status: acme.StatusValid}); err != nil {
+				t.Fatalf("ChallengeVerdict: %v", err)
+			}
+			return
+		}
+	}
+	t.Fatalf("authorization %s has no %s challenge", u, typ)
+}
+
+// TestAuthzReuseByProfile: a valid authorization is reused, by newOrder
+// and by newAuthz, only for a profile that offers the challenge type that
+// validated it. One validated by http-01 does not make an order of a
+// profile offering only dns-01 ready: the order gets a fresh authorization
+// with the profile's own challenges. (Pending authorizations are never
+// reused, whatever the profile.)
+func TestAuthzReuseByProfile(t *testing.T) {
+	t.Parallel()
+	dnsOnly := func(c *config.Config) {
+		def := c.Profiles["default"]
+		def.AllowPreAuthorization = true
+		c.Profiles["default"] = def
+		p := def
+		p.Description, p.Challenges = "dns-01 only", []string{"dns-01"}
+		c.Profiles["dnsonly"] = p
+	}
+	withStores(t, dnsOnly, func(t *testing.T, e *env) {
+		for _, tc := range []struct {
+			name      string
+			validated string // the challenge type that validated the first authorization, under the default profile
+			profile   string // the profile of the second request
+			newAuthz  bool   // the second request is newAuthz, not newOrder
+			reused    bool
+		}{
+			{"http-01 then a dns-01-only order", "http-01", "dnsonly", false, false},
+			{"dns-01 then a dns-01-only order", "dns-01", "dnsonly", false, true},
+			{"http-01 then an order of the same profile", "http-01", "default", false, true},
+			{"http-01 then a dns-01-only newAuthz", "http-01", "dnsonly", true, false},
+			{"dns-01 then a dns-01-only newAuthz", "dns-01", "dnsonly", true, true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				a := e.register(t)
+				name := strings.ReplaceAll(strings.ReplaceAll(tc.name, " ", "-"), "-0", "0") + ".example"
+				o, _ := e.newOrder(t, a, dnsIDs(name))
+				e.validateBy(t, a, o.Authorizations[0], tc.validated)
+				first := o.Authorizations[0]
+
+				var second, status string
+				if tc.newAuthz {
+					r := e.post(t, a, e.base+"/acme/new-authz", map[string]any{"identifier": dnsIDs(name)[0], "profile": tc.profile})
+					wantStatus(t, r, map[bool]int{true: http.StatusOK, false: http.StatusCreated}[tc.reused])
+					second = r.header.Get("Location")
+				} else {
+					r := e.post(t, a, e.base+"/acme/new-order", map[string]any{"identifiers": dnsIDs(name), "profile": tc.profile})
+					wantStatus(t, r, http.StatusCreated)
+					var o2 orderJSON
+					r.json(t, &o2)
+					second, status = o2.Authorizations[0], string(o2.Status)
+				}
+				az := e.authz(t, a, second)
+				if tc.reused {
+					if second != first || az.Status != acme.StatusValid || (!tc.newAuthz && status != string(acme.StatusReady)) {
+						t.Errorf("got authorization %s (%s), order %q; want %s reused, the order ready", second, az.Status, status, first)
+					}
+					return
+				}
+				want := "dns-01"
+				if second == first || az.Status != acme.StatusPending || challengeTypes(az) != want || (!tc.newAuthz && status != string(acme.StatusPending)) {
+					t.Errorf("got authorization %s (%s, challenges %s), order %q; want a fresh pending one offering %s, not %s (validated by %s)",
+						second, az.Status, challengeTypes(az), status, want, first, tc.validated)
 				}
 			})
 		}

@@ -81,9 +81,9 @@ func (w *aheadWatch) ChallengeWithAuthz(ctx context.Context, id string) (*store.
 	return w.Store.ChallengeWithAuthz(ctx, id)
 }
 
-func (w *aheadWatch) AuthzsReusable(ctx context.Context, accountID string, keys []store.AuthzKey, minExpiry time.Time) ([]*store.Authorization, error) {
+func (w *aheadWatch) AuthzsReusable(ctx context.Context, accountID string, keys []store.AuthzKey, methods []acme.ChallengeType, minExpiry time.Time) ([]*store.Authorization, error) {
 	w.read()
-	return w.Store.AuthzsReusable(ctx, accountID, keys, minExpiry)
+	return w.Store.AuthzsReusable(ctx, accountID, keys, methods, minExpiry)
 }
 
 func (w *aheadWatch) CertificateBySerial(ctx context.Context, serial string) (*store.Certificate, error) {

@@ -149,7 +149,7 @@ func (s *Server) unauthorized(ctx context.Context, acctID string, ids []acme.Ide
 			keys, of = append(keys, store.AuthzKey{Identifier: id.Base()}), append(of, i)
 		}
 	}
-	found, err := s.st.AuthzsReusable(ctx, acctID, keys, now)
+	found, err := s.st.AuthzsReusable(ctx, acctID, keys, nil, now) // any method: RFC 8555 §7.6
 	if err != nil {
 		return nil, s.storeErr(err, "looking up the account's authorizations")
 	}

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"time"
+
+	"github.com/hallmark-ca/hallmark/protocol/acme"
 )
 
 // NonceUse is one ACME POST's nonce to consume and the account its "kid"
@@ -42,9 +44,11 @@ type Lookup struct {
 	// ID is the order, authorization or challenge ID, the certificate's
 	// serial, or (LookupReusable) the account's ID.
 	ID string
-	// Keys and After are LookupReusable's: AuthzsReusable(ID, Keys, After).
-	Keys  []AuthzKey
-	After time.Time
+	// Keys, Methods and After are LookupReusable's:
+	// AuthzsReusable(ID, Keys, Methods, After).
+	Keys    []AuthzKey
+	Methods []acme.ChallengeType
+	After   time.Time
 }
 
 // LookupKind is what a Lookup reads, and so the type of its Found:

@@ -59,7 +59,11 @@ type NewOrder struct {
 	NotAfter    *time.Time
 	Expires     time.Time
 	Authzs      []*Authorization
-	Replaces    string
+	// Methods are the challenge types the order's profile offers: the
+	// authorizations OrderCreateSigned makes sure none could be reused
+	// are those AuthzsReusable finds for them.
+	Methods  []acme.ChallengeType
+	Replaces string
 	// ReplacesSerial, when set, is the serial of the certificate Replaces
 	// names (RFC 9773 §5): OrderCreate marks it replaced by the new order in
 	// the same transaction, and fails with ErrNotFound if the account has no
@@ -208,8 +212,13 @@ type Store interface {
 	// authorization of the account for it that lives longest, if it lives
 	// past minExpiry, in one read: found[i] is keys[i]'s, nil when there
 	// is none. (Choosing the longest-lived lets a caller that asked with
-	// an earlier minExpiry filter the answer for a later one.)
-	AuthzsReusable(ctx context.Context, accountID string, keys []AuthzKey, minExpiry time.Time) (found []*Authorization, err error)
+	// an earlier minExpiry filter the answer for a later one.) With
+	// methods non-nil, only an authorization validated by a challenge of
+	// one of those types counts, or one born valid (no challenges: an
+	// external account binding pre-validated it): an order's profile
+	// reuses only what a method it offers validated. nil: any method (an
+	// account's authority to revoke, RFC 8555 §7.6).
+	AuthzsReusable(ctx context.Context, accountID string, keys []AuthzKey, methods []acme.ChallengeType, minExpiry time.Time) (found []*Authorization, err error)
 	// AuthzDeactivate moves a pending or valid authorization to deactivated
 	// and the orders that use it (pending or ready) to invalid.
 	AuthzDeactivate(ctx context.Context, id string) (*Authorization, error)

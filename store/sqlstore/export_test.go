@@ -1,6 +1,19 @@
 package sqlstore
 
-import "context"
+import (
+	"context"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// ReusableSQL is the statement AuthzsReusable (and a LookupReusable) runs
+// for keys, methods and minExpiry, as d runs it, with its arguments.
+func ReusableSQL(d *Dialect, accountID string, keys []store.AuthzKey, methods []acme.ChallengeType, minExpiry time.Time) (string, []any) {
+	q, args := (&Store{d: d}).reusableSQL(accountID, keys, methods, minExpiry)
+	return d.SQL(q), args
+}
 
 // Send runs stmts on raw, a transaction of c, as the store sends a batch
 // (txn.send): tokens expanded, the failure mapped to the store's sentinels.

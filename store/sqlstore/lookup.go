@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"slices"
 
+	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -35,11 +36,11 @@ func (s *Store) newLookup(l store.Lookup) (lk *lookup, ok bool) {
 		// one statement's worth) is left to the handler's own read.
 		if len(l.Keys) == 0 || len(l.Keys) > reusableChunk || slices.ContainsFunc(l.Keys, func(k store.AuthzKey) bool {
 			return !store.Storable(k.Identifier.Value) || !store.Storable(string(k.Identifier.Type))
-		}) {
+		}) || slices.ContainsFunc(l.Methods, func(m acme.ChallengeType) bool { return !store.Storable(string(m)) }) {
 			return nil, false
 		}
 		found := make([]authzRows, len(l.Keys))
-		q, args := s.reusableSQL(l.ID, l.Keys, l.After)
+		q, args := s.reusableSQL(l.ID, l.Keys, l.Methods, l.After)
 		return isolated(q, args, reusableRows(found), func() (any, error) { return reusableFound(found), nil }), true
 	case store.LookupOrder:
 		return oneRow(orderByIDSQL, args, func(r Rows) (*store.Order, error) {

@@ -216,12 +216,12 @@ const reusableChunk = 500
 // all of them (per reusableChunk keys), not one per identifier: a
 // newOrder of 100 names asks once. A newOrder of at most reusableChunk
 // names asks with its nonce instead (LookupReusable, newLookup).
-func (s *Store) AuthzsReusable(ctx context.Context, accountID string, keys []store.AuthzKey, minExpiry time.Time) ([]*store.Authorization, error) {
+func (s *Store) AuthzsReusable(ctx context.Context, accountID string, keys []store.AuthzKey, methods []acme.ChallengeType, minExpiry time.Time) ([]*store.Authorization, error) {
 	found := make([]authzRows, len(keys))
 	err := s.autocommit(ctx, func(t *txn) error {
 		for lo := 0; lo < len(keys); lo += reusableChunk {
 			chunk := keys[lo:min(lo+reusableChunk, len(keys))]
-			q, args := s.reusableSQL(accountID, chunk, minExpiry)
+			q, args := s.reusableSQL(accountID, chunk, methods, minExpiry)
 			if err := collect(ctx, t, reusableRows(found[lo:lo+len(chunk)]), q, args...); err != nil {
 				return err
 			}
@@ -237,10 +237,31 @@ func (s *Store) AuthzsReusable(ctx context.Context, accountID string, keys []sto
 // reusableSQL is the statement answering keys (at most reusableChunk):
 // the keys are a VALUES list, and each chooses its authorization with a
 // correlated subquery, which both PostgreSQL and SQLite plan as an index
-// lookup per key. Its rows carry the key's index in keys first.
-func (s *Store) reusableSQL(accountID string, keys []store.AuthzKey, minExpiry time.Time) (string, []any) {
+// lookup per key. Its rows carry the key's index in keys first. With
+// methods non-nil, a candidate counts only if it has a valid challenge of
+// one of those types, or no challenge at all (born valid): an EXISTS on
+// challenges_authz_idx for each of the key's few candidates.
+func (s *Store) reusableSQL(accountID string, keys []store.AuthzKey, methods []acme.ChallengeType, minExpiry time.Time) (string, []any) {
 	var q strings.Builder
 	args := []any{accountID, s.d.T(minExpiry)}
+	method := ""
+	if methods != nil {
+		method = `
+    AND (NOT EXISTS (SELECT 1 FROM challenges v WHERE v.authz_id = r.id)`
+		if len(methods) > 0 {
+			method += `
+      OR EXISTS (SELECT 1 FROM challenges v WHERE v.authz_id = r.id AND v.status = 'valid' AND v.type IN (`
+			for i, m := range methods {
+				if i > 0 {
+					method += ", "
+				}
+				args = append(args, string(m))
+				method += fmt.Sprintf("CAST($%d AS TEXT)", len(args))
+			}
+			method += "))"
+		}
+		method += ")"
+	}
 	q.WriteString("WITH want (i, typ, val, wc) AS (VALUES ")
 	for i, k := range keys {
 		if i > 0 {
@@ -253,10 +274,10 @@ func (s *Store) reusableSQL(accountID string, keys []store.AuthzKey, minExpiry t
 	q.WriteString(`)
 SELECT w.i, ` + authzChallengeCols + `
 FROM want w
-JOIN authorizations a ON a.id = (SELECT id FROM authorizations
-  WHERE account_id = $1 AND identifier_type = w.typ AND identifier_value = w.val AND wildcard = w.wc
-    AND status = 'valid' AND expires_at > $2 AND expires_at > {now}
-  ORDER BY expires_at DESC LIMIT 1)
+JOIN authorizations a ON a.id = (SELECT r.id FROM authorizations r
+  WHERE r.account_id = $1 AND r.identifier_type = w.typ AND r.identifier_value = w.val AND r.wildcard = w.wc
+    AND r.status = 'valid' AND r.expires_at > $2 AND r.expires_at > {now}` + method + `
+  ORDER BY r.expires_at DESC LIMIT 1)
 LEFT JOIN challenges c ON c.authz_id = a.id
 ORDER BY w.i, c.position`)
 	return q.String(), args
@@ -420,7 +441,7 @@ func (s *Store) OrderCreateSigned(ctx context.Context, u store.SignedUse, o stor
 		b := signedChecks(u)
 		b.scan("", []any{&one}, `SELECT 1 WHERE {now} BETWEEN $1 AND $2`,
 			s.d.T(clock.Add(-store.ClockSlack)), s.d.T(clock.Add(store.ClockSlack)))
-		reused, args := s.reusableSQL(u.AccountID, keys, o.Expires)
+		reused, args := s.reusableSQL(u.AccountID, keys, o.Methods, o.Expires)
 		b.scan("", []any{&one}, `SELECT 1 WHERE NOT EXISTS (`+reused+`)`, args...)
 		checks := make([]int, len(b.stmts))
 		for i := range checks {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/sqlstore"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
@@ -101,6 +103,12 @@ func explain(t *testing.T, conn *pgx.Conn, generic bool, q string, args ...any) 
 				lits[i] = "'" + strings.ReplaceAll(v, "'", "''") + "'"
 			case int64:
 				lits[i] = strconv.FormatInt(v, 10)
+			case int:
+				lits[i] = strconv.Itoa(v)
+			case bool:
+				lits[i] = strconv.FormatBool(v)
+			case time.Time:
+				lits[i] = "'" + v.Format(time.RFC3339Nano) + "'"
 			default:
 				t.Fatalf("argument %d: %T", i, a)
 			}
@@ -204,6 +212,48 @@ func TestVerdictPlans(t *testing.T) {
 			}
 			if strings.Contains(p, "orders_status_idx") {
 				t.Errorf("%s (generic=%v) reads orders_status_idx: it must start from the keys", name, generic)
+			}
+		}
+	})
+}
+
+// TestReusablePlans: choosing an account's reusable authorization for a
+// name, with the methods an order's profile offers, reads that name's
+// few authorizations from authorizations_reuse_idx and their challenges
+// from challenges_authz_idx, whatever the statistics: not the account's
+// 20,000 other authorizations or their 40,000 challenges.
+func TestReusablePlans(t *testing.T) {
+	planCases(t, func(t *testing.T, conn *pgx.Conn, generic bool) {
+		// The seed's a777 is made valid by its challenge c777_0 (http-01).
+		for _, q := range []string{
+			"UPDATE authorizations SET status = 'valid' WHERE id = 'a777'",
+			"UPDATE challenges SET status = 'valid' WHERE id = 'c777_0'",
+		} {
+			if _, err := conn.Exec(context.Background(), q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		keys := []store.AuthzKey{
+			{Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: "h777.example.com"}},
+			{Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: "h778.example.com"}},
+		}
+		for _, tc := range []struct {
+			name    string
+			methods []acme.ChallengeType
+			rows    string // the rows the statement returns: a777's two challenges, or none
+		}{
+			{"any method", nil, "rows=2 "},
+			{"offered", []acme.ChallengeType{acme.ChallengeHTTP01, acme.ChallengeDNS01}, "rows=2 "},
+			{"not offered", []acme.ChallengeType{acme.ChallengeDNS01}, "rows=0 "},
+		} {
+			q, args := sqlstore.ReusableSQL(sqlstore.Postgres, "acct", keys, tc.methods, time.Now())
+			p := explain(t, conn, generic, q, args...)
+			t.Logf("%s, generic=%v:\n%s", tc.name, generic, p)
+			if first := strings.SplitN(p, "\n", 2)[0]; !strings.Contains(first, "actual "+tc.rows) {
+				t.Errorf("%s (generic=%v): the statement returned other than %s:\n%s", tc.name, generic, tc.rows, p)
+			}
+			if what := readsTooMuch(p, "authorizations", "challenges"); what != "" {
+				t.Errorf("%s (generic=%v) reads %s", tc.name, generic, what)
 			}
 		}
 	})

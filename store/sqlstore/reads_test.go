@@ -161,7 +161,7 @@ func TestAuthzWithoutChallenges(t *testing.T) {
 		if a.Status != acme.StatusValid || a.Challenges != nil || a.Identifier.Value != "bare.example" || a.AccountID != acct.ID {
 			t.Fatalf("authorization = %+v", a)
 		}
-		got, err := s.AuthzsReusable(ctx, acct.ID, []store.AuthzKey{{Identifier: a.Identifier}}, time.Now())
+		got, err := s.AuthzsReusable(ctx, acct.ID, []store.AuthzKey{{Identifier: a.Identifier}}, nil, time.Now())
 		if err != nil || !reflect.DeepEqual(got, []*store.Authorization{a}) {
 			t.Fatalf("AuthzsReusable = %+v, %v; want %+v", got, err, a)
 		}

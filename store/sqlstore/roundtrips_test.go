@@ -97,7 +97,7 @@ func TestIssuanceRoundTrips(t *testing.T) {
 	}{
 		{"Now", 1, func() error { _, err := s.Now(ctx); return err }},
 		{"AuthzsReusable (none)", 1, func() error {
-			found, err := s.AuthzsReusable(ctx, acct.ID, []store.AuthzKey{{Identifier: id}}, exp)
+			found, err := s.AuthzsReusable(ctx, acct.ID, []store.AuthzKey{{Identifier: id}}, nil, exp)
 			if err == nil && found[0] != nil {
 				t.Fatal("AuthzsReusable found one")
 			}
@@ -127,7 +127,7 @@ func TestIssuanceRoundTrips(t *testing.T) {
 				keys[i] = store.AuthzKey{Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: fmt.Sprintf("n%d.%s", i, id.Value)}}
 			}
 			keys[50].Identifier = id
-			found, err := s.AuthzsReusable(ctx, acct.ID, keys, exp.Add(-time.Minute))
+			found, err := s.AuthzsReusable(ctx, acct.ID, keys, nil, exp.Add(-time.Minute))
 			for i, a := range found {
 				if (a != nil) != (i == 50) {
 					t.Fatalf("AuthzsReusable found %+v for key %d", a, i)

@@ -349,7 +349,7 @@ func testNonceLookups(t *testing.T, s store.Store, x Extras) {
 	// none for a name it has none for, as AuthzsReusable answers.
 	keys := []store.AuthzKey{{Identifier: az.Identifier}, {Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: "none.example.com"}}}
 	after := dbNow(t, s)
-	reusable, err := s.AuthzsReusable(ctx, a.ID, keys, after)
+	reusable, err := s.AuthzsReusable(ctx, a.ID, keys, nil, after)
 	if err != nil || len(reusable) != 2 || reusable[0] == nil || reusable[1] != nil {
 		t.Fatalf("AuthzsReusable = %+v, %v; want the valid authorization and none", reusable, err)
 	}
@@ -365,6 +365,8 @@ func testNonceLookups(t *testing.T, s store.Store, x Extras) {
 	}{
 		{"reusable authorizations", a.ID, store.Lookup{Kind: store.LookupReusable, ID: a.ID, Keys: keys, After: after}, reusable},
 		{"reusable, none after", a.ID, store.Lookup{Kind: store.LookupReusable, ID: a.ID, Keys: keys, After: after.Add(365 * 24 * time.Hour)}, []*store.Authorization{nil, nil}},
+		{"reusable by the method that validated it", a.ID, store.Lookup{Kind: store.LookupReusable, ID: a.ID, Keys: keys, Methods: []acme.ChallengeType{acme.ChallengeHTTP01}, After: after}, reusable},
+		{"reusable, none by another method", a.ID, store.Lookup{Kind: store.LookupReusable, ID: a.ID, Keys: keys, Methods: []acme.ChallengeType{acme.ChallengeDNS01}, After: after}, []*store.Authorization{nil, nil}},
 		{"reusable, NUL in a key", a.ID, store.Lookup{Kind: store.LookupReusable, ID: a.ID, Keys: badKeys, After: after}, noAnswer{}},
 		{"order", a.ID, store.Lookup{Kind: store.LookupOrder, ID: o.ID}, o},
 		{"authorization", a.ID, store.Lookup{Kind: store.LookupAuthz, ID: az.ID}, az},
@@ -899,7 +901,7 @@ func testAuthzReusable(t *testing.T, s store.Store, _ Extras) {
 		keys = append(keys, store.AuthzKey{Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: fmt.Sprintf("n%d.example.com", len(keys))}})
 	}
 	keys = append(keys, store.AuthzKey{Identifier: plain})
-	found, err := s.AuthzsReusable(ctx, a.ID, keys, az.Expires.Add(-time.Minute))
+	found, err := s.AuthzsReusable(ctx, a.ID, keys, nil, az.Expires.Add(-time.Minute))
 	if err != nil || len(found) != len(keys) {
 		t.Fatalf("AuthzsReusable = %d answers, %v; want %d", len(found), err, len(keys))
 	}
@@ -910,8 +912,70 @@ func testAuthzReusable(t *testing.T, s store.Store, _ Extras) {
 			t.Errorf("AuthzsReusable key %d (%+v) = %+v, want %+v", i, keys[i], got, w)
 		}
 	}
-	if found, err := s.AuthzsReusable(ctx, a.ID, nil, time.Time{}); err != nil || len(found) != 0 {
+	if found, err := s.AuthzsReusable(ctx, a.ID, nil, nil, time.Time{}); err != nil || len(found) != 0 {
 		t.Errorf("AuthzsReusable of no keys = %v, %v", found, err)
+	}
+}
+
+// testAuthzReusableByMethod: with methods, AuthzsReusable counts only an
+// authorization validated by a challenge of one of them (an order's
+// profile reuses only what a method it offers validated), or one born
+// valid with no challenge; among those it still chooses the longest-lived.
+// nil methods count any.
+func testAuthzReusableByMethod(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	byHTTP := authz(t, s, readyOrder(t, s, a, "method.example.com").AuthzIDs[0]) // validate answers the first challenge, http-01
+	// A later one for the same name, validated by dns-01: it lives longer.
+	later := newOrder(t, s, a, "method.example.com")
+	byDNS := authz(t, s, later.AuthzIDs[0])
+	c, claimed, err := s.ChallengeClaim(ctx, byDNS.Challenges[1].ID)
+	if err != nil || !claimed || c.Type != acme.ChallengeDNS01 {
+		t.Fatalf("claiming the dns-01 challenge: %+v claimed=%v %v", c, claimed, err)
+	}
+	if err := s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: c.ID, Status: acme.StatusValid}); err != nil {
+		t.Fatal(err)
+	}
+	byDNS = authz(t, s, byDNS.ID)
+	if !byDNS.Expires.After(byHTTP.Expires) {
+		t.Fatalf("the dns-01 authorization expires %v, not after the http-01 one's %v", byDNS.Expires, byHTTP.Expires)
+	}
+	// Born valid: no challenge (a binding pre-validated it).
+	spec := orderSpec(t, s, a, "born.example.com")
+	spec.Authzs[0].Status, spec.Authzs[0].Challenges = acme.StatusValid, nil
+	o, err := s.OrderCreate(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	born := authz(t, s, o.AuthzIDs[0])
+	// Pending, whatever the method: never reused.
+	pending := authz(t, s, newOrder(t, s, a, "pending.example.com").AuthzIDs[0])
+
+	keys := []store.AuthzKey{{Identifier: byHTTP.Identifier}, {Identifier: born.Identifier}, {Identifier: pending.Identifier}}
+	for _, tc := range []struct {
+		name    string
+		methods []acme.ChallengeType
+		want    []*store.Authorization
+	}{
+		{"any method", nil, []*store.Authorization{byDNS, born, nil}},
+		{"http-01", []acme.ChallengeType{acme.ChallengeHTTP01}, []*store.Authorization{byHTTP, born, nil}},
+		{"dns-01", []acme.ChallengeType{acme.ChallengeDNS01}, []*store.Authorization{byDNS, born, nil}},
+		{"http-01 or dns-01", []acme.ChallengeType{acme.ChallengeHTTP01, acme.ChallengeDNS01}, []*store.Authorization{byDNS, born, nil}},
+		{"tls-alpn-01", []acme.ChallengeType{acme.ChallengeTLSALPN01}, []*store.Authorization{nil, born, nil}},
+		{"no method", []acme.ChallengeType{}, []*store.Authorization{nil, born, nil}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			found, err := s.AuthzsReusable(ctx, a.ID, keys, tc.methods, time.Time{})
+			if err != nil || len(found) != len(keys) {
+				t.Fatalf("AuthzsReusable = %d answers, %v; want %d", len(found), err, len(keys))
+			}
+			for i, got := range found {
+				w := tc.want[i]
+				if w == nil && got != nil || w != nil && (got == nil || got.ID != w.ID || len(got.Challenges) != len(w.Challenges)) {
+					t.Errorf("key %s: got %+v, want %+v", keys[i].Identifier.Value, got, w)
+				}
+			}
+		})
 	}
 }
 
@@ -1288,6 +1352,18 @@ func testSignedOrders(t *testing.T, s store.Store, x Extras) {
 	}
 	if fresh, err := consumeOne(ctx, s, n, expires); err != nil || fresh {
 		t.Fatalf("the folded newOrder's nonce is still fresh (%v, %v): it could be replayed", fresh, err)
+	}
+
+	// An authorization validated by a method the order's profile does not
+	// offer is none the ordinary path would reuse: the fold applies.
+	dnsOnly := spec("reused.example.com")
+	dnsOnly.Methods = []acme.ChallengeType{acme.ChallengeDNS01}
+	o, err = s.OrderCreateSigned(ctx, signed(rnd(16)), dnsOnly, dbNow(t, s))
+	if err != nil {
+		t.Fatalf("a folded newOrder of a profile offering only dns-01, with an authorization validated by http-01: %v", err)
+	}
+	if o.AuthzIDs[0] == reused.AuthzIDs[0] || o.Status != acme.StatusPending {
+		t.Errorf("the folded order is %s with authorization %s; want pending with a new one, not %s", o.Status, o.AuthzIDs[0], reused.AuthzIDs[0])
 	}
 }
 

@@ -62,6 +62,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"OrderReuseRefusesUnusableAuthz", testOrderReuseRefusesUnusableAuthz}, // reuse.go
 		{"StaleValidations", testStaleValidations},
 		{"AuthzReusable", testAuthzReusable},
+		{"AuthzReusableByMethod", testAuthzReusableByMethod},
 		{"InvalidVerdict", testInvalidVerdict},
 		{"VerdictIsTerminal", testVerdictIsTerminal},
 		{"LateVerdict", testLateVerdict},
@@ -266,7 +267,7 @@ func issue(t *testing.T, s store.Store, o *store.Order, serial string) error {
 // reusable is AuthzsReusable for one identifier, none being
 // store.ErrNotFound.
 func reusable(ctx context.Context, s store.Store, accountID string, id acme.Identifier, wildcard bool, minExpiry time.Time) (*store.Authorization, error) {
-	found, err := s.AuthzsReusable(ctx, accountID, []store.AuthzKey{{Identifier: id, Wildcard: wildcard}}, minExpiry)
+	found, err := s.AuthzsReusable(ctx, accountID, []store.AuthzKey{{Identifier: id, Wildcard: wildcard}}, nil, minExpiry)
 	if err != nil {
 		return nil, err
 	}
