@@ -218,10 +218,11 @@ func TestVerdictPlans(t *testing.T) {
 }
 
 // TestReusablePlans: choosing an account's reusable authorization for a
-// name, with the methods an order's profile offers, reads that name's
-// few authorizations from authorizations_reuse_idx and their challenges
-// from challenges_authz_idx, whatever the statistics: not the account's
-// 20,000 other authorizations or their 40,000 challenges.
+// name, with the methods an order's profile offers, reads the candidates
+// from an index of authorizations (here authorizations_account_status_idx:
+// the account's valid ones, one in this seed) and their challenges from
+// challenges_authz_idx, whatever the statistics: not the account's 20,000
+// other authorizations or their 40,000 challenges.
 func TestReusablePlans(t *testing.T) {
 	planCases(t, func(t *testing.T, conn *pgx.Conn, generic bool) {
 		// The seed's a777 is made valid by its challenge c777_0 (http-01).
