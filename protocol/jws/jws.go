@@ -9,6 +9,7 @@ import (
 	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -22,13 +23,18 @@ import (
 const MinRSABits = 2048
 
 // maxRSABits bounds the work an attacker can make us do verifying a
-// signature with a huge modulus.
-const maxRSABits = 8192
+// signature with a huge modulus. It is go-jose's own bound
+// (jose.MaxRSAModulusBits), which refuses a larger modulus while decoding
+// the JWK, before checkKey could: saying 8192 here would promise keys that
+// can never arrive. Boulder accepts the same range for account keys.
+const maxRSABits = 4096
+
+// acceptedKeys is what a badPublicKey detail tells a client to use instead.
+var acceptedKeys = fmt.Sprintf("use an RSA key of %d to %d bits (RS256), an ECDSA key on P-256 (ES256) or P-384 (ES384), or an Ed25519 key (EdDSA)", MinRSABits, maxRSABits)
 
 // maxJWKBytes bounds the JSON of a "jwk" header. The largest key allowed,
-// an 8192-bit RSA key (maxRSABits), is about 1,400 bytes of JWK (its
-// 1,024-byte modulus is 1,366 base64url characters, plus kty and e; go-jose
-// today refuses moduli above 4096 bits anyway); 8 KiB leaves room for
+// a 4096-bit RSA key (maxRSABits), is about 720 bytes of JWK (its 512-byte
+// modulus is 683 base64url characters, plus kty and e); 8 KiB leaves room for
 // whitespace and the members a client may add (kid, alg, use, even one
 // certificate in x5c). Anything larger is no key Hallmark would accept, and
 // is refused before go-jose decodes it (parsing any x5c certificates) and
@@ -321,6 +327,11 @@ func parse(body []byte, r rules) (*Message, error) {
 	if hasJWK {
 		var k jose.JSONWebKey
 		if err := k.UnmarshalJSON(h.JWK); err != nil {
+			if errors.Is(err, jose.ErrUnsupportedKeyType) {
+				// go-jose's own words name no limit; this is also how an
+				// RSA modulus above maxRSABits is refused.
+				return nil, acme.New(acme.ProblemBadPublicKey, "the %s \"jwk\" is a key this server does not accept: %s", what, acceptedKeys)
+			}
 			return nil, acme.New(acme.ProblemBadPublicKey, "the %s \"jwk\" is not a usable public key: %v", what, err)
 		}
 		if err := checkKey(&k, m.Alg); err != nil {
@@ -426,7 +437,7 @@ func checkKey(k *jose.JSONWebKey, alg string) error {
 			return mismatch(alg, "an RSA key")
 		}
 		if n := pub.N.BitLen(); n < MinRSABits || n > maxRSABits {
-			return acme.New(acme.ProblemBadPublicKey, "the JWS key is a %d-bit RSA key; RSA keys must be %d to %d bits", n, MinRSABits, maxRSABits)
+			return acme.New(acme.ProblemBadPublicKey, "the JWS key is a %d-bit RSA key; %s", n, acceptedKeys)
 		}
 		if pub.E < 3 || pub.E%2 == 0 {
 			return acme.New(acme.ProblemBadPublicKey, "the JWS key has an invalid RSA public exponent")

@@ -577,8 +577,8 @@ func TestParseInner(t *testing.T) {
 
 // TestJWKSizeBound: a "jwk" larger than maxJWKBytes is refused as malformed,
 // saying so, in a request and in keyChange's inner JWS; the largest key
-// accepted (8192-bit RSA) with the members clients add, and a jwk of
-// exactly the bound, still parse.
+// accepted (4096-bit RSA) with the members clients add, and a jwk of
+// exactly the bound, still parse; a larger RSA key is refused for its size.
 func TestJWKSizeBound(t *testing.T) {
 	t.Parallel()
 	p256 := keys()["p256"]
@@ -621,10 +621,10 @@ func TestJWKSizeBound(t *testing.T) {
 	}
 
 	// RSA public keys with kid, alg and use: Parse does not check the
-	// signature, so the modulus need not be a real key's. An 8192-bit one
-	// (maxRSABits) is well inside the bound; go-jose itself refuses moduli
-	// above jose.MaxRSAModulusBits (4096) with badPublicKey, so it is only
-	// checked not to be refused for its size. A 4096-bit one parses.
+	// signature, so the modulus need not be a real key's. The largest
+	// accepted (maxRSABits) parses and is well inside the bound; a larger
+	// one is refused with badPublicKey saying which keys are accepted, not
+	// for its size.
 	rsaJWK := func(bits int) json.RawMessage {
 		n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), uint(bits)))
 		if err != nil {
@@ -644,14 +644,18 @@ func TestJWKSizeBound(t *testing.T) {
 		_, err := Parse(enc(map[string]any{"protected": b64.EncodeToString(hb), "payload": b64.EncodeToString([]byte(`{}`)), "signature": b64.EncodeToString(make([]byte, 512))}))
 		return err
 	}
-	if jwk := rsaJWK(4096); parseRSA(jwk) != nil {
-		t.Fatalf("a 4096-bit RSA jwk (%d bytes) refused: %v", len(jwk), parseRSA(jwk))
-	}
 	jwk := rsaJWK(maxRSABits)
+	if err := parseRSA(jwk); err != nil {
+		t.Fatalf("a %d-bit RSA jwk (%d bytes) refused: %v", maxRSABits, len(jwk), err)
+	}
 	if len(jwk)*4 > maxJWKBytes {
 		t.Errorf("a %d-bit RSA JWK is %d bytes, not comfortably below the bound %d", maxRSABits, len(jwk), maxJWKBytes)
 	}
-	if err := parseRSA(jwk); err != nil && strings.Contains(acme.AsError(err).Problem.Detail, "bytes of JSON") {
-		t.Fatalf("a %d-bit RSA jwk (%d bytes) refused for its size: %v", maxRSABits, len(jwk), err)
+	for _, bits := range []int{maxRSABits + 8, 8192} {
+		err := parseRSA(rsaJWK(bits))
+		p := acme.AsError(err)
+		if err == nil || p.Problem.Type != acme.ProblemBadPublicKey || !strings.Contains(p.Problem.Detail, "RSA key of 2048 to 4096 bits") {
+			t.Errorf("a %d-bit RSA jwk: %v, want badPublicKey naming the accepted sizes", bits, err)
+		}
 	}
 }
