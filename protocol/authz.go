@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/gorilla/mux"
 
@@ -99,7 +100,24 @@ func (s *Server) ownedAuthz(p *post, id string) (*store.Authorization, error) {
 	if a.AccountID != p.acct.ID {
 		return nil, acme.Unauthorized("authorization %s belongs to another account", s.authzURL(id))
 	}
-	return a, nil
+	return authzAsSeen(a, p.now), nil
+}
+
+// authzAsSeen is a as the client is answered at now, the database clock:
+// an authorization still stored pending or valid past its expiry is
+// expired (RFC 8555 §7.1.6: "pending" and "valid" both move to "expired"),
+// whether or not housekeeping has moved it yet, so a client polling it
+// stops, and deactivating it is refused as for any expired one. A zero now
+// (no clock read) leaves a as stored. a may be shared (read ahead, or
+// remembered), so the expired view is a copy.
+func authzAsSeen(a *store.Authorization, now time.Time) *store.Authorization {
+	if now.IsZero() || a.Expires.IsZero() || now.Before(a.Expires) ||
+		(a.Status != acme.StatusPending && a.Status != acme.StatusValid) {
+		return a
+	}
+	c := *a
+	c.Status = acme.StatusExpired
+	return &c
 }
 
 // authz answers POST-as-GET of an authorization, or deactivates it

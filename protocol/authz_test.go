@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
@@ -65,6 +66,54 @@ func TestAuthzListsDecidingChallenge(t *testing.T) {
 				}
 				if !reflect.DeepEqual(got, tc.want) {
 					t.Errorf("challenges listed:\n%+v\nwant\n%+v", got, tc.want)
+				}
+			})
+		}
+	})
+}
+
+// TestExpiredAuthzReadsExpired: an authorization past its expiry that
+// housekeeping has not moved yet reads as expired (RFC 8555 §7.1.6:
+// pending and valid both become expired), so a client polling it stops
+// instead of waiting on a pending one for ever, and it can no longer be
+// deactivated or answered.
+func TestExpiredAuthzReadsExpired(t *testing.T) {
+	t.Parallel()
+	withStores(t, nil, func(t *testing.T, e *env) {
+		for _, tc := range []struct {
+			name     string
+			validate bool
+		}{
+			{"pending", false},
+			{"valid", true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				a := e.register(t)
+				o, _ := e.newOrder(t, a, dnsIDs("lapsed-"+tc.name+".example"))
+				if tc.validate {
+					e.validate(t, a, o)
+				}
+				u := o.Authorizations[0]
+				before := e.authz(t, a, u)
+				e.expire(t, "authorizations", lastSegment(u))
+				az := e.authz(t, a, u)
+				if az.Status != acme.StatusExpired {
+					t.Errorf("an authorization %s past its expiry reads %s, want expired", tc.name, az.Status)
+				}
+				if len(az.Challenges) == 0 {
+					t.Errorf("the expired authorization lists no challenges")
+				}
+				r := e.post(t, a, u, map[string]any{"status": "deactivated"})
+				p := wantProblem(t, e, r, acme.ProblemMalformed, http.StatusBadRequest)
+				if want := "the authorization is expired; only a pending or valid authorization can be deactivated"; p.Detail != want {
+					t.Errorf("deactivating it: %q, want %q", p.Detail, want)
+				}
+				if !tc.validate {
+					r := e.post(t, a, before.Challenges[0].URL, map[string]any{})
+					p := wantProblem(t, e, r, acme.ProblemMalformed, http.StatusBadRequest)
+					if !strings.Contains(p.Detail, "expired") {
+						t.Errorf("answering its challenge: %q, want it to say the authorization expired", p.Detail)
+					}
 				}
 			})
 		}

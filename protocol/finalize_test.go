@@ -76,6 +76,14 @@ func TestFinalizeRefusesAccountKey(t *testing.T) {
 // since: the order is still stored as it was.
 func (e *env) expireOrder(t *testing.T, id string) {
 	t.Helper()
+	e.expire(t, "orders", id)
+}
+
+// expire moves the expiry of table's row id (orders or authorizations) a
+// minute into the past, as the database stores it, with its status left
+// as it was: what a client meets before housekeeping has run.
+func (e *env) expire(t *testing.T, table, id string) {
+	t.Helper()
 	ctx := context.Background()
 	if e.kind == "postgres" {
 		c, err := pgx.Connect(ctx, e.url)
@@ -83,8 +91,8 @@ func (e *env) expireOrder(t *testing.T, id string) {
 			t.Fatal(err)
 		}
 		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "UPDATE orders SET expires_at = now() - interval '1 minute' WHERE id = $1", id); err != nil {
-			t.Fatalf("expiring order %s: %v", id, err)
+		if _, err := c.Exec(ctx, "UPDATE "+pgx.Identifier{table}.Sanitize()+" SET expires_at = now() - interval '1 minute' WHERE id = $1", id); err != nil {
+			t.Fatalf("expiring %s %s: %v", table, id, err)
 		}
 		return
 	}
@@ -93,8 +101,8 @@ func (e *env) expireOrder(t *testing.T, id string) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.ExecContext(ctx, "UPDATE orders SET expires_at = ? WHERE id = ?", time.Now().Add(-time.Minute).UnixMicro(), id); err != nil {
-		t.Fatalf("expiring order %s: %v", id, err)
+	if _, err := db.ExecContext(ctx, "UPDATE "+table+" SET expires_at = ? WHERE id = ?", time.Now().Add(-time.Minute).UnixMicro(), id); err != nil {
+		t.Fatalf("expiring %s %s: %v", table, id, err)
 	}
 }
 
