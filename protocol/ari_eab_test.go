@@ -156,7 +156,8 @@ func TestRenewalWindowPerProfile(t *testing.T) {
 
 // TestReplaces: newOrder "replaces" (RFC 9773 §5) marks the certificate;
 // a second replacing order is alreadyReplaced; another account's
-// certificate is refused; a failed replacement frees it.
+// certificate is refused; a failed replacement frees it, and so does one
+// that expired unfinished ("not 'invalid'" is what the client reads).
 func TestReplaces(t *testing.T) {
 	t.Parallel()
 	withStores(t, nil, func(t *testing.T, e *env) {
@@ -201,6 +202,30 @@ func TestReplaces(t *testing.T) {
 		e.post(t, a, first, nil).json(t, &of)
 		wantStatus(t, e.post(t, a, of.Authorizations[0], map[string]any{"status": "deactivated"}), http.StatusOK)
 		r = order(a, id)
+		wantStatus(t, r, http.StatusCreated)
+
+		// That order runs past its expiry unfinished; housekeeping has not
+		// moved it yet, but it reads as invalid, so the client may replace
+		// the certificate again.
+		third := r.header.Get("Location")
+		e.expire(t, "orders", lastSegment(third))
+		if o := e.getOrder(t, a, third); o.Status != acme.StatusInvalid {
+			t.Fatalf("the expired replacing order reads %s", o.Status)
+		}
+		r = order(a, id)
+		wantStatus(t, r, http.StatusCreated)
+	})
+}
+
+// TestEABNullWhenNotRequired: "externalAccountBinding": null, as client
+// libraries write an absent optional member, is no binding: on a server
+// that does not require one (the directory says so) the account is
+// created, not refused with externalAccountRequired.
+func TestEABNullWhenNotRequired(t *testing.T) {
+	t.Parallel()
+	withStores(t, nil, func(t *testing.T, e *env) {
+		a := newKey(t)
+		r := e.post(t, a, e.base+"/acme/new-account", map[string]any{"termsOfServiceAgreed": true, "externalAccountBinding": nil})
 		wantStatus(t, r, http.StatusCreated)
 	})
 }

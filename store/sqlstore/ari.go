@@ -75,11 +75,15 @@ func (s *Store) RenewalWindowBySerial(ctx context.Context, serial string) (*stor
 
 // replace marks a certificate replaced by orderID inside OrderCreate's
 // transaction (RFC 9773 §5). A certificate whose replacing order failed
-// (invalid) may be replaced again: the client retries its renewal.
+// (invalid) may be replaced again: the client retries its renewal. So may
+// one whose replacing order is past its expiry while still stored pending
+// or ready: the client is already told that order is invalid
+// (protocol/order.go asSeen), and housekeeping may not have moved it yet.
 func (s *Store) replace(ctx context.Context, t *txn, serial, accountID, orderID string) error {
 	n, err := t.exec(ctx, `UPDATE certificates SET replaced_by = $3
 WHERE serial = $1 AND account_id = $2
-  AND (replaced_by = '' OR replaced_by IN (SELECT id FROM orders WHERE status = 'invalid'))`, serial, accountID, orderID)
+  AND (replaced_by = '' OR replaced_by IN (SELECT id FROM orders WHERE status = 'invalid'
+    OR (status IN ('pending', 'ready') AND expires_at <= {now})))`, serial, accountID, orderID)
 	if err != nil {
 		return fmt.Errorf("marking certificate %s replaced: %w", serial, err)
 	}
