@@ -84,9 +84,12 @@ func (s *Server) newAccount(w http.ResponseWriter, p *post) error {
 		return acme.New(acme.ProblemAccountDoesNotExist, "no account exists for this key; to create one, send newAccount without onlyReturnExisting")
 	}
 	// RFC 8555 §7.3.4; a binding sent when none is required is verified and
-	// kept too, so an operator's limits apply to it (protocol/eab.go).
+	// kept too, so an operator's limits apply to it (protocol/eab.go). A
+	// JSON null is no binding: client libraries write absent optional
+	// members so.
 	var eabKey string
-	if s.cfg.Server.ExternalAccountRequired || len(req.ExternalAccountBinding) > 0 {
+	sent := len(req.ExternalAccountBinding) > 0 && string(req.ExternalAccountBinding) != "null"
+	if s.cfg.Server.ExternalAccountRequired || sent {
 		if eabKey, err = s.verifyEAB(ctx, req.ExternalAccountBinding, p); err != nil {
 			return err
 		}
