@@ -37,6 +37,12 @@ type ExternalAccounts interface {
 	// exists.
 	EABCreate(ctx context.Context, k EABKey, ev AuditEvent) (*EABKey, error)
 	EABByID(ctx context.Context, id string) (*EABKey, error)
+	// EABDelete deletes the key id, which has bound no account, and records
+	// ev in the same transaction: a key handed out and never used (leaked,
+	// or its team gone) can be withdrawn before anyone binds it.
+	// ErrNotFound if there is no such key; ErrConflict if it already bound
+	// an account, whose limits it carries (deactivate the account instead).
+	EABDelete(ctx context.Context, id string, ev AuditEvent) error
 	EABList(ctx context.Context, p Page) ([]*EABKey, string, error)
 	// AccountCreateBound creates the account and binds the unused key keyID
 	// to it in one transaction. ErrConflict (and the existing account) when

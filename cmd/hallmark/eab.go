@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -14,7 +15,7 @@ import (
 	"github.com/hallmark-ca/hallmark/store"
 )
 
-// eabCommand is `hallmark eab create|list`: external account binding keys
+// eabCommand is `hallmark eab create|delete|list`: external account binding keys
 // (RFC 8555 §7.3.4) for server.external_account_required.
 func eabCommand() *cli.Command {
 	return &cli.Command{
@@ -68,6 +69,34 @@ func eabCommand() *cli.Command {
 					}
 					s.fields([][2]string{{"kid", created.ID}, {"hmac", hmacKey}})
 					s.printf("give both to the subscriber, e.g. lego --eab --kid %s --hmac %s; the MAC key is shown once\n", created.ID, hmacKey)
+					return nil
+				}),
+			},
+			{
+				Name:      "delete",
+				Usage:     "withdraw a key that has bound no account (leaked, or no longer needed)",
+				ArgsUsage: "<kid>",
+				Action: withSession(func(ctx context.Context, s *session, c *cli.Context) error {
+					id, err := oneArg(c, "kid")
+					if err != nil {
+						return err
+					}
+					err = s.st.EABDelete(ctx, id, store.AuditEvent{Actor: operator.CLIActor(), Action: "eab.delete", Subject: id})
+					switch {
+					case isNotFound(err):
+						return notFound("EAB key %s does not exist; `hallmark eab list` shows the keys", id)
+					case errors.Is(err, store.ErrConflict):
+						k, kerr := s.st.EABByID(ctx, id)
+						if kerr != nil {
+							return kerr
+						}
+						// Its limits are its account's; deleting it would
+						// lift them.
+						return cli.Exit(fmt.Sprintf("EAB key %s already bound account %s and stays; to stop that account, `hallmark accounts deactivate %s`", id, k.AccountID, k.AccountID), exitNothing)
+					case err != nil:
+						return err
+					}
+					s.printf("EAB key %s is deleted: no account can bind it\n", id)
 					return nil
 				}),
 			},

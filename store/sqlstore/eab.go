@@ -64,6 +64,23 @@ VALUES ($1, $2, $3, $4, $5, $6, {now})`, k.ID, k.MACKey, k.Label, dt, it, k.PreV
 	return out, err
 }
 
+func (s *Store) EABDelete(ctx context.Context, id string, ev store.AuditEvent) error {
+	return s.inTx(ctx, func(t *txn) error {
+		n, err := t.exec(ctx, `DELETE FROM eab_keys WHERE id = $1 AND account_id IS NULL`, id)
+		if err != nil {
+			return fmt.Errorf("deleting EAB key %s: %w", id, err)
+		}
+		if n == 0 {
+			var bound string
+			if err := t.queryRow(ctx, `SELECT COALESCE(account_id, '') FROM eab_keys WHERE id = $1`, id).Scan(&bound); err != nil {
+				return fmt.Errorf("deleting EAB key %s: %w", id, err)
+			}
+			return fmt.Errorf("EAB key %s already bound account %s: %w", id, bound, store.ErrConflict)
+		}
+		return s.audit(ctx, t, ev)
+	})
+}
+
 func (s *Store) EABByID(ctx context.Context, id string) (*store.EABKey, error) {
 	var out *store.EABKey
 	err := s.autocommit(ctx, func(t *txn) (err error) {

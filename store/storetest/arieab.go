@@ -86,7 +86,7 @@ func testOrderReplaces(t *testing.T, s store.Store, _ Extras) {
 
 // testEABBindOnce: a key binds one account, atomically with creating it.
 // Creating a key records its audit event in the same transaction; a
-// refused one records none.
+// refused one records none. An unused key can be deleted; a bound one not.
 func testEABBindOnce(t *testing.T, s store.Store, _ Extras) {
 	ctx := ctxT(t)
 	audited := func() []store.AuditEvent {
@@ -139,6 +139,36 @@ func testEABBindOnce(t *testing.T, s store.Store, _ Extras) {
 	if err != nil || len(keys) != 1 || keys[0].AccountID != got.ID {
 		t.Errorf("EABList = %+v, %v", keys, err)
 	}
+
+	// Deleting: a bound key stays (its limits are its account's), with no
+	// audit event; an unused one goes, audited, and can bind nothing.
+	before = len(audited())
+	del := func(id string) error {
+		return s.EABDelete(ctx, id, store.AuditEvent{Actor: "cli:test", Action: "eab.delete", Subject: id})
+	}
+	wantErr(t, "deleting a bound key", del(k.ID), store.ErrConflict)
+	if kb, err := s.AccountEAB(ctx, got.ID); err != nil || kb.ID != k.ID {
+		t.Errorf("after refusing to delete it, AccountEAB = %+v, %v", kb, err)
+	}
+	wantErr(t, "deleting a missing key", del("no-such-key"), store.ErrNotFound)
+	if n := len(audited()); n != before {
+		t.Errorf("refused deletions left %d audit events", n-before)
+	}
+	unused := "k-" + rnd(4)
+	if _, err := s.EABCreate(ctx, store.EABKey{ID: unused, MACKey: []byte("another-mac-key-0123456789abcdef")},
+		store.AuditEvent{Actor: "cli:test", Action: "eab.create", Subject: unused}); err != nil {
+		t.Fatal(err)
+	}
+	if err := del(unused); err != nil {
+		t.Fatalf("deleting an unused key: %v", err)
+	}
+	if evs := audited(); evs[0].Action != "eab.delete" || evs[0].Subject != unused {
+		t.Errorf("newest audit event after the deletion: %+v, want its eab.delete", evs[0])
+	}
+	_, err = s.EABByID(ctx, unused)
+	wantErr(t, "reading a deleted key", err, store.ErrNotFound)
+	_, err = s.AccountCreateBound(ctx, &store.Account{KeyJWK: []byte(`{"kty":"OKP"}`), Thumbprint: rnd(32)}, unused)
+	wantErr(t, "binding a deleted key", err, store.ErrNotFound)
 }
 
 // testAuthzCreate: a standalone authorization, reusable by a later order.
