@@ -44,3 +44,9 @@ func OrderFindingSQL(d *Dialect) map[string]string {
 	}
 	return out
 }
+
+// ChallengeClaimSignedSQL is ChallengeClaimSigned's swap, as d runs it:
+// $1 the challenge, $2 the account.
+func ChallengeClaimSignedSQL(d *Dialect) string {
+	return d.SQL(challengeClaimSignedSQL + challengeCols)
+}

@@ -113,7 +113,10 @@ func explain(t *testing.T, conn *pgx.Conn, generic bool, q string, args ...any) 
 				t.Fatalf("argument %d: %T", i, a)
 			}
 		}
-		q = "EXECUTE planned(" + strings.Join(lits, ", ") + ")"
+		q = "EXECUTE planned"
+		if len(lits) > 0 {
+			q += "(" + strings.Join(lits, ", ") + ")"
+		}
 		args = nil
 	}
 	rows, err := tx.Query(ctx, opts+q, args...)
@@ -263,4 +266,160 @@ func TestReusablePlans(t *testing.T) {
 			}
 		}
 	})
+}
+
+// fleetBase fills a migrated PostgreSQL database shaped like a fleet
+// deployment's: one account ("acct") holding 20,000 authorizations and
+// orders that will be valid (a1..a20000, o1..o20000, certificates
+// s1..s20000), 3,000 pending ones (p1..p3000, po1..po3000; the first 100 of
+// each past expiry), 2,000 that will be invalid (x1..x2000, io1..io2000),
+// and a small account ("small") with a handful.
+var fleetBase = []string{
+	`DO $$ DECLARE t text; BEGIN FOREACH t IN ARRAY ARRAY['orders','authorizations','challenges','order_authz','certificates','accounts'] LOOP
+	   EXECUTE format('ALTER TABLE %I SET (autovacuum_enabled = false)', t); END LOOP; END $$`,
+	`INSERT INTO accounts (id, key_jwk, thumbprint, status) VALUES ('acct', '{}', 'tp', 'valid'), ('small', '{}', 'tps', 'valid')`,
+	`INSERT INTO authorizations (id, account_id, identifier_type, identifier_value, status, expires_at, created_at, updated_at)
+	 SELECT 'a'||g, 'acct', 'dns', 'h'||g||'.example.com', 'pending', now() + interval '30 days', now() - (g % 60) * interval '1 day', now() - (g % 60) * interval '1 day' FROM generate_series(1, 20000) g`,
+	`INSERT INTO authorizations (id, account_id, identifier_type, identifier_value, status, expires_at)
+	 SELECT 'p'||g, 'acct', 'dns', 'n'||g||'.example.com', 'pending', CASE WHEN g <= 100 THEN now() - interval '1 hour' ELSE now() + interval '7 days' END FROM generate_series(1, 3000) g`,
+	`INSERT INTO authorizations (id, account_id, identifier_type, identifier_value, status, expires_at, updated_at)
+	 SELECT 'x'||g, 'acct', 'dns', 'h'||g||'.example.com', 'pending', now() + interval '7 days', now() - (g % 30) * interval '1 day' FROM generate_series(1, 2000) g`,
+	`INSERT INTO authorizations (id, account_id, identifier_type, identifier_value, status, expires_at)
+	 SELECT 'sa'||g, 'small', 'dns', 's'||g||'.small.test', 'pending', now() + interval '30 days' FROM generate_series(1, 5) g`,
+	`INSERT INTO challenges (id, authz_id, position, type, token, status, updated_at)
+	 SELECT 'c'||a.id||'_'||p, a.id, p, CASE p WHEN 0 THEN 'http-01' ELSE 'dns-01' END, 'tok', 'pending', now() - interval '1 hour'
+	 FROM authorizations a, generate_series(0, 1) p`,
+	`INSERT INTO orders (id, account_id, status, identifiers, profile, expires_at, cert_serial, created_at, updated_at)
+	 SELECT 'o'||g, 'acct', 'pending', '[]', 'default', now() + interval '7 days', 's'||g, now() - (g % 200) * interval '1 day', now() - (g % 200) * interval '1 day' FROM generate_series(1, 20000) g`,
+	`INSERT INTO orders (id, account_id, status, identifiers, profile, expires_at, created_at, updated_at)
+	 SELECT 'po'||g, 'acct', 'pending', '[]', 'default', CASE WHEN g <= 100 THEN now() - interval '1 hour' ELSE now() + interval '7 days' END,
+	   now() - interval '3 days', now() - interval '1 hour' FROM generate_series(1, 3000) g`,
+	`INSERT INTO orders (id, account_id, status, identifiers, profile, expires_at, created_at)
+	 SELECT 'io'||g, 'acct', 'pending', '[]', 'default', now() + interval '7 days', now() - (g % 30) * interval '1 day' FROM generate_series(1, 2000) g`,
+	`INSERT INTO orders (id, account_id, status, identifiers, profile, expires_at, cert_serial)
+	 SELECT 'so'||g, 'small', 'pending', '[]', 'default', now() + interval '7 days', 'ss'||g FROM generate_series(1, 5) g`,
+	`INSERT INTO order_authz SELECT 'o'||g, 'a'||g, 0 FROM generate_series(1, 20000) g`,
+	`INSERT INTO order_authz SELECT 'po'||g, 'p'||g, 0 FROM generate_series(1, 3000) g`,
+	`INSERT INTO order_authz SELECT 'io'||g, 'x'||g, 0 FROM generate_series(1, 2000) g`,
+	`INSERT INTO order_authz SELECT 'so'||g, 'sa'||g, 0 FROM generate_series(1, 5) g`,
+	`INSERT INTO certificates (serial, order_id, account_id, issuer_id, profile, der, chain_pem, names, not_before, not_after, issued_at)
+	 SELECT 's'||g, 'o'||g, 'acct', 'i', 'default', '\x', '\x', '[]', now(), now() + interval '90 days', now() - (g % 200) * interval '1 day'
+	 FROM generate_series(1, 20000) g`,
+	`INSERT INTO certificates (serial, order_id, account_id, issuer_id, profile, der, chain_pem, names, not_before, not_after, issued_at)
+	 SELECT 'ss'||g, 'so'||g, 'small', 'i', 'default', '\x', '\x', '[]', now(), now() + interval '90 days', now() FROM generate_series(1, 5) g`,
+}
+
+// fleetShape moves the seed to the statuses a fleet's rows have: most
+// authorizations and orders valid, some invalid, a few processing.
+var fleetShape = []string{
+	`UPDATE authorizations SET status = 'valid' WHERE id LIKE 'a%' OR id LIKE 'sa%'`,
+	`UPDATE authorizations SET status = 'invalid' WHERE id LIKE 'x%'`,
+	`UPDATE challenges SET status = 'valid', validated_at = now() - interval '1 day' WHERE position = 0 AND (authz_id LIKE 'a%' OR authz_id LIKE 'sa%')`,
+	`UPDATE challenges SET status = 'invalid' WHERE authz_id LIKE 'x%'`,
+	// ten challenges and ten orders left processing (Stranded's candidates)
+	`UPDATE challenges SET status = 'processing', updated_at = now() - interval '1 hour' WHERE id IN (SELECT 'cp'||g||'_0' FROM generate_series(1, 10) g)`,
+	`UPDATE orders SET status = 'valid' WHERE id LIKE 'o%' OR id LIKE 'so%'`,
+	`UPDATE orders SET status = 'invalid' WHERE id LIKE 'io%'`,
+	`UPDATE orders SET status = 'processing', updated_at = now() - interval '1 hour' WHERE id IN (SELECT 'po'||g FROM generate_series(2991, 3000) g)`,
+	// ARI: s1000 was replaced by an order that failed; s1001 by one that is valid.
+	`UPDATE certificates SET replaced_by = 'io5' WHERE serial = 's1000'`,
+	`UPDATE certificates SET replaced_by = 'o2' WHERE serial = 's1001'`,
+}
+
+// fleetJobs are River's jobs of such a fleet: a completed job for every
+// validated challenge and issued order (River keeps them a day by default,
+// longer if configured) and a backlog of outstanding validations.
+var fleetJobs = []string{
+	`INSERT INTO river_job (args, kind, max_attempts, queue, state, finalized_at)
+	 SELECT jsonb_build_object('challenge_id', 'ca'||g||'_0'), 'challenge_validate', 5, 'default', 'completed', now() FROM generate_series(1, 20000) g`,
+	`INSERT INTO river_job (args, kind, max_attempts, queue, state, finalized_at)
+	 SELECT jsonb_build_object('order_id', 'o'||g, 'profile', 'default'), 'signer_issue', 5, 'default', 'completed', now() FROM generate_series(1, 20000) g`,
+	`INSERT INTO river_job (args, kind, max_attempts, queue, state)
+	 SELECT jsonb_build_object('challenge_id', 'cp'||g||'_1'), 'challenge_validate', 5, 'default', 'available' FROM generate_series(11, 2000) g`,
+	`INSERT INTO river_job (args, kind, max_attempts, queue, state)
+	 SELECT jsonb_build_object('order_id', 'po'||g, 'profile', 'default'), 'signer_issue', 5, 'default', 'available' FROM generate_series(1001, 2990) g`,
+	`ALTER TABLE river_job SET (autovacuum_enabled = false)`,
+}
+
+// fleetSeeded is a connection to a fleet's database (fleetBase), its
+// statistics as mode says: "unanalyzed" (never), "analyzed" (after the
+// statuses settled), "stale" (while every authorization and order was
+// still pending; then they changed, and no autovacuum came).
+func fleetSeeded(t *testing.T, mode string) *pgx.Conn {
+	t.Helper()
+	url := testdb.Postgres(t)
+	testdb.OpenURL(t, url) // migrates
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	run := func(qs ...string) {
+		for _, q := range qs {
+			if _, err := conn.Exec(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+	}
+	run(fleetBase...)
+	run(fleetJobs...)
+	switch mode {
+	case "stale":
+		run("ANALYZE")
+		run(fleetShape...)
+	case "analyzed":
+		run(fleetShape...)
+		run("ANALYZE")
+	default:
+		run(fleetShape...)
+	}
+	return conn
+}
+
+// fleetCase is a statement of the store's, as PostgreSQL runs it, with
+// arguments naming the fleet's rows, and what it must return.
+type fleetCase struct {
+	name string
+	q    string
+	args []any
+	rows string // the top node's "rows=N " ("" to not check)
+}
+
+// fleetCases are the statements on the paths a fleet's clients and
+// housekeeping run all the time.
+func fleetCases() []fleetCase {
+	pg := sqlstore.Postgres
+	return []fleetCase{
+		// A challenge POST: cp2000_0 of pending p2000, while the account
+		// has 2,900 other pending authorizations and 20,000 valid ones.
+		{"ChallengeClaimSigned", sqlstore.ChallengeClaimSignedSQL(pg), []any{"cp2000_0", "acct"}, "rows=1 "},
+		{"ChallengeClaimSigned (another account's)", sqlstore.ChallengeClaimSignedSQL(pg), []any{"cp2000_0", "small"}, "rows=0 "},
+	}
+}
+
+// TestFleetPlans: on a fleet's database (fleetSeeded), whatever the
+// statistics (never taken, taken, taken before the statuses changed), in
+// custom and generic plans, the statements of fleetCases read the rows
+// they answer for, not the account's thousands of others.
+func TestFleetPlans(t *testing.T) {
+	t.Parallel()
+	big := []string{"orders", "authorizations", "challenges", "order_authz", "certificates", "river_job"}
+	for _, mode := range []string{"unanalyzed", "analyzed", "stale"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			conn := fleetSeeded(t, mode)
+			for _, tc := range fleetCases() {
+				for _, generic := range []bool{false, true} {
+					p := explain(t, conn, generic, tc.q, tc.args...)
+					if first := strings.SplitN(p, "\n", 2)[0]; tc.rows != "" && !strings.Contains(first, "actual "+tc.rows) {
+						t.Errorf("%s (generic=%v): the statement returned other than %s:\n%s", tc.name, generic, tc.rows, p)
+					}
+					if what := readsTooMuch(p, big...); what != "" {
+						t.Errorf("%s (generic=%v) reads %s:\n%s", tc.name, generic, what, p)
+					}
+				}
+			}
+		})
+	}
 }
