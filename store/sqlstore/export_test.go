@@ -50,3 +50,7 @@ func OrderFindingSQL(d *Dialect) map[string]string {
 func ChallengeClaimSignedSQL(d *Dialect) string {
 	return d.SQL(challengeClaimSignedSQL + challengeCols)
 }
+
+// CertInsertSQL is the statement that stores an issued certificate from
+// its order (queueCertificate), as d runs it.
+func CertInsertSQL(d *Dialect) string { return d.SQL(certInsertSQL) }
