@@ -54,3 +54,8 @@ func ChallengeClaimSignedSQL(d *Dialect) string {
 // CertInsertSQL is the statement that stores an issued certificate from
 // its order (queueCertificate), as d runs it.
 func CertInsertSQL(d *Dialect) string { return d.SQL(certInsertSQL) }
+
+// ReplaceSQL is the statement that marks a certificate replaced (ARI's
+// replaces, in OrderCreate), as d runs it: $1 the serial, $2 the account,
+// $3 the replacing order.
+func ReplaceSQL(d *Dialect) string { return d.SQL(replaceSQL) }

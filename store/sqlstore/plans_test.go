@@ -400,6 +400,11 @@ func fleetCases() []fleetCase {
 		// s777, stored already, so none is inserted; the order is read by
 		// its key.
 		{"OrderIssued: certificate from its order", sqlstore.CertInsertSQL(pg), []any{"snew", "o777", "", "i", "", "\\x", "\\x", "[]", now, now, now}, "rows=0 "},
+		// ARI replaces: s1000's replacing order io5 failed, so it may be
+		// replaced again; s1001's, o2, is valid. The replacing order is
+		// read by its key, not the account's 2,000 invalid orders.
+		{"replace (prior replacer invalid)", sqlstore.ReplaceSQL(pg), []any{"s1000", "acct", "onew"}, "rows=0 "},
+		{"replace (already replaced by a valid order)", sqlstore.ReplaceSQL(pg), []any{"s1001", "acct", "onew"}, "rows=0 "},
 	}
 }
 
