@@ -59,3 +59,7 @@ func CertInsertSQL(d *Dialect) string { return d.SQL(certInsertSQL) }
 // replaces, in OrderCreate), as d runs it: $1 the serial, $2 the account,
 // $3 the replacing order.
 func ReplaceSQL(d *Dialect) string { return d.SQL(replaceSQL) }
+
+// ExpireOrdersSQL is ExpirePending's orders statement, as d runs it: $1 the
+// problem text.
+func ExpireOrdersSQL(d *Dialect) string { return d.SQL(expireOrdersSQL) }

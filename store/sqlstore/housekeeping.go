@@ -33,10 +33,7 @@ func (s *Store) ExpirePending(ctx context.Context) (int64, error) {
 			return err
 		}
 		total += n
-		n, err = t.exec(ctx, `UPDATE orders SET status = 'invalid', error = $1, updated_at = {now}
-WHERE status IN ('pending', 'ready') AND (expires_at <= {now} OR EXISTS (
-  SELECT 1 FROM order_authz oa JOIN authorizations a ON a.id = oa.authz_id
-  WHERE oa.order_id = orders.id AND a.status NOT IN ('pending', 'valid')))`, pt)
+		n, err = t.exec(ctx, expireOrdersSQL, pt)
 		total += n
 		return err
 	})
@@ -45,6 +42,20 @@ WHERE status IN ('pending', 'ready') AND (expires_at <= {now} OR EXISTS (
 	}
 	return total, nil
 }
+
+// expireOrdersSQL is ExpirePending's orders statement: $1 the problem. The
+// OFFSET (with a LIMIT, as SQLite needs one) keeps PostgreSQL from
+// rewriting the EXISTS, so it stays a subquery run for each open order
+// through order_authz's and authorizations' keys: rewritten, it was planned
+// as a hashed set of every authorization ever stored that is neither
+// pending nor valid (expired, deactivated, invalid: a set that only grows),
+// read in full by sequential scans on every housekeeping run
+// (TestExpirePendingPlan). The open orders themselves are still read;
+// they are bounded by the order lifetime.
+const expireOrdersSQL = `UPDATE orders SET status = 'invalid', error = $1, updated_at = {now}
+WHERE status IN ('pending', 'ready') AND (expires_at <= {now} OR EXISTS (
+  SELECT 1 FROM order_authz oa JOIN authorizations a ON a.id = oa.authz_id
+  WHERE oa.order_id = orders.id AND a.status NOT IN ('pending', 'valid') LIMIT 1 OFFSET 0))`
 
 // Stranded finds subjects left processing with no outstanding job in River's
 // river_job table: their job was lost (deleted, or discarded without a
