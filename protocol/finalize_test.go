@@ -6,7 +6,6 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
-	"database/sql"
 	"net/http"
 	"reflect"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
@@ -84,26 +82,11 @@ func (e *env) expireOrder(t *testing.T, id string) {
 // as it was: what a client meets before housekeeping has run.
 func (e *env) expire(t *testing.T, table, id string) {
 	t.Helper()
-	ctx := context.Background()
-	if e.kind == "postgres" {
-		c, err := pgx.Connect(ctx, e.url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "UPDATE "+pgx.Identifier{table}.Sanitize()+" SET expires_at = now() - interval '1 minute' WHERE id = $1", id); err != nil {
-			t.Fatalf("expiring %s %s: %v", table, id, err)
-		}
-		return
+	var at any = time.Now().Add(-time.Minute)
+	if e.kind != "postgres" {
+		at = at.(time.Time).UnixMicro() // SQLite stores microseconds
 	}
-	db, err := sql.Open("sqlite", "file:"+strings.TrimPrefix(e.url, "sqlite:")+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.ExecContext(ctx, "UPDATE "+table+" SET expires_at = ? WHERE id = ?", time.Now().Add(-time.Minute).UnixMicro(), id); err != nil {
-		t.Fatalf("expiring %s %s: %v", table, id, err)
-	}
+	e.exec(t, "UPDATE "+table+" SET expires_at = $1 WHERE id = $2", at, id)
 }
 
 // expiringFinalize is a real store that, while armed, expires the order

@@ -496,6 +496,35 @@ func (e *env) issueAs(t *testing.T, a *account, profile string, edit func(*x509.
 // jobCount counts River jobs of kind, straight from the queue's table.
 func (e *env) jobCount(t *testing.T, kind string) int {
 	t.Helper()
+	return e.count(t, "SELECT count(*) FROM river_job WHERE kind = $1", kind)
+}
+
+// exec runs one statement, written with $n placeholders, on the env's
+// database (test setup only).
+func (e *env) exec(t *testing.T, q string, args ...any) {
+	t.Helper()
+	ctx := context.Background()
+	if e.kind == "postgres" {
+		c, err := pgx.Connect(ctx, e.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		return
+	}
+	db := e.sqliteDB(t)
+	if _, err := db.ExecContext(ctx, strings.ReplaceAll(q, "$", "?"), args...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// count runs a SELECT count(*), written with $n placeholders, on the
+// env's database.
+func (e *env) count(t *testing.T, q string, args ...any) int {
+	t.Helper()
 	ctx := context.Background()
 	var n int
 	if e.kind == "postgres" {
@@ -504,20 +533,25 @@ func (e *env) jobCount(t *testing.T, kind string) int {
 			t.Fatal(err)
 		}
 		defer c.Close(ctx)
-		if err := c.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = $1", kind).Scan(&n); err != nil {
-			t.Fatalf("counting jobs: %v", err)
+		if err := c.QueryRow(ctx, q, args...).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", q, err)
 		}
 		return n
 	}
+	if err := e.sqliteDB(t).QueryRowContext(ctx, strings.ReplaceAll(q, "$", "?"), args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+func (e *env) sqliteDB(t *testing.T) *sql.DB {
+	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+strings.TrimPrefix(e.url, "sqlite:")+"?_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM river_job WHERE kind = ?", kind).Scan(&n); err != nil {
-		t.Fatalf("counting jobs: %v", err)
-	}
-	return n
+	t.Cleanup(func() { _ = db.Close() })
+	return db
 }
 
 func wantStatus(t *testing.T, r *response, status int) {

@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
-	"database/sql"
 	"encoding/json"
 	"maps"
 	"net/http"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
@@ -236,58 +234,4 @@ func TestOversizedJWKRefused(t *testing.T) {
 		r = e.post(t, a, url, map[string]any{"onlyReturnExisting": true})
 		wantProblem(t, e, r, acme.ProblemAccountDoesNotExist, http.StatusBadRequest)
 	})
-}
-
-// exec runs one statement, written with $n placeholders, on the env's
-// database (test setup only).
-func (e *env) exec(t *testing.T, q string, args ...any) {
-	t.Helper()
-	ctx := context.Background()
-	if e.kind == "postgres" {
-		c, err := pgx.Connect(ctx, e.url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		return
-	}
-	db := e.sqliteDB(t)
-	if _, err := db.ExecContext(ctx, strings.ReplaceAll(q, "$", "?"), args...); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-}
-
-// count runs a SELECT count(*) on the env's database.
-func (e *env) count(t *testing.T, q string) int {
-	t.Helper()
-	ctx := context.Background()
-	var n int
-	if e.kind == "postgres" {
-		c, err := pgx.Connect(ctx, e.url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close(ctx)
-		if err := c.QueryRow(ctx, q).Scan(&n); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		return n
-	}
-	if err := e.sqliteDB(t).QueryRowContext(ctx, q).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return n
-}
-
-func (e *env) sqliteDB(t *testing.T) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+strings.TrimPrefix(e.url, "sqlite:")+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	return db
 }

@@ -24,18 +24,25 @@ import (
 // checks again after ANALYZE. A plan must not read a large table to answer
 // for a few rows, however the planner estimates.
 
-// seeded is the connection to such a database, with statistics when
-// analyze.
-func seeded(t *testing.T, analyze bool) *pgx.Conn {
+// migrated is a connection to a fresh, migrated PostgreSQL database.
+func migrated(t *testing.T) *pgx.Conn {
 	t.Helper()
 	url := testdb.Postgres(t)
 	testdb.OpenURL(t, url) // migrates
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
+	conn, err := pgx.Connect(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// seeded is the connection to such a database, with statistics when
+// analyze.
+func seeded(t *testing.T, analyze bool) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	conn := migrated(t)
 	for _, q := range []string{
 		`DO $$ DECLARE t text; BEGIN FOREACH t IN ARRAY ARRAY['orders','authorizations','challenges','order_authz','certificates','certificate_names','certificate_domains'] LOOP
 		   EXECUTE format('ALTER TABLE %I SET (autovacuum_enabled = false)', t); END LOOP; END $$`,
@@ -347,14 +354,8 @@ var fleetJobs = []string{
 // still pending; then they changed, and no autovacuum came).
 func fleetSeeded(t *testing.T, mode string) *pgx.Conn {
 	t.Helper()
-	url := testdb.Postgres(t)
-	testdb.OpenURL(t, url) // migrates
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
+	conn := migrated(t)
 	run := func(qs ...string) {
 		for _, q := range qs {
 			if _, err := conn.Exec(ctx, q); err != nil {
