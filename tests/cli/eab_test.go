@@ -8,20 +8,15 @@ import (
 	"testing"
 
 	"github.com/hallmark-ca/hallmark/store"
-	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
 
 // TestEABCreate: `hallmark eab create` prints the key id and the MAC key
 // once, stores the key with its limits, and audits it in the same
 // transaction; a usage error creates nothing.
 func TestEABCreate(t *testing.T) {
-	for _, dialect := range []string{"sqlite", "postgres"} {
-		t.Run(dialect, func(t *testing.T) {
-			url := testdb.SQLite(t)
-			if dialect == "postgres" {
-				url = testdb.Postgres(t)
-			}
-			c := newCA(t, url)
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			c := newCA(t, d.url(t))
 			var out struct{ KID, HMAC string }
 			c.jsonOf(&out, 0, "eab", "create", "--json", "--label", "team a", "--allow-domain", ".Team.Example", "--prevalidated")
 			mac, err := base64.RawURLEncoding.DecodeString(out.HMAC)
@@ -56,13 +51,9 @@ func TestEABCreate(t *testing.T) {
 // it); a key that bound an account stays, exit 4, since its limits are that
 // account's; a missing key is exit 3.
 func TestEABDelete(t *testing.T) {
-	for _, dialect := range []string{"sqlite", "postgres"} {
-		t.Run(dialect, func(t *testing.T) {
-			url := testdb.SQLite(t)
-			if dialect == "postgres" {
-				url = testdb.Postgres(t)
-			}
-			c := newCA(t, url)
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			c := newCA(t, d.url(t))
 			ctx := context.Background()
 			var unused, bound struct{ KID string }
 			c.jsonOf(&unused, 0, "eab", "create", "--json", "--label", "leaked")
