@@ -64,6 +64,17 @@ VALUES ($1, $2, $3, $4, $5, $6, {now})`, k.ID, k.MACKey, k.Label, dt, it, k.PreV
 	return out, err
 }
 
+// eabNotUnused says why a statement on the unused EAB key id (doing it:
+// binding, deleting) changed nothing: there is no such key (ErrNotFound),
+// or it already bound an account (ErrConflict, naming it).
+func eabNotUnused(ctx context.Context, t *txn, id, doing string) error {
+	var owner string
+	if err := t.queryRow(ctx, `SELECT COALESCE(account_id, '') FROM eab_keys WHERE id = $1`, id).Scan(&owner); err != nil {
+		return fmt.Errorf("%s EAB key %s: %w", doing, id, err)
+	}
+	return fmt.Errorf("EAB key %s already bound account %s: %w", id, owner, store.ErrConflict)
+}
+
 func (s *Store) EABDelete(ctx context.Context, id string, ev store.AuditEvent) error {
 	return s.inTx(ctx, func(t *txn) error {
 		n, err := t.exec(ctx, `DELETE FROM eab_keys WHERE id = $1 AND account_id IS NULL`, id)
@@ -71,11 +82,7 @@ func (s *Store) EABDelete(ctx context.Context, id string, ev store.AuditEvent) e
 			return fmt.Errorf("deleting EAB key %s: %w", id, err)
 		}
 		if n == 0 {
-			var bound string
-			if err := t.queryRow(ctx, `SELECT COALESCE(account_id, '') FROM eab_keys WHERE id = $1`, id).Scan(&bound); err != nil {
-				return fmt.Errorf("deleting EAB key %s: %w", id, err)
-			}
-			return fmt.Errorf("EAB key %s already bound account %s: %w", id, bound, store.ErrConflict)
+			return eabNotUnused(ctx, t, id, "deleting")
 		}
 		return s.audit(ctx, t, ev)
 	})
@@ -111,11 +118,7 @@ func (s *Store) AccountCreateBound(ctx context.Context, a *store.Account, keyID 
 			return fmt.Errorf("binding EAB key %s: %w", keyID, err)
 		}
 		if n == 0 {
-			var owner string
-			if err := t.queryRow(ctx, `SELECT COALESCE(account_id, '') FROM eab_keys WHERE id = $1`, keyID).Scan(&owner); err != nil {
-				return fmt.Errorf("binding EAB key %s: %w", keyID, err)
-			}
-			return fmt.Errorf("EAB key %s already bound account %s: %w", keyID, owner, store.ErrConflict)
+			return eabNotUnused(ctx, t, keyID, "binding")
 		}
 		return nil
 	})
