@@ -57,6 +57,16 @@ type Issued struct {
 // (config.MaxBackdate, which the frontend holds a requested notBefore to).
 const maxBackdate = config.MaxBackdate
 
+// maxRequestedBackdate bounds how far before the moment of signing a
+// notBefore the client asked for is still honoured. The frontend accepted
+// it when the order was placed (no earlier than a minute before then), but
+// the order may wait days to be finalized; RFC 8555 §7.4 forbids issuing
+// another notBefore than the requested one, so the signer keeps it, within
+// the CA/Browser Forum's bound for subscriber certificates (Baseline
+// Requirements 2.0 §7.1.2.7: notBefore within 48 hours of signing), and
+// refuses the issuance beyond it rather than backdate further.
+const maxRequestedBackdate = 48 * time.Hour
+
 // defaultKeyTypes apply to a profile that lists none.
 var defaultKeyTypes = []string{"rsa2048", "rsa3072", "rsa4096", "p256", "p384"}
 
@@ -371,23 +381,29 @@ func validity(r Request, now time.Time) (time.Time, time.Time, error) {
 	earliest := now.Add(-maxBackdate)
 	notBefore := earliest
 	var notAfter time.Time
+	asked := r.Profile.AllowValidityRequest && r.NotBefore != nil
 	if r.Profile.AllowValidityRequest {
-		if r.NotBefore != nil {
-			// A requested NotBefore earlier than the backdating bound is
-			// moved up to it: the order may have been placed hours ago.
-			if nb := r.NotBefore.Truncate(time.Second); nb.After(earliest) {
-				notBefore = nb
+		if asked {
+			// Honoured exactly, even when the order waited and it is now
+			// in the past: the client asked for this certificate.
+			notBefore = r.NotBefore.Truncate(time.Second)
+			if now.Sub(notBefore) > maxRequestedBackdate {
+				return time.Time{}, time.Time{}, acme.Malformed("the requested notBefore %s is more than %s before this certificate is signed (%s): the CA does not backdate a certificate that far, and must not issue another notBefore than was asked for; place a new order and finalize it sooner, or leave notBefore out",
+					notBefore.UTC().Format(time.RFC3339), maxRequestedBackdate, now.UTC().Format(time.RFC3339))
 			}
 		}
 		if r.NotAfter != nil {
 			notAfter = r.NotAfter.Truncate(time.Second)
+			if !notAfter.After(now) {
+				return time.Time{}, time.Time{}, acme.Malformed("the requested notAfter %s has passed (this certificate is signed at %s): the order waited too long to be finalized; place a new order", notAfter.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+			}
 			// The backdate is a courtesy to relying parties with slow
 			// clocks; it gives way to a requested notAfter the frontend
 			// accepted (at most the profile's validity from when the order
 			// was placed), rather than pushing the certificate over the
 			// profile's validity and failing the order. It never moves
 			// notBefore past the moment of signing.
-			if lo := notAfter.Add(time.Second - maxValidity); notBefore.Equal(earliest) && lo.After(notBefore) && !lo.After(now) {
+			if lo := notAfter.Add(time.Second - maxValidity); !asked && lo.After(notBefore) && !lo.After(now) {
 				notBefore = lo
 			}
 			if !notAfter.After(notBefore) {
@@ -400,6 +416,11 @@ func validity(r Request, now time.Time) (time.Time, time.Time, error) {
 	}
 	if notAfter.IsZero() {
 		notAfter = notBefore.Add(maxValidity - time.Second)
+		if !notAfter.After(now) {
+			// Only a requested notBefore can be this old.
+			return time.Time{}, time.Time{}, acme.Malformed("a certificate from the requested notBefore %s for profile %q's %d hours would already have expired when signed (%s); place a new order and finalize it sooner, or leave notBefore out",
+				notBefore.UTC().Format(time.RFC3339), r.ProfileName, r.Profile.ValidityHours, now.UTC().Format(time.RFC3339))
+		}
 	}
 	return notBefore.UTC(), notAfter.UTC(), nil
 }

@@ -198,6 +198,8 @@ func TestIssueValidity(t *testing.T) {
 	shortLived.ValidityHours = 24
 	requestable := shortLived
 	requestable.AllowValidityRequest = true
+	weekLong := requestable
+	weekLong.ValidityHours = 7 * 24
 	tests := []struct {
 		name                string
 		profile             config.Profile
@@ -209,7 +211,15 @@ func TestIssueValidity(t *testing.T) {
 		{name: "request ignored when not allowed", profile: shortLived, notAfter: at(2 * time.Hour), want: 24 * time.Hour},
 		{name: "requested notAfter honoured", profile: requestable, notAfter: at(6 * time.Hour), want: 6*time.Hour + time.Minute + time.Second},
 		{name: "requested window honoured", profile: requestable, notBefore: at(time.Hour), notAfter: at(3 * time.Hour), want: 2*time.Hour + time.Second},
-		{name: "old notBefore moved up to a minute ago", profile: requestable, notBefore: at(-48 * time.Hour), want: 24 * time.Hour},
+		// RFC 8555 §7.4: a requested notBefore is what the certificate
+		// says, even after the order waited to be finalized, within the
+		// 48 hours of backdating the Baseline Requirements allow.
+		{name: "notBefore an hour past kept", profile: requestable, notBefore: at(-time.Hour), want: 24 * time.Hour},
+		{name: "notBefore 47 hours past kept", profile: weekLong, notBefore: at(-47 * time.Hour), want: 7 * 24 * time.Hour},
+		{name: "notBefore 49 hours past refused", profile: weekLong, notBefore: at(-49 * time.Hour), wantProblem: acme.ProblemMalformed},
+		{name: "notBefore past the profile's validity refused", profile: requestable, notBefore: at(-25 * time.Hour), wantProblem: acme.ProblemMalformed},
+		{name: "requested notAfter passed refused", profile: requestable, notBefore: at(-3 * time.Hour), notAfter: at(-time.Hour), wantProblem: acme.ProblemMalformed},
+		{name: "requested window partly past kept", profile: requestable, notBefore: at(-3 * time.Hour), notAfter: at(time.Hour), want: 4*time.Hour + time.Second},
 		// A notAfter the frontend accepted (within the profile's validity
 		// of the order's placing) is honoured: the backdate gives way.
 		{name: "requested notAfter at the profile's validity", profile: requestable, notAfter: at(24*time.Hour - time.Second), want: 24 * time.Hour},
@@ -237,9 +247,27 @@ func TestIssueValidity(t *testing.T) {
 			if diff := got - tc.want; diff < -2*time.Second || diff > 2*time.Second {
 				t.Errorf("validity %v, want %v", got, tc.want)
 			}
-			if out.NotBefore.Before(start.Add(-time.Minute - time.Second)) {
-				t.Errorf("NotBefore %v backdated more than a minute before %v", out.NotBefore, start)
+			leaf, err := x509.ParseCertificate(out.DER)
+			if err != nil {
+				t.Fatal(err)
 			}
+			if !leaf.NotBefore.Equal(out.NotBefore) || !leaf.NotAfter.Equal(out.NotAfter) {
+				t.Errorf("certificate says %v–%v, Issued says %v–%v", leaf.NotBefore, leaf.NotAfter, out.NotBefore, out.NotAfter)
+			}
+			switch {
+			case tc.notBefore != nil && tc.profile.AllowValidityRequest:
+				if want := tc.notBefore.Truncate(time.Second); !leaf.NotBefore.Equal(want) {
+					t.Errorf("NotBefore %v, want the requested %v", leaf.NotBefore, want)
+				}
+			case leaf.NotBefore.Before(start.Add(-time.Minute - time.Second)):
+				t.Errorf("NotBefore %v backdated more than a minute before %v", leaf.NotBefore, start)
+			}
+			if tc.notAfter != nil && tc.profile.AllowValidityRequest {
+				if want := tc.notAfter.Truncate(time.Second); !leaf.NotAfter.Equal(want) {
+					t.Errorf("NotAfter %v, want the requested %v", leaf.NotAfter, want)
+				}
+			}
+			assertLintClean(t, out.DER)
 		})
 	}
 }

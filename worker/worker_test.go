@@ -171,8 +171,15 @@ func (r *rig) account(t *testing.T) *store.Account {
 
 func (r *rig) order(t *testing.T, acct *store.Account, profile string, names ...string) *store.Order {
 	t.Helper()
+	return r.orderWith(t, store.NewOrder{AccountID: acct.ID, Profile: profile}, names...)
+}
+
+// orderWith creates no (its Expires set to an hour from now) for names,
+// each with a pending http-01 authorization.
+func (r *rig) orderWith(t *testing.T, no store.NewOrder, names ...string) *store.Order {
+	t.Helper()
 	now, _ := r.st.Now(context.Background())
-	no := store.NewOrder{AccountID: acct.ID, Profile: profile, Expires: now.Add(time.Hour)}
+	no.Expires = now.Add(time.Hour)
 	for _, n := range names {
 		id := acme.Identifier{Type: acme.IdentifierDNS, Value: n}
 		no.Identifiers = append(no.Identifiers, id)
@@ -261,6 +268,70 @@ func TestIssue(t *testing.T) {
 	}
 	if c.IssuerID != r.issuer.ID || !strings.Contains(string(c.ChainPEM), "BEGIN CERTIFICATE") {
 		t.Fatalf("certificate row: issuer %s, chain %d bytes", c.IssuerID, len(c.ChainPEM))
+	}
+}
+
+// TestRequestedNotBeforeAfterAWait: an order's requested notBefore is the
+// certificate's, even when the order was finalized hours after it was
+// placed (RFC 8555 §7.4: no other contents than requested), and an order
+// that waited so long that keeping it would backdate the certificate more
+// than 48 hours, or issue it already expired, fails with malformed rather
+// than being issued with another notBefore.
+func TestRequestedNotBeforeAfterAWait(t *testing.T) {
+	p := config.Default().Profiles["default"]
+	p.AllowValidityRequest, p.ValidityHours = true, 7*24
+	short := p
+	short.ValidityHours = 24
+	r := newRig(t, rigOpts{profiles: map[string]config.Profile{"requestable": p, "requestable-short": short}})
+	acct := r.account(t)
+	now, err := r.st.Now(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(d time.Duration) *time.Time { v := now.Add(d).Truncate(time.Second); return &v }
+	tests := []struct {
+		name, profile string
+		notBefore     *time.Time
+		notAfter      *time.Time
+		wantProblem   string // a part of the order's error detail; "" for issued
+	}{
+		{name: "placed three hours ago", profile: "requestable", notBefore: at(-3 * time.Hour)},
+		{name: "placed three hours ago with a notAfter", profile: "requestable", notBefore: at(-3 * time.Hour), notAfter: at(5 * time.Hour)},
+		{name: "placed 49 hours ago", profile: "requestable", notBefore: at(-49 * time.Hour), wantProblem: "more than 48h0m0s before"},
+		{name: "outlived the profile's validity", profile: "requestable-short", notBefore: at(-25 * time.Hour), wantProblem: "would already have expired"},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("nb%d.worker.test", i)
+			o := r.orderWith(t, store.NewOrder{AccountID: acct.ID, Profile: tc.profile, NotBefore: tc.notBefore, NotAfter: tc.notAfter}, name)
+			r.ready(t, o)
+			key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+			if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, name)); err != nil || !claimed {
+				t.Fatalf("finalize: %v %v", claimed, err)
+			}
+			if tc.wantProblem != "" {
+				o = r.waitOrder(t, o.ID, acme.StatusInvalid)
+				if o.Error == nil || o.Error.Type != acme.ProblemMalformed || !strings.Contains(o.Error.Detail, tc.wantProblem) {
+					t.Fatalf("order error %+v, want malformed saying %q", o.Error, tc.wantProblem)
+				}
+				return
+			}
+			o = r.waitOrder(t, o.ID, acme.StatusValid)
+			c, err := r.st.CertificateBySerial(context.Background(), o.CertSerial)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x, err := x509.ParseCertificate(c.DER)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !x.NotBefore.Equal(*tc.notBefore) || !c.NotBefore.Equal(*tc.notBefore) {
+				t.Errorf("notBefore %v (row %v), want the requested %v", x.NotBefore, c.NotBefore, *tc.notBefore)
+			}
+			if tc.notAfter != nil && !x.NotAfter.Equal(*tc.notAfter) {
+				t.Errorf("notAfter %v, want the requested %v", x.NotAfter, *tc.notAfter)
+			}
+		})
 	}
 }
 
