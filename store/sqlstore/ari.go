@@ -10,11 +10,33 @@ import (
 	"github.com/hallmark-ca/hallmark/store"
 )
 
-// selectMovable is the certificates a RenewalSelector chooses: live ones
-// (unexpired, unrevoked) matching every set field.
-const selectMovable = `SELECT serial FROM certificates
-WHERE ($1 = '' OR serial = $1) AND ($2 = '' OR issuer_id = $2) AND ($3 = '' OR profile = $3) AND ($4 = '' OR account_id = $4)
-  AND revoked_at IS NULL AND not_after > {now}`
+// movableSQL is the statement choosing the certificates sel names (a
+// RenewalSelector): live ones (unexpired, unrevoked) matching every set
+// field, by serial. A serial is its unique key; an issuer or a profile a
+// range of its live certificates (certificates_issuer_idx,
+// certificates_profile_idx); an account a range of
+// certificates_account_idx, written as where.pin does so that a generic
+// plan expects the few rows of an account, not half the table.
+func movableSQL(sel store.RenewalSelector) (string, []any) {
+	var w where
+	if sel.Serial != "" {
+		w.and(`serial = $?`, sel.Serial)
+	}
+	if sel.IssuerID != "" {
+		w.and(`issuer_id = $?`, sel.IssuerID)
+	}
+	if sel.Profile != "" {
+		w.and(`profile = $?`, sel.Profile)
+	}
+	if sel.AccountID != "" {
+		w.pin("account_id", sel.AccountID) // for the estimate: sql() orders by nothing
+	}
+	w.and(`revoked_at IS NULL`)
+	w.and(`not_after > {now}`)
+	return `SELECT serial FROM certificates
+` + w.sql() + `
+ORDER BY serial`, w.args
+}
 
 func (s *Store) RenewalMove(ctx context.Context, sel store.RenewalSelector, start, end time.Time, reason string, ev store.AuditEvent) ([]string, error) {
 	if sel.Empty() {
@@ -26,7 +48,7 @@ func (s *Store) RenewalMove(ctx context.Context, sel store.RenewalSelector, star
 	var moved []string
 	err := s.inTx(ctx, func(t *txn) error {
 		moved = nil
-		args := []any{sel.Serial, sel.IssuerID, sel.Profile, sel.AccountID}
+		q, args := movableSQL(sel)
 		if err := collect(ctx, t, func(r Rows) error {
 			var serial string
 			if err := r.Scan(&serial); err != nil {
@@ -34,7 +56,7 @@ func (s *Store) RenewalMove(ctx context.Context, sel store.RenewalSelector, star
 			}
 			moved = append(moved, serial)
 			return nil
-		}, selectMovable+` ORDER BY serial`, args...); err != nil {
+		}, q, args...); err != nil {
 			return fmt.Errorf("selecting certificates to move: %w", err)
 		}
 		for _, serial := range moved {

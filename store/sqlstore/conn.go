@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -112,6 +113,10 @@ type Rows interface {
 //	                 run first; a semi-join leaves the planner free to
 //	                 scan the outer table, which it does on tables never
 //	                 analyzed), SQLite's IN
+//	{pin:COL:$N}     COL = $N as where.pin writes it: PostgreSQL's range
+//	                 COL >= $N AND COL <= $N, SQLite's equality (SQLite
+//	                 orders by an equal column's index without it, and
+//	                 would not seek a range's next index column)
 type Dialect struct {
 	Name       string
 	now        string
@@ -120,7 +125,8 @@ type Dialect struct {
 	forUpdate  string
 	forShare   string
 	inList     [2]string // what {inlist} and {endlist} expand to
-	positional bool      // rewrite $N to ?N (SQLite binds "$1" by name)
+	pin        func(col, param string) string
+	positional bool // rewrite $N to ?N (SQLite binds "$1" by name)
 	encodeTime func(time.Time) any
 	// migrationLock serializes concurrent migrators ("" when BEGIN
 	// IMMEDIATE already does).
@@ -140,6 +146,7 @@ var Postgres = &Dialect{
 	forUpdate:  " FOR UPDATE",
 	forShare:   " FOR SHARE",
 	inList:     [2]string{"= ANY (ARRAY(", "))"},
+	pin:        func(col, p string) string { return col + " >= " + p + " AND " + col + " <= " + p },
 	encodeTime: func(t time.Time) any { return t.UTC() },
 	// Any constant works; it only has to be the same for every migrator.
 	migrationLock: "SELECT pg_advisory_xact_lock(7261001)",
@@ -163,6 +170,7 @@ var SQLite = &Dialect{
 	forUpdate:  "",
 	forShare:   "",
 	inList:     [2]string{"IN (", ")"},
+	pin:        func(col, p string) string { return col + " = " + p },
 	positional: true,
 	encodeTime: func(t time.Time) any { return t.UnixMicro() },
 	migrationsTable: `CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -174,12 +182,13 @@ var SQLite = &Dialect{
 }
 
 var (
-	tokenRE       = regexp.MustCompile(`\{(now\+\$\d+|now|forupdate|forshare|inlist|endlist|json:[a-z_.]+:[a-z_]+)\}`)
+	tokenRE       = regexp.MustCompile(`\{(now\+\$\d+|now|forupdate|forshare|inlist|endlist|pin:[a-z_]+:\$\d+|json:[a-z_.]+:[a-z_]+)\}`)
 	placeholderRE = regexp.MustCompile(`\$(\d+)`)
 )
 
 // SQL expands a query's tokens for the dialect. Expansions are cached: the
-// queries are constants, so the cache is bounded by the source.
+// queries are constants, or built by where from a few fixed conditions, so
+// the cache is bounded by the source.
 func (d *Dialect) SQL(q string) string {
 	if v, ok := d.cache.Load(q); ok {
 		return v.(string)
@@ -199,6 +208,9 @@ func (d *Dialect) SQL(q string) string {
 			return d.inList[1]
 		case len(tok) > 4 && tok[:4] == "now+":
 			return d.nowPlus(tok[4:])
+		case strings.HasPrefix(tok, "pin:"):
+			col, param, _ := strings.Cut(tok[len("pin:"):], ":")
+			return d.pin(col, param)
 		default: // json:COL:KEY
 			var col, key string
 			rest := tok[len("json:"):]

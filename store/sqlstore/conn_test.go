@@ -8,13 +8,13 @@ import (
 
 func TestDialectSQL(t *testing.T) {
 	t.Parallel()
-	q := `UPDATE leases SET expires_at = {now+$3} WHERE name = $1 AND expires_at <= {now} AND {json:j.args:order_id} = $12 {forupdate}`
+	q := `UPDATE leases SET expires_at = {now+$3} WHERE name = $1 AND expires_at <= {now} AND {json:j.args:order_id} = $12 AND {pin:account_id:$2} {forupdate}`
 	for _, tc := range []struct {
 		d    *Dialect
 		want string
 	}{
-		{Postgres, `UPDATE leases SET expires_at = (now() + $3::bigint * interval '1 microsecond') WHERE name = $1 AND expires_at <= now() AND j.args->>'order_id' = $12  FOR UPDATE`},
-		{SQLite, `UPDATE leases SET expires_at = (` + sqliteNow + ` + ?3) WHERE name = ?1 AND expires_at <= ` + sqliteNow + ` AND json_extract(j.args, '$.order_id') = ?12 `},
+		{Postgres, `UPDATE leases SET expires_at = (now() + $3::bigint * interval '1 microsecond') WHERE name = $1 AND expires_at <= now() AND j.args->>'order_id' = $12 AND account_id >= $2 AND account_id <= $2  FOR UPDATE`},
+		{SQLite, `UPDATE leases SET expires_at = (` + sqliteNow + ` + ?3) WHERE name = ?1 AND expires_at <= ` + sqliteNow + ` AND json_extract(j.args, '$.order_id') = ?12 AND account_id = ?2 `},
 	} {
 		if got := tc.d.SQL(q); got != tc.want {
 			t.Errorf("%s:\n got %s\nwant %s", tc.d.Name, got, tc.want)

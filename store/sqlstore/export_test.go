@@ -63,3 +63,41 @@ func ReplaceSQL(d *Dialect) string { return d.SQL(replaceSQL) }
 // ExpireOrdersSQL is ExpirePending's orders statement, as d runs it: $1 the
 // problem text.
 func ExpireOrdersSQL(d *Dialect) string { return d.SQL(expireOrdersSQL) }
+
+// pageArgs appends the page's bound and limit to a list's arguments, as
+// listPage does.
+func pageArgs(p store.Page, args []any) []any {
+	before, limit, err := page(p)
+	if err != nil {
+		panic(err)
+	}
+	return append(args, before, limit+1)
+}
+
+// OrdersListSQL is the statement OrdersList runs for f and p, as d runs
+// it, with its arguments.
+func OrdersListSQL(d *Dialect, f store.OrderFilter, p store.Page) (string, []any) {
+	q, args := ordersListSQL(f)
+	return d.SQL(q), pageArgs(p, args)
+}
+
+// CertificatesListSQL is the statement CertificatesList runs for f and p,
+// as d runs it, with its arguments.
+func CertificatesListSQL(d *Dialect, f store.CertFilter, p store.Page) (string, []any) {
+	q, args := certificatesListSQL(d, f)
+	return d.SQL(q), pageArgs(p, args)
+}
+
+// JobIDsSQL is the statement JobIDs runs for f and p, as d runs it, with
+// its arguments.
+func JobIDsSQL(d *Dialect, f store.JobFilter, p store.Page) (string, []any) {
+	q, args := jobIDsSQL(f)
+	return d.SQL(q), pageArgs(p, args)
+}
+
+// MovableSQL is the statement RenewalMove chooses sel's certificates with,
+// as d runs it, with its arguments.
+func MovableSQL(d *Dialect, sel store.RenewalSelector) (string, []any) {
+	q, args := movableSQL(sel)
+	return d.SQL(q), args
+}

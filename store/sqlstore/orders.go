@@ -97,14 +97,40 @@ func (s *Store) OrdersByAccount(ctx context.Context, accountID string, p store.P
 	return ids, next, nil
 }
 
+// ordersListSQL is OrdersList's statement for f, with its arguments
+// before the page's (where.page). Each filter reaches its index:
+// orders_account_idx or orders_status_idx, both (column, seq), so that a
+// page is one range of it, or order_identifiers_value_idx. Alone, account
+// or status is pinned to its index (where.pin); beside another filter it
+// is a plain condition and the planner chooses where to start.
+func ordersListSQL(f store.OrderFilter) (string, []any) {
+	var w where
+	alone := (f.AccountID != "") != (f.Status != "") && f.Identifier == ""
+	switch {
+	case f.AccountID != "" && alone:
+		w.pin("account_id", f.AccountID)
+	case f.AccountID != "":
+		w.and(`account_id = $?`, f.AccountID)
+	}
+	if f.Identifier != "" {
+		// The name's orders by their keys, then sorted: as EXISTS, a
+		// semi-join, PostgreSQL was free to walk every order newest first
+		// and probe each one's identifiers.
+		w.and(`id {inlist} SELECT order_id FROM order_identifiers WHERE value = $? {endlist}`, f.Identifier)
+	}
+	switch {
+	case f.Status != "" && alone:
+		w.pin("status", string(f.Status))
+	case f.Status != "":
+		w.and(`status = $?`, string(f.Status))
+	}
+	return `SELECT ` + orderCols + ` FROM orders
+` + w.page("seq"), w.args
+}
+
 func (s *Store) OrdersList(ctx context.Context, f store.OrderFilter, p store.Page) ([]*store.Order, string, error) {
-	out, next, err := listPage(ctx, s, p, func(r Rows, seq *int64) (*store.Order, error) { return scanOrder(r, seq) }, nil,
-		`SELECT `+orderCols+` FROM orders
-WHERE ($1 = '' OR account_id = $1)
-  AND ($2 = '' OR EXISTS (SELECT 1 FROM order_identifiers oi WHERE oi.order_id = orders.id AND oi.value = $2))
-  AND ($3 = '' OR status = $3)
-  AND seq < $4
-ORDER BY seq DESC LIMIT $5`, f.AccountID, f.Identifier, string(f.Status))
+	q, args := ordersListSQL(f)
+	out, next, err := listPage(ctx, s, p, func(r Rows, seq *int64) (*store.Order, error) { return scanOrder(r, seq) }, nil, q, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("listing orders: %w", err)
 	}

@@ -1754,6 +1754,26 @@ func testCertificatesList(t *testing.T, s store.Store, _ Extras) {
 	if err != nil || len(rest) != 1 || rest[0].Serial != "01" || next != "" {
 		t.Fatalf("second page: %+v next %q %v", rest, next, err)
 	}
+	// One filtered certificate a page, as revocation.Service.Select reads
+	// an account's.
+	var walked []string
+	p := store.Page{Limit: 1}
+	for range 3 {
+		page, next, err := s.CertificatesList(ctx, store.CertFilter{AccountID: a.ID}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range page {
+			walked = append(walked, c.Serial)
+		}
+		if next == "" {
+			break
+		}
+		p.After = next
+	}
+	if !slices.Equal(walked, []string{"02", "01"}) {
+		t.Errorf("the account's certificates one a page: %v, want [02 01]", walked)
+	}
 }
 
 func testOrdersList(t *testing.T, s store.Store, _ Extras) {
