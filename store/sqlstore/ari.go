@@ -12,11 +12,12 @@ import (
 
 // movableSQL is the statement choosing the certificates sel names (a
 // RenewalSelector): live ones (unexpired, unrevoked) matching every set
-// field, by serial. A serial is its unique key; an issuer or a profile a
-// range of its live certificates (certificates_issuer_idx,
-// certificates_profile_idx); an account a range of
+// field, by serial. A serial is its unique key; an account a range of
 // certificates_account_idx, written as where.pin does so that a generic
-// plan expects the few rows of an account, not half the table.
+// plan expects the few rows of an account, not half the table. An issuer
+// or a profile has no index, by choice: a move by either is an incident
+// tool run once, and reads every live certificate then rather than have
+// every issuance write two more index entries.
 func movableSQL(sel store.RenewalSelector) (string, []any) {
 	var w where
 	if sel.Serial != "" {

@@ -548,8 +548,12 @@ func fleetListCases() []listCase {
 		loose(jobIDs("state (5 discarded)", "rows=5 ", store.JobFilter{State: "discarded"}), genericWithStats),
 
 		movable("serial", "rows=1 ", store.RenewalSelector{Serial: "s777"}),
-		movable("issuer", "rows=5 ", store.RenewalSelector{IssuerID: "i2"}),
-		movable("profile", "rows=5 ", store.RenewalSelector{Profile: "short"}),
+		// No index serves an issuer or a profile, by choice: a move by
+		// either is an operator's incident tool, run once, and reading
+		// every live certificate then costs less than two more index
+		// entries written by every issuance.
+		loose(movable("issuer", "rows=5 ", store.RenewalSelector{IssuerID: "i2"}), anyPlan),
+		loose(movable("profile", "rows=5 ", store.RenewalSelector{Profile: "short"}), anyPlan),
 		// Without statistics the account's index is ANDed with
 		// certificates_not_after_idx's live range: every live
 		// certificate's index entry, not its row.
