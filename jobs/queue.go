@@ -233,6 +233,24 @@ func NewSQLite(db *sql.DB) Queue {
 	return newSQLite(db, notifyEverySQLite, notifyCheckSQLite)
 }
 
+// NewSQLiteRunner is NewSQLite whose started workers run River's own work
+// (fetching, completing, rescuing, the outbox reads) on a handle of its
+// own that runner opens, one whose commits need not be synced: a SQLite
+// worker's counterpart of runnerPool (store/sqlite.OpenJobRunner says why
+// nothing is lost). Jobs are still inserted on db, in the store's
+// transactions.
+func NewSQLiteRunner(db *sql.DB, runner func() (*sql.DB, error)) Queue {
+	q := newSQLite(db, notifyEverySQLite, notifyCheckSQLite)
+	q.runOn = func(context.Context) (riverdriver.Driver[*sql.Tx], func(), error) {
+		run, err := runner()
+		if err != nil {
+			return nil, nil, fmt.Errorf("opening the job runner's SQLite handle: %w", err)
+		}
+		return sqliteDriver{Driver: riversqlite.New(run), db: run, checkEvery: notifyCheckSQLite}, func() { _ = run.Close() }, nil
+	}
+	return q
+}
+
 // newSQLite is NewSQLite with the inserting client's notification limit
 // and how often a worker checks for other processes' commits.
 func newSQLite(db *sql.DB, notifyEvery, checkEvery time.Duration) *riverQueue[*sql.Tx] {

@@ -67,7 +67,7 @@ func open(ctx context.Context, url string, maxConns int) (*DB, error) {
 		if err != nil {
 			return nil, err
 		}
-		return fromSQL(db), nil
+		return fromSQL(db, path), nil
 	}
 	return nil, fmt.Errorf("opening the database: URL %q is neither postgres://... nor sqlite:<path>", redact(url))
 }
@@ -84,8 +84,8 @@ func fromPool(pool *pgxpool.Pool) *DB {
 	}
 }
 
-func fromSQL(db *sql.DB) *DB {
-	q := jobs.NewSQLite(db)
+func fromSQL(db *sql.DB, path string) *DB {
+	q := jobs.NewSQLiteRunner(db, func() (*sql.DB, error) { return sqlite.OpenJobRunner(path) })
 	return &DB{
 		Store:   sqlite.New(db, q.Inserter()),
 		Queue:   q,

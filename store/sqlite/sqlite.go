@@ -37,18 +37,46 @@ const BusyTimeoutMS = 10000
 // at checkpoints, and a power loss would forget everything since the last
 // one, issued certificates included. (The consumed nonces are not in the
 // file at all: store/sqlstore/memnonces.go.)
-func DSN(path string) string {
-	return path + fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(%s)&_txlock=immediate", BusyTimeoutMS, synchronous)
+func DSN(path string) string { return dsn(path, synchronous) }
+
+func dsn(path, sync string) string {
+	return path + fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(%s)&_txlock=immediate", BusyTimeoutMS, sync)
 }
 
-// synchronous is every connection's setting.
+// synchronous is the store's connections' setting.
 const synchronous = "FULL"
 
 // Open opens (creating it and its directory) the database file at path
-// with one open connection: River and the store share the handle, and a
-// single connection is what makes BEGIN IMMEDIATE serialize this process's
-// writers without SQLITE_BUSY.
-func Open(path string) (*sql.DB, error) {
+// with one open connection: the store and the jobs it inserts share the
+// handle, and a single connection is what makes BEGIN IMMEDIATE serialize
+// the store's writers without SQLITE_BUSY. (A started worker runs River's
+// own work on a second handle, OpenJobRunner's, which waits for this one's
+// write lock as another process's would.)
+func Open(path string) (*sql.DB, error) { return open(path, synchronous) }
+
+// OpenJobRunner opens a second handle on path, with one connection, for
+// River's own work in a started worker (jobs.NewSQLiteRunner): fetching
+// jobs, completing them, rescuing, its leader and its outbox reads. Its
+// commits do not wait for a sync of the WAL (synchronous=NORMAL), as a
+// PostgreSQL worker's River pool commits with synchronous_commit=off
+// (jobs.runnerPool), and for the same reasons nothing is lost by it:
+//   - a fetch or completion that a power loss forgets puts its job back,
+//     and the job runs again; the handlers are idempotent (a verdict and
+//     an issuance are compare-and-swaps);
+//   - what a job does that must survive (a verdict, a certificate) the
+//     store commits on its own handle with synchronous=FULL, and that
+//     sync of the WAL carries every earlier frame with it, this handle's
+//     included: SQLite appends to the WAL in commit order, so a crash
+//     forgets River's bookkeeping only together with everything after it;
+//   - jobs are inserted in the store's transactions, on the store's handle.
+//
+// At one job at a time the fetch's sync was on the path from a claim to
+// its verdict: ~1 ms of the ~6 in which a challenge POST's validation
+// was recorded, so a third of the clients' first polls came too early
+// (docs/performance.md, round 21).
+func OpenJobRunner(path string) (*sql.DB, error) { return open(path, "NORMAL") }
+
+func open(path, sync string) (*sql.DB, error) {
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("opening SQLite database %q: the path must not contain '?' or '#'", path)
 	}
@@ -57,7 +85,7 @@ func Open(path string) (*sql.DB, error) {
 			return nil, fmt.Errorf("creating the directory of SQLite database %s: %w", path, err)
 		}
 	}
-	db, err := sql.Open(driverName, DSN(path)) // driver.go: modernc's, keeping statements prepared
+	db, err := sql.Open(driverName, dsn(path, sync)) // driver.go: modernc's, keeping statements prepared
 	if err != nil {
 		return nil, fmt.Errorf("opening SQLite database %s: %w", path, err)
 	}
