@@ -87,11 +87,15 @@ type sqliteListener struct {
 	rechecks int
 }
 
-// After a write with no visible commit: checks at 1, 2, 4, 8 and 16 ms
-// (31 ms in all, under the 50 ms poll).
+// After a write with no visible commit: checks 0.25, 0.5, 1, 2, 4, 8 and
+// 16 ms apart (31.75 ms in all, under the 50 ms poll). Starting at 1 ms
+// (checks 1, 3, 7... ms after the write) saw a commit whose sync took a
+// little over a millisecond, as most took at one request at a time, only
+// at 3 ms: the first check after the write that published it comes at
+// most twice its sync's time later now (docs/performance.md, round 21).
 const (
-	recheckSQLite  = time.Millisecond
-	rechecksSQLite = 5
+	recheckSQLite  = 250 * time.Microsecond
+	rechecksSQLite = 7
 )
 
 // outboxTopSQL is riversqlite's NotificationGetLastID.

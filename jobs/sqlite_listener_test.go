@@ -40,8 +40,8 @@ func TestSQLiteListenerRechecks(t *testing.T) {
 }
 
 // recheckSpan is what the rechecks promise: a commit visible within 30 ms
-// of the wake is seen without the poll (the last recheck comes 1 + 2 + 4 +
-// 8 + 16 ms after it at the earliest). Fixed here, not derived from the
+// of the wake is seen without the poll (the last recheck comes 0.25 + 0.5 + 1
+// + 2 + 4 + 8 + 16 ms after it at the earliest). Fixed here, not derived from the
 // listener's constants, so that fewer rechecks fail the test.
 const recheckSpan = 30 * time.Millisecond
 
