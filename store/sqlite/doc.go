@@ -1,7 +1,8 @@
 // Package sqlite is the store on SQLite through modernc.org/sqlite
 // (database/sql, no cgo): it opens the file the way Hallmark needs it (WAL,
 // busy_timeout, foreign keys, BEGIN IMMEDIATE for every transaction, one
-// open connection per process because River shares the handle), adapts
+// open connection for the store and the jobs it inserts, and a second in a
+// started worker for River's own work: OpenJobRunner), adapts
 // *sql.DB to sqlstore's executor, commits the store's write transactions
 // that queue together as one (group.go) and classifies SQLite constraint
 // errors.
