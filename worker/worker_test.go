@@ -243,6 +243,22 @@ func (r *rig) waitOrder(t *testing.T, id string, want acme.Status) *store.Order 
 	}
 }
 
+// issued waits for order id to become valid and returns its certificate,
+// as stored and as parsed.
+func (r *rig) issued(t *testing.T, id string) (*store.Certificate, *x509.Certificate) {
+	t.Helper()
+	o := r.waitOrder(t, id, acme.StatusValid)
+	c, err := r.st.CertificateBySerial(context.Background(), o.CertSerial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := x509.ParseCertificate(c.DER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, x
+}
+
 // TestIssue: a finalized order is signed with the order's names (never the
 // CSR's beyond its key) and the chain verifies to the root.
 func TestIssue(t *testing.T) {
@@ -254,15 +270,7 @@ func TestIssue(t *testing.T) {
 	if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, "a.worker.test", "b.worker.test")); err != nil || !claimed {
 		t.Fatalf("finalize: %v %v", claimed, err)
 	}
-	o = r.waitOrder(t, o.ID, acme.StatusValid)
-	c, err := r.st.CertificateBySerial(context.Background(), o.CertSerial)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, err := x509.ParseCertificate(c.DER)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, x := r.issued(t, o.ID)
 	if strings.Join(x.DNSNames, ",") != "a.worker.test,b.worker.test" {
 		t.Fatalf("names %v", x.DNSNames)
 	}
@@ -316,15 +324,7 @@ func TestRequestedNotBeforeAfterAWait(t *testing.T) {
 				}
 				return
 			}
-			o = r.waitOrder(t, o.ID, acme.StatusValid)
-			c, err := r.st.CertificateBySerial(context.Background(), o.CertSerial)
-			if err != nil {
-				t.Fatal(err)
-			}
-			x, err := x509.ParseCertificate(c.DER)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, x := r.issued(t, o.ID)
 			if !x.NotBefore.Equal(*tc.notBefore) || !c.NotBefore.Equal(*tc.notBefore) {
 				t.Errorf("notBefore %v (row %v), want the requested %v", x.NotBefore, c.NotBefore, *tc.notBefore)
 			}
