@@ -56,10 +56,11 @@ func TestCRLPagesCompareSerials(t *testing.T) {
 		der    []byte
 		status string // the row's status cell
 		count  string // its "not yet listed" cell
+		stale  bool   // the row is marked bad, as `hallmark crl status` exits 5
 	}{
-		{name: "a CRL after the revocation that does not list it", status: "revocations waiting for the next CRL", count: "1"},
+		{name: "a CRL after the revocation that does not list it", status: "1 revocation(s) not listed yet: a worker mounting this issuer signs the CRL that lists them", count: "1", stale: true},
 		{name: "a CRL that lists it", lists: []string{"c01"}, status: "fresh", count: "0"},
-		{name: "a CRL that does not parse", der: []byte{0x30}, status: "the newest CRL does not parse", count: "1"},
+		{name: "a CRL that does not parse", der: []byte{0x30}, status: "the newest CRL does not parse", count: "1", stale: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -83,6 +84,9 @@ func TestCRLPagesCompareSerials(t *testing.T) {
 				}
 				if !strings.Contains(row, "<td>"+tc.status+"</td>") || !strings.Contains(row, `<td class="n">`+tc.count+"</td><td>") {
 					t.Errorf("GET %s: issuer-1's row says\n%s\nwant status %q and %s not yet listed", path, row, tc.status, tc.count)
+				}
+				if path == "/crls" && strings.Contains(page, `<tr class="bad"><td><code>issuer-1</code>`) != tc.stale {
+					t.Errorf("GET %s: issuer-1's row marked stale is %v, want %v\n%s", path, !tc.stale, tc.stale, row)
 				}
 			}
 		})

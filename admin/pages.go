@@ -160,42 +160,23 @@ func (s *Server) crlRows(r *http.Request) ([]crlRow, error) {
 	var rows []crlRow
 	for _, id := range issuers {
 		row := crlRow{Issuer: id}
-		if s.crlBase != "" {
+		if s.crlBase != "" && !store.RemoteIssuer(id) {
 			row.URL = s.crlBase + "/crl/" + id
 		}
 		c, err := s.st.CRLLatest(ctx, id)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
+			c = nil
 		case err != nil:
 			return nil, err
-		default:
-			row.CRL = c
 		}
 		revs, err := s.st.Revocations(ctx, id)
 		if err != nil {
 			return nil, err
 		}
-		row.Revoked, row.NotListed = len(revs), len(revs)
-		parsed := true
-		if row.CRL != nil {
-			// Serials, not times: a revocation committed after the worker
-			// read the list can predate thisUpdate and be in no CRL.
-			if l, err := row.CRL.Unlisted(revs); err == nil {
-				row.NotListed = len(l.Unlisted)
-			} else {
-				parsed = false
-			}
-		}
-		switch {
-		case row.CRL != nil && !parsed:
-			row.Stale, row.Problem = true, "the newest CRL does not parse"
-		case row.CRL == nil && row.Revoked > 0:
-			row.Stale, row.Problem = true, "no CRL signed yet; is a worker mounting this issuer running?"
-		case row.CRL != nil && now.After(row.CRL.NextUpdate):
-			row.Stale, row.Problem = true, "past nextUpdate: relying parties will reject it"
-		case row.NotListed > 0:
-			row.Problem = "revocations waiting for the next CRL"
-		}
+		// The CLI's rule (store.JudgeCRL), so the two never disagree.
+		h := store.JudgeCRL(id, c, revs, now)
+		row.CRL, row.Revoked, row.NotListed, row.Stale, row.Problem = c, h.Revocations, h.Unlisted, h.Stale, h.Why
 		rows = append(rows, row)
 	}
 	return rows, nil

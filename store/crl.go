@@ -4,6 +4,8 @@ import (
 	"crypto/x509"
 	"fmt"
 	"math/big"
+	"strings"
+	"time"
 )
 
 // CRLListing is what an issuer's newest CRL says about its revocations.
@@ -43,4 +45,65 @@ func (c *CRL) Unlisted(revs []Revocation) (CRLListing, error) {
 		}
 	}
 	return out, nil
+}
+
+// RemoteIssuer reports whether issuerID is a backend's that publishes its
+// own revocation status: relay:<name> (the upstream CA's CRLs) and
+// custom:<name> (the operator's hooks), as docs/backends.md lists the
+// issuer ids in rows. Hallmark signs no CRL for it, so it has none to be
+// stale.
+func RemoteIssuer(issuerID string) bool {
+	return strings.HasPrefix(issuerID, "relay:") || strings.HasPrefix(issuerID, "custom:")
+}
+
+// CRLHealth is an issuer's newest CRL judged against its revocations at a
+// moment: the one rule `hallmark crl status` and the admin panel's CRL page
+// both show, so an operator never reads "fresh" in one and "stale" in the
+// other.
+type CRLHealth struct {
+	Issuer      string
+	Newest      *CRL // nil when none is stored
+	Revocations int
+	// Entries is the newest CRL's count of revoked certificates; -1 when
+	// it does not parse.
+	Entries int
+	// Unlisted counts the revocations whose serial the newest CRL does
+	// not list.
+	Unlisted int
+	Stale    bool
+	// Why says why the CRL is stale, or what else an operator should know
+	// of it; "" for a fresh CRL.
+	Why string
+}
+
+// JudgeCRL judges issuerID's newest CRL (nil for none) against its
+// revocations at now. A CRL is stale when there is none, when it does not
+// parse, when its nextUpdate has passed, or when a revocation's serial is
+// not in it (a worker signs a CRL after every revocation, so this lasts
+// seconds unless no worker mounts the issuer).
+func JudgeCRL(issuerID string, newest *CRL, revs []Revocation, now time.Time) CRLHealth {
+	h := CRLHealth{Issuer: issuerID, Newest: newest, Revocations: len(revs), Unlisted: len(revs)}
+	if RemoteIssuer(issuerID) && newest == nil {
+		h.Unlisted = 0
+		h.Why = "its backend publishes its own revocation status; Hallmark signs no CRL for it"
+		return h
+	}
+	if newest == nil {
+		h.Stale, h.Why = true, "no CRL signed yet; is a worker mounting this issuer running?"
+		return h
+	}
+	l, err := newest.Unlisted(revs)
+	if err != nil {
+		h.Entries = -1
+		h.Stale, h.Why = true, "the newest CRL does not parse"
+		return h
+	}
+	h.Entries, h.Unlisted = l.Entries, len(l.Unlisted)
+	switch {
+	case now.After(newest.NextUpdate):
+		h.Stale, h.Why = true, "past nextUpdate: relying parties will reject it"
+	case h.Unlisted > 0:
+		h.Stale, h.Why = true, fmt.Sprintf("%d revocation(s) not listed yet: a worker mounting this issuer signs the CRL that lists them", h.Unlisted)
+	}
+	return h
 }

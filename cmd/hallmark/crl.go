@@ -18,8 +18,10 @@ func crlCommand() *cli.Command {
 		Subcommands: []*cli.Command{{
 			Name:  "status",
 			Usage: "per issuer: the newest CRL's number, thisUpdate, nextUpdate, entries, and whether it is stale",
-			Description: "A CRL is stale when its nextUpdate has passed or a revocation's serial is not in it\n" +
-				"(a worker has not signed the CRL that lists it yet). Exit code 5 when any issuer is stale or has no CRL.",
+			Description: "A CRL is stale when there is none, when it does not parse, when its nextUpdate has passed, or when a\n" +
+				"revocation's serial is not in it (a worker has not signed the CRL that lists it yet): the admin panel's\n" +
+				"rule too (store.JudgeCRL). A relay or custom issuer's revocation status is its backend's; it is never stale.\n" +
+				"Exit code 5 when any issuer is stale.",
 			Flags:  []cli.Flag{jsonFlag},
 			Action: withSession(crlStatus),
 		}},
@@ -51,38 +53,23 @@ func crlStatus(ctx context.Context, s *session, c *cli.Context) error {
 	out := []crlRow{}
 	stale := 0
 	for _, id := range ids {
-		r := crlRow{Issuer: id}
 		revs, err := s.st.Revocations(ctx, id)
 		if err != nil {
 			return err
 		}
-		r.Revocations = len(revs)
 		crl, err := s.st.CRLLatest(ctx, id)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			r.Unlisted = len(revs)
-			r.Stale, r.Why = true, "no CRL signed yet"
+			crl = nil
 		case err != nil:
 			return err
-		default:
+		}
+		h := store.JudgeCRL(id, crl, revs, now)
+		r := crlRow{Issuer: id, Entries: h.Entries, Revocations: h.Revocations, Unlisted: h.Unlisted, Stale: h.Stale, Why: h.Why}
+		if crl != nil {
 			r.Number = crl.Number
 			tu, nu := crl.ThisUpdate.UTC(), crl.NextUpdate.UTC()
 			r.ThisUpdate, r.NextUpdate = &tu, &nu
-			// Serials, not times: a revocation committed after the worker
-			// read the list can predate thisUpdate and be in no CRL.
-			if l, err := crl.Unlisted(revs); err == nil {
-				r.Entries, r.Unlisted = l.Entries, len(l.Unlisted)
-			} else {
-				r.Entries, r.Unlisted = -1, len(revs)
-			}
-			switch {
-			case r.Entries < 0:
-				r.Stale, r.Why = true, "the newest CRL does not parse"
-			case now.After(crl.NextUpdate):
-				r.Stale, r.Why = true, "nextUpdate has passed"
-			case r.Unlisted > 0:
-				r.Stale, r.Why = true, strconv.Itoa(r.Unlisted)+" revocation(s) not listed yet"
-			}
 		}
 		if r.Stale {
 			stale++
@@ -105,8 +92,11 @@ func crlStatus(ctx context.Context, s *session, c *cli.Context) error {
 			if r.Entries < 0 {
 				entries = "unparseable"
 			}
-			if r.Stale {
+			switch {
+			case r.Stale:
 				state = "STALE: " + r.Why
+			case r.Why != "":
+				state = r.Why
 			}
 			rows[i] = []string{r.Issuer, num, whenP(r.ThisUpdate), whenP(r.NextUpdate), entries, strconv.Itoa(r.Revocations), state}
 		}

@@ -179,11 +179,18 @@ func (c *ca) processing(a *store.Account, name string) *store.Order {
 // issued creates an order for name and stores its certificate.
 func (c *ca) issued(a *store.Account, name, serial string) *store.Order {
 	c.t.Helper()
+	return c.issuedBy(a, name, serial, "issuer-1")
+}
+
+// issuedBy is issued with the certificate's issuer id, as a backend
+// records it (a relay's is relay:<name>).
+func (c *ca) issuedBy(a *store.Account, name, serial, issuer string) *store.Order {
+	c.t.Helper()
 	ctx := context.Background()
 	o := c.processing(a, name)
 	now, _ := c.st().Now(ctx)
 	err := c.st().OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{
-		Serial: serial, IssuerID: "issuer-1", Profile: "default", DER: []byte{0x30, 0x01}, ChainPEM: []byte("-----BEGIN CERTIFICATE-----\n"),
+		Serial: serial, IssuerID: issuer, Profile: "default", DER: []byte{0x30, 0x01}, ChainPEM: []byte("-----BEGIN CERTIFICATE-----\n"),
 		Names: []string{name}, NotBefore: now, NotAfter: now.Add(90 * 24 * time.Hour),
 	}})
 	if err != nil {
@@ -542,6 +549,18 @@ func TestCRLStatus(t *testing.T) {
 				if !strings.Contains(r.stdout, want) {
 					t.Errorf("crl status lacks %q:\n%s", want, r.stdout)
 				}
+			}
+			// A relay's certificates, revoked too: the upstream publishes
+			// their status, so its issuer is listed but never stale, and a
+			// monitor of the exit code is not woken for it.
+			c.issuedBy(c.account(), "relayed.example.com", "e1", "relay:upstream")
+			if err := c.st().RevokeRecorded(ctx, "e1", 1, store.AuditEvent{Actor: "test", Action: "revoke", Subject: "e1"}); err != nil {
+				t.Fatal(err)
+			}
+			rows = nil
+			c.jsonOf(&rows, 0, "crl", "status", "--json")
+			if len(rows) != 2 || rows[1].Issuer != "relay:upstream" || rows[1].Stale || !strings.Contains(rows[1].Why, "publishes its own revocation status") {
+				t.Fatalf("crl status with a relay's revoked certificate = %+v, want issuer-1 fresh and relay:upstream not stale", rows)
 			}
 		})
 	}

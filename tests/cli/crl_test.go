@@ -26,9 +26,9 @@ func TestCRLStatusComparesSerials(t *testing.T) {
 			unlisted int
 			why      string
 		}{
-			{name: "a CRL after the revocation that does not list it", code: 5, entries: 0, unlisted: 1, why: "1 revocation(s) not listed yet"},
+			{name: "a CRL after the revocation that does not list it", code: 5, entries: 0, unlisted: 1, why: "1 revocation(s) not listed yet: a worker mounting this issuer signs the CRL that lists them"},
 			{name: "a CRL listing the serial without its leading zero", lists: []string{"c01"}, code: 0, entries: 1},
-			{name: "a CRL listing another serial", lists: []string{"c02"}, code: 5, entries: 1, unlisted: 1, why: "1 revocation(s) not listed yet"},
+			{name: "a CRL listing another serial", lists: []string{"c02"}, code: 5, entries: 1, unlisted: 1, why: "1 revocation(s) not listed yet: a worker mounting this issuer signs the CRL that lists them"},
 			{name: "a CRL that does not parse", der: []byte{0x30}, code: 5, entries: -1, unlisted: 1, why: "the newest CRL does not parse"},
 		} {
 			t.Run(d.name+"/"+tc.name, func(t *testing.T) {
