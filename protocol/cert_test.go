@@ -144,7 +144,7 @@ func TestRevokeCertRelay(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			time.Sleep(300 * time.Millisecond)
-			if _, err := e.st.Revoke(context.Background(), c2.serial, 5, store.AuditEvent{Actor: "worker:test", Action: "revoke", Subject: c2.serial}); err != nil {
+			if err := e.st.RevokeRecorded(context.Background(), c2.serial, 5, store.AuditEvent{Actor: "worker:test", Action: "revoke.backend", Subject: c2.serial}); err != nil {
 				t.Errorf("stand-in worker: %v", err)
 			}
 		}()

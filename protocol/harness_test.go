@@ -63,7 +63,7 @@ func testConfig() config.Config {
 	cfg.Policy.DenyDomains = []string{"denied.example"}
 	def := cfg.Profiles["default"]
 	relay := def
-	relay.Description, relay.Backend = "relayed to an upstream CA", "relay"
+	relay.Description, relay.Backend, relay.Signer = "relayed to an upstream CA", "relay", "up"
 	short := def
 	short.Description, short.AllowValidityRequest, short.ValidityHours = "short-lived, validity on request", true, 48
 	cfg.Profiles["relay"] = relay
@@ -479,8 +479,12 @@ func (e *env) issueAs(t *testing.T, a *account, profile string, edit func(*x509.
 	if profile == "" {
 		profile = "default"
 	}
+	issuer := issuerID
+	if p := e.cfg.Profiles[profile]; p.Backend == "relay" || p.Backend == "custom" {
+		issuer = p.Backend + ":" + p.Signer // as signer/relay and signer/custom record it
+	}
 	err = e.st.OrderIssued(context.Background(), store.Issued{OrderID: lastSegment(orderURL), Certificate: store.Certificate{
-		Serial: serial, OrderID: lastSegment(orderURL), AccountID: lastSegment(a.kid), IssuerID: issuerID, Profile: profile,
+		Serial: serial, OrderID: lastSegment(orderURL), AccountID: lastSegment(a.kid), IssuerID: issuer, Profile: profile,
 		DER: der, ChainPEM: chain, Names: names, NotBefore: tmpl.NotBefore, NotAfter: tmpl.NotAfter, IssuedAt: time.Now(),
 	}})
 	if err != nil {

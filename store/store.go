@@ -280,10 +280,13 @@ type Store interface {
 	// Revoke records a revocation of a local-CA certificate, stamps it on
 	// the certificate and inserts crl_generate for its issuer, in one
 	// transaction; ErrConflict if it is already revoked. The audit event is
-	// written in the same transaction.
+	// written in the same transaction. A relay's or custom backend's
+	// certificate (RemoteIssuer) is refused and left unrevoked: Hallmark
+	// signs no CRL for its issuer, so a row would revoke nothing.
 	Revoke(ctx context.Context, serial string, reason int, ev AuditEvent) (*Certificate, error)
-	// RevokeQueue inserts signer_revoke for a relay/custom certificate.
-	RevokeQueue(ctx context.Context, serial string, reason int, ev AuditEvent) error
+	// RevokeQueue inserts signer_revoke for a relay/custom certificate on
+	// profile's queue: a worker mounting that profile's backend runs it.
+	RevokeQueue(ctx context.Context, serial, profile string, reason int, ev AuditEvent) error
 	Revocations(ctx context.Context, issuerID string) ([]Revocation, error)
 
 	// CRLStore saves a signed CRL; ErrConflict if its number is not greater

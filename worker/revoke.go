@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
@@ -45,13 +46,25 @@ func (w *Worker) revokeCert(ctx context.Context, job jobs.Job[jobs.SignerRevokeA
 	}
 	ev := store.AuditEvent{Actor: "worker:" + w.id, Action: "revoke.backend", Subject: args.Serial,
 		Detail: fmt.Sprintf("reason %d confirmed by the %s backend of profile %s", args.Reason, m.profile.Backend, args.Profile)}
-	if m.issuer != nil {
-		// A local or PKCS#11 certificate queued here (by an older frontend
-		// or an operator): the revocation row is the revocation.
+	if !store.RemoteIssuer(c.IssuerID) {
+		// A certificate Hallmark signed, queued here (by an older frontend,
+		// or its profile now names a relay): the revocation row is the
+		// revocation, and its issuer's CRL lists it. The upstream or hooks
+		// never saw it and would refuse.
+		ev.Detail = fmt.Sprintf("reason %d recorded for issuer %s's CRL", args.Reason, c.IssuerID)
 		if _, err := w.store.Revoke(ctx, args.Serial, args.Reason, ev); err != nil && !errors.Is(err, store.ErrConflict) {
 			return jobs.CouldNotRun(fmt.Errorf("recording the revocation of %s: %w", args.Serial, err))
 		}
 		return nil
+	}
+	if m.backend.IssuerID() != c.IssuerID {
+		// The profile names another backend now than the one that issued
+		// the certificate: only that one can revoke it.
+		var ok bool
+		if m, ok = w.mountOf(c.IssuerID); !ok {
+			return jobs.CouldNotRun(fmt.Errorf("certificate %s was issued by %s, which profile %s no longer names and worker %s does not mount", args.Serial, c.IssuerID, args.Profile, w.id))
+		}
+		ev.Detail = fmt.Sprintf("reason %d confirmed by the %s backend of %s (queued for profile %s)", args.Reason, m.profile.Backend, c.IssuerID, args.Profile)
 	}
 	err = m.backend.Revoke(ctx, args.Serial, c.DER, args.Reason)
 	var ae *acme.Error
@@ -79,4 +92,19 @@ func (w *Worker) revokeCert(ctx context.Context, job jobs.Job[jobs.SignerRevokeA
 	}
 	w.log.Info("certificate revoked by its backend", "serial", args.Serial, "profile", args.Profile, "reason", args.Reason)
 	return nil
+}
+
+// mountOf is a mounted profile whose relay or custom backend is issuerID's.
+func (w *Worker) mountOf(issuerID string) (mount, bool) {
+	names := make([]string, 0, len(w.mounts))
+	for n := range w.mounts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if m := w.mounts[n]; m.issuer == nil && m.backend.IssuerID() == issuerID {
+			return m, true
+		}
+	}
+	return mount{}, false
 }

@@ -46,12 +46,16 @@ type rig struct {
 	// scheduled keeps the next workers' periodic and scheduled jobs, as
 	// hallmark-worker runs them; otherwise tests queue what they check.
 	scheduled bool
+	// backends are relay or custom backends the workers mount, by
+	// profile, instead of the rig's issuer.
+	backends map[string]worker.Backend
 }
 
 type rigOpts struct {
 	httpPort int
 	mount    []string // profiles this worker mounts; nil = all
 	profiles map[string]config.Profile
+	backends map[string]worker.Backend
 }
 
 func newRig(t *testing.T, o rigOpts) *rig {
@@ -73,7 +77,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 		cfg.Profiles[name] = p
 	}
 	iss := localIssuer(t, "Worker Test")
-	r := &rig{st: db.Store, db: db, path: strings.TrimPrefix(url, "sqlite:"), cfg: cfg, issuer: iss, dns: dns, mount: o.mount}
+	r := &rig{st: db.Store, db: db, path: strings.TrimPrefix(url, "sqlite:"), cfg: cfg, issuer: iss, dns: dns, mount: o.mount, backends: o.backends}
 	r.runner = r.startWorker(t, "test-worker", iss, 0)
 	return r
 }
@@ -85,9 +89,12 @@ func (r *rig) startWorker(t *testing.T, id string, iss *signer.Issuer, maxWorker
 	t.Helper()
 	cfg := r.cfg
 	cfg.Worker.ID = id
-	issuers := map[string]*signer.Issuer{}
+	issuers, backends := map[string]*signer.Issuer{}, map[string]worker.Backend{}
 	for name := range cfg.Profiles {
-		if r.mount == nil || contains(r.mount, name) {
+		switch b, ok := r.backends[name]; {
+		case ok:
+			backends[name] = b
+		case r.mount == nil || contains(r.mount, name):
 			issuers[name] = iss
 		}
 	}
@@ -95,7 +102,7 @@ func (r *rig) startWorker(t *testing.T, id string, iss *signer.Issuer, maxWorker
 	if r.wrap != nil {
 		st = r.wrap(st)
 	}
-	w, err := worker.New(cfg, st, worker.Options{Issuers: issuers})
+	w, err := worker.New(cfg, st, worker.Options{Issuers: issuers, Backends: backends})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
@@ -25,7 +27,7 @@ type Store interface {
 	OrderByID(ctx context.Context, id string) (*store.Order, error)
 	AccountByID(ctx context.Context, id string) (*store.Account, error)
 	Revoke(ctx context.Context, serial string, reason int, ev store.AuditEvent) (*store.Certificate, error)
-	RevokeQueue(ctx context.Context, serial string, reason int, ev store.AuditEvent) error
+	RevokeQueue(ctx context.Context, serial, profile string, reason int, ev store.AuditEvent) error
 }
 
 // Service revokes certificates. It is safe for concurrent use.
@@ -71,20 +73,62 @@ type Result struct {
 	Done bool
 }
 
-// Backend names the backend that issued c: its profile's, or "local" when
-// the profile was removed from the configuration.
+// Backend names the backend that issued c. Its issuer id says so for a
+// relay or custom backend (relay:<name>, custom:<name>); otherwise Hallmark
+// signed it with a key it holds, and its profile says which kind ("local"
+// when the profile was removed, or now names a relay or custom backend:
+// profiles change, the certificate's issuer does not).
 func (s *Service) Backend(c *store.Certificate) string {
-	if p, ok := s.profiles[c.Profile]; ok && p.Backend != "" {
+	if kind, _, ok := remoteIssuer(c.IssuerID); ok {
+		return kind
+	}
+	if p, ok := s.profiles[c.Profile]; ok && p.Backend == "pkcs11" {
 		return p.Backend
 	}
 	return "local"
 }
 
 // Remote reports whether c's backend revokes it itself (relay, custom)
-// rather than Hallmark recording the revocation for its own CRL.
+// rather than Hallmark recording the revocation for its own CRL. The issuer
+// id decides, not the profile: a relay's certificate whose profile was
+// removed still has no CRL here, and a revocation row for it would queue a
+// crl_generate job no worker can run.
 func (s *Service) Remote(c *store.Certificate) bool {
-	b := s.Backend(c)
-	return b == "relay" || b == "custom"
+	return store.RemoteIssuer(c.IssuerID)
+}
+
+// remoteIssuer splits a relay's or custom backend's issuer id into the
+// backend kind and its [backends.<name>].
+func remoteIssuer(issuerID string) (kind, name string, ok bool) {
+	if !store.RemoteIssuer(issuerID) {
+		return "", "", false
+	}
+	kind, name, _ = strings.Cut(issuerID, ":")
+	return kind, name, true
+}
+
+// queueProfile names the profile whose queue c's signer_revoke job goes to:
+// a worker mounts a backend by profile. Its own profile when that still
+// names the backend that issued it, else the first profile (by name) that
+// does; none is an error saying what to configure.
+func (s *Service) queueProfile(c *store.Certificate) (string, error) {
+	kind, name, _ := remoteIssuer(c.IssuerID)
+	same := func(p config.Profile) bool { return p.Backend == kind && p.Signer == name }
+	if p, ok := s.profiles[c.Profile]; ok && same(p) {
+		return c.Profile, nil
+	}
+	all := make([]string, 0, len(s.profiles))
+	for n := range s.profiles {
+		all = append(all, n)
+	}
+	sort.Strings(all)
+	for _, n := range all {
+		if same(s.profiles[n]) {
+			return n, nil
+		}
+	}
+	return "", fmt.Errorf("certificate %s was issued by the %s backend %q, which no profile names any more, so no worker can ask it to revoke; add a profile with backend = %q and signer = %q (clients need not use it) and revoke again",
+		c.Serial, kind, name, kind, name)
 }
 
 // Revoke revokes one certificate and writes the audit event in the same
@@ -122,7 +166,11 @@ func (s *Service) Revoke(ctx context.Context, r Request) (Result, error) {
 		res.Certificate, res.Done = got, true
 		return res, nil
 	}
-	if err := s.st.RevokeQueue(ctx, c.Serial, int(r.Reason), ev); err != nil {
+	profile, err := s.queueProfile(c)
+	if err != nil {
+		return res, err
+	}
+	if err := s.st.RevokeQueue(ctx, c.Serial, profile, int(r.Reason), ev); err != nil {
 		return res, certErr(c.Serial, err, "queueing the revocation of")
 	}
 	return s.wait(ctx, res, r.Wait)

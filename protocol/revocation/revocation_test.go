@@ -3,13 +3,17 @@ package revocation_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
 
@@ -50,8 +54,22 @@ func TestParseReason(t *testing.T) {
 	}
 }
 
-// seed stores a certificate of profile on a fresh SQLite store.
+// seed stores a certificate of profile on a fresh SQLite store, issued as
+// that profile's backend records it: relay:<signer> for the relay profile,
+// a key identifier for the others.
 func seed(t *testing.T, profile string) (store.Store, *store.Certificate) {
+	t.Helper()
+	issuer := "iss"
+	if p := profiles[profile]; p.Backend == "relay" {
+		issuer = "relay:" + p.Signer
+	}
+	db, c := seedIssued(t, profile, issuer)
+	return db.Store, c
+}
+
+// seedIssued is seed with the certificate's issuer id, returning the
+// database for its queue too.
+func seedIssued(t *testing.T, profile, issuer string) (*open.DB, *store.Certificate) {
 	t.Helper()
 	ctx := context.Background()
 	db := testdb.Open(t, "sqlite")
@@ -77,7 +95,7 @@ func seed(t *testing.T, profile string) (store.Store, *store.Certificate) {
 	if _, _, err := st.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr")); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: "5e", IssuerID: "iss", Profile: profile,
+	if err := st.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: "5e", IssuerID: issuer, Profile: profile,
 		DER: []byte{0x30}, Names: []string{id.Value}, NotBefore: now, NotAfter: now.Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -85,10 +103,11 @@ func seed(t *testing.T, profile string) (store.Store, *store.Certificate) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st, c
+	return db, c
 }
 
-var profiles = map[string]config.Profile{"default": {Backend: "local"}, "hsm": {Backend: "pkcs11"}, "up": {Backend: "relay"}}
+var profiles = map[string]config.Profile{"default": {Backend: "local"}, "hsm": {Backend: "pkcs11", Signer: "token"},
+	"up": {Backend: "relay", Signer: "corp"}, "up2": {Backend: "relay", Signer: "corp"}, "hooks": {Backend: "custom", Signer: "hooks"}}
 
 // TestRevokeLocal: the revocation is recorded at once with the audit event,
 // and a second one is alreadyRevoked wrapping store.ErrConflict.
@@ -119,6 +138,66 @@ func TestRevokeLocal(t *testing.T) {
 			_, err = svc.Revoke(ctx, revocation.Request{Serial: c.Serial, Reason: revocation.CertificateHold})
 			if acme.AsError(err).Problem.Type != acme.ProblemBadRevocationReason {
 				t.Fatalf("Revoke with certificateHold: %v", err)
+			}
+		})
+	}
+}
+
+// TestRevokeFollowsTheIssuer: the backend that revokes a certificate is
+// the one its issuer id names, whatever its profile names now. A relay's or
+// custom backend's certificate is queued for signer_revoke on a profile that
+// names that backend (its own when it still does), never recorded as a
+// local revocation (a CRL job for "relay:corp" cannot be queued); one
+// Hallmark signed is recorded for its issuer's CRL even when its profile
+// now relays; a backend no profile names is refused with what to do.
+func TestRevokeFollowsTheIssuer(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, profile, issuer string
+		backend               string
+		queue                 string // the signer_revoke job's queue; "" for a local revocation
+		err                   string
+	}{
+		{name: "relay, its profile", profile: "up2", issuer: "relay:corp", backend: "relay", queue: "profile_up2"},
+		{name: "relay, profile removed", profile: "removed", issuer: "relay:corp", backend: "relay", queue: "profile_up"},
+		{name: "relay, profile now local", profile: "default", issuer: "relay:corp", backend: "relay", queue: "profile_up"},
+		{name: "custom, profile now relays", profile: "up", issuer: "custom:hooks", backend: "custom", queue: "profile_hooks"},
+		{name: "local, profile now relays", profile: "up", issuer: "iss", backend: "local"},
+		{name: "pkcs11", profile: "hsm", issuer: "iss", backend: "pkcs11"},
+		{name: "relay no profile names", profile: "up", issuer: "relay:retired", backend: "relay", err: `add a profile with backend = "relay" and signer = "retired"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db, c := seedIssued(t, tc.profile, tc.issuer)
+			svc := revocation.New(db.Store, profiles)
+			if b, r := svc.Backend(c), svc.Remote(c); b != tc.backend || r != store.RemoteIssuer(tc.issuer) {
+				t.Errorf("Backend, Remote = %s, %v; want %s, %v", b, r, tc.backend, store.RemoteIssuer(tc.issuer))
+			}
+			res, err := svc.Revoke(ctx, revocation.Request{Serial: c.Serial, Reason: revocation.Superseded, Actor: "cli:alice"})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("Revoke = %+v, %v; want an error containing %q", res, err, tc.err)
+				}
+				return
+			}
+			if err != nil || res.Backend != tc.backend || res.Remote != (tc.queue != "") || res.Done != (tc.queue == "") {
+				t.Fatalf("Revoke = %+v, %v; want backend %s, queued on %q", res, err, tc.backend, tc.queue)
+			}
+			js, err := jobs.List(ctx, db.Queue, jobs.ListFilter{Kinds: []string{jobs.KindSignerRevoke}, Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var queues []string
+			for _, j := range js {
+				queues = append(queues, j.Queue)
+			}
+			if want := []string{tc.queue}; tc.queue == "" && len(queues) != 0 || tc.queue != "" && !slices.Equal(queues, want) {
+				t.Errorf("signer_revoke jobs on %v, want on %q", queues, tc.queue)
+			}
+			revs, err := db.Store.Revocations(ctx, tc.issuer)
+			if err != nil || len(revs) != map[bool]int{true: 1}[tc.queue == ""] {
+				t.Errorf("revocation rows of %s = %+v, %v; want one only for a local revocation", tc.issuer, revs, err)
 			}
 		})
 	}

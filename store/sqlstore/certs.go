@@ -207,6 +207,11 @@ func (s *Store) Revoke(ctx context.Context, serial string, reason int, ev store.
 		if n == 0 {
 			return fmt.Errorf("revoking certificate %s: it was already revoked: %w", serial, store.ErrConflict)
 		}
+		if store.RemoteIssuer(out.IssuerID) {
+			// Its crl_generate job could not even be queued (a River queue
+			// name has no ':'), and no CRL of ours would list it.
+			return fmt.Errorf("revoking certificate %s: its issuer %s publishes its own revocation status; revoke it through its backend (signer_revoke)", serial, out.IssuerID)
+		}
 		if _, err := t.exec(ctx, `INSERT INTO revocations (serial, issuer_id, revoked_at, reason)
 SELECT serial, issuer_id, revoked_at, revocation_reason FROM certificates WHERE serial = $1`, serial); err != nil {
 			return err
@@ -222,7 +227,7 @@ SELECT serial, issuer_id, revoked_at, revocation_reason FROM certificates WHERE 
 	return out, nil
 }
 
-func (s *Store) RevokeQueue(ctx context.Context, serial string, reason int, ev store.AuditEvent) error {
+func (s *Store) RevokeQueue(ctx context.Context, serial, profile string, reason int, ev store.AuditEvent) error {
 	return s.inTx(ctx, func(t *txn) error {
 		c, err := s.certBySerial(ctx, t, serial)
 		if err != nil {
@@ -234,7 +239,7 @@ func (s *Store) RevokeQueue(ctx context.Context, serial string, reason int, ev s
 		if err := s.audit(ctx, t, ev); err != nil {
 			return err
 		}
-		return s.enqueue(ctx, t, jobs.SignerRevokeArgs{Serial: serial, Profile: c.Profile, Reason: reason})
+		return s.enqueue(ctx, t, jobs.SignerRevokeArgs{Serial: serial, Profile: profile, Reason: reason})
 	})
 }
 

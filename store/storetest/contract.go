@@ -64,7 +64,7 @@ func testNotFound(t *testing.T, s store.Store, _ Extras) {
 	wantErr(t, "CertificateBySerial", err, store.ErrNotFound)
 	_, err = s.Revoke(ctx, "nope", 1, store.AuditEvent{Actor: "cli:test", Action: "revoke"})
 	wantErr(t, "Revoke", err, store.ErrNotFound)
-	err = s.RevokeQueue(ctx, "nope", 1, store.AuditEvent{Actor: "cli:test", Action: "revoke"})
+	err = s.RevokeQueue(ctx, "nope", "up", 1, store.AuditEvent{Actor: "cli:test", Action: "revoke"})
 	wantErr(t, "RevokeQueue", err, store.ErrNotFound)
 	_, err = s.CRLLatest(ctx, "nope")
 	wantErr(t, "CRLLatest", err, store.ErrNotFound)
@@ -1874,21 +1874,43 @@ func testRevoke(t *testing.T, s store.Store, x Extras) {
 	}
 }
 
+// testRevokeQueue: a relay's certificate is revoked through its backend:
+// RevokeQueue queues signer_revoke on the profile's queue it is given, and
+// Revoke refuses it (no revocation row, no crl_generate: Hallmark signs no
+// CRL for a remote issuer, and "crl_relay:up" is no River queue name).
 func testRevokeQueue(t *testing.T, s store.Store, x Extras) {
 	ctx := ctxT(t)
 	a := newAccount(t, s)
 	o := readyOrder(t, s, a, "relay.example.com")
-	mustIssue(t, s, o, "cafe")
-	if err := s.RevokeQueue(ctx, "cafe", 4, store.AuditEvent{Actor: "acme:" + a.ID, Action: "revoke", Subject: "cafe"}); err != nil {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr")); err != nil || !claimed {
+		t.Fatalf("OrderFinalizeBegin: claimed=%v err=%v", claimed, err)
+	}
+	now := dbNow(t, s)
+	if err := s.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{
+		Serial: "cafe", IssuerID: "relay:up", Profile: "old", DER: []byte{0x30, 0x01}, ChainPEM: []byte("-----BEGIN CERTIFICATE-----\n"),
+		Names: []string{"relay.example.com"}, NotBefore: now, NotAfter: now.Add(90 * 24 * time.Hour),
+	}}); err != nil {
 		t.Fatal(err)
 	}
-	if n := jobCount(t, x, jobs.KindSignerRevoke); n != 1 {
-		t.Fatalf("%d signer_revoke jobs, want 1", n)
+	if _, err := s.Revoke(ctx, "cafe", 4, store.AuditEvent{Actor: "cli:test", Action: "revoke", Subject: "cafe"}); err == nil || !strings.Contains(err.Error(), "publishes its own revocation status") {
+		t.Fatalf("Revoke of a relay's certificate: %v, want refused", err)
 	}
-	if _, err := s.Revoke(ctx, "cafe", 4, store.AuditEvent{Actor: "worker:1", Action: "revoke"}); err != nil {
+	if c, err := s.CertificateBySerial(ctx, "cafe"); err != nil || c.RevokedAt != nil {
+		t.Fatalf("certificate after a refused Revoke = %+v, %v; want unrevoked", c, err)
+	}
+	if revs, err := s.Revocations(ctx, "relay:up"); err != nil || len(revs) != 0 {
+		t.Fatalf("revocations of relay:up = %+v, %v; want none", revs, err)
+	}
+	if err := s.RevokeQueue(ctx, "cafe", "upstream", 4, store.AuditEvent{Actor: "acme:" + a.ID, Action: "revoke", Subject: "cafe"}); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, "queueing revocation of a revoked certificate", s.RevokeQueue(ctx, "cafe", 4, store.AuditEvent{Actor: "x", Action: "revoke"}), store.ErrConflict)
+	if n := x.Int(t, "SELECT count(*) FROM river_job WHERE kind = '"+jobs.KindSignerRevoke+"' AND queue = '"+jobs.ProfileQueue("upstream")+"'"); n != 1 {
+		t.Fatalf("%d signer_revoke jobs on the upstream profile's queue, want 1", n)
+	}
+	if err := s.RevokeRecorded(ctx, "cafe", 4, store.AuditEvent{Actor: "worker:1", Action: "revoke.backend"}); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "queueing revocation of a revoked certificate", s.RevokeQueue(ctx, "cafe", "upstream", 4, store.AuditEvent{Actor: "x", Action: "revoke"}), store.ErrConflict)
 }
 
 func testCRLMonotonic(t *testing.T, s store.Store, _ Extras) {
