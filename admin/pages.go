@@ -115,6 +115,7 @@ type crlRow struct {
 	Stale     bool
 	URL       string
 	Problem   string
+	Remote    bool // a relay's or custom backend's: Hallmark signs no CRL for it
 }
 
 func (s *Server) overview(w http.ResponseWriter, r *http.Request, p principal) error {
@@ -159,7 +160,7 @@ func (s *Server) crlRows(r *http.Request) ([]crlRow, error) {
 	}
 	var rows []crlRow
 	for _, id := range issuers {
-		row := crlRow{Issuer: id}
+		row := crlRow{Issuer: id, Remote: store.RemoteIssuer(id)}
 		if s.crlBase != "" && !store.RemoteIssuer(id) {
 			row.URL = s.crlBase + "/crl/" + id
 		}
@@ -307,8 +308,12 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request, p principal) err
 		res, err = s.rev.Revoke(r.Context(), revocation.Request{Serial: serial, Reason: reason, Actor: "admin:" + p.user, Via: "admin panel", Wait: s.wait})
 		if err == nil {
 			msg := fmt.Sprintf("Revoked (%s). The issuer's next CRL is queued and will list it.", reason)
-			if res.Remote && !res.Done {
+			switch {
+			case res.Remote && !res.Done:
 				msg = fmt.Sprintf("Revocation (%s) queued with the %s backend; this page shows it once the backend confirms.", reason, res.Backend)
+			case res.Remote:
+				// Its CA publishes the status; Hallmark queued no CRL.
+				msg = fmt.Sprintf("Revoked (%s) by the %s backend, which publishes its revocation status.", reason, res.Backend)
 			}
 			s.redirectNotice(w, r, p, "/certs/"+url.PathEscape(serial), msg)
 			return nil

@@ -1,0 +1,86 @@
+package admin_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/admin"
+	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/revocation"
+	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/tests/testdb"
+)
+
+var relayRowRE = regexp.MustCompile(`(?s)<code>relay:corp</code>.*?</tr>`)
+
+// TestRevokeRelayCertificate: the panel revokes a relay's certificate
+// through its backend and says so. Its page offers the revocation as queued
+// for the relay; when the backend confirms within the panel's wait, the
+// notice says the relay revoked it, not that "the issuer's next CRL" will
+// list it (Hallmark signs no CRL for relay:corp, and the CRLs page links
+// none); no revocation row is written.
+func TestRevokeRelayCertificate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.Open(t, "sqlite")
+	st := db.Store
+	profiles := config.Default().Profiles
+	profiles["upstream"] = config.Profile{Backend: "relay", Signer: "corp"}
+	p, err := admin.New(admin.Options{Store: st, Queue: db.Queue, Token: token, CRLBase: "http://crl.example",
+		Revoker: revocation.New(st, profiles), RevokeWait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p.Handler())
+	t.Cleanup(srv.Close)
+
+	o := pendingOrder(t, st, "relay", "relayed.example.com")
+	challengeID, _ := claimed(t, st, o)
+	if err := st.ChallengeVerdict(ctx, store.Verdict{ChallengeID: challengeID, Status: acme.StatusValid}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := st.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr")); err != nil || !ok {
+		t.Fatalf("OrderFinalizeBegin: %v %v", ok, err)
+	}
+	now, _ := st.Now(ctx)
+	if err := st.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: "e1", IssuerID: "relay:corp", Profile: "upstream",
+		DER: []byte{0x30, 0x01}, ChainPEM: []byte("-----BEGIN CERTIFICATE-----\n"), Names: []string{"relayed.example.com"},
+		NotBefore: now, NotAfter: now.Add(90 * 24 * time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+
+	c := &http.Client{CheckRedirect: noRedirect}
+	bearer := "Bearer " + token
+	_, page := do(t, c, "GET", srv.URL+"/certs/e1", bearer, nil)
+	if !strings.Contains(page, "The relay backend issued this certificate") {
+		t.Errorf("the certificate page does not say the relay revokes it:\n%s", page)
+	}
+	// A stand-in worker: the relay confirms while the panel waits.
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_ = st.RevokeRecorded(ctx, "e1", 4, store.AuditEvent{Actor: "worker:test", Action: "revoke.backend", Subject: "e1"})
+	}()
+	resp, _ := do(t, c, "POST", srv.URL+"/certs/e1/revoke", bearer, url.Values{"csrf": {csrfOf(t, page)}, "reason": {"4"}})
+	flash := noticeOf(follow(t, srv.URL, resp, bearer))
+	if strings.Contains(flash, "CRL") || !strings.Contains(flash, "relay backend") {
+		t.Errorf("after the relay confirmed, the notice says %q; want the relay backend named and no CRL of ours", flash)
+	}
+	if got, err := st.CertificateBySerial(ctx, "e1"); err != nil || got.RevokedAt == nil {
+		t.Fatalf("certificate after the revocation = %+v, %v; want revoked", got, err)
+	}
+	if revs, err := st.Revocations(ctx, "relay:corp"); err != nil || len(revs) != 0 {
+		t.Errorf("revocation rows of relay:corp = %+v, %v; want none", revs, err)
+	}
+	_, page = do(t, c, "GET", srv.URL+"/crls", bearer, nil)
+	row := relayRowRE.FindString(page)
+	if row == "" || strings.Contains(row, "<a ") || strings.Contains(row, "never signed") || strings.Contains(row, `class="bad"`) {
+		t.Errorf("the CRLs page's row for relay:corp links or flags a CRL Hallmark never signs:\n%s", row)
+	}
+}
