@@ -2,6 +2,8 @@ package jobs
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
@@ -26,7 +28,24 @@ const QueueMaintenance = "maintenance"
 // ID, the hex of its key identifier). A worker works the queues of the
 // issuers it mounts, so a CRL job waits for a worker that holds the key
 // rather than failing at every worker that does not.
-func IssuerQueue(issuerID string) string { return "crl_" + issuerID }
+//
+// River takes queue names of at most 64 characters. A 20-byte key
+// identifier (RFC 5280's SHA-1 method, what InitLocal makes) is 40 hex
+// digits and names its queue itself; a longer one (RFC 7093's SHA-256
+// method gives 32 bytes, 64 digits), which an operator's PKCS#11 issuer
+// certificate may carry, is named by a digest of it instead, or no worker
+// mounting that issuer could start. The digest's names start "crl_h", and
+// 'h' is no hex digit: the two kinds of name never meet.
+func IssuerQueue(issuerID string) string {
+	if q := "crl_" + issuerID; len(q) <= maxQueueName {
+		return q
+	}
+	sum := sha256.Sum256([]byte(issuerID))
+	return "crl_h" + hex.EncodeToString(sum[:])[:maxQueueName-len("crl_h")]
+}
+
+// maxQueueName is River's limit on a queue name's length.
+const maxQueueName = 64
 
 // ProfileQueue is the queue of signing work for one profile. A worker
 // subscribes only to the queues of the profiles whose backends it mounts, so a

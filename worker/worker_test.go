@@ -7,9 +7,12 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -593,6 +596,62 @@ func TestCRLForEveryIssuer(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("no CRL of %s within 20s of its worker's start", iss.Cert.Subject.CommonName)
 			}
+		}
+	}
+}
+
+// TestCRLForLongKeyIdentifier: an issuer whose certificate carries a
+// 32-byte key identifier (RFC 7093's SHA-256 method, as an operator's
+// PKCS#11 issuer certificate may) has a 64-digit id; its CRL queue, named
+// after it, was over River's 64 characters, and a worker mounting it did
+// not start. It starts and signs the issuer's CRL.
+func TestCRLForLongKeyIdentifier(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spki, err := x509.MarshalPKIXPublicKey(key.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ski := sha256.Sum256(spki)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "Long SKI Issuer"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, SubjectKeyId: ski[:],
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := signer.NewIssuer(cert, nil, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(long.ID) != 64 {
+		t.Fatalf("issuer id %q, want the 64 hex digits of a 32-byte key identifier", long.ID)
+	}
+	r := newRig(t, rigOpts{})
+	r.stopFirst(t)
+	r.scheduled = true
+	r.startWorker(t, "worker-long-ski", long, 0)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		c, err := r.st.CRLLatest(context.Background(), long.ID)
+		if err == nil {
+			crl, err := x509.ParseRevocationList(c.DER)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := crl.CheckSignatureFrom(cert); err != nil {
+				t.Fatalf("CRL: %v", err)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no CRL of the long-SKI issuer within 20s of its worker's start")
 		}
 	}
 }
