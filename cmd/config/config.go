@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -286,6 +287,17 @@ var knownKeyTypes = map[string]bool{"rsa2048": true, "rsa3072": true, "rsa4096":
 var knownChallenges = map[string]bool{"http-01": true, "dns-01": true, "tls-alpn-01": true}
 var knownBackends = map[string]bool{"local": true, "pkcs11": true, "relay": true, "custom": true}
 
+// profileNameRE and maxProfileName are what a profile may be named. The
+// name is also the River queue of its signing and revoking jobs
+// (jobs.ProfileQueue: "profile_" + name), and River refuses a queue name
+// that is not lowercase letters and digits separated by single '_' or '-'
+// (its own pattern also allows '|'), or that is over 64 characters: a
+// worker mounting such a profile would not start, and finalize would fail
+// to queue its job.
+var profileNameRE = regexp.MustCompile(`^[a-z0-9]+(?:[_-][a-z0-9]+)*$`)
+
+const maxProfileName = 64 - len("profile_")
+
 // Validate reports every problem at once, each naming its key.
 func (c Config) Validate() error {
 	var errs []string
@@ -397,6 +409,9 @@ func (c Config) Validate() error {
 	for _, n := range names {
 		p := c.Profiles[n]
 		key := "profiles." + n
+		if !profileNameRE.MatchString(n) || len(n) > maxProfileName {
+			add(key, "the name must be lowercase letters and digits, separated by single '_' or '-', at most %d characters: it names the River queue of the profile's signing jobs, which takes no other name", maxProfileName)
+		}
 		if !knownBackends[p.Backend] {
 			add(key+".backend", "must be one of local, pkcs11, relay, custom; got %q", p.Backend)
 		}

@@ -31,6 +31,12 @@ func TestValidateRanges(t *testing.T) {
 		{"[challenge]\nhttp_port = 0\n", "challenge.http_port"},
 		{"[challenge]\ntls_alpn_port = 70000\n", "challenge.tls_alpn_port"},
 		{"[challenge]\nhttps_port = -1\n", "challenge.https_port"},
+		// A profile's name is its job queue's (jobs.ProfileQueue), which
+		// River takes only in lowercase, '_' or '-' separated, ≤ 64 chars.
+		{"[profiles.Short]\nvalidity_hours = 24\n", "profiles.Short"},
+		{"[profiles.\"tls.server\"]\nvalidity_hours = 24\n", "profiles.tls.server"},
+		{"[profiles.short__lived]\nvalidity_hours = 24\n", "profiles.short__lived"},
+		{"[profiles." + strings.Repeat("a", 57) + "]\nvalidity_hours = 24\n", "profiles." + strings.Repeat("a", 57)},
 	}
 	for _, tc := range cases {
 		_, err := load(t, tc.body)
@@ -44,6 +50,8 @@ func TestValidateRanges(t *testing.T) {
 		"[ca]\ncrl_validity_hours = 1\n[worker]\ncrl_interval_minutes = 29\n",
 		"[server]\nretry_after_seconds = 0\n[database]\nmax_conns = 0\n",
 		"[challenge]\nhttp_port = 65535\ntls_alpn_port = 1\n",
+		"[profiles.short-lived_2]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\n" +
+			"[profiles." + strings.Repeat("a", 56) + "]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\n",
 	} {
 		if _, err := load(t, body); err != nil {
 			t.Errorf("%q refused: %v", body, err)
