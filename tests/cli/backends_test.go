@@ -7,9 +7,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/hallmark-ca/hallmark/store"
 )
 
 // backendsConfig is a deployment that mixes backends: the built-in local
@@ -43,23 +40,6 @@ issue_command = ["/bin/false"]
 revoke_command = ["/bin/false"]
 timeout_ms = 1000
 `
-
-// issuedAs stores a certificate of profile whose issuer id is issuer, as a
-// backend records it: relay:<backend>, custom:<backend>, or a local
-// issuer's key identifier.
-func (c *ca) issuedAs(a *store.Account, name, serial, issuer, profile string) {
-	c.t.Helper()
-	ctx := context.Background()
-	o := c.processing(a, name)
-	now, _ := c.st().Now(ctx)
-	err := c.st().OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{
-		Serial: serial, IssuerID: issuer, Profile: profile, DER: []byte{0x30, 0x01}, ChainPEM: []byte("-----BEGIN CERTIFICATE-----\n"),
-		Names: []string{name}, NotBefore: now, NotAfter: now.Add(90 * 24 * time.Hour),
-	}})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-}
 
 // TestRevokeFollowsTheIssuer: which backend revokes a certificate is the
 // one that issued it, as its issuer id says, not what its profile names

@@ -176,21 +176,22 @@ func (c *ca) processing(a *store.Account, name string) *store.Order {
 	return o
 }
 
-// issued creates an order for name and stores its certificate.
+// issued creates an order for name and stores its certificate, signed by
+// the local issuer "issuer-1" for the default profile.
 func (c *ca) issued(a *store.Account, name, serial string) *store.Order {
 	c.t.Helper()
-	return c.issuedBy(a, name, serial, "issuer-1")
+	return c.issuedAs(a, name, serial, "issuer-1", "default")
 }
 
-// issuedBy is issued with the certificate's issuer id, as a backend
-// records it (a relay's is relay:<name>).
-func (c *ca) issuedBy(a *store.Account, name, serial, issuer string) *store.Order {
+// issuedAs is issued for profile, with the issuer id a backend records:
+// relay:<backend>, custom:<backend>, or a local issuer's key identifier.
+func (c *ca) issuedAs(a *store.Account, name, serial, issuer, profile string) *store.Order {
 	c.t.Helper()
 	ctx := context.Background()
 	o := c.processing(a, name)
 	now, _ := c.st().Now(ctx)
 	err := c.st().OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{
-		Serial: serial, IssuerID: issuer, Profile: "default", DER: []byte{0x30, 0x01}, ChainPEM: []byte("-----BEGIN CERTIFICATE-----\n"),
+		Serial: serial, IssuerID: issuer, Profile: profile, DER: []byte{0x30, 0x01}, ChainPEM: []byte("-----BEGIN CERTIFICATE-----\n"),
 		Names: []string{name}, NotBefore: now, NotAfter: now.Add(90 * 24 * time.Hour),
 	}})
 	if err != nil {
@@ -553,7 +554,7 @@ func TestCRLStatus(t *testing.T) {
 			// A relay's certificates, revoked too: the upstream publishes
 			// their status, so its issuer is listed but never stale, and a
 			// monitor of the exit code is not woken for it.
-			c.issuedBy(c.account(), "relayed.example.com", "e1", "relay:upstream")
+			c.issuedAs(c.account(), "relayed.example.com", "e1", "relay:upstream", "default")
 			if err := c.st().RevokeRecorded(ctx, "e1", 1, store.AuditEvent{Actor: "test", Action: "revoke", Subject: "e1"}); err != nil {
 				t.Fatal(err)
 			}
