@@ -12,7 +12,6 @@ import (
 
 	"github.com/hallmark-ca/hallmark/admin"
 	"github.com/hallmark-ca/hallmark/cmd/config"
-	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
@@ -41,20 +40,7 @@ func TestRevokeRelayCertificate(t *testing.T) {
 	srv := httptest.NewServer(p.Handler())
 	t.Cleanup(srv.Close)
 
-	o := pendingOrder(t, st, "relay", "relayed.example.com")
-	challengeID, _ := claimed(t, st, o)
-	if err := st.ChallengeVerdict(ctx, store.Verdict{ChallengeID: challengeID, Status: acme.StatusValid}); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok, err := st.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr")); err != nil || !ok {
-		t.Fatalf("OrderFinalizeBegin: %v %v", ok, err)
-	}
-	now, _ := st.Now(ctx)
-	if err := st.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: "e1", IssuerID: "relay:corp", Profile: "upstream",
-		DER: []byte{0x30, 0x01}, ChainPEM: []byte("-----BEGIN CERTIFICATE-----\n"), Names: []string{"relayed.example.com"},
-		NotBefore: now, NotAfter: now.Add(90 * 24 * time.Hour)}}); err != nil {
-		t.Fatal(err)
-	}
+	issuedCert(t, st, "e1", "relayed.example.com", "relay:corp", "upstream")
 
 	c := &http.Client{CheckRedirect: noRedirect}
 	bearer := "Bearer " + token

@@ -17,8 +17,21 @@ import (
 // revokes it; it returns the revoked certificate.
 func revokedCert(t *testing.T, st store.Store, serial string) *store.Certificate {
 	t.Helper()
+	issuedCert(t, st, serial, serial+".example.com", "issuer-1", "default")
+	rev, err := st.Revoke(context.Background(), serial, 1, store.AuditEvent{Actor: "test", Action: "revoke", Subject: serial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rev
+}
+
+// issuedCert validates and finalizes an order for name by a new account
+// and stores its certificate serial as issuer (a backend's issuer id) and
+// profile record it.
+func issuedCert(t *testing.T, st store.Store, serial, name, issuer, profile string) {
+	t.Helper()
 	ctx := context.Background()
-	o := pendingOrder(t, st, serial, serial+".example.com")
+	o := pendingOrder(t, st, serial, name)
 	challengeID, _ := claimed(t, st, o)
 	if err := st.ChallengeVerdict(ctx, store.Verdict{ChallengeID: challengeID, Status: acme.StatusValid}); err != nil {
 		t.Fatal(err)
@@ -30,16 +43,11 @@ func revokedCert(t *testing.T, st store.Store, serial string) *store.Certificate
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: serial, IssuerID: "issuer-1", Profile: "default",
-		DER: []byte{0x30, 0x01}, ChainPEM: []byte("-----BEGIN CERTIFICATE-----\n"), Names: []string{serial + ".example.com"},
+	if err := st.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: serial, IssuerID: issuer, Profile: profile,
+		DER: []byte{0x30, 0x01}, ChainPEM: []byte("-----BEGIN CERTIFICATE-----\n"), Names: []string{name},
 		NotBefore: now, NotAfter: now.Add(90 * 24 * time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
-	rev, err := st.Revoke(ctx, serial, 1, store.AuditEvent{Actor: "test", Action: "revoke", Subject: serial})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rev
 }
 
 var issuerRowRE = regexp.MustCompile(`(?s)<code>issuer-1</code>.*?</tr>`)
