@@ -441,12 +441,14 @@ func validityRequest(req newOrderReq, prof config.Profile, name string, now time
 		return nil, nil, acme.Malformed("notAfter must be after notBefore")
 	case na != nil && !na.After(now):
 		return nil, nil, acme.Malformed("notAfter is in the past")
-	// The signer never sets notBefore more than config.MaxBackdate before
-	// it signs; an earlier one would be moved, and RFC 8555 §7.4 says the
-	// server "MUST NOT issue a certificate with contents other than those
-	// requested".
+	// A notBefore already past when the order is placed asks for
+	// backdating, which the CA does by config.MaxBackdate only. The signer
+	// issues the notBefore requested (RFC 8555 §7.4: "MUST NOT issue a
+	// certificate with contents other than those requested"), so one it
+	// will not honour is refused here, when the client can still ask
+	// again, not failed at signing.
 	case nb != nil && nb.Before(now.Add(-config.MaxBackdate)):
-		return nil, nil, acme.Malformed("notBefore %s is in the past: a certificate's validity starts at most %s before it is signed; leave notBefore out, or ask for a time from now on", rfc3339(*nb), config.MaxBackdate)
+		return nil, nil, acme.Malformed("notBefore %s is in the past: this CA backdates a certificate by at most %s when the order is placed; leave notBefore out, or ask for a time from now on", rfc3339(*nb), config.MaxBackdate)
 	case nb != nil && nb.After(now.Add(max)):
 		return nil, nil, acme.Malformed("notBefore is too far in the future")
 	// notAfter is inclusive (RFC 5280 §4.1.2.5), as the signer counts it:

@@ -393,7 +393,7 @@ func TestNewOrderRequestedNotBefore(t *testing.T) {
 					return
 				}
 				p := wantProblem(t, e, r, acme.ProblemMalformed, http.StatusBadRequest)
-				want := "notBefore " + nb + " is in the past: a certificate's validity starts at most 1m0s before it is signed; leave notBefore out, or ask for a time from now on"
+				want := "notBefore " + nb + " is in the past: this CA backdates a certificate by at most 1m0s when the order is placed; leave notBefore out, or ask for a time from now on"
 				if p.Detail != want || p.Identifier != nil || len(p.Subproblems) != 0 {
 					t.Errorf("problem %+v\nwant detail %q", p, want)
 				}
