@@ -69,4 +69,8 @@ func TestRevokeRelayCertificate(t *testing.T) {
 	if row == "" || strings.Contains(row, "<a ") || strings.Contains(row, "never signed") || strings.Contains(row, `class="bad"`) {
 		t.Errorf("the CRLs page's row for relay:corp links or flags a CRL Hallmark never signs:\n%s", row)
 	}
+	// Its revoked count is its revoked certificates', as `crl status`'s.
+	if !strings.Contains(row, `<td class="n">1</td><td class="n">0</td>`) {
+		t.Errorf("the CRLs page's row for relay:corp does not count its 1 revoked certificate (and 0 not listed):\n%s", row)
+	}
 }

@@ -164,20 +164,12 @@ func (s *Server) crlRows(r *http.Request) ([]crlRow, error) {
 		if s.crlBase != "" && !store.RemoteIssuer(id) {
 			row.URL = s.crlBase + "/crl/" + id
 		}
-		c, err := s.st.CRLLatest(ctx, id)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			c = nil
-		case err != nil:
-			return nil, err
-		}
-		revs, err := s.st.Revocations(ctx, id)
+		// The CLI's reads and rule, so the two never disagree.
+		h, err := store.JudgeIssuerCRL(ctx, s.st, id, now)
 		if err != nil {
 			return nil, err
 		}
-		// The CLI's rule (store.JudgeCRL), so the two never disagree.
-		h := store.JudgeCRL(id, c, revs, now)
-		row.CRL, row.Revoked, row.NotListed, row.Stale, row.Problem = c, h.Revocations, h.Unlisted, h.Stale, h.Why
+		row.CRL, row.Revoked, row.NotListed, row.Stale, row.Problem = h.Newest, h.Revocations, h.Unlisted, h.Stale, h.Why
 		rows = append(rows, row)
 	}
 	return rows, nil

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"context"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"math/big"
 	"strings"
@@ -74,6 +76,38 @@ type CRLHealth struct {
 	// Why says why the CRL is stale, or what else an operator should know
 	// of it; "" for a fresh CRL.
 	Why string
+}
+
+// CRLReader is what JudgeIssuerCRL reads of the store.
+type CRLReader interface {
+	CRLLatest(ctx context.Context, issuerID string) (*CRL, error)
+	Revocations(ctx context.Context, issuerID string) ([]Revocation, error)
+	RevokedCount(ctx context.Context, issuerID string) (int, error)
+}
+
+// JudgeIssuerCRL reads issuerID's newest CRL and revocations from r and
+// judges them (JudgeCRL): what `hallmark crl status` and the admin panel's
+// CRL page show for an issuer. A relay's or custom backend's issuer has no
+// revocation rows; its count is its revoked certificates'.
+func JudgeIssuerCRL(ctx context.Context, r CRLReader, issuerID string, now time.Time) (CRLHealth, error) {
+	newest, err := r.CRLLatest(ctx, issuerID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		newest = nil
+	case err != nil:
+		return CRLHealth{}, err
+	}
+	revs, err := r.Revocations(ctx, issuerID)
+	if err != nil {
+		return CRLHealth{}, err
+	}
+	h := JudgeCRL(issuerID, newest, revs, now)
+	if RemoteIssuer(issuerID) {
+		if h.Revocations, err = r.RevokedCount(ctx, issuerID); err != nil {
+			return CRLHealth{}, err
+		}
+	}
+	return h, nil
 }
 
 // JudgeCRL judges issuerID's newest CRL (nil for none) against its

@@ -288,6 +288,10 @@ type Store interface {
 	// profile's queue: a worker mounting that profile's backend runs it.
 	RevokeQueue(ctx context.Context, serial, profile string, reason int, ev AuditEvent) error
 	Revocations(ctx context.Context, issuerID string) ([]Revocation, error)
+	// RevokedCount counts the issuer's revoked certificates, however they
+	// were revoked: a relay's or custom backend's issuer has revoked
+	// certificates (RevokeRecorded) and no revocation rows.
+	RevokedCount(ctx context.Context, issuerID string) (int, error)
 
 	// CRLStore saves a signed CRL; ErrConflict if its number is not greater
 	// than the issuer's newest (numbers are monotonic).

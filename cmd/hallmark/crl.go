@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"time"
 
@@ -53,20 +52,12 @@ func crlStatus(ctx context.Context, s *session, c *cli.Context) error {
 	out := []crlRow{}
 	stale := 0
 	for _, id := range ids {
-		revs, err := s.st.Revocations(ctx, id)
+		h, err := store.JudgeIssuerCRL(ctx, s.st, id, now)
 		if err != nil {
 			return err
 		}
-		crl, err := s.st.CRLLatest(ctx, id)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			crl = nil
-		case err != nil:
-			return err
-		}
-		h := store.JudgeCRL(id, crl, revs, now)
 		r := crlRow{Issuer: id, Entries: h.Entries, Revocations: h.Revocations, Unlisted: h.Unlisted, Stale: h.Stale, Why: h.Why}
-		if crl != nil {
+		if crl := h.Newest; crl != nil {
 			r.Number = crl.Number
 			tu, nu := crl.ThisUpdate.UTC(), crl.NextUpdate.UTC()
 			r.ThisUpdate, r.NextUpdate = &tu, &nu

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/hallmark-ca/hallmark/jobs"
@@ -241,6 +242,27 @@ func (s *Store) RevokeQueue(ctx context.Context, serial, profile string, reason 
 		}
 		return s.enqueue(ctx, t, jobs.SignerRevokeArgs{Serial: serial, Profile: profile, Reason: reason})
 	})
+}
+
+// revokedCountSQL reads certificates_revoked_idx (migration 0008), which
+// holds only revoked certificates, so it costs what the CA has revoked, not
+// what it has issued (TestFleetPlans). On a table never analyzed,
+// PostgreSQL chose a sequential scan of every certificate for the plain
+// count; counting an ordered subquery whose limit it cannot see ($2, the
+// largest bigint: no limit at all), as where.page pages, it plans to stop
+// early and reads the index.
+const revokedCountSQL = `SELECT count(*) FROM (SELECT seq FROM certificates WHERE revoked_at IS NOT NULL AND issuer_id = $1
+ORDER BY seq LIMIT (SELECT CAST($2 AS bigint))) revoked`
+
+func (s *Store) RevokedCount(ctx context.Context, issuerID string) (int, error) {
+	var n int64
+	err := s.autocommit(ctx, func(t *txn) error {
+		return t.queryRow(ctx, revokedCountSQL, issuerID, int64(math.MaxInt64)).Scan(&n)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("counting the revoked certificates of issuer %s: %w", issuerID, err)
+	}
+	return int(n), nil
 }
 
 func (s *Store) Revocations(ctx context.Context, issuerID string) ([]store.Revocation, error) {

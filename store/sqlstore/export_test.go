@@ -101,3 +101,7 @@ func MovableSQL(d *Dialect, sel store.RenewalSelector) (string, []any) {
 	q, args := movableSQL(sel)
 	return d.SQL(q), args
 }
+
+// RevokedCountSQL is the statement RevokedCount runs, as d runs it: $1 the
+// issuer id.
+func RevokedCountSQL(d *Dialect) string { return d.SQL(revokedCountSQL) }

@@ -2,6 +2,7 @@ package sqlstore_test
 
 import (
 	"context"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -420,6 +421,9 @@ func fleetCases() []fleetCase {
 		// read by its key, not the account's 2,000 invalid orders.
 		{"replace (prior replacer invalid)", sqlstore.ReplaceSQL(pg), []any{"s1000", "acct", "onew"}, "rows=0 "},
 		{"replace (already replaced by a valid order)", sqlstore.ReplaceSQL(pg), []any{"s1001", "acct", "onew"}, "rows=0 "},
+		// The CRL views' count of a remote issuer's revoked certificates
+		// reads the revoked ones only, not the 20,000 issued.
+		{"RevokedCount", sqlstore.RevokedCountSQL(pg), []any{"i", int64(math.MaxInt64)}, "rows=1 "},
 	}
 }
 

@@ -1907,8 +1907,18 @@ func testRevokeQueue(t *testing.T, s store.Store, x Extras) {
 	if n := x.Int(t, "SELECT count(*) FROM river_job WHERE kind = '"+jobs.KindSignerRevoke+"' AND queue = '"+jobs.ProfileQueue("upstream")+"'"); n != 1 {
 		t.Fatalf("%d signer_revoke jobs on the upstream profile's queue, want 1", n)
 	}
+	if n, err := s.RevokedCount(ctx, "relay:up"); err != nil || n != 0 {
+		t.Fatalf("RevokedCount(relay:up) before the backend's answer = %d, %v; want 0", n, err)
+	}
 	if err := s.RevokeRecorded(ctx, "cafe", 4, store.AuditEvent{Actor: "worker:1", Action: "revoke.backend"}); err != nil {
 		t.Fatal(err)
+	}
+	// Revoked, with no revocation row: the count reads the certificates.
+	if n, err := s.RevokedCount(ctx, "relay:up"); err != nil || n != 1 {
+		t.Fatalf("RevokedCount(relay:up) = %d, %v; want 1", n, err)
+	}
+	if n, err := s.RevokedCount(ctx, "relay:other"); err != nil || n != 0 {
+		t.Fatalf("RevokedCount(relay:other) = %d, %v; want 0", n, err)
 	}
 	wantErr(t, "queueing revocation of a revoked certificate", s.RevokeQueue(ctx, "cafe", "upstream", 4, store.AuditEvent{Actor: "x", Action: "revoke"}), store.ErrConflict)
 }

@@ -560,8 +560,8 @@ func TestCRLStatus(t *testing.T) {
 			}
 			rows = nil
 			c.jsonOf(&rows, 0, "crl", "status", "--json")
-			if len(rows) != 2 || rows[1].Issuer != "relay:upstream" || rows[1].Stale || !strings.Contains(rows[1].Why, "publishes its own revocation status") {
-				t.Fatalf("crl status with a relay's revoked certificate = %+v, want issuer-1 fresh and relay:upstream not stale", rows)
+			if len(rows) != 2 || rows[1].Issuer != "relay:upstream" || rows[1].Stale || rows[1].Revocations != 1 || !strings.Contains(rows[1].Why, "publishes its own revocation status") {
+				t.Fatalf("crl status with a relay's revoked certificate = %+v, want issuer-1 fresh and relay:upstream not stale, with its 1 revoked certificate", rows)
 			}
 		})
 	}
