@@ -302,7 +302,9 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request, p principal) err
 			msg := fmt.Sprintf("Revoked (%s). The issuer's next CRL is queued and will list it.", reason)
 			switch {
 			case res.Remote && !res.Done:
-				msg = fmt.Sprintf("Revocation (%s) queued with the %s backend; this page shows it once the backend confirms.", reason, res.Backend)
+				// A refusal never shows on this page by itself: asking again
+				// waits on the same job, or asks the backend anew.
+				msg = fmt.Sprintf("Revocation (%s) queued with the %s backend, which has not answered yet. Revoke again to wait for its answer: revoked, or refused and why.", reason, res.Backend)
 			case res.Remote:
 				// Its CA publishes the status; Hallmark queued no CRL.
 				msg = fmt.Sprintf("Revoked (%s) by the %s backend, which publishes its revocation status.", reason, res.Backend)

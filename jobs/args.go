@@ -7,6 +7,8 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+
+	"github.com/hallmark-ca/hallmark/protocol/acme"
 )
 
 // The job kinds. Each kind has exactly one handler, registered in the worker.
@@ -104,8 +106,26 @@ type SignerRevokeArgs struct {
 
 func (SignerRevokeArgs) Kind() string { return KindSignerRevoke }
 
+// InsertOpts makes the job unique by serial while it is outstanding. A
+// client that asks again while its certificate's job is queued, waiting to
+// retry or running is given that job (Inserter.InsertTx returns its id) and
+// waits on its answer instead of piling a second job on the backend: the
+// backend has not answered yet, so asking it twice at once tells nothing
+// new, and a backend that is down would be hammered by every client retry.
+// A finished job is not outstanding, so a request after a refusal queues a
+// new job and the backend is asked again. The reason is not part of the
+// key: a request that joins a job gets that job's reason.
 func (a SignerRevokeArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: ProfileQueue(a.Profile), UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: outstanding}}
+}
+
+// SignerRevokeOutput is what a signer_revoke job records as its output
+// (RecordOutput) when the backend refused: the request waiting on that job
+// reads it (store.RevokeProgress) and passes the refusal on. A job that
+// revoked records none (the certificate row says so), nor does one that
+// could not ask (it is retried).
+type SignerRevokeOutput struct {
+	Refused *acme.Problem `json:"refused,omitempty"`
 }
 
 // CRLGenerateArgs asks a worker to sign the next CRL of one issuer. It has
@@ -139,9 +159,10 @@ func (HousekeepingArgs) InsertOpts() river.InsertOpts {
 type Tx = any
 
 // Inserter inserts a job inside a store's transaction. inserted is false when
-// River's uniqueness skipped it because the subject already has a job.
+// River's uniqueness skipped it because the subject already has a job; id is
+// then that job's, so a caller can wait on the job that will do the work.
 type Inserter interface {
-	InsertTx(ctx context.Context, tx Tx, args river.JobArgs) (inserted bool, err error)
+	InsertTx(ctx context.Context, tx Tx, args river.JobArgs) (id int64, inserted bool, err error)
 }
 
 // Subject is the record a job works on, as abandon and recover see it.

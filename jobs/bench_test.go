@@ -144,7 +144,7 @@ func benchQueue(b *testing.B, dialect string, inserters, perTx int, pace time.Du
 				tx, err := e.db.Begin(ctx)
 				if err == nil {
 					if len(args) == 1 {
-						_, err = inserts.Inserter().InsertTx(ctx, tx.Tx(), args[0])
+						_, _, err = inserts.Inserter().InsertTx(ctx, tx.Tx(), args[0])
 					} else {
 						_, err = inserts.Inserter().(jobs.BatchInserter).InsertManyTx(ctx, tx.Tx(), args)
 					}

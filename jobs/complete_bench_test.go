@@ -73,7 +73,7 @@ func benchComplete(b *testing.B, complete func(context.Context, pgx.Tx, jobs.Job
 			if err := tx.Exec(ctx, "INSERT INTO subjects (id, state) VALUES (?, 'processing')", key); err != nil {
 				b.Fatal(err)
 			}
-			if _, err := e.q.Inserter().InsertTx(ctx, tx.Tx(), workArgs{Key: key}); err != nil {
+			if _, _, err := e.q.Inserter().InsertTx(ctx, tx.Tx(), workArgs{Key: key}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -290,7 +290,7 @@ func (s subjects) Requeue(ctx context.Context, sub jobs.Subject) error {
 	if err := tx.Exec(ctx, "UPDATE subjects SET updated_ms = ? WHERE id = ?", time.Now().UnixMilli(), sub.ID); err != nil {
 		return err
 	}
-	if _, err := s.q.Inserter().InsertTx(ctx, tx.Tx(), workArgs{Key: sub.ID}); err != nil {
+	if _, _, err := s.q.Inserter().InsertTx(ctx, tx.Tx(), workArgs{Key: sub.ID}); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)
@@ -316,7 +316,7 @@ func enqueue(t testing.TB, db sqlDB, q jobs.Queue, args workArgs) {
 	if err := tx.Exec(ctx, "INSERT INTO subjects (id, state, updated_ms) VALUES (?, 'processing', ?)", args.Key, time.Now().UnixMilli()); err != nil {
 		t.Fatalf("inserting subject: %v", err)
 	}
-	if _, err := q.Inserter().InsertTx(ctx, tx.Tx(), args); err != nil {
+	if _, _, err := q.Inserter().InsertTx(ctx, tx.Tx(), args); err != nil {
 		t.Fatalf("inserting job: %v", err)
 	}
 	if err := tx.Commit(ctx); err != nil {

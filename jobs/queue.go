@@ -299,19 +299,20 @@ func (q *riverQueue[TTx]) Inserter() Inserter { return inserter[TTx]{q} }
 
 type inserter[TTx any] struct{ q *riverQueue[TTx] }
 
-func (i inserter[TTx]) InsertTx(ctx context.Context, tx Tx, args river.JobArgs) (bool, error) {
+func (i inserter[TTx]) InsertTx(ctx context.Context, tx Tx, args river.JobArgs) (int64, bool, error) {
 	if i.q.clientErr != nil {
-		return false, i.q.clientErr
+		return 0, false, i.q.clientErr
 	}
 	t, ok := i.q.asTx(tx)
 	if !ok {
-		return false, fmt.Errorf("inserting a %s job: transaction is a %T, not one of this queue's dialect", args.Kind(), tx)
+		return 0, false, fmt.Errorf("inserting a %s job: transaction is a %T, not one of this queue's dialect", args.Kind(), tx)
 	}
 	res, err := i.q.client.InsertTx(ctx, t, args, nil)
 	if err != nil {
-		return false, fmt.Errorf("inserting a %s job: %w", args.Kind(), err)
+		return 0, false, fmt.Errorf("inserting a %s job: %w", args.Kind(), err)
 	}
-	return !res.UniqueSkippedAsDuplicate, nil
+	// On a skip River returns the outstanding job it kept, on both drivers.
+	return res.Job.ID, !res.UniqueSkippedAsDuplicate, nil
 }
 
 // BatchInserter inserts many jobs in one store transaction: one commit

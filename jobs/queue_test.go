@@ -91,7 +91,7 @@ func testInsertCommitsWithTheRow(t *testing.T, dialect string) {
 		if err := tx.Exec(ctx, "INSERT INTO subjects (id, state) VALUES (?, 'processing') ON CONFLICT (id) DO NOTHING", key); err != nil {
 			t.Fatal(err)
 		}
-		inserted, err := e.q.Inserter().InsertTx(ctx, tx.Tx(), workArgs{Key: key})
+		_, inserted, err := e.q.Inserter().InsertTx(ctx, tx.Tx(), workArgs{Key: key})
 		if err != nil {
 			t.Fatalf("InsertTx: %v", err)
 		}
@@ -126,7 +126,7 @@ func testInsertCommitsWithTheRow(t *testing.T, dialect string) {
 	if j := jobsOf(); j != 1 {
 		t.Fatalf("after duplicate insert: %d jobs, want 1", j)
 	}
-	if _, err := e.q.Inserter().InsertTx(ctx, "not a tx", workArgs{Key: "b"}); err == nil {
+	if _, _, err := e.q.Inserter().InsertTx(ctx, "not a tx", workArgs{Key: "b"}); err == nil {
 		t.Fatal("InsertTx accepted a transaction of the wrong type")
 	}
 }
@@ -213,7 +213,7 @@ func testEachJobRunsOnce(t *testing.T, dialect string) {
 			t.Fatal(err)
 		}
 		for i := b; i < b+100 && i < n; i++ {
-			if _, err := e.q.Inserter().InsertTx(ctx, tx.Tx(), workArgs{Key: fmt.Sprintf("job-%05d", i)}); err != nil {
+			if _, _, err := e.q.Inserter().InsertTx(ctx, tx.Tx(), workArgs{Key: fmt.Sprintf("job-%05d", i)}); err != nil {
 				t.Fatal(err)
 			}
 		}

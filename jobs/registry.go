@@ -45,6 +45,16 @@ type Job[T any] struct {
 //     with a serverInternal problem and the job cancelled, never retried.
 type Handler[T river.JobArgs] func(ctx context.Context, job Job[T]) error
 
+// RecordOutput keeps v (as JSON) as the output of the job whose handler got
+// ctx: River writes it into the job's metadata ("output") when it completes
+// the job, in the same update, so a reader never sees the job completed
+// without it. Call it only just before returning nil: River writes the
+// metadata of a failed attempt too, and a reader would take a retried
+// attempt's output for the job's answer.
+func RecordOutput(ctx context.Context, v any) error {
+	return river.RecordOutput(ctx, v)
+}
+
 // Registry holds the one handler per kind. The zero value is ready to use.
 type Registry struct {
 	mu    sync.Mutex

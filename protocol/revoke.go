@@ -63,7 +63,8 @@ func (s *Server) revokeCert(w http.ResponseWriter, p *post) error {
 	}
 	// A relay/custom backend's outcome is waited on until one second
 	// before the request deadline; if it has not come, 503 with
-	// Retry-After tells the client to ask again.
+	// Retry-After tells the client to ask again. Its refusal comes back as
+	// an *acme.Error of the backend's problem type, rendered as it is.
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(s.timeout)
@@ -76,7 +77,7 @@ func (s *Server) revokeCert(w http.ResponseWriter, p *post) error {
 		return s.storeErr(err, "recording the revocation")
 	}
 	if !res.Done {
-		return acme.Unavailable(s.retry, "the revocation of %s is queued with the issuing backend but not confirmed yet; retry the request to see its outcome", c.Serial)
+		return acme.Unavailable(s.retry, "the revocation of %s is queued with the issuing backend, which has not answered yet; retry the request to wait for its answer", c.Serial)
 	}
 	w.WriteHeader(http.StatusOK)
 	return nil

@@ -285,8 +285,11 @@ type Store interface {
 	// signs no CRL for its issuer, so a row would revoke nothing.
 	Revoke(ctx context.Context, serial string, reason int, ev AuditEvent) (*Certificate, error)
 	// RevokeQueue inserts signer_revoke for a relay/custom certificate on
-	// profile's queue: a worker mounting that profile's backend runs it.
-	RevokeQueue(ctx context.Context, serial, profile string, reason int, ev AuditEvent) error
+	// profile's queue: a worker mounting that profile's backend runs it. It
+	// returns the job's id, for RevokeProgress: the new job's, or that of
+	// the certificate's job still outstanding, which River's uniqueness
+	// keeps instead of a second (jobs.SignerRevokeArgs).
+	RevokeQueue(ctx context.Context, serial, profile string, reason int, ev AuditEvent) (jobID int64, err error)
 	Revocations(ctx context.Context, issuerID string) ([]Revocation, error)
 	// RevokedCount counts the issuer's revoked certificates, however they
 	// were revoked: a relay's or custom backend's issuer has revoked

@@ -18,10 +18,12 @@ import (
 // revokeCert is polling the certificate row meanwhile (protocol
 // revokeRemote).
 //
-// A backend that could not be reached is retried with backoff; a backend
-// that refuses (a client problem other than alreadyRevoked) is logged and
-// audited, and the certificate stays unrevoked: the client sees 503 and may
-// ask again, and the operator has the backend's answer.
+// A backend that could not be reached is retried with backoff: a revocation
+// is never dropped. A backend that refuses (a client problem other than
+// alreadyRevoked) has answered: the refusal is logged, audited and recorded
+// as the job's output, where the request waiting on this job reads it and
+// passes it on (revocation.Service.wait); the certificate stays unrevoked,
+// and a later request queues a new job that asks the backend again.
 func (w *Worker) revokeCert(ctx context.Context, job jobs.Job[jobs.SignerRevokeArgs]) error {
 	args := job.Args
 	m, ok := w.mounts[args.Profile]
@@ -78,6 +80,7 @@ func (w *Worker) revokeCert(ctx context.Context, job jobs.Job[jobs.SignerRevokeA
 		if err := w.store.AuditRecord(ctx, ev); err != nil {
 			return jobs.CouldNotRun(fmt.Errorf("recording the refused revocation of %s: %w", args.Serial, err))
 		}
+		w.recordRefusal(ctx, job, ae.Problem)
 		return nil
 	case errors.Is(err, signer.ErrUnavailable):
 		return jobs.CouldNotRun(fmt.Errorf("revoking %s: %w", args.Serial, err))
@@ -92,6 +95,17 @@ func (w *Worker) revokeCert(ctx context.Context, job jobs.Job[jobs.SignerRevokeA
 	}
 	w.log.Info("certificate revoked by its backend", "serial", args.Serial, "profile", args.Profile, "reason", args.Reason)
 	return nil
+}
+
+// recordRefusal keeps the backend's refusal as the job's output, for the
+// request waiting on it. Failing to is logged, not retried: asking the
+// backend again would give the same answer, and the audit event has it; the
+// waiting client sees 503 and asks again.
+func (w *Worker) recordRefusal(ctx context.Context, job jobs.Job[jobs.SignerRevokeArgs], p acme.Problem) {
+	refused := acme.Problem{Type: p.Type, Detail: p.Detail}
+	if err := jobs.RecordOutput(ctx, jobs.SignerRevokeOutput{Refused: &refused}); err != nil {
+		w.log.Error("recording the backend's refusal as the job's output; the waiting client is not told", "job_id", job.ID, "serial", job.Args.Serial, "error", err)
+	}
 }
 
 // mountOf is a mounted profile whose relay or custom backend is issuerID's.

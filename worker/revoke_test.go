@@ -40,7 +40,7 @@ func TestRevokeGoesToTheIssuingBackend(t *testing.T) {
 	acct := r.account(t)
 	queue := func(serial, profile string) {
 		t.Helper()
-		if err := r.st.RevokeQueue(ctx, serial, profile, 1, store.AuditEvent{Actor: "test", Action: "revoke", Subject: serial}); err != nil {
+		if _, err := r.st.RevokeQueue(ctx, serial, profile, 1, store.AuditEvent{Actor: "test", Action: "revoke", Subject: serial}); err != nil {
 			t.Fatal(err)
 		}
 	}

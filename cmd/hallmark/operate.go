@@ -17,6 +17,7 @@ import (
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/open"
 )
@@ -29,6 +30,7 @@ const (
 	exitNotFound = 3 // the account, order, certificate or job does not exist
 	exitNothing  = 4 // nothing to do (already revoked, already deactivated) or only part was done
 	exitStale    = 5 // crl status: an issuer's CRL is stale or missing
+	exitRefused  = 6 // revoke: the issuing relay or custom backend refused the revocation
 )
 
 // jsonFlag is on every command that prints records.
@@ -95,6 +97,10 @@ func exitErr(err error) error {
 		msg = ae.Problem.Detail
 	}
 	switch {
+	case errors.Is(err, revocation.ErrRefused):
+		// Before the problem types: a backend's refusal may be malformed
+		// or badRevocationReason, which are not the operator's usage.
+		return cli.Exit(msg, exitRefused)
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, jobs.ErrJobNotFound):
 		return cli.Exit(msg, exitNotFound)
 	case errors.Is(err, operator.ErrNothingToDo):

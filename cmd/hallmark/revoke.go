@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -21,7 +22,8 @@ func revokeCommand() *cli.Command {
 		ArgsUsage: "[serial]",
 		Description: "Revokes through the same code path as the ACME API and records an audit event (actor cli:<os user>).\n" +
 			"Local and pkcs11 certificates are revoked at once and the issuer's next CRL is queued;\n" +
-			"relay and custom certificates are queued for their backend (use --wait to see the outcome).\n" +
+			"relay and custom certificates are queued for their backend; --wait waits for its answer,\n" +
+			"revoked or refused (a refusal exits 6 and quotes the backend's reason).\n" +
 			"Reasons: " + reasonList() + ".",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "serial", Usage: "the certificate's serial (hex; colons allowed)"},
@@ -52,7 +54,8 @@ type revokeRow struct {
 	Profile  string   `json:"profile"`
 	Backend  string   `json:"backend"`
 	NotAfter string   `json:"not_after"`
-	// Outcome is would-revoke, revoked, queued, already-revoked or failed.
+	// Outcome is would-revoke, revoked, queued, refused, already-revoked
+	// or failed.
 	Outcome string `json:"outcome"`
 	Error   string `json:"error,omitempty"`
 }
@@ -117,6 +120,12 @@ func revoke(ctx context.Context, s *session, c *cli.Context) error {
 		default:
 			res, err := svc.Revoke(ctx, revocation.Request{Serial: cert.Serial, Reason: reason, Actor: rep.Actor, Via: "hallmark revoke", Wait: c.Duration("wait")})
 			switch {
+			case errors.Is(err, revocation.ErrRefused):
+				row.Outcome, row.Error = "refused", exitErr(err).Error()
+				if firstErr == nil {
+					firstErr = err
+				}
+				failed++
 			case err != nil:
 				row.Outcome, row.Error = "failed", exitErr(err).Error()
 				if firstErr == nil {
@@ -187,7 +196,10 @@ func printRevoke(s *session, rep revokeReport) {
 	}
 	for _, r := range rep.Certificates {
 		if r.Outcome == "queued" {
-			s.printf("certificate %s is queued for its %s backend; a worker asks it to revoke, and `hallmark certs show %s` shows the outcome\n", r.Serial, r.Backend, r.Serial)
+			// `certs show` shows a revocation, never a refusal: the command
+			// run again with --wait waits on the same job while it is
+			// outstanding, or asks the backend again once it has answered.
+			s.printf("certificate %s is queued for its %s backend, which has not answered yet; run `hallmark revoke --wait 30s %s` to wait for its answer (revoked, or refused and why)\n", r.Serial, r.Backend, r.Serial)
 		}
 	}
 }

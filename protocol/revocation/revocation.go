@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"time"
@@ -27,8 +28,15 @@ type Store interface {
 	OrderByID(ctx context.Context, id string) (*store.Order, error)
 	AccountByID(ctx context.Context, id string) (*store.Account, error)
 	Revoke(ctx context.Context, serial string, reason int, ev store.AuditEvent) (*store.Certificate, error)
-	RevokeQueue(ctx context.Context, serial, profile string, reason int, ev store.AuditEvent) error
+	RevokeQueue(ctx context.Context, serial, profile string, reason int, ev store.AuditEvent) (int64, error)
+	RevokeProgress(ctx context.Context, serial string, jobID int64) (store.RevokeProgress, error)
 }
+
+// ErrRefused is the cause of the *acme.Error Revoke returns when the
+// issuing relay or custom backend refused: the certificate is not revoked.
+// The error's problem is the backend's type (unauthorized, malformed,
+// badRevocationReason...) with a detail quoting its reason.
+var ErrRefused = errors.New("the issuing backend refused the revocation")
 
 // Service revokes certificates. It is safe for concurrent use.
 type Service struct {
@@ -134,8 +142,9 @@ func (s *Service) queueProfile(c *store.Certificate) (string, error) {
 // Revoke revokes one certificate and writes the audit event in the same
 // transaction. Errors a caller should show are *acme.Error:
 // badRevocationReason; alreadyRevoked (wrapping store.ErrConflict);
-// malformed "not issued by this CA" (wrapping store.ErrNotFound). Any other
-// error is the store's, wrapped with what was being done.
+// malformed "not issued by this CA" (wrapping store.ErrNotFound); the
+// issuing backend's refusal, seen while waiting (wrapping ErrRefused). Any
+// other error is the store's, wrapped with what was being done.
 func (s *Service) Revoke(ctx context.Context, r Request) (Result, error) {
 	if err := r.Reason.Check(); err != nil {
 		return Result{}, err
@@ -170,28 +179,40 @@ func (s *Service) Revoke(ctx context.Context, r Request) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	if err := s.st.RevokeQueue(ctx, c.Serial, profile, int(r.Reason), ev); err != nil {
+	jobID, err := s.st.RevokeQueue(ctx, c.Serial, profile, int(r.Reason), ev)
+	if err != nil {
 		return res, certErr(c.Serial, err, "queueing the revocation of")
 	}
-	return s.wait(ctx, res, r.Wait)
+	return s.wait(ctx, res, jobID, r.Wait)
 }
 
-// wait polls until the worker records the backend's revocation, wait runs
-// out or ctx ends; running out is not an error (Done stays false).
-func (s *Service) wait(ctx context.Context, res Result, wait time.Duration) (Result, error) {
+// wait polls until the worker records the backend's answer to job jobID
+// (this request's, or the outstanding one it joined), wait runs out or ctx
+// ends; running out is not an error (Done stays false). Only this job's
+// refusal counts: an older job's was the backend's answer then, and this
+// request has asked it again.
+func (s *Service) wait(ctx context.Context, res Result, jobID int64, wait time.Duration) (Result, error) {
 	deadline := time.Now().Add(wait)
+	serial := res.Certificate.Serial
 	for {
-		cur, err := s.st.CertificateBySerial(ctx, res.Certificate.Serial)
+		p, err := s.st.RevokeProgress(ctx, serial, jobID)
 		if err != nil {
 			if ctx.Err() != nil {
 				return res, nil
 			}
-			return res, fmt.Errorf("checking the revocation of certificate %s: %w", res.Certificate.Serial, err)
+			return res, fmt.Errorf("checking the revocation of certificate %s: %w", serial, err)
 		}
-		res.Certificate = cur
-		if cur.RevokedAt != nil {
-			res.Done = true
+		if p.Revoked {
+			// Read once, for the caller's view of it (the revocation time).
+			cur, err := s.st.CertificateBySerial(ctx, serial)
+			if err != nil {
+				return res, fmt.Errorf("reading revoked certificate %s: %w", serial, err)
+			}
+			res.Certificate, res.Done = cur, true
 			return res, nil
+		}
+		if p.Refused != nil {
+			return res, refused(serial, res.Backend, *p.Refused)
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -203,6 +224,24 @@ func (s *Service) wait(ctx context.Context, res Result, wait time.Duration) (Res
 		case <-time.After(min(left, poll)):
 		}
 	}
+}
+
+// refused is the error a caller shows for backend's refusal p: its problem
+// type, so an ACME client learns what the backend objected to, and a detail
+// naming the backend and quoting it. A type with no HTTP status of its own
+// (a hook may answer any) is a refusal all the same: 403, never a 5xx
+// that tells the client to try again later.
+func refused(serial, backend string, p acme.Problem) error {
+	why := p.Detail
+	if why == "" {
+		why = "it gave no reason"
+	}
+	out := acme.Problem{Type: p.Type, Detail: fmt.Sprintf("refused by the %s backend: %s; certificate %s is not revoked, and a new request asks the backend again",
+		backend, why, serial)}
+	if out.HTTPStatus() >= http.StatusInternalServerError {
+		out.Status = http.StatusForbidden
+	}
+	return &acme.Error{Problem: out, Cause: ErrRefused}
 }
 
 func certErr(serial string, err error, doing string) error {

@@ -228,8 +228,9 @@ SELECT serial, issuer_id, revoked_at, revocation_reason FROM certificates WHERE 
 	return out, nil
 }
 
-func (s *Store) RevokeQueue(ctx context.Context, serial, profile string, reason int, ev store.AuditEvent) error {
-	return s.inTx(ctx, func(t *txn) error {
+func (s *Store) RevokeQueue(ctx context.Context, serial, profile string, reason int, ev store.AuditEvent) (int64, error) {
+	var id int64
+	err := s.inTx(ctx, func(t *txn) error {
 		c, err := s.certBySerial(ctx, t, serial)
 		if err != nil {
 			return err
@@ -240,8 +241,13 @@ func (s *Store) RevokeQueue(ctx context.Context, serial, profile string, reason 
 		if err := s.audit(ctx, t, ev); err != nil {
 			return err
 		}
-		return s.enqueue(ctx, t, jobs.SignerRevokeArgs{Serial: serial, Profile: profile, Reason: reason})
+		id, err = s.enqueueJob(ctx, t, jobs.SignerRevokeArgs{Serial: serial, Profile: profile, Reason: reason})
+		return err
 	})
+	if err != nil {
+		return 0, err
+	}
+	return id, nil
 }
 
 // revokedCountSQL reads certificates_revoked_idx (migration 0008), which

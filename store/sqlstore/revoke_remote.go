@@ -2,8 +2,10 @@ package sqlstore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
+	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -22,4 +24,34 @@ func (s *Store) RevokeRecorded(ctx context.Context, serial string, reason int, e
 		}
 		return s.audit(ctx, t, ev)
 	})
+}
+
+// revokeProgressSQL reads whether certificate $1 is revoked and the output
+// its signer_revoke job $2 recorded (jobs.RecordOutput: River writes it into
+// the job's metadata as it completes the job), or an empty string for
+// none. Both are primary-key lookups, so a waiter polling it costs what
+// polling the certificate alone did, less the DER.
+const revokeProgressSQL = `SELECT CASE WHEN c.revoked_at IS NULL THEN 0 ELSE 1 END,
+  COALESCE((SELECT {json:j.metadata:output} FROM river_job j WHERE j.id = $2), '')
+FROM certificates c WHERE c.serial = $1`
+
+func (s *Store) RevokeProgress(ctx context.Context, serial string, jobID int64) (store.RevokeProgress, error) {
+	var revoked int
+	var output string
+	err := s.autocommit(ctx, func(t *txn) error {
+		return t.queryRow(ctx, revokeProgressSQL, serial, jobID).Scan(&revoked, &output)
+	})
+	if err != nil {
+		return store.RevokeProgress{}, fmt.Errorf("reading the revocation progress of certificate %s (job %d): %w", serial, jobID, err)
+	}
+	p := store.RevokeProgress{Revoked: revoked == 1}
+	if output == "" {
+		return p, nil
+	}
+	var out jobs.SignerRevokeOutput
+	if err := json.Unmarshal([]byte(output), &out); err != nil {
+		return store.RevokeProgress{}, fmt.Errorf("decoding the output of signer_revoke job %d: %w", jobID, err)
+	}
+	p.Refused = out.Refused
+	return p, nil
 }

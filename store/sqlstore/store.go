@@ -43,13 +43,21 @@ func (s *Store) Dialect() *Dialect { return s.d }
 // enqueue inserts a job on the operation's own transaction, so the job and
 // the row change that needs it commit (or roll back) together.
 func (s *Store) enqueue(ctx context.Context, t *txn, args river.JobArgs) error {
+	_, err := s.enqueueJob(ctx, t, args)
+	return err
+}
+
+// enqueueJob is enqueue returning the job's id: the one inserted, or the
+// outstanding one River's uniqueness kept instead.
+func (s *Store) enqueueJob(ctx context.Context, t *txn, args river.JobArgs) (int64, error) {
 	if s.ins == nil {
-		return fmt.Errorf("enqueueing %s: the store was built without a job inserter", args.Kind())
+		return 0, fmt.Errorf("enqueueing %s: the store was built without a job inserter", args.Kind())
 	}
-	if _, err := s.ins.InsertTx(ctx, t.raw.Raw(), args); err != nil {
-		return fmt.Errorf("enqueueing %s: %w", args.Kind(), err)
+	id, _, err := s.ins.InsertTx(ctx, t.raw.Raw(), args)
+	if err != nil {
+		return 0, fmt.Errorf("enqueueing %s: %w", args.Kind(), err)
 	}
-	return nil
+	return id, nil
 }
 
 // Now is one autocommitted statement: reading the clock needs no

@@ -64,8 +64,10 @@ func testNotFound(t *testing.T, s store.Store, _ Extras) {
 	wantErr(t, "CertificateBySerial", err, store.ErrNotFound)
 	_, err = s.Revoke(ctx, "nope", 1, store.AuditEvent{Actor: "cli:test", Action: "revoke"})
 	wantErr(t, "Revoke", err, store.ErrNotFound)
-	err = s.RevokeQueue(ctx, "nope", "up", 1, store.AuditEvent{Actor: "cli:test", Action: "revoke"})
+	_, err = s.RevokeQueue(ctx, "nope", "up", 1, store.AuditEvent{Actor: "cli:test", Action: "revoke"})
 	wantErr(t, "RevokeQueue", err, store.ErrNotFound)
+	_, err = s.RevokeProgress(ctx, "nope", 1)
+	wantErr(t, "RevokeProgress", err, store.ErrNotFound)
 	_, err = s.CRLLatest(ctx, "nope")
 	wantErr(t, "CRLLatest", err, store.ErrNotFound)
 	err = s.Requeue(ctx, jobs.Subject{Kind: jobs.KindChallengeValidate, ID: "nope"})
@@ -1901,11 +1903,30 @@ func testRevokeQueue(t *testing.T, s store.Store, x Extras) {
 	if revs, err := s.Revocations(ctx, "relay:up"); err != nil || len(revs) != 0 {
 		t.Fatalf("revocations of relay:up = %+v, %v; want none", revs, err)
 	}
-	if err := s.RevokeQueue(ctx, "cafe", "upstream", 4, store.AuditEvent{Actor: "acme:" + a.ID, Action: "revoke", Subject: "cafe"}); err != nil {
+	id, err := s.RevokeQueue(ctx, "cafe", "upstream", 4, store.AuditEvent{Actor: "acme:" + a.ID, Action: "revoke", Subject: "cafe"})
+	if err != nil {
 		t.Fatal(err)
+	}
+	// Asked again while the job is outstanding: the same job, not a second.
+	again, err := s.RevokeQueue(ctx, "cafe", "upstream", 4, store.AuditEvent{Actor: "acme:" + a.ID, Action: "revoke", Subject: "cafe"})
+	if err != nil || again != id || id == 0 {
+		t.Fatalf("RevokeQueue again while job %d is outstanding = job %d, %v; want the same job", id, again, err)
 	}
 	if n := x.Int(t, "SELECT count(*) FROM river_job WHERE kind = '"+jobs.KindSignerRevoke+"' AND queue = '"+jobs.ProfileQueue("upstream")+"'"); n != 1 {
 		t.Fatalf("%d signer_revoke jobs on the upstream profile's queue, want 1", n)
+	}
+	if p, err := s.RevokeProgress(ctx, "cafe", id); err != nil || p.Revoked || p.Refused != nil {
+		t.Fatalf("RevokeProgress before the backend answered = %+v, %v; want nothing yet", p, err)
+	}
+	// The backend's refusal, as River stores a job's recorded output (a
+	// JSON text literal is JSONB to PostgreSQL's assignment and JSON to
+	// SQLite's json functions alike).
+	x.Exec(t, fmt.Sprintf(`UPDATE river_job SET metadata = '{"output": {"refused": {"type": "%s", "detail": "no"}}}' WHERE id = %d`, acme.ProblemUnauthorized, id))
+	if p, err := s.RevokeProgress(ctx, "cafe", id); err != nil || p.Revoked || p.Refused == nil || p.Refused.Type != acme.ProblemUnauthorized || p.Refused.Detail != "no" {
+		t.Fatalf("RevokeProgress after a refusal = %+v, %v; want the refusal", p, err)
+	}
+	if p, err := s.RevokeProgress(ctx, "cafe", id+1000); err != nil || p.Revoked || p.Refused != nil {
+		t.Fatalf("RevokeProgress of another job = %+v, %v; want nothing: the refusal is job %d's", p, err, id)
 	}
 	if n, err := s.RevokedCount(ctx, "relay:up"); err != nil || n != 0 {
 		t.Fatalf("RevokedCount(relay:up) before the backend's answer = %d, %v; want 0", n, err)
@@ -1920,7 +1941,11 @@ func testRevokeQueue(t *testing.T, s store.Store, x Extras) {
 	if n, err := s.RevokedCount(ctx, "relay:other"); err != nil || n != 0 {
 		t.Fatalf("RevokedCount(relay:other) = %d, %v; want 0", n, err)
 	}
-	wantErr(t, "queueing revocation of a revoked certificate", s.RevokeQueue(ctx, "cafe", "upstream", 4, store.AuditEvent{Actor: "x", Action: "revoke"}), store.ErrConflict)
+	if p, err := s.RevokeProgress(ctx, "cafe", id); err != nil || !p.Revoked {
+		t.Fatalf("RevokeProgress after RevokeRecorded = %+v, %v; want revoked", p, err)
+	}
+	_, err = s.RevokeQueue(ctx, "cafe", "upstream", 4, store.AuditEvent{Actor: "x", Action: "revoke"})
+	wantErr(t, "queueing revocation of a revoked certificate", err, store.ErrConflict)
 }
 
 func testCRLMonotonic(t *testing.T, s store.Store, _ Extras) {

@@ -300,14 +300,14 @@ type failingInserter struct{}
 
 var errQueueDown = errors.New("queue is down")
 
-func (failingInserter) InsertTx(context.Context, jobs.Tx, river.JobArgs) (bool, error) {
-	return false, errQueueDown
+func (failingInserter) InsertTx(context.Context, jobs.Tx, river.JobArgs) (int64, bool, error) {
+	return 0, false, errQueueDown
 }
 
 // silentInserter accepts every job and sends nothing: the claim's swap,
 // held to travel with the job's insert, must then go out alone.
 type silentInserter struct{}
 
-func (silentInserter) InsertTx(context.Context, jobs.Tx, river.JobArgs) (bool, error) {
-	return true, nil
+func (silentInserter) InsertTx(context.Context, jobs.Tx, river.JobArgs) (int64, bool, error) {
+	return 0, true, nil
 }
