@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,9 +14,12 @@ import (
 
 	"github.com/hallmark-ca/hallmark/admin"
 	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
+	"github.com/hallmark-ca/hallmark/signer/custom"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
+	"github.com/hallmark-ca/hallmark/worker"
 )
 
 var relayRowRE = regexp.MustCompile(`(?s)<code>relay:corp</code>.*?</tr>`)
@@ -72,5 +77,67 @@ func TestRevokeRelayCertificate(t *testing.T) {
 	// Its revoked count is its revoked certificates', as `crl status`'s.
 	if !strings.Contains(row, `<td class="n">1</td><td class="n">0</td>`) {
 		t.Errorf("the CRLs page's row for relay:corp does not count its 1 revoked certificate (and 0 not listed):\n%s", row)
+	}
+}
+
+// TestRevokeRefusedByTheBackend: when the custom backend that issued a
+// certificate refuses its revocation, the panel's notice says so, naming
+// the backend and quoting its reason, as a real worker running a real hook
+// hears it; the certificate stays unrevoked.
+func TestRevokeRefusedByTheBackend(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.Open(t, "sqlite")
+	st := db.Store
+	dir := t.TempDir()
+	hook := filepath.Join(dir, "revoke.sh")
+	if err := os.WriteFile(hook, []byte(`cat > /dev/null; echo '{"error": {"type": "unauthorized", "detail": "certificate is under legal hold"}}'`), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	hooks, err := custom.New(custom.Config{Name: "hooks", IssueCommand: []string{"false"}, RevokeCommand: []string{"sh", hook}, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Profiles["hooked"] = config.Profile{Backend: "custom", Signer: "hooks", ValidityHours: 240}
+	cfg.Challenge.Resolvers = []string{"127.0.0.1:1"}
+	w, err := worker.New(cfg, st, worker.Options{Backends: map[string]worker.Backend{"hooked": hooks}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := w.Registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := w.JobSettings()
+	s.Queues, s.Periodic, s.Scheduled = []string{jobs.ProfileQueue("hooked")}, nil, nil
+	run, err := db.Queue.Start(ctx, reg, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = run.Stop(sctx)
+	})
+	p, err := admin.New(admin.Options{Store: st, Queue: db.Queue, Token: token, CRLBase: "http://crl.example",
+		Revoker: revocation.New(st, cfg.Profiles), RevokeWait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p.Handler())
+	t.Cleanup(srv.Close)
+	issuedCert(t, st, "e7", "hooked.example.com", "custom:hooks", "hooked")
+
+	c := &http.Client{CheckRedirect: noRedirect}
+	bearer := "Bearer " + token
+	_, page := do(t, c, "GET", srv.URL+"/certs/e7", bearer, nil)
+	resp, _ := do(t, c, "POST", srv.URL+"/certs/e7/revoke", bearer, url.Values{"csrf": {csrfOf(t, page)}, "reason": {"4"}})
+	flash := noticeOf(follow(t, srv.URL, resp, bearer))
+	if !strings.Contains(flash, "refused by the custom backend: certificate is under legal hold") {
+		t.Errorf("after the hooks refused, the notice says %q; want the refusal, naming the backend and quoting it", flash)
+	}
+	if got, err := st.CertificateBySerial(ctx, "e7"); err != nil || got.RevokedAt != nil {
+		t.Fatalf("certificate after a refusal = %+v, %v; want unrevoked", got, err)
 	}
 }

@@ -5,8 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/signer/custom"
+	"github.com/hallmark-ca/hallmark/worker"
 )
 
 // backendsConfig is a deployment that mixes backends: the built-in local
@@ -129,4 +136,161 @@ func TestRevokeFollowsTheIssuer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// refusingHook is a custom backend's revoke hook, a real script: it counts
+// its runs in the file calls next to it and answers as the file mode says,
+// refusing (the default) or revoking.
+const refusingHook = `dir=$1
+cat > /dev/null
+echo run >> "$dir/calls"
+if [ "$(cat "$dir/mode" 2>/dev/null)" = accept ]; then
+	echo '{"status": "revoked"}'
+else
+	echo '{"error": {"type": "malformed", "detail": "certificate is under legal hold"}}'
+fi
+`
+
+// hookedConfig names the hooks as a profile's custom backend.
+const hookedConfig = `
+[profiles.hooked]
+backend = "custom"
+signer = "hooks"
+validity_hours = 2160
+challenges = ["dns-01"]
+
+[backends.hooks]
+type = "custom"
+issue_command = ["/bin/false"]
+revoke_command = ["/bin/sh", %q, %q]
+timeout_ms = 5000
+`
+
+// TestRevokeRefusedByTheBackend: `hallmark revoke --wait` of a custom
+// backend's certificate, run by a real worker with a real hook, prints the
+// backend's refusal and exits 6 (a refusal of type malformed is not a usage
+// error, exit 2); run again, it asks the backend again, and revokes once the
+// backend accepts. Without --wait it says the backend has not answered and
+// how to see its answer.
+func TestRevokeRefusedByTheBackend(t *testing.T) {
+	t.Parallel()
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			c := newCA(t, d.url(t))
+			dir := t.TempDir()
+			script := filepath.Join(dir, "revoke.sh")
+			if err := os.WriteFile(script, []byte(refusingHook), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := os.ReadFile(c.config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(c.config, append(cfg, fmt.Sprintf(hookedConfig, script, dir)...), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			startHookWorker(t, c, script, dir)
+			a := c.account()
+			calls := func() int {
+				b, _ := os.ReadFile(filepath.Join(dir, "calls"))
+				return strings.Count(string(b), "run\n")
+			}
+			const serial = "ee01"
+			c.issuedAs(a, "hooked.example.com", serial, "custom:hooks", "hooked")
+			for _, tc := range []struct {
+				name   string
+				accept bool
+				args   []string
+				code   int
+				// outcome is the certificate's in --json; stdout is in the
+				// table's output, stderr in the error line.
+				outcome, stdout, stderr string
+				calls                   int
+				revoked                 bool
+			}{
+				{name: "refused", args: []string{"--wait", "20s"}, code: 6, outcome: "refused",
+					stderr: "refused by the custom backend: certificate is under legal hold", calls: 1},
+				{name: "refused again: asked again", args: []string{"--wait", "20s"}, code: 6, outcome: "refused",
+					stderr: "refused by the custom backend: certificate is under legal hold", calls: 2},
+				{name: "accepted", accept: true, args: []string{"--wait", "20s"}, outcome: "revoked", calls: 3, revoked: true},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					if tc.accept {
+						if err := os.WriteFile(filepath.Join(dir, "mode"), []byte("accept"), 0o600); err != nil {
+							t.Fatal(err)
+						}
+					}
+					r := c.run(append(append([]string{"revoke", "--json", "--reason", "superseded"}, tc.args...), serial)...)
+					if r.code != tc.code || !strings.Contains(r.stderr, tc.stderr) {
+						t.Fatalf("hallmark revoke: exit %d, want %d with %q\nstdout:\n%s\nstderr:\n%s", r.code, tc.code, tc.stderr, r.stdout, r.stderr)
+					}
+					var rep struct {
+						Certificates []struct{ Outcome, Error string }
+					}
+					if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || len(rep.Certificates) != 1 || rep.Certificates[0].Outcome != tc.outcome {
+						t.Fatalf("hallmark revoke --json = %s (%v); want one certificate, outcome %s", r.stdout, err, tc.outcome)
+					}
+					if n := calls(); n != tc.calls {
+						t.Errorf("the hook ran %d times, want %d", n, tc.calls)
+					}
+					if got := c.cert(serial); (got.RevokedAt != nil) != tc.revoked {
+						t.Errorf("certificate revoked at %v, want revoked %v", got.RevokedAt, tc.revoked)
+					}
+				})
+			}
+			t.Run("the table says so", func(t *testing.T) {
+				if err := os.WriteFile(filepath.Join(dir, "mode"), []byte("refuse"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				c.issuedAs(a, "hooked2.example.com", "ee02", "custom:hooks", "hooked")
+				r := c.want(6, "revoke", "--wait", "20s", "ee02")
+				if !strings.Contains(r.stdout, "refused") || !strings.Contains(r.stderr, "hallmark: refused by the custom backend: certificate is under legal hold") {
+					t.Errorf("hallmark revoke of a refused certificate prints\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+				}
+				// Not waiting, the backend has not answered: say how to
+				// get its answer, not that `certs show` has it.
+				c.issuedAs(a, "hooked3.example.com", "ee03", "custom:hooks", "hooked")
+				r = c.want(0, "revoke", "ee03")
+				if !strings.Contains(r.stdout, "has not answered yet; run `hallmark revoke --wait") {
+					t.Errorf("hallmark revoke without --wait prints\n%s", r.stdout)
+				}
+			})
+		})
+	}
+}
+
+// startHookWorker starts a real worker on c's database mounting the hooks
+// for the hooked profile, working only that profile's queue (the tests
+// store their certificates themselves).
+func startHookWorker(t *testing.T, c *ca, script, dir string) {
+	t.Helper()
+	hooks, err := custom.New(custom.Config{Name: "hooks", IssueCommand: []string{"/bin/false"},
+		RevokeCommand: []string{"/bin/sh", script, dir}, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Profiles["hooked"] = config.Profile{Backend: "custom", Signer: "hooks", ValidityHours: 2160}
+	cfg.Challenge.Resolvers = []string{"127.0.0.1:1"}
+	cfg.Worker.ID = "cli-test-worker"
+	w, err := worker.New(cfg, c.st(), worker.Options{Backends: map[string]worker.Backend{"hooked": hooks}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := w.Registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := w.JobSettings()
+	s.Queues, s.Periodic, s.Scheduled = []string{jobs.ProfileQueue("hooked")}, nil, nil
+	run, err := c.db.Queue.Start(context.Background(), reg, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = run.Stop(ctx)
+	})
 }
