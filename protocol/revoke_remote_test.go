@@ -1,6 +1,7 @@
 package protocol_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -21,8 +22,9 @@ import (
 
 // revokeHook is a custom backend's revoke hook: a real script that logs each
 // request it gets (one line per call, naming the serial) and answers as the
-// file mode-<serial> next to it says: accept, refuse, badreason, down (the
-// backend cannot be reached: exit 1) or slow (refuse after 3 s).
+// file mode-<serial> next to it says: accept, refuse, badreason, odd (a
+// type of its own), down (the backend cannot be reached: exit 1) or slow
+// (refuse after 3 s).
 const revokeHook = `dir=$1
 in=$(cat)
 serial=$(printf '%s' "$in" | sed -n 's/.*"serial":"\([0-9a-f]*\)".*/\1/p')
@@ -31,6 +33,7 @@ case $(cat "$dir/mode-$serial") in
 accept) echo '{"status": "revoked"}' ;;
 refuse) echo '{"error": {"type": "unauthorized", "detail": "certificate is under legal hold"}}' ;;
 badreason) echo '{"error": {"type": "urn:ietf:params:acme:error:badRevocationReason", "detail": "the registry accepts only keyCompromise"}}' ;;
+odd) echo '{"error": {"type": "registryLocked", "detail": "certificate is under legal hold"}}' ;;
 slow) sleep 3; echo '{"error": {"type": "unauthorized", "detail": "certificate is under legal hold"}}' ;;
 *) echo 'the upstream registry is unreachable' >&2; exit 1 ;;
 esac
@@ -163,6 +166,9 @@ func TestRevokeCertRemoteOutcome(t *testing.T) {
 		{"refused with the backend's own type", []step{
 			{mode: "badreason", status: http.StatusBadRequest, problem: acme.ProblemBadRevocationReason, calls: 1, jobs: 1},
 		}},
+		{"refused with a type that has no status", []step{
+			{mode: "odd", status: http.StatusForbidden, problem: "urn:ietf:params:acme:error:registryLocked", calls: 1, jobs: 1},
+		}},
 		{"unreachable, then back", []step{
 			{mode: "down", status: http.StatusServiceUnavailable, problem: acme.ProblemServerInternal, calls: -2, jobs: 1},
 			{mode: "accept", status: http.StatusOK, calls: -3, jobs: 1, revoked: true},
@@ -189,7 +195,10 @@ func TestRevokeCertRemoteOutcome(t *testing.T) {
 					if st.mode != "" {
 						hook.answer(t, c.serial, st.mode)
 					}
-					st.check(t, e, hook, c.serial, e.post(t, a, url, revokePayload(c.der, 4)))
+					start := time.Now()
+					r := e.post(t, a, url, revokePayload(c.der, 4))
+					t.Logf("%s, hook %q: answered %d after %v", e.kind, cmp.Or(st.mode, "unchanged"), r.status, time.Since(start).Round(time.Millisecond))
+					st.check(t, e, hook, c.serial, r)
 				}
 			})
 		}
