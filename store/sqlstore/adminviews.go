@@ -122,25 +122,3 @@ func (s *Store) JobIDs(ctx context.Context, f store.JobFilter, p store.Page) ([]
 	n, next := cursor(ids, limit)
 	return ids[:n], next, nil
 }
-
-func (s *Store) Issuers(ctx context.Context) ([]string, error) {
-	var out []string
-	err := s.inTx(ctx, func(t *txn) error {
-		out = nil
-		return collect(ctx, t, func(r Rows) error {
-			var id string
-			if err := r.Scan(&id); err != nil {
-				return err
-			}
-			out = append(out, id)
-			return nil
-		}, `SELECT substr(name, 8) FROM settings WHERE name LIKE 'issuer:%'
-UNION SELECT issuer_id FROM certificates
-UNION SELECT issuer_id FROM crls
-ORDER BY 1`)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("listing issuers: %w", err)
-	}
-	return out, nil
-}

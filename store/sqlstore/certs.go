@@ -301,8 +301,13 @@ func (s *Store) CRLStore(ctx context.Context, c store.CRL) error {
 		if c.Number <= newest {
 			return fmt.Errorf("storing CRL %d of issuer %s: the newest stored is %d and numbers must increase: %w", c.Number, c.IssuerID, newest, store.ErrConflict)
 		}
-		_, err := t.exec(ctx, `INSERT INTO crls (issuer_id, number, this_update, next_update, der) VALUES ($1, $2, $3, $4, $5)`,
+		var b batch
+		b.exec("", `INSERT INTO crls (issuer_id, number, this_update, next_update, der) VALUES ($1, $2, $3, $4, $5)`,
 			c.IssuerID, c.Number, s.d.T(c.ThisUpdate), s.d.T(c.NextUpdate), nonNil(c.DER))
+		// An issuer whose CRL the views judge is one they list (Issuers),
+		// published or not.
+		b.exec("", issuerRegisterSQL, c.IssuerID)
+		_, err := t.send(ctx, &b)
 		return err
 	})
 }

@@ -105,3 +105,6 @@ func MovableSQL(d *Dialect, sel store.RenewalSelector) (string, []any) {
 // RevokedCountSQL is the statement RevokedCount runs, as d runs it: $1 the
 // issuer id.
 func RevokedCountSQL(d *Dialect) string { return d.SQL(revokedCountSQL) }
+
+// IssuersSQL is the statement Issuers runs, as d runs it.
+func IssuersSQL(d *Dialect) string { return d.SQL(issuersSQL) }

@@ -1046,7 +1046,7 @@ RETURNING `+orderCols, orderID, nonNil(csrDER), profile, u.AccountID)
 }
 
 func (s *Store) OrderIssued(ctx context.Context, in store.Issued) error {
-	return s.inTx(ctx, func(t *txn) error {
+	err := s.inTx(ctx, func(t *txn) error {
 		// One batch: the compare-and-swap processing → valid, the order's
 		// status as it then stands (for the error when the swap moved
 		// nothing), and the certificate's rows. The certificate takes its
@@ -1067,6 +1067,12 @@ func (s *Store) OrderIssued(ctx context.Context, in store.Issued) error {
 		if err != nil {
 			return err
 		}
+		if !s.issuers.has(c.IssuerID) {
+			// The first certificate of its issuer here: no certificate is
+			// stored whose issuer the operator's views do not list
+			// (Issuers).
+			b.exec("registering issuer "+c.IssuerID, certIssuerRegisterSQL, c.Serial)
+		}
 		n, err := t.sendLast(ctx, &b)
 		if len(n) > found && n[moved] == 0 {
 			if n[found] == 0 {
@@ -1082,6 +1088,11 @@ func (s *Store) OrderIssued(ctx context.Context, in store.Issued) error {
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	s.issuers.add(in.Certificate.IssuerID)
+	return nil
 }
 
 func (s *Store) OrderFail(ctx context.Context, orderID string, p acme.Problem) error {

@@ -322,6 +322,9 @@ var fleetBase = []string{
 	 SELECT oa.order_id, a.identifier_type, a.identifier_value FROM order_authz oa JOIN authorizations a ON a.id = oa.authz_id`,
 	`INSERT INTO certificate_names (serial, name)
 	 SELECT c.serial, oi.value FROM certificates c JOIN order_identifiers oi ON oi.order_id = c.order_id`,
+	// Their issuers, as issuance registers them (OrderIssued) or migration
+	// 0009 found them.
+	`INSERT INTO issuers (id) SELECT DISTINCT issuer_id FROM certificates`,
 }
 
 // fleetShape moves the seed to the statuses a fleet's rows have: most
@@ -424,6 +427,10 @@ func fleetCases() []fleetCase {
 		// The CRL views' count of a remote issuer's revoked certificates
 		// reads the revoked ones only, not the 20,000 issued.
 		{"RevokedCount", sqlstore.RevokedCountSQL(pg), []any{"i", int64(math.MaxInt64)}, "rows=1 "},
+		// The CRL views (the panel's overview and CRL page, 'hallmark crl
+		// status') list the issuers, i and i2, on every view: not by
+		// reading the issuer of every certificate.
+		{"Issuers", sqlstore.IssuersSQL(pg), nil, "rows=2 "},
 	}
 }
 

@@ -23,6 +23,8 @@ type Store struct {
 	// mem is SQLite's consumed-nonce set (memnonces.go); nil on
 	// PostgreSQL, whose set is a table every replica shares.
 	mem *memNonces
+	// issuers are those this store has registered (issuers.go).
+	issuers registered
 }
 
 var _ store.Store = (*Store)(nil)

@@ -89,6 +89,8 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"RateCertificatesByDomain", testRateCertificatesByDomain}, // ratelimit.go
 		{"Audit", testAudit},
 		{"IssuerPublish", testIssuerPublish},
+		{"IssuersListed", testIssuersListed},     // issuers.go
+		{"IssuersMigrated", testIssuersMigrated}, // issuers.go
 		{"AdminViews", testAdminViews},
 		{"AdminSessions", testAdminSessions}, // adminsessions.go
 		{"ExpirePending", testExpirePending},
@@ -247,6 +249,13 @@ func mustIssue(t *testing.T, s store.Store, o *store.Order, serial string) {
 
 func issue(t *testing.T, s store.Store, o *store.Order, serial string) error {
 	t.Helper()
+	return issueAs(t, s, o, serial, "issuer-1")
+}
+
+// issueAs is issue by the issuer id a backend records (a key identifier,
+// relay:<name>, custom:<name>).
+func issueAs(t *testing.T, s store.Store, o *store.Order, serial, issuer string) error {
+	t.Helper()
 	ctx := ctxT(t)
 	now := dbNow(t, s)
 	if o.Status == acme.StatusReady {
@@ -259,7 +268,7 @@ func issue(t *testing.T, s store.Store, o *store.Order, serial string) error {
 		names = append(names, id.Value)
 	}
 	return s.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{
-		Serial: serial, IssuerID: "issuer-1", DER: []byte{0x30, 0x01}, ChainPEM: []byte("-----BEGIN CERTIFICATE-----\n"),
+		Serial: serial, IssuerID: issuer, DER: []byte{0x30, 0x01}, ChainPEM: []byte("-----BEGIN CERTIFICATE-----\n"),
 		Names: names, NotBefore: now, NotAfter: now.Add(90 * 24 * time.Hour),
 	}})
 }
