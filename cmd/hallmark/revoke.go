@@ -98,58 +98,18 @@ func revoke(ctx context.Context, s *session, c *cli.Context) error {
 	if err != nil {
 		return exitErr(err)
 	}
-	svc := revocation.New(s.st, s.cfg.Profiles)
-	certs, err := svc.Select(ctx, t)
-	if err != nil {
-		return exitErr(err)
+	run := &bulkRevoke{svc: revocation.New(s.st, s.cfg.Profiles), reason: reason, wait: c.Duration("wait"), crl: map[string]bool{},
+		rep: revokeReport{DryRun: c.Bool("dry-run"), Target: t.String(), Reason: int(reason), ReasonName: reason.String(), Actor: operator.CLIActor(), Certificates: []revokeRow{}, CRLQueued: []string{}}}
+	// A page at a time (revocation.Service.Select): an account's 20,000
+	// certificates are never in memory at once, only their report rows.
+	selErr := run.svc.Select(ctx, t, func(cert *store.Certificate) error {
+		run.one(ctx, cert)
+		return nil
+	})
+	if selErr != nil && run.total == 0 {
+		return exitErr(selErr)
 	}
-	rep := revokeReport{DryRun: c.Bool("dry-run"), Target: t.String(), Reason: int(reason), ReasonName: reason.String(), Actor: operator.CLIActor(), Certificates: []revokeRow{}, CRLQueued: []string{}}
-	crl := map[string]bool{}
-	var failed, done, skipped int
-	var firstErr error
-	for _, cert := range certs {
-		row := revokeRow{Serial: cert.Serial, Names: cert.Names, Issuer: cert.IssuerID, Profile: cert.Profile, Backend: svc.Backend(cert), NotAfter: when(cert.NotAfter)}
-		switch {
-		case cert.RevokedAt != nil:
-			row.Outcome = "already-revoked"
-			row.Error = fmt.Sprintf("revoked at %s with reason %s", when(*cert.RevokedAt), revocation.Reason(cert.RevocationReason))
-			skipped++
-		case rep.DryRun:
-			row.Outcome = "would-revoke"
-			done++
-		default:
-			res, err := svc.Revoke(ctx, revocation.Request{Serial: cert.Serial, Reason: reason, Actor: rep.Actor, Via: "hallmark revoke", Wait: c.Duration("wait")})
-			switch {
-			case errors.Is(err, revocation.ErrRefused):
-				row.Outcome, row.Error = "refused", exitErr(err).Error()
-				if firstErr == nil {
-					firstErr = err
-				}
-				failed++
-			case err != nil:
-				row.Outcome, row.Error = "failed", exitErr(err).Error()
-				if firstErr == nil {
-					firstErr = err
-				}
-				failed++
-			case res.Remote && !res.Done:
-				row.Outcome = "queued"
-				done++
-			default:
-				row.Outcome = "revoked"
-				if !res.Remote {
-					crl[cert.IssuerID] = true
-				}
-				done++
-			}
-		}
-		rep.Certificates = append(rep.Certificates, row)
-	}
-	for id := range crl {
-		rep.CRLQueued = append(rep.CRLQueued, id)
-	}
-	sort.Strings(rep.CRLQueued)
-
+	rep := run.report()
 	if s.json {
 		if err := s.emit(rep); err != nil {
 			return err
@@ -157,16 +117,89 @@ func revoke(ctx context.Context, s *session, c *cli.Context) error {
 	} else {
 		printRevoke(s, rep)
 	}
+	return run.exit(t, selErr)
+}
+
+// bulkRevoke is one `hallmark revoke`: what it has done so far.
+type bulkRevoke struct {
+	svc    *revocation.Service
+	reason revocation.Reason
+	wait   time.Duration
+	rep    revokeReport
+	crl    map[string]bool // issuers whose next CRL a revocation queued
+
+	total, failed, done int
+	first               string // the serial of the first certificate
+	firstErr            error
+}
+
+// one revokes cert (or says it would, or skips it) and adds its row.
+func (b *bulkRevoke) one(ctx context.Context, cert *store.Certificate) {
+	b.total++
+	if b.total == 1 {
+		b.first = cert.Serial
+	}
+	row := revokeRow{Serial: cert.Serial, Names: cert.Names, Issuer: cert.IssuerID, Profile: cert.Profile, Backend: b.svc.Backend(cert), NotAfter: when(cert.NotAfter)}
 	switch {
-	case len(certs) == 0:
+	case cert.RevokedAt != nil:
+		row.Outcome = "already-revoked"
+		row.Error = fmt.Sprintf("revoked at %s with reason %s", when(*cert.RevokedAt), revocation.Reason(cert.RevocationReason))
+	case b.rep.DryRun:
+		row.Outcome = "would-revoke"
+		b.done++
+	default:
+		res, err := b.svc.Revoke(ctx, revocation.Request{Serial: cert.Serial, Reason: b.reason, Actor: b.rep.Actor, Via: "hallmark revoke", Wait: b.wait})
+		switch {
+		case errors.Is(err, revocation.ErrRefused):
+			row.Outcome, row.Error = "refused", exitErr(err).Error()
+			if b.firstErr == nil {
+				b.firstErr = err
+			}
+			b.failed++
+		case err != nil:
+			row.Outcome, row.Error = "failed", exitErr(err).Error()
+			if b.firstErr == nil {
+				b.firstErr = err
+			}
+			b.failed++
+		case res.Remote && !res.Done:
+			row.Outcome = "queued"
+			b.done++
+		default:
+			row.Outcome = "revoked"
+			if !res.Remote {
+				b.crl[cert.IssuerID] = true
+			}
+			b.done++
+		}
+	}
+	b.rep.Certificates = append(b.rep.Certificates, row)
+}
+
+// report is the run's report, its queued CRLs sorted.
+func (b *bulkRevoke) report() revokeReport {
+	for id := range b.crl {
+		b.rep.CRLQueued = append(b.rep.CRLQueued, id)
+	}
+	sort.Strings(b.rep.CRLQueued)
+	return b.rep
+}
+
+// exit is the run's exit: selErr is the error that stopped the selection
+// part way (its pages are read as the run goes), if any.
+func (b *bulkRevoke) exit(t revocation.Target, selErr error) error {
+	switch {
+	case selErr != nil:
+		return cli.Exit(fmt.Sprintf("stopped after %d certificate(s) of %s: %v; run the command again: done ones are skipped", b.total, t, exitErr(selErr)), exitNothing)
+	case b.total == 0:
 		return cli.Exit(fmt.Sprintf("%s has no certificates; nothing to revoke", t), exitNothing)
-	case failed > 0 && done == 0 && len(certs) == 1:
-		return exitErr(firstErr)
-	case failed > 0:
-		return cli.Exit(fmt.Sprintf("%d of %d revocations failed (see above); fix the cause and run the command again: done ones are skipped", failed, failed+done), exitNothing)
-	case done == 0 && len(certs) == 1:
-		return cli.Exit(fmt.Sprintf("certificate %s is already revoked; nothing to do", certs[0].Serial), exitNothing)
-	case done == 0:
+	case b.failed > 0 && b.done == 0 && b.total == 1:
+		return exitErr(b.firstErr)
+	case b.failed > 0:
+		return cli.Exit(fmt.Sprintf("%d of %d revocations failed (see above); fix the cause and run the command again: done ones are skipped", b.failed, b.failed+b.done), exitNothing)
+	case b.done == 0 && b.total == 1:
+		return cli.Exit(fmt.Sprintf("certificate %s is already revoked; nothing to do", b.first), exitNothing)
+	case b.done == 0:
 		return cli.Exit(fmt.Sprintf("every certificate of %s is already revoked; nothing to do", t), exitNothing)
 	}
 	return nil

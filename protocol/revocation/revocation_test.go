@@ -3,6 +3,7 @@ package revocation_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -71,16 +72,22 @@ func seed(t *testing.T, profile string) (store.Store, *store.Certificate) {
 // database for its queue too.
 func seedIssued(t *testing.T, profile, issuer string) (*open.DB, *store.Certificate) {
 	t.Helper()
-	ctx := context.Background()
 	db := testdb.Open(t, "sqlite")
-	st := db.Store
-	a, err := st.AccountCreate(ctx, &store.Account{KeyJWK: []byte(`{}`), Thumbprint: "tp", TermsAgreed: true})
+	a, err := db.Store.AccountCreate(context.Background(), &store.Account{KeyJWK: []byte(`{}`), Thumbprint: "tp", TermsAgreed: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return db, issued(t, db.Store, a.ID, profile, issuer, "5e", "a.example.com")
+}
+
+// issued stores certificate serial for name, of profile and issuer, as the
+// account's order's, through the store's issuance path.
+func issued(t *testing.T, st store.Store, accountID, profile, issuer, serial, name string) *store.Certificate {
+	t.Helper()
+	ctx := context.Background()
 	now, _ := st.Now(ctx)
-	id := acme.Identifier{Type: acme.IdentifierDNS, Value: "a.example.com"}
-	o, err := st.OrderCreate(ctx, store.NewOrder{AccountID: a.ID, Profile: profile, Expires: now.Add(time.Hour), Identifiers: []acme.Identifier{id},
+	id := acme.Identifier{Type: acme.IdentifierDNS, Value: name}
+	o, err := st.OrderCreate(ctx, store.NewOrder{AccountID: accountID, Profile: profile, Expires: now.Add(time.Hour), Identifiers: []acme.Identifier{id},
 		Authzs: []*store.Authorization{{Identifier: id, Expires: now.Add(time.Hour), Challenges: []store.Challenge{{Type: acme.ChallengeDNS01}}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -95,15 +102,15 @@ func seedIssued(t *testing.T, profile, issuer string) (*open.DB, *store.Certific
 	if _, _, err := st.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr")); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: "5e", IssuerID: issuer, Profile: profile,
+	if err := st.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: serial, IssuerID: issuer, Profile: profile,
 		DER: []byte{0x30}, Names: []string{id.Value}, NotBefore: now, NotAfter: now.Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := st.CertificateBySerial(ctx, "5e")
+	c, err := st.CertificateBySerial(ctx, serial)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return db, c
+	return c
 }
 
 var profiles = map[string]config.Profile{"default": {Backend: "local"}, "hsm": {Backend: "pkcs11", Signer: "token"},
@@ -244,12 +251,109 @@ func TestSelect(t *testing.T) {
 		"unknown order":   {revocation.Target{OrderID: "nope"}, 0, store.ErrNotFound},
 		"unknown account": {revocation.Target{AccountID: "nope"}, 0, store.ErrNotFound},
 	} {
-		got, err := svc.Select(ctx, tc.t)
+		got, err := selected(ctx, svc, tc.t, nil)
 		if len(got) != tc.n || !errors.Is(err, tc.errs) {
 			t.Errorf("%s: Select = %d certificates, %v", name, len(got), err)
 		}
 	}
-	if _, err := svc.Select(ctx, revocation.Target{Serial: "a", OrderID: "b"}); err == nil {
+	if _, err := selected(ctx, svc, revocation.Target{Serial: "a", OrderID: "b"}, nil); err == nil {
 		t.Error("Select with two targets did not fail")
+	}
+	stop := errors.New("stop")
+	if _, err := selected(ctx, svc, revocation.Target{AccountID: c.AccountID}, func(*store.Certificate) error { return stop }); !errors.Is(err, stop) {
+		t.Errorf("Select whose each fails = %v, want that error", err)
+	}
+}
+
+// selected is the serials Select passes to each, in order; then, when set,
+// also runs then on each.
+func selected(ctx context.Context, svc *revocation.Service, tg revocation.Target, then func(*store.Certificate) error) ([]string, error) {
+	var out []string
+	err := svc.Select(ctx, tg, func(c *store.Certificate) error {
+		out = append(out, c.Serial)
+		if then != nil {
+			return then(c)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// pageCounter is a store that records the pages of certificates asked for.
+type pageCounter struct {
+	revocation.Store
+	pages []store.Page
+}
+
+func (p *pageCounter) CertificatesList(ctx context.Context, f store.CertFilter, pg store.Page) ([]*store.Certificate, string, error) {
+	p.pages = append(p.pages, pg)
+	return p.Store.CertificatesList(ctx, f, pg)
+}
+
+// TestSelectPages: a bulk selection of an account's certificates over more
+// than one page passes each of them exactly once, newest first, and no
+// other account's, also while each one is revoked as it comes (hallmark
+// revoke --account); it reads pages of 1,000 (the store's most), not the
+// lists' 50: one read for the seven here.
+func TestSelectPages(t *testing.T) {
+	t.Parallel()
+	for _, dialect := range []string{"sqlite", "postgres"} {
+		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db := testdb.Open(t, dialect)
+			var accts [2]string
+			for i := range accts {
+				a, err := db.Store.AccountCreate(ctx, &store.Account{KeyJWK: []byte(`{}`), Thumbprint: fmt.Sprintf("tp%d", i), TermsAgreed: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				accts[i] = a.ID
+			}
+			var want []string // newest first
+			for i := range 7 {
+				serial := fmt.Sprintf("%02x", 0x10+i)
+				issued(t, db.Store, accts[0], "default", "iss", serial, serial+".example.com")
+				want = append([]string{serial}, want...)
+			}
+			issued(t, db.Store, accts[1], "default", "iss", "99", "other.example.com")
+			for _, tc := range []struct {
+				name   string
+				page   int // 0: Select's own
+				revoke bool
+				limits []int // the pages read
+			}{
+				{name: "pages of 3", page: 3, limits: []int{3, 3, 3}},
+				{name: "pages of 3, revoking each", page: 3, revoke: true, limits: []int{3, 3, 3}},
+				{name: "pages of 7", page: 7, limits: []int{7}},
+				{name: "Select's pages", limits: []int{1000}},
+			} {
+				pc := &pageCounter{Store: db.Store}
+				svc := revocation.New(pc, profiles)
+				if tc.page > 0 {
+					revocation.SetSelectPage(svc, tc.page)
+				}
+				var then func(*store.Certificate) error
+				if tc.revoke {
+					then = func(c *store.Certificate) error {
+						_, err := svc.Revoke(ctx, revocation.Request{Serial: c.Serial, Reason: revocation.Superseded, Actor: "cli:test"})
+						return err
+					}
+				}
+				got, err := selected(ctx, svc, revocation.Target{AccountID: accts[0]}, then)
+				var limits []int
+				for _, p := range pc.pages {
+					limits = append(limits, p.Limit)
+				}
+				if err != nil || !slices.Equal(got, want) || !slices.Equal(limits, tc.limits) {
+					t.Errorf("%s: Select = %v, %v, reading pages of %v; want %v, reading pages of %v", tc.name, got, err, limits, want, tc.limits)
+				}
+			}
+			for _, serial := range want {
+				if c, err := db.Store.CertificateBySerial(ctx, serial); err != nil || c.RevokedAt == nil {
+					t.Errorf("certificate %s after revoking each: %+v, %v", serial, c, err)
+				}
+			}
+		})
 	}
 }
