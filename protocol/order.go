@@ -132,11 +132,16 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 	if errors.Is(err, store.ErrAuthzUnusable) {
 		// An authorization chosen for reuse was deactivated or expired
 		// since: the order gets fresh authorizations instead, as it would
-		// have had it come a moment later.
+		// have had it come a moment later, and within the
+		// pending-authorizations limit as the first draft was: this one
+		// creates more of them.
 		if no, err = s.draftOrder(p.acct.ID, req, name, prof, ids, bind, now, nil); err != nil {
 			return err
 		}
 		no.ReplacesSerial = replacesSerial
+		if err := s.limitOrderAuthzs(ctx, p.acct.ID, no); err != nil {
+			return err
+		}
 		o, err = s.st.OrderCreate(ctx, no)
 	}
 	if err != nil {

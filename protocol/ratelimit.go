@@ -66,13 +66,7 @@ func (s *Server) limitNewOrder(ctx context.Context, acctID string, no store.NewO
 			return limited(rc, rc.Oldest.Add(window), "too many new orders: the limit is %d per account per %s", n, window)
 		}
 	}
-	fresh := 0
-	for _, a := range no.Authzs {
-		if a.ID == "" {
-			fresh++
-		}
-	}
-	if err := s.limitPendingAuthzs(ctx, acctID, fresh, "this order"); err != nil {
+	if err := s.limitOrderAuthzs(ctx, acctID, no); err != nil {
 		return err
 	}
 	for _, id := range no.Identifiers {
@@ -81,6 +75,20 @@ func (s *Server) limitNewOrder(ctx context.Context, acctID string, no store.NewO
 		}
 	}
 	return s.limitCertificates(ctx, no.Identifiers)
+}
+
+// limitOrderAuthzs applies pending authorizations per account to the
+// authorizations the order no creates. It is the one limit that depends on
+// how an order is drafted: a newOrder drafted again (a reused
+// authorization became unusable) meets it once more with the new draft.
+func (s *Server) limitOrderAuthzs(ctx context.Context, acctID string, no store.NewOrder) error {
+	fresh := 0
+	for _, a := range no.Authzs {
+		if a.ID == "" {
+			fresh++
+		}
+	}
+	return s.limitPendingAuthzs(ctx, acctID, fresh, "this order")
 }
 
 // limitNewAuthz applies to a pre-authorization (newAuthz) that creates an

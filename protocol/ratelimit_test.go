@@ -7,8 +7,10 @@ import (
 	"crypto/rand"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -156,4 +158,68 @@ func TestRateLimitUnreadableAllows(t *testing.T) {
 				t.Errorf("the unreadable limit was not logged; log:\n%s", logs.String())
 			}
 		})
+}
+
+// TestRateLimitPendingAuthorizationsRedraft: a newOrder whose
+// authorization chosen for reuse is deactivated before the order is
+// written (deactivatingReuse) is drafted again with one more fresh
+// authorization, and that draft meets the pending-authorizations limit as
+// the first did: over it, the order is refused with rateLimited and
+// Retry-After and nothing is written. Before, the redraft was written
+// unchecked, past the limit.
+func TestRateLimitPendingAuthorizationsRedraft(t *testing.T) {
+	t.Parallel()
+	var armed atomic.Bool
+	armed.Store(true) // every reuse is deactivated as its order is written
+	wrap := func(s store.Store) store.Store { return deactivatingReuse{s, &armed} }
+	withWrappedStores(t, func(c *config.Config) { c.Limits.PendingAuthorizationsPerAccount = 3 }, wrap, nil, func(t *testing.T, e *env) {
+		const lo, hi = 29 * 24 * 3600, 30 * 24 * 3600
+		cases := []struct {
+			name string
+			// fresh are the order's names besides the reused one: the
+			// first draft creates len(fresh) authorizations, the redraft
+			// one more, beside the one pending already.
+			fresh   []string
+			limited bool
+		}{
+			{"redraft within the limit", []string{"n1.example"}, false},
+			{"redraft over the limit", []string{"n1.example", "n2.example"}, true},
+			{"first draft over the limit", []string{"n1.example", "n2.example", "n3.example"}, true},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				a := e.register(t)
+				acct := lastSegment(a.kid)
+				o, _ := e.newOrder(t, a, dnsIDs("reused.example"))
+				e.validate(t, a, o)
+				e.newOrder(t, a, dnsIDs("waiting.example")) // one pending authorization
+				pending := func() int {
+					return e.count(t, "SELECT count(*) FROM authorizations WHERE account_id = $1 AND status = 'pending'", acct)
+				}
+				orders := func() int { return e.count(t, "SELECT count(*) FROM orders WHERE account_id = $1", acct) }
+				before := orders()
+
+				r := e.post(t, a, e.base+"/acme/new-order", map[string]any{"identifiers": dnsIDs(append([]string{"reused.example"}, tc.fresh...)...)})
+				if tc.limited {
+					wantLimited(t, e, r, lo, hi, "too many pending authorizations: the limit is 3 per account, the account has 1 and this order needs")
+					if n := orders(); n != before {
+						t.Errorf("%d orders after the refused newOrder, want %d", n, before)
+					}
+					if n := pending(); n != 1 {
+						t.Errorf("%d pending authorizations after the refused newOrder, want 1", n)
+					}
+					return
+				}
+				wantStatus(t, r, http.StatusCreated)
+				var got orderJSON
+				r.json(t, &got)
+				if got.Status != acme.StatusPending || slices.Contains(got.Authorizations, o.Authorizations[0]) {
+					t.Errorf("the redrafted order %+v; want pending on fresh authorizations, not %s", got, o.Authorizations[0])
+				}
+				if n := pending(); n != 1+1+len(tc.fresh) {
+					t.Errorf("%d pending authorizations, want %d", n, 2+len(tc.fresh))
+				}
+			})
+		}
+	})
 }
