@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -342,6 +343,121 @@ func TestExternalAccountBinding(t *testing.T) {
 		}
 		if n != 3 {
 			t.Errorf("%d authz.prevalidated audit events, want 3", n)
+		}
+	})
+}
+
+// registerBound creates an account bound to a new pre-validating external
+// account key kid, limited to team-a.example and 192.0.2.0/24.
+func (e *env) registerBound(t *testing.T, kid string) *account {
+	t.Helper()
+	mac := make([]byte, 32)
+	_, _ = rand.Read(mac)
+	if _, err := e.st.EABCreate(context.Background(), store.EABKey{ID: kid, MACKey: mac, Label: "team a",
+		AllowedDomains: []string{"team-a.example"}, AllowedIPRanges: []string{"192.0.2.0/24"}, PreValidated: true},
+		store.AuditEvent{Actor: "test", Action: "eab.create", Subject: kid}); err != nil {
+		t.Fatal(err)
+	}
+	a := newKey(t)
+	url := e.base + "/acme/new-account"
+	r := e.post(t, a, url, map[string]any{"termsOfServiceAgreed": true, "externalAccountBinding": eabBinding(t, a, kid, mac, url)})
+	wantStatus(t, r, http.StatusCreated)
+	a.kid = r.header.Get("Location")
+	return a
+}
+
+// TestPreValidatedReuse: an authorization born valid (a pre-validating
+// binding vouched for its name) is reused, by newOrder or newAuthz, only
+// where the request's own new authorization for the name would be born
+// valid too: the account's binding still pre-validates the name, and the
+// request's profile offers a challenge type for it (one that offers none
+// refuses the name, pre-validated or not). Otherwise the request is
+// answered as if the earlier order had never been made. Before, a born
+// valid authorization was reused by any profile, whatever the binding had
+// become: a wildcard or an IP address a profile cannot validate was ready
+// at once, and so was a name the binding no longer pre-validates.
+func TestPreValidatedReuse(t *testing.T) {
+	t.Parallel()
+	withStores(t, func(c *config.Config) {
+		def := c.Profiles["default"]
+		httpOnly, dnsOnly := def, def
+		httpOnly.Challenges = []string{"http-01"} // wildcards allowed, but no dns-01 to validate one
+		dnsOnly.Challenges = []string{"dns-01"}   // IP addresses allowed, but nothing to validate one
+		dnsOnly.AllowPreAuthorization = true
+		c.Profiles["http-only"], c.Profiles["dns-only"] = httpOnly, dnsOnly
+	}, func(t *testing.T, e *env) {
+		name := func(v string) acme.Identifier { return acme.Identifier{Type: acme.IdentifierDNS, Value: v} }
+		ip := func(v string) acme.Identifier { return acme.Identifier{Type: acme.IdentifierIP, Value: v} }
+		const reused, pending = "reused", "pending"
+		cases := []struct {
+			name     string
+			id       acme.Identifier
+			then     string // the profile of the request that could reuse the born valid authorization
+			newAuthz bool   // that request is newAuthz, not newOrder
+			unbind   bool   // the binding stops pre-validating in between
+			want     string // reused, pending (a new authorization), or the problem type
+		}{
+			{"same profile", name("www.team-a.example"), "default", false, false, reused},
+			{"a profile offering a method for it", name("www.team-a.example"), "http-only", false, false, reused},
+			{"newAuthz, a profile offering a method for it", name("www.team-a.example"), "dns-only", true, false, reused},
+			{"a wildcard, by a profile without dns-01", name("*.team-a.example"), "http-only", false, false, string(acme.ProblemRejectedIdentifier)},
+			{"an IP address, by a profile without http-01 or tls-alpn-01", ip("192.0.2.7"), "dns-only", false, false, string(acme.ProblemRejectedIdentifier)},
+			{"newAuthz, an IP address, by a profile without http-01 or tls-alpn-01", ip("192.0.2.7"), "dns-only", true, false, string(acme.ProblemRejectedIdentifier)},
+			{"the binding no longer pre-validates", name("www.team-a.example"), "default", false, true, pending},
+			{"newAuthz, the binding no longer pre-validates", name("www.team-a.example"), "dns-only", true, true, pending},
+		}
+		for i, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				kid := fmt.Sprintf("kid-reuse-%d", i)
+				a := e.registerBound(t, kid)
+				first, _ := e.newOrder(t, a, []acme.Identifier{tc.id})
+				if first.Status != acme.StatusReady {
+					t.Fatalf("the pre-validated order is %s, want ready", first.Status)
+				}
+				born := first.Authorizations[0]
+				if tc.unbind {
+					// No command changes a bound key; an operator may in
+					// the database, and newOrder reads the binding each time.
+					e.exec(t, "UPDATE eab_keys SET prevalidated = $1 WHERE id = $2", false, kid)
+				}
+				var r *response
+				if tc.newAuthz {
+					r = e.post(t, a, e.base+"/acme/new-authz", map[string]any{"identifier": tc.id, "profile": tc.then})
+				} else {
+					r = e.post(t, a, e.base+"/acme/new-order", map[string]any{"identifiers": []acme.Identifier{tc.id}, "profile": tc.then})
+				}
+				switch tc.want {
+				case reused, pending:
+					var got, loc = born, r.header.Get("Location")
+					var status acme.Status
+					if tc.newAuthz {
+						var az authzJSON
+						r.json(t, &az)
+						got, status = loc, az.Status
+					} else {
+						wantStatus(t, r, http.StatusCreated)
+						var o orderJSON
+						r.json(t, &o)
+						got, status = o.Authorizations[0], o.Status
+					}
+					if tc.want == reused && (got != born || (!tc.newAuthz && status != acme.StatusReady) || (tc.newAuthz && status != acme.StatusValid)) {
+						t.Errorf("%s: authorization %s, %s; want the born valid %s reused", tc.then, got, status, born)
+					}
+					if tc.want == pending {
+						if got == born || status != acme.StatusPending {
+							t.Errorf("%s: authorization %s, %s; want a new pending one, not the born valid %s", tc.then, got, status, born)
+						}
+						if az := e.authz(t, a, got); az.Status != acme.StatusPending || len(az.Challenges) == 0 {
+							t.Errorf("the new authorization is %s with %d challenges, want pending with challenges", az.Status, len(az.Challenges))
+						}
+					}
+				default:
+					p := wantProblem(t, e, r, acme.ProblemType(tc.want), http.StatusBadRequest)
+					if !strings.Contains(p.Detail, "offers no challenge type that can validate") {
+						t.Errorf("detail %q does not say the profile cannot validate the name", p.Detail)
+					}
+				}
+			})
 		}
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
 )
@@ -188,6 +189,30 @@ func bindingCovers(k *store.EABKey, id acme.Identifier) bool {
 // pre-validated, and id is inside its limits.
 func preValidated(k *store.EABKey, id acme.Identifier) bool {
 	return k != nil && k.PreValidated && k.Limited() && bindingCovers(k, id)
+}
+
+// reusableBy is found, the authorizations AuthzsReusable chose for ids
+// (found[i] for ids[i]), without those a request of profile prof under
+// binding bind may not reuse: one born valid (no challenge: a binding
+// pre-validated it) is reused only where the request's own new
+// authorization for the name would be born valid too. That is, the
+// binding still pre-validates the name (an operator may have changed it
+// since; checkBinding has refused names outside its limits), and prof
+// offers a challenge type for it: authzFor refuses a name its profile
+// cannot validate, pre-validated or not, so a wildcard ordered under a
+// profile without dns-01 is refused whether or not another profile's
+// order made its authorization born valid before. A request is answered
+// as if the earlier order had never been made. An authorization a
+// challenge validated needs nothing more: AuthzsReusable kept only those
+// validated by a method prof offers, which can validate the name.
+func reusableBy(found []*store.Authorization, ids []acme.Identifier, prof config.Profile, bind *store.EABKey) []*store.Authorization {
+	for i, a := range found {
+		if a != nil && len(a.Challenges) == 0 && i < len(ids) &&
+			(!preValidated(bind, ids[i]) || len(challengeTypes(ids[i], prof)) == 0) {
+			found[i] = nil
+		}
+	}
+	return found
 }
 
 // bornValid turns a new authorization into one the binding pre-validated:

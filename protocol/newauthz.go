@@ -72,6 +72,7 @@ func (s *Server) newAuthz(w http.ResponseWriter, p *post) error {
 	if err != nil {
 		return s.storeErr(err, "looking for a reusable authorization")
 	}
+	reusable = reusableBy(reusable, ids, prof, bind)
 	a, err := authzFor(reusable[0], p.acct.ID, id, prof, name, now, life)
 	if err != nil {
 		return err

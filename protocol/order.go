@@ -117,6 +117,7 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 	if err != nil {
 		return err
 	}
+	reusable = reusableBy(reusable, ids, prof, bind) // protocol/eab.go: born valid ones only where this order's would be
 	// Whether the next newOrder of this account is worth folding
 	// (newOrderFolded): not while it has authorizations to reuse.
 	s.reuses.put(p.acct.ID, slices.ContainsFunc(reusable, func(a *store.Authorization) bool { return a != nil }))

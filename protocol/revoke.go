@@ -140,7 +140,10 @@ func (s *Server) revocationAuthority(ctx context.Context, p *post, x *x509.Certi
 // unauthorized is the first of ids the account holds no valid, unexpired
 // authorization for, or nil when it holds one for each: for a wildcard
 // name either a wildcard or a base authorization counts. One store read
-// asks for all of them.
+// asks for all of them. Any method counts (RFC 8555 §7.6), and so does an
+// authorization born valid through a pre-validating binding: it is a
+// valid authorization the CA granted for the name, the operator's word
+// for the account's control of it standing for a challenge's.
 func (s *Server) unauthorized(ctx context.Context, acctID string, ids []acme.Identifier, now time.Time) (*acme.Identifier, error) {
 	var keys []store.AuthzKey
 	var of []int // the identifier each key is for
