@@ -31,7 +31,26 @@ var (
 	// was to reuse that stopped being valid (deactivated, expired) after
 	// the caller chose it: the caller drafts the order again.
 	ErrAuthzUnusable = errors.New("store: an authorization to reuse is no longer valid")
+	// ErrUnauthorized is OrderIssued refusing to record a certificate for
+	// an order still processing whose account or one of whose
+	// authorizations stopped being valid while it was signed: the caller
+	// fails the order (OrderFail), and the certificate is not delivered.
+	ErrUnauthorized = errors.New("store: the order's account or an authorization of it is no longer valid")
 )
+
+// ToIssue is what the issuing worker reads of an order (OrderToIssue).
+type ToIssue struct {
+	Order *Order
+	// Stale: a challenge validated one of the order's authorizations
+	// more than the age asked ago on the database clock
+	// (StaleValidations says which).
+	Stale bool
+	// Lapsed, when set, is why the order, though processing, must not be
+	// issued: its account is no longer valid (deactivated, RFC 8555
+	// §7.3.6), or one of its authorizations is not (§7.5.2). Its type is
+	// unauthorized; the worker fails the order with it before signing.
+	Lapsed *acme.Problem
+}
 
 // ClockSlack is how far a folded newOrder's estimate of the database's
 // clock may be off (OrderCreateSigned): its order and authorizations then
@@ -192,10 +211,11 @@ type Store interface {
 	OrderCreateSigned(ctx context.Context, u SignedUse, o NewOrder, clock time.Time) (*Order, error)
 	OrderByID(ctx context.Context, id string) (*Order, error)
 	// OrderToIssue is OrderByID for the issuing worker, in the same one
-	// statement: the order, and whether a challenge validated one of its
+	// statement: the order, whether a challenge validated one of its
 	// authorizations more than caaAge ago on the database clock (then
-	// StaleValidations says which).
-	OrderToIssue(ctx context.Context, id string, caaAge time.Duration) (o *Order, stale bool, err error)
+	// StaleValidations says which), and whether its account and
+	// authorizations still authorize it (ToIssue.Lapsed).
+	OrderToIssue(ctx context.Context, id string, caaAge time.Duration) (*ToIssue, error)
 	// StaleValidations are the order's authorizations whose challenge
 	// validated them more than age ago on the database clock, in the
 	// order's position order: the issuing worker checks their CAA again
@@ -267,6 +287,9 @@ type Store interface {
 	OrderFinalizeSigned(ctx context.Context, u SignedUse, orderID, profile string, csrDER []byte) (*Order, error)
 	// OrderIssued stores the certificate and moves the order processing →
 	// valid, in one transaction; ErrConflict if the order is not processing.
+	// The compare-and-swap also requires the order's account and every
+	// one of its authorizations to be valid still: an order processing
+	// without them stores nothing and the error is ErrUnauthorized.
 	// River completes the signer_issue job after the handler returns.
 	OrderIssued(ctx context.Context, in Issued) error
 	// OrderFail moves a processing order to invalid with the problem;

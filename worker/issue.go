@@ -24,13 +24,14 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		// serve; leave the job for a worker that mounts the profile.
 		return jobs.CouldNotRun(fmt.Errorf("profile %q is not mounted on worker %s", args.Profile, w.id))
 	}
-	o, stale, err := w.store.OrderToIssue(ctx, args.OrderID, caaRecheckAfter)
+	ti, err := w.store.OrderToIssue(ctx, args.OrderID, caaRecheckAfter)
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("order %s does not exist: %w", args.OrderID, err)
 	}
 	if err != nil {
 		return jobs.CouldNotRun(fmt.Errorf("loading order %s: %w", args.OrderID, err))
 	}
+	o := ti.Order
 	if o.Status != acme.StatusProcessing {
 		// Already finished (a rescued job whose worker died after the
 		// verdict committed) or abandoned: signing again would issue a
@@ -46,13 +47,21 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		}
 		return nil
 	}
+	if ti.Lapsed != nil {
+		// Its account or an authorization stopped being valid since the
+		// finalize, and the deactivation did not move the order (on
+		// PostgreSQL it may not have seen an order newOrder committed
+		// during it): no certificate, and no key operation for one.
+		w.unstored.Delete(o.ID)
+		return fail(*ti.Lapsed)
+	}
 	if v, ok := w.unstored.LoadAndDelete(o.ID); ok {
 		// An earlier attempt signed and could not store: store that
 		// certificate, which may already exist upstream (a relay backend),
 		// instead of signing another.
 		return w.storeIssued(ctx, o, args.Profile, v.(unstoredCert))
 	}
-	if stale {
+	if ti.Stale {
 		if p, err := w.recheckCAA(ctx, o); err != nil {
 			return err
 		} else if p != nil {
@@ -115,6 +124,20 @@ func (w *Worker) storeIssued(ctx context.Context, o *store.Order, profile string
 		NotBefore: c.issued.NotBefore,
 		NotAfter:  c.issued.NotAfter,
 	}})
+	if errors.Is(err, store.ErrUnauthorized) {
+		// Its account or an authorization stopped being valid while it
+		// was signed, and the order is still processing: the swap stored
+		// nothing; the order fails with the reason OrderToIssue reads.
+		w.log.Warn("certificate signed for an order whose account or authorization is no longer valid; not stored", "order", o.ID, "serial", c.issued.SerialHex)
+		p := acme.Problem{Type: acme.ProblemUnauthorized, Detail: "the account or an authorization of this order stopped being valid while the certificate was issued, so it was not; create a new order"}
+		if ti, err := w.store.OrderToIssue(ctx, o.ID, caaRecheckAfter); err == nil && ti.Lapsed != nil {
+			p = *ti.Lapsed
+		}
+		if err := w.store.OrderFail(ctx, o.ID, p); err != nil && !errors.Is(err, store.ErrConflict) {
+			return jobs.CouldNotRun(fmt.Errorf("recording failure of order %s: %w", o.ID, err))
+		}
+		return nil
+	}
 	if errors.Is(err, store.ErrConflict) {
 		// The order left processing while it was signed: its account or
 		// an authorization was deactivated, or an operator abandoned it.

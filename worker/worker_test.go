@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
@@ -38,6 +40,7 @@ import (
 type rig struct {
 	st     store.Store
 	db     *open.DB
+	url    string // the database's URL
 	path   string // the SQLite file, for SQL of a test's own
 	mount  []string
 	runner jobs.Runner // the first worker's
@@ -55,6 +58,7 @@ type rig struct {
 }
 
 type rigOpts struct {
+	kind     string // "postgres", or SQLite ("" or "sqlite")
 	httpPort int
 	mount    []string // profiles this worker mounts; nil = all
 	profiles map[string]config.Profile
@@ -64,6 +68,9 @@ type rigOpts struct {
 func newRig(t *testing.T, o rigOpts) *rig {
 	t.Helper()
 	url := testdb.SQLite(t)
+	if o.kind == "postgres" {
+		url = testdb.Postgres(t)
+	}
 	db := testdb.OpenURL(t, url)
 
 	cfg := config.Default()
@@ -80,7 +87,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 		cfg.Profiles[name] = p
 	}
 	iss := localIssuer(t, "Worker Test")
-	r := &rig{st: db.Store, db: db, path: strings.TrimPrefix(url, "sqlite:"), cfg: cfg, issuer: iss, dns: dns, mount: o.mount, backends: o.backends}
+	r := &rig{st: db.Store, db: db, url: url, path: strings.TrimPrefix(url, "sqlite:"), cfg: cfg, issuer: iss, dns: dns, mount: o.mount, backends: o.backends}
 	r.runner = r.startWorker(t, "test-worker", iss, 0)
 	return r
 }
@@ -1020,5 +1027,161 @@ func TestNewRefusesNoResolvers(t *testing.T) {
 	_, err := worker.New(cfg, nil, worker.Options{})
 	if err == nil || !strings.Contains(err.Error(), "challenge.resolvers") {
 		t.Fatalf("worker.New = %v, want an error naming challenge.resolvers", err)
+	}
+}
+
+// exec runs one statement, written with $n placeholders, on the rig's
+// database through a connection of its own, as another process would.
+func (r *rig) exec(t *testing.T, q string, args ...any) {
+	t.Helper()
+	ctx := context.Background()
+	if strings.HasPrefix(r.url, "sqlite:") {
+		db, err := sqlite.Open(r.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := db.ExecContext(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		return
+	}
+	c, err := pgx.Connect(ctx, r.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, q, args...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// lapsingStore records the orders whose certificate was signed (each
+// reaches OrderIssued), and for the orders in lapse runs its statement
+// just before storing: a deactivation that commits while the certificate
+// is signed.
+type lapsingStore struct {
+	store.Store
+	r     *rig
+	t     *testing.T
+	mu    sync.Mutex
+	lapse map[string]string // order ID → statement
+	saw   map[string]bool   // orders that reached OrderIssued
+}
+
+func (l *lapsingStore) OrderIssued(ctx context.Context, in store.Issued) error {
+	l.mu.Lock()
+	l.saw[in.OrderID] = true
+	q := l.lapse[in.OrderID]
+	l.mu.Unlock()
+	if q != "" {
+		l.r.exec(l.t, q)
+	}
+	return l.Store.OrderIssued(ctx, in)
+}
+
+func (l *lapsingStore) signed(id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.saw[id]
+}
+
+// TestLapsedOrderNotIssued: an order finalized whose account (or one of
+// whose authorizations) is deactivated before the worker signs ends
+// invalid with unauthorized, with no certificate stored and none signed;
+// deactivated while it is signed, with none stored. Orders born valid
+// (a pre-validating binding) are the ones it matters for: AccountDeactivate
+// moves the account's unfinished orders to invalid, and the worker then
+// leaves them, but on PostgreSQL its statements run at READ COMMITTED,
+// each on its own snapshot, so an order newOrder commits after its UPDATE
+// of orders and before its COMMIT is left as it was, ready (born valid, it
+// needs no challenge) with a valid authorization, on an account then
+// deactivated; a finalize whose account check read before that COMMIT
+// queues it. The test sets that state directly (the deactivation's account
+// row, not the order it did not see). Before, the worker signed and stored
+// the certificate.
+func TestLapsedOrderNotIssued(t *testing.T) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			r := newRig(t, rigOpts{kind: kind})
+			r.stopFirst(t) // the orders are set up before any worker takes them
+			deactivateAccount := func(o *store.Order) string {
+				return "UPDATE accounts SET status = 'deactivated' WHERE id = '" + o.AccountID + "'"
+			}
+			deactivateAuthz := func(o *store.Order) string {
+				return "UPDATE authorizations SET status = 'deactivated' WHERE id = '" + o.AuthzIDs[0] + "'"
+			}
+			cases := []struct {
+				name string
+				// before runs after the finalize, before any worker runs;
+				// during, as the certificate is stored. Either may be nil.
+				before  func(t *testing.T, o *store.Order)
+				during  func(o *store.Order) string
+				problem string // in the order's error; "" when it is issued
+				signed  bool
+			}{
+				{"nothing lapsed", nil, nil, "", true},
+				{"account deactivated by AccountDeactivate", func(t *testing.T, o *store.Order) {
+					if _, err := r.st.AccountDeactivate(context.Background(), o.AccountID); err != nil {
+						t.Fatal(err)
+					}
+				}, nil, "the account was deactivated", false},
+				{"account deactivated, the order unseen by the deactivation", func(t *testing.T, o *store.Order) { r.exec(t, deactivateAccount(o)) },
+					nil, "the account is deactivated", false},
+				{"authorization deactivated, the order unseen by the deactivation", func(t *testing.T, o *store.Order) { r.exec(t, deactivateAuthz(o)) },
+					nil, "is no longer valid", false},
+				{"account deactivated while the certificate is signed", nil, deactivateAccount, "the account is deactivated", true},
+			}
+			lapsing := &lapsingStore{r: r, t: t, lapse: map[string]string{}, saw: map[string]bool{}}
+			orders := make([]*store.Order, len(cases))
+			for i, tc := range cases {
+				name := fmt.Sprintf("n%d.lapsed.worker.test", i)
+				now, _ := r.st.Now(context.Background())
+				id := acme.Identifier{Type: acme.IdentifierDNS, Value: name}
+				// Born valid: no challenge, the order ready at once.
+				o, err := r.st.OrderCreate(context.Background(), store.NewOrder{AccountID: r.account(t).ID, Profile: "default",
+					Identifiers: []acme.Identifier{id}, Expires: now.Add(time.Hour),
+					Authzs: []*store.Authorization{{Identifier: id, Status: acme.StatusValid, Expires: now.Add(time.Hour)}}})
+				if err != nil || o.Status != acme.StatusReady {
+					t.Fatalf("born valid order: %+v, %v; want ready", o, err)
+				}
+				key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+				if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, name)); err != nil || !claimed {
+					t.Fatalf("finalize: %v %v", claimed, err)
+				}
+				if tc.before != nil {
+					tc.before(t, o)
+				}
+				if tc.during != nil {
+					lapsing.lapse[o.ID] = tc.during(o)
+				}
+				orders[i] = o
+			}
+			r.wrap = func(st store.Store) store.Store { lapsing.Store = st; return lapsing }
+			r.startWorker(t, "lapse-worker", r.issuer, 0)
+			for i, tc := range cases {
+				t.Run(tc.name, func(t *testing.T) {
+					o := orders[i]
+					if tc.problem == "" {
+						r.issued(t, o.ID)
+					} else {
+						got := r.waitOrder(t, o.ID, acme.StatusInvalid)
+						if got.Error == nil || got.Error.Type != acme.ProblemUnauthorized || !strings.Contains(got.Error.Detail, tc.problem) {
+							t.Errorf("order error = %+v, want unauthorized saying %q", got.Error, tc.problem)
+						}
+						if got.CertSerial != "" {
+							t.Errorf("the invalid order names certificate %s", got.CertSerial)
+						}
+						if n, _, err := r.st.CertificatesList(context.Background(), store.CertFilter{AccountID: o.AccountID}, store.Page{}); err != nil || len(n) != 0 {
+							t.Errorf("certificates of the account: %d, %v; want none stored", len(n), err)
+						}
+					}
+					if s := lapsing.signed(o.ID); s != tc.signed {
+						t.Errorf("signed a certificate: %v, want %v", s, tc.signed)
+					}
+				})
+			}
+		})
 	}
 }

@@ -51,6 +51,14 @@ func ChallengeClaimSignedSQL(d *Dialect) string {
 	return d.SQL(challengeClaimSignedSQL + challengeCols)
 }
 
+// OrderIssuedSQL is OrderIssued's compare-and-swap, as d runs it: $1 the
+// order, $2 the serial.
+func OrderIssuedSQL(d *Dialect) string { return d.SQL(orderIssuedSQL) }
+
+// OrderToIssueSQL is OrderToIssue's read, as d runs it: $1 the order, $2
+// the CAA age in microseconds (negative).
+func OrderToIssueSQL(d *Dialect) string { return d.SQL(orderToIssueSQL) }
+
 // CertInsertSQL is the statement that stores an issued certificate from
 // its order (queueCertificate), as d runs it.
 func CertInsertSQL(d *Dialect) string { return d.SQL(certInsertSQL) }

@@ -1045,6 +1045,12 @@ RETURNING `+orderCols, orderID, nonNil(csrDER), profile, u.AccountID)
 	return out, err
 }
 
+// orderIssuedSQL is OrderIssued's compare-and-swap: order $1 processing →
+// valid with certificate $2, while its account and authorizations are
+// valid (orderAuthorizedSQL).
+const orderIssuedSQL = `UPDATE orders SET status = 'valid', cert_serial = $2, updated_at = {now}
+WHERE id = $1 AND status = 'processing' AND ` + orderAuthorizedSQL
+
 func (s *Store) OrderIssued(ctx context.Context, in store.Issued) error {
 	err := s.inTx(ctx, func(t *txn) error {
 		// One batch: the compare-and-swap processing → valid, the order's
@@ -1056,9 +1062,15 @@ func (s *Store) OrderIssued(ctx context.Context, in store.Issued) error {
 		// foreign key, so the batch fails and nothing commits (with no
 		// names there is nothing to commit). That is what lets the batch
 		// carry the COMMIT (sendLast): one round trip on PostgreSQL.
+		//
+		// The swap also requires the order's account and authorizations
+		// to be valid still (orderAuthorizedSQL): a deactivation that
+		// committed while the certificate was signed and did not move the
+		// order (on PostgreSQL, one whose statements ran before newOrder
+		// committed it) leaves it processing, and the certificate is not
+		// recorded; ErrUnauthorized tells the worker to fail the order.
 		var b batch
-		moved := b.exec("", `UPDATE orders SET status = 'valid', cert_serial = $2, updated_at = {now} WHERE id = $1 AND status = 'processing'`,
-			in.OrderID, in.Certificate.Serial)
+		moved := b.exec("", orderIssuedSQL, in.OrderID, in.Certificate.Serial)
 		var status string
 		found := b.scan("", []any{&status}, `SELECT status FROM orders WHERE id = $1`, in.OrderID)
 		c := in.Certificate
@@ -1077,6 +1089,9 @@ func (s *Store) OrderIssued(ctx context.Context, in store.Issued) error {
 		if len(n) > found && n[moved] == 0 {
 			if n[found] == 0 {
 				return fmt.Errorf("reading order %s: %w", in.OrderID, store.ErrNotFound)
+			}
+			if status == string(acme.StatusProcessing) {
+				return fmt.Errorf("storing the certificate of order %s: %w", in.OrderID, store.ErrUnauthorized)
 			}
 			return fmt.Errorf("storing the certificate of order %s: it is %s, not processing: %w", in.OrderID, status, store.ErrConflict)
 		}

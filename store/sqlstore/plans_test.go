@@ -428,6 +428,13 @@ func fleetCases() []fleetCase {
 		// Storing an issued certificate (OrderIssued): o777's serial is
 		// s777, stored already, so none is inserted; the order is read by
 		// its key.
+		// The issuing worker's read of a processing order (po3000, its
+		// authorization p3000 pending) and the swap that stores its
+		// certificate, which finds that authorization not valid: the
+		// account, the order's authorizations and their challenges are
+		// read by key, not the account's 20,000 valid authorizations.
+		{"OrderToIssue", sqlstore.OrderToIssueSQL(pg), []any{"po3000", -(7 * time.Hour).Microseconds()}, "rows=1 "},
+		{"OrderIssued: the swap", sqlstore.OrderIssuedSQL(pg), []any{"po3000", "snew"}, "rows=0 "},
 		{"OrderIssued: certificate from its order", sqlstore.CertInsertSQL(pg), []any{"snew", "o777", "", "i", "", "\\x", "\\x", "[]", now, now, now}, "rows=0 "},
 		// ARI replaces: s1000's replacing order io5 failed, so it may be
 		// replaced again; s1001's, o2, is valid. The replacing order is

@@ -10,36 +10,76 @@ import (
 )
 
 // orderToIssueSQL is orderByIDSQL with whether a challenge validated one of
-// the order's authorizations before {now+$2} ($2 a negative age): index
-// lookups beside the order's, so the issuing worker's one read stays one
-// statement when nothing is stale, as it almost always is.
+// the order's authorizations before {now+$2} ($2 a negative age), the
+// status of the order's account, and the first of its authorizations that
+// is not valid (” for none): index lookups beside the order's, so the
+// issuing worker's one read stays one statement when nothing is stale, as
+// it almost always is.
 //
 // The challenge is looked up by a scalar subquery per authorization, not a
 // join: PostgreSQL flattens a join (or an IN or EXISTS) into one whose
 // plan, on tables never analyzed (autovacuum off, a fresh database), scans
 // every challenge for its status, issuance after issuance. An aggregate
-// subquery is not flattened and takes challenges_authz_idx.
+// subquery is not flattened and takes challenges_authz_idx. The
+// authorizations' statuses are read the same way (orderLapsedAuthzSQL).
 const orderToIssueSQL = `SELECT ` + orderCols + `,
   EXISTS (SELECT 1 FROM order_authz oa WHERE oa.order_id = orders.id
-    AND (SELECT MIN(c.validated_at) FROM challenges c WHERE c.authz_id = oa.authz_id AND c.status = 'valid') < {now+$2})
+    AND (SELECT MIN(c.validated_at) FROM challenges c WHERE c.authz_id = oa.authz_id AND c.status = 'valid') < {now+$2}),
+  COALESCE(` + orderAccountStatusSQL + `, ''), COALESCE(` + orderLapsedAuthzSQL + `, '')
 FROM orders WHERE id = $1`
 
-func (s *Store) OrderToIssue(ctx context.Context, id string, caaAge time.Duration) (*store.Order, bool, error) {
-	var out *store.Order
-	var stale bool
+// orderAccountStatusSQL is the status of the account of the orders row at
+// hand, by its key.
+const orderAccountStatusSQL = `(SELECT ac.status FROM accounts ac WHERE ac.id = orders.account_id)`
+
+// orderLapsedAuthzSQL is the first (by ID) authorization of the orders row
+// at hand that is not valid, NULL for none: from order_authz by the order's
+// key, each authorization's status by its own key.
+const orderLapsedAuthzSQL = `(SELECT MIN(oa.authz_id) FROM order_authz oa WHERE oa.order_id = orders.id
+    AND (SELECT a.status FROM authorizations a WHERE a.id = oa.authz_id) <> 'valid')`
+
+// orderAuthorizedSQL holds for an orders row whose account and
+// authorizations are all still valid: OrderIssued's compare-and-swap
+// requires it, as OrderToIssue reads it (issueLapsed). Scalar subqueries
+// both, which PostgreSQL runs by key from the one row, never flattened
+// into a join a plan without statistics could scan.
+const orderAuthorizedSQL = orderAccountStatusSQL + ` = 'valid' AND ` + orderLapsedAuthzSQL + ` IS NULL`
+
+func (s *Store) OrderToIssue(ctx context.Context, id string, caaAge time.Duration) (*store.ToIssue, error) {
+	var out *store.ToIssue
 	err := s.autocommit(ctx, func(t *txn) error {
 		var r orderRow
-		if err := t.queryRow(ctx, orderToIssueSQL, id, -caaAge.Microseconds()).Scan(append(r.dest(), &stale)...); err != nil {
+		var stale bool
+		var acct, lapsed string
+		if err := t.queryRow(ctx, orderToIssueSQL, id, -caaAge.Microseconds()).Scan(append(r.dest(), &stale, &acct, &lapsed)...); err != nil {
 			return err
 		}
-		var err error
-		out, err = r.finish()
-		return err
+		o, err := r.finish()
+		if err != nil {
+			return err
+		}
+		out = &store.ToIssue{Order: o, Stale: stale, Lapsed: issueLapsed(acct, lapsed)}
+		return nil
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("reading order %s to issue: %w", id, err)
+		return nil, fmt.Errorf("reading order %s to issue: %w", id, err)
 	}
-	return out, stale, nil
+	return out, nil
+}
+
+// issueLapsed is the problem of an order whose account has status acct and
+// whose first authorization that is not valid is authzID ("" for none):
+// nil when both are valid.
+func issueLapsed(acct, authzID string) *acme.Problem {
+	switch {
+	case acct != string(acme.StatusValid):
+		return &acme.Problem{Type: acme.ProblemUnauthorized, Detail: fmt.Sprintf(
+			"the account is %s, so the certificate was not issued (RFC 8555 §7.3.6); a valid account must order it again", acct)}
+	case authzID != "":
+		return &acme.Problem{Type: acme.ProblemUnauthorized, Detail: fmt.Sprintf(
+			"authorization %s is no longer valid, so the certificate was not issued; create a new order", authzID)}
+	}
+	return nil
 }
 
 // StaleValidations runs only when OrderToIssue found something stale, a

@@ -795,6 +795,88 @@ func testOrderHappyPath(t *testing.T, s store.Store, x Extras) {
 	wantErr(t, "OrderFail on a valid order", s.OrderFail(ctx, o.ID, acme.Problem{Type: acme.ProblemBadCSR}), store.ErrConflict)
 }
 
+// testIssueLapsed: an order processing whose account or one of whose
+// authorizations is no longer valid, though the order was left processing
+// (on PostgreSQL, a deactivation whose statements ran before the order was
+// committed; set here directly, as that leaves it), is read by
+// OrderToIssue with the problem to fail it with, and OrderIssued records
+// no certificate for it: ErrUnauthorized, the order still processing for
+// the worker to fail. Born valid (pre-validated) or validated, alike.
+func testIssueLapsed(t *testing.T, s store.Store, x Extras) {
+	ctx := ctxT(t)
+	cases := []struct {
+		name      string
+		bornValid bool
+		lapse     func(o *store.Order) string // a statement that makes it lapse; nil for none
+		detail    string                      // in the problem's detail; "" for none
+	}{
+		{"nothing lapsed", false, nil, ""},
+		{"nothing lapsed, born valid", true, nil, ""},
+		{"account deactivated", false, func(o *store.Order) string {
+			return "UPDATE accounts SET status = 'deactivated' WHERE id = '" + o.AccountID + "'"
+		}, "the account is deactivated"},
+		{"account deactivated, born valid", true, func(o *store.Order) string {
+			return "UPDATE accounts SET status = 'deactivated' WHERE id = '" + o.AccountID + "'"
+		}, "the account is deactivated"},
+		{"an authorization deactivated", false, func(o *store.Order) string {
+			return "UPDATE authorizations SET status = 'deactivated' WHERE id = '" + o.AuthzIDs[1] + "'"
+		}, "is no longer valid"},
+		{"an authorization deactivated, born valid", true, func(o *store.Order) string {
+			return "UPDATE authorizations SET status = 'deactivated' WHERE id = '" + o.AuthzIDs[0] + "'"
+		}, "is no longer valid"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAccount(t, s)
+			names := []string{fmt.Sprintf("lapse%d-a.example.com", i), fmt.Sprintf("lapse%d-b.example.com", i)}
+			var o *store.Order
+			if tc.bornValid {
+				spec := orderSpec(t, s, a, names...)
+				for _, az := range spec.Authzs {
+					az.Status, az.Challenges = acme.StatusValid, nil
+				}
+				var err error
+				if o, err = s.OrderCreate(ctx, spec); err != nil || o.Status != acme.StatusReady {
+					t.Fatalf("born valid order: %+v, %v; want ready", o, err)
+				}
+			} else {
+				o = readyOrder(t, s, a, names...)
+			}
+			if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr")); err != nil || !claimed {
+				t.Fatalf("OrderFinalizeBegin: claimed=%v err=%v", claimed, err)
+			}
+			o = order(t, s, o.ID)
+			if tc.lapse != nil {
+				x.Exec(t, tc.lapse(o))
+			}
+			got, err := s.OrderToIssue(ctx, o.ID, time.Hour)
+			if err != nil || got.Order.Status != acme.StatusProcessing {
+				t.Fatalf("OrderToIssue = %+v, %v; want the processing order", got, err)
+			}
+			switch {
+			case tc.detail == "" && got.Lapsed != nil:
+				t.Fatalf("OrderToIssue: lapsed %+v, want nothing lapsed", got.Lapsed)
+			case tc.detail != "" && (got.Lapsed == nil || got.Lapsed.Type != acme.ProblemUnauthorized || !strings.Contains(got.Lapsed.Detail, tc.detail)):
+				t.Fatalf("OrderToIssue: lapsed %+v, want unauthorized saying %q", got.Lapsed, tc.detail)
+			}
+			serial := fmt.Sprintf("1a5e%d", i)
+			err = issue(t, s, o, serial)
+			if tc.detail == "" {
+				if err != nil {
+					t.Fatalf("OrderIssued: %v", err)
+				}
+				return
+			}
+			wantErr(t, "OrderIssued of a lapsed order", err, store.ErrUnauthorized)
+			if got := order(t, s, o.ID); got.Status != acme.StatusProcessing || got.CertSerial != "" {
+				t.Fatalf("order after the refused OrderIssued: %s, serial %q; want processing, none", got.Status, got.CertSerial)
+			}
+			_, err = s.CertificateBySerial(ctx, serial)
+			wantErr(t, "the refused certificate", err, store.ErrNotFound)
+		})
+	}
+}
+
 // testStaleValidations: an order's validated authorizations count as
 // stale once their challenge's validation is older than the age asked
 // for, on the database clock, in the order's position order.
@@ -809,19 +891,19 @@ func testStaleValidations(t *testing.T, s store.Store, _ Extras) {
 	if got, err := s.StaleValidations(ctx, o.ID, time.Hour); err != nil || len(got) != 0 {
 		t.Fatalf("StaleValidations(1h) right after validating = %+v, %v; want none", got, err)
 	}
-	if got, stale, err := s.OrderToIssue(ctx, o.ID, time.Hour); err != nil || stale || got.ID != o.ID || len(got.AuthzIDs) != 3 {
-		t.Fatalf("OrderToIssue(1h) right after validating = %+v, stale %v, %v; want the order, nothing stale", got, stale, err)
+	if got, err := s.OrderToIssue(ctx, o.ID, time.Hour); err != nil || got.Stale || got.Order.ID != o.ID || len(got.Order.AuthzIDs) != 3 {
+		t.Fatalf("OrderToIssue(1h) right after validating = %+v, %v; want the order, nothing stale", got, err)
 	}
 	time.Sleep(20 * time.Millisecond)
-	if _, stale, err := s.OrderToIssue(ctx, o.ID, 5*time.Millisecond); err != nil || !stale {
-		t.Fatalf("OrderToIssue(5ms) = stale %v, %v; want stale", stale, err)
+	if got, err := s.OrderToIssue(ctx, o.ID, 5*time.Millisecond); err != nil || !got.Stale {
+		t.Fatalf("OrderToIssue(5ms) = %+v, %v; want stale", got, err)
 	}
 	// An order with nothing validated has nothing stale.
 	pending := newOrder(t, s, a, "nothing.example.com")
-	if _, stale, err := s.OrderToIssue(ctx, pending.ID, 5*time.Millisecond); err != nil || stale {
-		t.Fatalf("OrderToIssue(5ms) of an order with nothing validated = stale %v, %v; want not stale", stale, err)
+	if got, err := s.OrderToIssue(ctx, pending.ID, 5*time.Millisecond); err != nil || got.Stale {
+		t.Fatalf("OrderToIssue(5ms) of an order with nothing validated = %+v, %v; want not stale", got, err)
 	}
-	_, _, err := s.OrderToIssue(ctx, "no-such-order", time.Hour)
+	_, err := s.OrderToIssue(ctx, "no-such-order", time.Hour)
 	wantErr(t, "OrderToIssue of no order", err, store.ErrNotFound)
 	got, err := s.StaleValidations(ctx, o.ID, 5*time.Millisecond)
 	if err != nil {

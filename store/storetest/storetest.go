@@ -61,6 +61,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"OrderReusesAuthz", testOrderReusesAuthz},
 		{"OrderReuseRefusesUnusableAuthz", testOrderReuseRefusesUnusableAuthz}, // reuse.go
 		{"StaleValidations", testStaleValidations},
+		{"IssueLapsed", testIssueLapsed},
 		{"AuthzReusable", testAuthzReusable},
 		{"AuthzReusableByMethod", testAuthzReusableByMethod},
 		{"InvalidVerdict", testInvalidVerdict},
