@@ -292,6 +292,16 @@ type Store interface {
 	// without them stores nothing and the error is ErrUnauthorized.
 	// River completes the signer_issue job after the handler returns.
 	OrderIssued(ctx context.Context, in Issued) error
+	// UndeliveredRecord stores certificate c, signed for order c.OrderID
+	// when the order could no longer take it (it left processing, or its
+	// account or an authorization stopped being valid, while it was
+	// signed), so the CA holds no signature it has no record of. In one
+	// transaction with ev: when Hallmark is its issuer, revoked with reason
+	// and its issuer's next CRL queued; when a relay or custom backend
+	// issued it (RemoteIssuer), a signer_revoke job on c.Profile's queue
+	// asks that backend to. It does not count toward the
+	// certificates-per-domain limit. ErrConflict if the serial is stored.
+	UndeliveredRecord(ctx context.Context, c Certificate, reason int, ev AuditEvent) error
 	// OrderFail moves a processing order to invalid with the problem;
 	// ErrConflict if it is not processing. River completes the signer_issue
 	// job after the handler returns.

@@ -35,8 +35,12 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 	if o.Status != acme.StatusProcessing {
 		// Already finished (a rescued job whose worker died after the
 		// verdict committed) or abandoned: signing again would issue a
-		// second certificate for the order.
-		w.unstored.Delete(o.ID) // what an earlier attempt kept, if any: its order is done
+		// second certificate for the order. What an earlier attempt
+		// signed and could not store is recorded, revoked: the order did
+		// not take it.
+		if v, ok := w.unstored.LoadAndDelete(o.ID); ok {
+			return w.undelivered(ctx, o, args.Profile, v.(unstoredCert), "is "+string(o.Status)+", no longer processing")
+		}
 		return nil
 	}
 	fail := func(p acme.Problem) error {
@@ -52,8 +56,14 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		// finalize, and the deactivation did not move the order (on
 		// PostgreSQL it may not have seen an order newOrder committed
 		// during it): no certificate, and no key operation for one.
-		w.unstored.Delete(o.ID)
-		return fail(*ti.Lapsed)
+		if err := fail(*ti.Lapsed); err != nil {
+			return err
+		}
+		if v, ok := w.unstored.LoadAndDelete(o.ID); ok {
+			// An earlier attempt signed it before the lapse was seen.
+			return w.undelivered(ctx, o, args.Profile, v.(unstoredCert), "lost its account or an authorization")
+		}
+		return nil
 	}
 	if v, ok := w.unstored.LoadAndDelete(o.ID); ok {
 		// An earlier attempt signed and could not store: store that
@@ -108,11 +118,47 @@ type unstoredCert struct {
 // storeIssued stores c as o's certificate and moves o to valid. When the
 // store fails, c is kept for the job's retry on this worker.
 func (w *Worker) storeIssued(ctx context.Context, o *store.Order, profile string, c unstoredCert) error {
+	err := w.store.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: certRow(o, profile, c)})
+	if errors.Is(err, store.ErrUnauthorized) {
+		// Its account or an authorization stopped being valid while it
+		// was signed, and the order is still processing: the swap stored
+		// nothing; the order fails with the reason OrderToIssue reads.
+		p := acme.Problem{Type: acme.ProblemUnauthorized, Detail: "the account or an authorization of this order stopped being valid while the certificate was issued, so it was not; create a new order"}
+		if ti, err := w.store.OrderToIssue(ctx, o.ID, caaRecheckAfter); err == nil && ti.Lapsed != nil {
+			p = *ti.Lapsed
+		}
+		// c is recorded first, so an order a client sees invalid has its
+		// certificate accounted for; a retry fails the order (issueOrder).
+		if err := w.undelivered(ctx, o, profile, c, "lost its account or an authorization"); err != nil {
+			return err
+		}
+		if err := w.store.OrderFail(ctx, o.ID, p); err != nil && !errors.Is(err, store.ErrConflict) {
+			return jobs.CouldNotRun(fmt.Errorf("recording failure of order %s: %w", o.ID, err))
+		}
+		return nil
+	}
+	if errors.Is(err, store.ErrConflict) {
+		// The order left processing while it was signed: its account or
+		// an authorization was deactivated, or an operator abandoned it.
+		return w.undelivered(ctx, o, profile, c, "left processing")
+	}
+	if err != nil {
+		w.unstored.Store(o.ID, c)
+		w.log.Warn("certificate signed but not stored; the job's retry stores it", "order", o.ID, "serial", c.issued.SerialHex, "err", err)
+		return jobs.CouldNotRun(fmt.Errorf("storing certificate %s for order %s: %w", c.issued.SerialHex, o.ID, err))
+	}
+	w.signed.Inc()
+	w.log.Info("certificate issued", "order", o.ID, "serial", c.issued.SerialHex, "profile", profile)
+	return nil
+}
+
+// certRow is the row of c, signed for o under profile.
+func certRow(o *store.Order, profile string, c unstoredCert) store.Certificate {
 	names := make([]string, len(o.Identifiers))
 	for i, id := range o.Identifiers {
 		names[i] = id.Value
 	}
-	err := w.store.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{
+	return store.Certificate{
 		Serial:    c.issued.SerialHex,
 		OrderID:   o.ID,
 		AccountID: o.AccountID,
@@ -123,34 +169,39 @@ func (w *Worker) storeIssued(ctx context.Context, o *store.Order, profile string
 		Names:     names,
 		NotBefore: c.issued.NotBefore,
 		NotAfter:  c.issued.NotAfter,
-	}})
-	if errors.Is(err, store.ErrUnauthorized) {
-		// Its account or an authorization stopped being valid while it
-		// was signed, and the order is still processing: the swap stored
-		// nothing; the order fails with the reason OrderToIssue reads.
-		w.log.Warn("certificate signed for an order whose account or authorization is no longer valid; not stored", "order", o.ID, "serial", c.issued.SerialHex)
-		p := acme.Problem{Type: acme.ProblemUnauthorized, Detail: "the account or an authorization of this order stopped being valid while the certificate was issued, so it was not; create a new order"}
-		if ti, err := w.store.OrderToIssue(ctx, o.ID, caaRecheckAfter); err == nil && ti.Lapsed != nil {
-			p = *ti.Lapsed
-		}
-		if err := w.store.OrderFail(ctx, o.ID, p); err != nil && !errors.Is(err, store.ErrConflict) {
-			return jobs.CouldNotRun(fmt.Errorf("recording failure of order %s: %w", o.ID, err))
-		}
-		return nil
 	}
-	if errors.Is(err, store.ErrConflict) {
-		// The order left processing while it was signed: its account or
-		// an authorization was deactivated, or an operator abandoned it.
-		// Its certificate is not delivered; say which one was signed.
-		w.log.Warn("certificate signed for an order no longer processing; not stored", "order", o.ID, "serial", c.issued.SerialHex)
-		return nil
+}
+
+// undeliveredReason is the RFC 5280 CRLReason an undelivered certificate
+// is revoked with: cessationOfOperation, "no longer needed" — nobody holds
+// it, and nothing about its key or its subscriber is suspect.
+const undeliveredReason = 5
+
+// undelivered records c, signed for o when o could no longer take it (why
+// says what happened to o), as revoked (store.UndeliveredRecord): the CA's
+// key signed it, so the CA keeps it and lists it in its CRL, or asks the
+// relay or custom backend that issued it to revoke it, rather than leave a
+// signature nobody can account for. When the store fails, c is kept for the
+// job's retry on this worker, which records it (issueOrder).
+func (w *Worker) undelivered(ctx context.Context, o *store.Order, profile string, c unstoredCert, why string) error {
+	serial := c.issued.SerialHex
+	revoked := fmt.Sprintf("revoked with reason %d (cessationOfOperation)", undeliveredReason)
+	if store.RemoteIssuer(c.issuerID) {
+		revoked = fmt.Sprintf("queued for its backend to revoke with reason %d (cessationOfOperation)", undeliveredReason)
 	}
-	if err != nil {
+	ev := store.AuditEvent{Actor: "worker:" + w.id, Action: "certificate.undelivered", Subject: serial,
+		Detail: fmt.Sprintf("signed by %s for order %s, which %s while it was signed; not delivered, %s", c.issuerID, o.ID, why, revoked)}
+	err := w.store.UndeliveredRecord(ctx, certRow(o, profile, c), undeliveredReason, ev)
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		// Stored already: an earlier attempt's store committed after all
+		// (its order valid with it), or an earlier record of it did.
+		return nil
+	case err != nil:
 		w.unstored.Store(o.ID, c)
-		w.log.Warn("certificate signed but not stored; the job's retry stores it", "order", o.ID, "serial", c.issued.SerialHex, "err", err)
-		return jobs.CouldNotRun(fmt.Errorf("storing certificate %s for order %s: %w", c.issued.SerialHex, o.ID, err))
+		w.log.Warn("certificate signed for an order that could no longer take it, and not recorded yet; the job's retry records it", "order", o.ID, "serial", serial, "err", err)
+		return jobs.CouldNotRun(fmt.Errorf("recording undelivered certificate %s of order %s: %w", serial, o.ID, err))
 	}
-	w.signed.Inc()
-	w.log.Info("certificate issued", "order", o.ID, "serial", c.issued.SerialHex, "profile", profile)
+	w.log.Warn("certificate signed for an order that could no longer take it; recorded as revoked, not delivered", "order", o.ID, "serial", serial, "order_now", why, "issuer", c.issuerID)
 	return nil
 }

@@ -497,6 +497,12 @@ func (r *rig) revoke(t *testing.T, serial string) {
 // test when none does within d.
 func (r *rig) waitCRL(t *testing.T, d time.Duration, serials ...string) int64 {
 	t.Helper()
+	return r.waitCRLReason(t, d, 1, serials...)
+}
+
+// waitCRLReason is waitCRL for serials revoked with reason.
+func (r *rig) waitCRLReason(t *testing.T, d time.Duration, reason int, serials ...string) int64 {
+	t.Helper()
 	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		c, err := r.st.CRLLatest(context.Background(), r.issuer.ID)
 		if err != nil {
@@ -511,7 +517,7 @@ func (r *rig) waitCRL(t *testing.T, d time.Duration, serials ...string) int64 {
 		}
 		listed := map[string]bool{}
 		for _, e := range crl.RevokedCertificateEntries {
-			if e.ReasonCode == 1 {
+			if e.ReasonCode == reason {
 				listed[e.SerialNumber.Text(16)] = true
 			}
 		}
@@ -523,7 +529,7 @@ func (r *rig) waitCRL(t *testing.T, d time.Duration, serials ...string) int64 {
 			return c.Number
 		}
 	}
-	t.Fatalf("no CRL listing %v with reason 1 within %s", serials, d)
+	t.Fatalf("no CRL listing %v with reason %d within %s", serials, reason, d)
 	return 0
 }
 
@@ -1173,14 +1179,102 @@ func TestLapsedOrderNotIssued(t *testing.T) {
 						if got.CertSerial != "" {
 							t.Errorf("the invalid order names certificate %s", got.CertSerial)
 						}
-						if n, _, err := r.st.CertificatesList(context.Background(), store.CertFilter{AccountID: o.AccountID}, store.Page{}); err != nil || len(n) != 0 {
-							t.Errorf("certificates of the account: %d, %v; want none stored", len(n), err)
+						// A certificate signed before the lapse was seen is
+						// recorded, revoked, never delivered; none else.
+						want := 0
+						if tc.signed {
+							want = 1
+						}
+						certs, _, err := r.st.CertificatesList(context.Background(), store.CertFilter{AccountID: o.AccountID}, store.Page{})
+						if err != nil || len(certs) != want {
+							t.Fatalf("certificates of the account: %d, %v; want %d", len(certs), err, want)
+						}
+						for _, c := range certs {
+							if c.RevokedAt == nil || c.RevocationReason != 5 || c.OrderID != o.ID {
+								t.Errorf("undelivered certificate %s of order %s: revoked %v with reason %d; want revoked with 5 (cessationOfOperation)", c.Serial, c.OrderID, c.RevokedAt, c.RevocationReason)
+							}
 						}
 					}
 					if s := lapsing.signed(o.ID); s != tc.signed {
 						t.Errorf("signed a certificate: %v, want %v", s, tc.signed)
 					}
 				})
+			}
+		})
+	}
+}
+
+// abandoningStore abandons an order (as `hallmark jobs abandon` does) just
+// before the worker stores its certificate: an operator who gave up on a
+// job while its certificate was being signed.
+type abandoningStore struct {
+	store.Store
+	t *testing.T
+}
+
+func (a *abandoningStore) OrderIssued(ctx context.Context, in store.Issued) error {
+	moved, err := a.Store.Abandon(ctx, jobs.Subject{Kind: jobs.KindSignerIssue, ID: in.OrderID},
+		acme.Problem{Type: acme.ProblemServerInternal, Detail: "abandoned by the operator"})
+	if err != nil || !moved {
+		a.t.Errorf("abandoning order %s: moved=%v, %v", in.OrderID, moved, err)
+	}
+	return a.Store.OrderIssued(ctx, in)
+}
+
+// TestUndeliveredCertificateRecorded: a certificate signed for an order an
+// operator abandoned while it was signed is not delivered, but the CA keeps
+// it: stored, revoked with cessationOfOperation, audited, and listed by the
+// issuer's next CRL. Before, the worker logged its serial and dropped it: a
+// signature of the CA's key that no record or CRL accounted for.
+func TestUndeliveredCertificateRecorded(t *testing.T) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			r := newRig(t, rigOpts{kind: kind})
+			r.stopFirst(t)
+			acct := r.account(t)
+			o := r.order(t, acct, "default", "undelivered.worker.test")
+			r.ready(t, o)
+			key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+			if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, "undelivered.worker.test")); err != nil || !claimed {
+				t.Fatalf("finalize: %v %v", claimed, err)
+			}
+			r.wrap = func(st store.Store) store.Store { return &abandoningStore{Store: st, t: t} }
+			r.startWorker(t, "undelivered-worker", r.issuer, 0)
+
+			got := r.waitOrder(t, o.ID, acme.StatusInvalid)
+			if got.CertSerial != "" || got.Error == nil || got.Error.Type != acme.ProblemServerInternal {
+				t.Fatalf("abandoned order: serial %q, error %+v; want no certificate and the operator's serverInternal", got.CertSerial, got.Error)
+			}
+			var certs []*store.Certificate
+			for deadline := time.Now().Add(10 * time.Second); len(certs) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				var err error
+				if certs, _, err = r.st.CertificatesList(context.Background(), store.CertFilter{AccountID: acct.ID}, store.Page{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(certs) != 1 {
+				t.Fatalf("certificates of the account: %d; want the undelivered one recorded", len(certs))
+			}
+			c := certs[0]
+			if c.OrderID != o.ID || c.RevokedAt == nil || c.RevocationReason != 5 || c.IssuerID != r.issuer.ID {
+				t.Fatalf("undelivered certificate: order %s, revoked %v, reason %d, issuer %s; want order %s revoked with 5 by %s",
+					c.OrderID, c.RevokedAt, c.RevocationReason, c.IssuerID, o.ID, r.issuer.ID)
+			}
+			if x, err := x509.ParseCertificate(c.DER); err != nil || x.CheckSignatureFrom(r.issuer.Cert) != nil {
+				t.Fatalf("the stored certificate is not one the issuer signed: %v", err)
+			}
+			r.waitCRLReason(t, 20*time.Second, 5, c.Serial)
+			evs, _, err := r.st.AuditList(context.Background(), store.Page{Limit: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var audited bool
+			for _, ev := range evs {
+				audited = audited || (ev.Action == "certificate.undelivered" && ev.Subject == c.Serial && strings.Contains(ev.Detail, o.ID))
+			}
+			if !audited {
+				t.Errorf("audit of %s: %+v; want a certificate.undelivered event naming order %s", c.Serial, evs, o.ID)
 			}
 		})
 	}

@@ -331,3 +331,67 @@ func (s *Store) CRLNextNumber(ctx context.Context, issuerID string) (int64, erro
 	})
 	return n, err
 }
+
+// undeliveredInsertSQL stores a certificate no order took
+// (UndeliveredRecord): $1 the serial, $2 its order, $3..$10 the columns.
+// Nothing is inserted when the serial is stored already.
+const undeliveredInsertSQL = `INSERT INTO certificates (serial, order_id, account_id, issuer_id, profile, der, chain_pem, names, not_before, not_after)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (serial) DO NOTHING`
+
+func (s *Store) UndeliveredRecord(ctx context.Context, c store.Certificate, reason int, ev store.AuditEvent) error {
+	names := c.Names
+	if names == nil {
+		names = []string{}
+	}
+	nt, err := jsonText(names)
+	if err != nil {
+		return err
+	}
+	err = s.inTx(ctx, func(t *txn) error {
+		n, err := t.exec(ctx, undeliveredInsertSQL, c.Serial, c.OrderID, c.AccountID, c.IssuerID, c.Profile,
+			nonNil(c.DER), nonNil(c.ChainPEM), nt, s.d.T(c.NotBefore), s.d.T(c.NotAfter))
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("certificate %s is stored already: %w", c.Serial, store.ErrConflict)
+		}
+		// Its names, so the operator finds it by name; no
+		// certificate_domains rows: the subscriber never received it, and
+		// it does not count against their certificates-per-domain limit.
+		var b batch
+		rows := make([][]any, len(names))
+		for i, name := range names {
+			rows[i] = []any{c.Serial, name}
+		}
+		queueRows(&b, "storing the names of certificate "+c.Serial,
+			`INSERT INTO certificate_names (serial, name)`, `($1, $2)`, ` ON CONFLICT DO NOTHING`, rows)
+		b.exec("registering issuer "+c.IssuerID, issuerRegisterSQL, c.IssuerID)
+		if _, err := t.send(ctx, &b); err != nil {
+			return err
+		}
+		if err := s.audit(ctx, t, ev); err != nil {
+			return err
+		}
+		if store.RemoteIssuer(c.IssuerID) {
+			// Its backend's CA publishes its status: ask it to revoke,
+			// as an operator's revocation would (RevokeQueue).
+			_, err := s.enqueueJob(ctx, t, jobs.SignerRevokeArgs{Serial: c.Serial, Profile: c.Profile, Reason: reason})
+			return err
+		}
+		// Ours: revoked now, listed by its issuer's next CRL (Revoke).
+		if _, err := t.exec(ctx, `UPDATE certificates SET revoked_at = {now}, revocation_reason = $2 WHERE serial = $1`, c.Serial, reason); err != nil {
+			return err
+		}
+		if _, err := t.exec(ctx, `INSERT INTO revocations (serial, issuer_id, revoked_at, reason)
+SELECT serial, issuer_id, revoked_at, revocation_reason FROM certificates WHERE serial = $1`, c.Serial); err != nil {
+			return err
+		}
+		return s.enqueue(ctx, t, jobs.CRLGenerateArgs{IssuerID: c.IssuerID})
+	})
+	if err != nil {
+		return fmt.Errorf("recording undelivered certificate %s of order %s: %w", c.Serial, c.OrderID, err)
+	}
+	s.issuers.add(c.IssuerID)
+	return nil
+}

@@ -84,6 +84,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"Revoke", testRevoke},
 		{"RevokeQueue", testRevokeQueue},
 		{"RevokeRecorded", testRevokeRecorded},
+		{"UndeliveredRecord", testUndeliveredRecord}, // undelivered.go
 		{"CRLMonotonic", testCRLMonotonic},
 		{"Leases", testLeases},
 		{"RateCounts", testRateCounts},
