@@ -18,6 +18,7 @@ const (
 	KindSignerRevoke      = "signer_revoke"
 	KindCRLGenerate       = "crl_generate"
 	KindHousekeeping      = "housekeeping"
+	KindUpstreamRenewal   = "upstream_renewal"
 )
 
 // QueueValidate carries challenge_validate jobs: any worker can validate.
@@ -178,4 +179,22 @@ type Subject struct {
 type SubjectArgs interface {
 	river.JobArgs
 	SubjectOf() Subject
+}
+
+// UpstreamRenewalArgs asks a worker that mounts a relay backend to fetch
+// its upstream's renewal windows (RFC 9773) for the relay's live
+// certificates that are due, a bounded number per job. It goes on the
+// queue of a profile that relays to the backend (Profile), so only a
+// worker holding the relay's upstream account takes it; unique while
+// outstanding, so the copies every such worker schedules do not pile up
+// behind a slow upstream.
+type UpstreamRenewalArgs struct {
+	IssuerID string `json:"issuer_id" river:"unique"`
+	Profile  string `json:"profile" river:"unique"`
+}
+
+func (UpstreamRenewalArgs) Kind() string { return KindUpstreamRenewal }
+
+func (a UpstreamRenewalArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: ProfileQueue(a.Profile), UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: outstanding}}
 }

@@ -90,9 +90,8 @@ type renewalInfoDoc struct {
 }
 
 // renewalInfo answers GET renewalInfo/<certID> (RFC 9773 §4.2): the
-// operator's moved window if there is one, with its explanation, else the
-// profile's fraction of the validity period; Retry-After says when to ask
-// again (§4.3).
+// window chosen by suggestedWindow; Retry-After says when to ask again
+// (§4.3).
 func (s *Server) renewalInfo(w http.ResponseWriter, r *http.Request) error {
 	id, err := parseCertID(mux.Vars(r)["certid"])
 	if err != nil {
@@ -103,20 +102,62 @@ func (s *Server) renewalInfo(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var doc renewalInfoDoc
-	moved, err := s.st.RenewalWindowBySerial(ctx, c.Serial)
-	switch {
-	case err == nil:
-		doc.SuggestedWindow.Start, doc.SuggestedWindow.End = rfc3339(moved.Start), rfc3339(moved.End)
-		doc.ExplanationURL = s.base + pathRenewalExplanation + c.Serial
-	case errors.Is(err, store.ErrNotFound):
-		start, end := s.defaultWindow(c)
-		doc.SuggestedWindow.Start, doc.SuggestedWindow.End = rfc3339(start), rfc3339(end)
-	default:
-		return s.storeErr(err, "reading the renewal window")
+	doc, err := s.suggestedWindow(ctx, c)
+	if err != nil {
+		return err
 	}
 	w.Header().Set("Retry-After", retryAfter(s.cfg.RenewalInfoRetryAfter()))
 	return writeJSON(w, http.StatusOK, doc)
+}
+
+// suggestedWindow chooses a certificate's window. Without a move it is
+// the profile's fraction of the validity, or, for a relay's certificate
+// whose upstream offers ARI, the upstream's window as the worker last
+// fetched it (worker/upstream.go), with the upstream's explanationURL: the
+// upstream may revoke the certificate, and its window is its warning.
+// With an operator's move as well, the window that ends first is served,
+// the operator's on a tie: a move is into the past to have clients renew
+// now, and an upstream window ending sooner is the upstream's deadline,
+// which no move of Hallmark's can push back.
+func (s *Server) suggestedWindow(ctx context.Context, c *store.Certificate) (renewalInfoDoc, error) {
+	var doc renewalInfoDoc
+	moved, err := s.st.RenewalWindowBySerial(ctx, c.Serial)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return doc, s.storeErr(err, "reading the renewal window")
+	}
+	up, err := s.upstreamWindow(ctx, c)
+	if err != nil {
+		return doc, err
+	}
+	switch {
+	case moved != nil && (up == nil || !up.End.Before(moved.End)):
+		doc.SuggestedWindow.Start, doc.SuggestedWindow.End = rfc3339(moved.Start), rfc3339(moved.End)
+		doc.ExplanationURL = s.base + pathRenewalExplanation + c.Serial
+	case up != nil:
+		doc.SuggestedWindow.Start, doc.SuggestedWindow.End = rfc3339(up.Start), rfc3339(up.End)
+		doc.ExplanationURL = up.ExplanationURL
+	default:
+		start, end := s.defaultWindow(c)
+		doc.SuggestedWindow.Start, doc.SuggestedWindow.End = rfc3339(start), rfc3339(end)
+	}
+	return doc, nil
+}
+
+// upstreamWindow is the upstream's window of a relay's certificate; nil
+// for another issuer's, or when the upstream gave none (no ARI, not
+// fetched yet, or it knows nothing of the certificate).
+func (s *Server) upstreamWindow(ctx context.Context, c *store.Certificate) (*store.UpstreamWindow, error) {
+	if !strings.HasPrefix(c.IssuerID, "relay:") {
+		return nil, nil // only a relay has an upstream: no read for the rest
+	}
+	up, err := s.st.UpstreamWindowBySerial(ctx, c.Serial)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, s.storeErr(err, "reading the upstream's renewal window")
+	}
+	return up, nil
 }
 
 // defaultWindow is the profile's window over the certificate's validity.

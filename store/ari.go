@@ -17,6 +17,35 @@ type RenewalWindow struct {
 	MovedAt time.Time
 }
 
+// UpstreamWindow is what a relay backend's upstream CA says of the renewal
+// of a certificate it issued (its own renewalInfo, RFC 9773 §4.2), as the
+// worker last fetched it. It is kept apart from the operator's
+// RenewalWindow: the worker's refresh must never overwrite an operator's
+// move, nor an operator's move the upstream's. renewalInfo serves the one
+// that ends first (protocol/ari.go).
+type UpstreamWindow struct {
+	Serial string
+	// Start and End are zero when the upstream knows nothing of the
+	// certificate (it answered 404 or a document that did not parse).
+	Start, End time.Time
+	// ExplanationURL is the upstream's, served as it is; may be empty.
+	ExplanationURL string
+	CheckedAt      time.Time
+	// NextCheckAt is when the worker may ask the upstream again: the
+	// upstream's Retry-After from CheckedAt.
+	NextCheckAt time.Time
+}
+
+// Known reports whether the upstream gave a window.
+func (u *UpstreamWindow) Known() bool { return !u.End.IsZero() }
+
+// UpstreamDue is a relay certificate whose upstream window is due to be
+// fetched: never fetched, or past its NextCheckAt.
+type UpstreamDue struct {
+	Serial string
+	DER    []byte
+}
+
 // RenewalSelector chooses the certificates whose windows an operator moves.
 // At least one field must be set; set fields must all match. Only
 // certificates that have not expired and are not revoked are moved.
@@ -45,4 +74,15 @@ type Renewals interface {
 	// RenewalWindowBySerial is the moved window of a certificate;
 	// ErrNotFound when no operator moved it.
 	RenewalWindowBySerial(ctx context.Context, serial string) (*RenewalWindow, error)
+
+	// UpstreamDue lists up to limit live (unexpired, unrevoked)
+	// certificates of issuerID (a relay backend's) whose upstream window
+	// is due: never fetched first, then the longest overdue.
+	UpstreamDue(ctx context.Context, issuerID string, limit int) ([]UpstreamDue, error)
+	// UpstreamRecord keeps what the upstream said of a certificate,
+	// replacing what it said before.
+	UpstreamRecord(ctx context.Context, w UpstreamWindow) error
+	// UpstreamWindowBySerial is the upstream's window of a certificate;
+	// ErrNotFound when none was fetched or the upstream knows none.
+	UpstreamWindowBySerial(ctx context.Context, serial string) (*UpstreamWindow, error)
 }

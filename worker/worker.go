@@ -148,6 +148,7 @@ func (w *Worker) Registry() (*jobs.Registry, error) {
 		jobs.Register(reg, w.revokeCert),
 		jobs.Register(reg, w.generateCRL),
 		jobs.Register(reg, w.housekeeping),
+		jobs.Register(reg, w.refreshUpstreamRenewals),
 	} {
 		if err != nil {
 			return nil, err
@@ -222,11 +223,17 @@ func (w *Worker) Periodic() []*river.PeriodicJob {
 // periodic jobs: its leader alone inserts those, and an issuer the leader
 // does not mount would get no CRL until a revocation (TestCRLForEveryIssuer).
 // Every worker mounting an issuer inserts its job; the handler skips a
-// CRL that is fresh and complete, so the copies cost a read each.
+// CRL that is fresh and complete, so the copies cost a read each. So for
+// the refresh of each mounted relay's upstream renewal windows
+// (upstream.go): the job is unique while outstanding, and a copy finds
+// only the certificates still due.
 func (w *Worker) Scheduled(crlEvery time.Duration) []jobs.Scheduled {
 	var sj []jobs.Scheduled
 	for _, id := range w.issuerIDs() {
 		sj = append(sj, jobs.Scheduled{Every: crlEvery, Args: jobs.CRLGenerateArgs{IssuerID: id}})
+	}
+	for _, a := range w.upstreamRenewals() {
+		sj = append(sj, jobs.Scheduled{Every: upstreamRenewalEvery, Args: a})
 	}
 	return sj
 }

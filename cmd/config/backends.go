@@ -41,6 +41,10 @@ type Backend struct {
 	Contact      []string `toml:"contact"`
 	CACert       string   `toml:"ca_cert"`
 	Challenge    string   `toml:"challenge"`
+	// RenewalInfoPerRun bounds how many certificates one refresh of the
+	// upstream's renewal windows (RFC 9773) asks the upstream about; 0 is
+	// relay.DefaultRenewalInfoPerRun.
+	RenewalInfoPerRun int `toml:"renewal_info_per_run"`
 
 	// custom: the operator's executables (argv; the first element is the
 	// program) for issue and revoke, with a per-call timeout.
@@ -133,11 +137,11 @@ func (c Config) validateBackends(add func(key, format string, args ...any)) {
 			"directory_url": b.DirectoryURL != "", "account_key": b.AccountKey != "",
 			"contact": len(b.Contact) > 0, "ca_cert": b.CACert != "", "challenge": b.Challenge != "",
 			"issue_command": len(b.IssueCommand) > 0, "revoke_command": len(b.RevokeCommand) > 0,
-			"timeout_ms": b.TimeoutMS != 0,
+			"timeout_ms": b.TimeoutMS != 0, "renewal_info_per_run": b.RenewalInfoPerRun != 0,
 		}
 		own := map[string][]string{
 			"pkcs11": {"module", "token_label", "slot", "pin_env", "pin_file", "key_label", "key_id", "cert", "max_sessions"},
-			"relay":  {"directory_url", "account_key", "contact", "ca_cert", "challenge", "timeout_ms"},
+			"relay":  {"directory_url", "account_key", "contact", "ca_cert", "challenge", "timeout_ms", "renewal_info_per_run"},
 			"custom": {"issue_command", "revoke_command", "timeout_ms"},
 		}
 		fields, ok := own[b.Type]
@@ -193,6 +197,9 @@ func (c Config) validateBackends(add func(key, format string, args ...any)) {
 			}
 			if b.Challenge != "http-01" && b.Challenge != "dns-01" && b.Challenge != "tls-alpn-01" {
 				add(key+".challenge", "must be http-01, dns-01 or tls-alpn-01, got %q", b.Challenge)
+			}
+			if b.RenewalInfoPerRun < 0 {
+				add(key+".renewal_info_per_run", "must be positive (0 takes the default, 100), got %d", b.RenewalInfoPerRun)
 			}
 		case "custom":
 			if len(b.IssueCommand) == 0 {

@@ -72,7 +72,7 @@ func mountBackends(cfg config.Config, log *slog.Logger) (map[string]worker.Backe
 		switch p.Backend {
 		case "relay":
 			b, err = relay.New(relay.Config{Name: p.Signer, DirectoryURL: bc.DirectoryURL, AccountKey: bc.AccountKey,
-				Contact: bc.Contact, CACert: bc.CACert, Challenge: bc.Challenge,
+				Contact: bc.Contact, CACert: bc.CACert, Challenge: bc.Challenge, RenewalInfoPerRun: bc.RenewalInfoPerRun,
 				Timeout: time.Duration(bc.TimeoutMS) * time.Millisecond, Logger: log})
 		case "custom":
 			b, err = custom.New(custom.Config{Name: p.Signer, IssueCommand: bc.IssueCommand, RevokeCommand: bc.RevokeCommand,

@@ -41,6 +41,9 @@ type Config struct {
 	// one built with CACert: tests put a fault between the relay and
 	// Pebble with it.
 	Transport http.RoundTripper
+	// RenewalInfoPerRun bounds how many certificates one refresh of the
+	// upstream's renewal windows asks about (DefaultRenewalInfoPerRun).
+	RenewalInfoPerRun int
 }
 
 // Backend relays orders to the upstream CA.
@@ -50,6 +53,13 @@ type Backend struct {
 
 	mu         sync.Mutex
 	registered bool
+	// ariURL is the upstream directory's renewalInfo ("" for none), read
+	// at ariRead; ariPaused is the end of a Retry-After the upstream gave
+	// with a 429 or 5xx to a renewalInfo request (ari.go).
+	ariMu     sync.Mutex // not mu: register holds that over a request
+	ariURL    string
+	ariRead   time.Time
+	ariPaused time.Time
 
 	// placed is the upstream order placed for a CSR (by its SHA-256) whose
 	// certificate has not come back yet. A retry after a failure past the

@@ -33,7 +33,11 @@ const Version = "v2.10.3"
 // Server is a running Pebble.
 type Server struct {
 	DirectoryURL string
-	CACert       string // PEM file: the trust anchor of Pebble's TLS listener
+	// ManagementURL is Pebble's management interface (HTTPS, the same
+	// TLS certificate): its /set-renewal-info/ moves a certificate's ARI
+	// window as an upstream CA does in an incident.
+	ManagementURL string
+	CACert        string // PEM file: the trust anchor of Pebble's TLS listener
 	// Transport trusts CACert: for a test's own requests to Pebble, or to
 	// wrap for a client under test.
 	Transport *http.Transport
@@ -136,7 +140,7 @@ func Start(t testing.TB) *Server {
 	if !pool.AppendCertsFromPEM(pemBytes) {
 		t.Fatalf("pebble's CA certificate %s holds no PEM certificate", caFile)
 	}
-	s := &Server{DirectoryURL: "https://" + listen + "/dir", CACert: caFile,
+	s := &Server{DirectoryURL: "https://" + listen + "/dir", ManagementURL: "https://" + mgmt, CACert: caFile,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 	c := &http.Client{Timeout: time.Second, Transport: s.Transport}
 	deadline := time.Now().Add(20 * time.Second)

@@ -1,0 +1,16 @@
+package worker
+
+import (
+	"context"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+)
+
+// RefreshUpstreamRenewals runs one upstream_renewal job's handler, as
+// River would: tests count the upstream requests of each run.
+func (w *Worker) RefreshUpstreamRenewals(ctx context.Context, a jobs.UpstreamRenewalArgs) error {
+	return w.refreshUpstreamRenewals(ctx, jobs.Job[jobs.UpstreamRenewalArgs]{Kind: jobs.KindUpstreamRenewal, Attempt: 1, Args: a})
+}
+
+// UpstreamRenewals are the refresh jobs this worker schedules.
+func (w *Worker) UpstreamRenewals() []jobs.UpstreamRenewalArgs { return w.upstreamRenewals() }
