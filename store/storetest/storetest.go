@@ -99,10 +99,11 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"ExpirePendingUnusableAuthz", testExpirePendingUnusableAuthz}, // reuse.go
 		{"StrandedChallenge", testStrandedChallenge},
 		{"StrandedOrder", testStrandedOrder},
-		{"RenewalMove", testRenewalMove},     // arieab.go
-		{"OrderReplaces", testOrderReplaces}, // arieab.go
-		{"EABBindOnce", testEABBindOnce},     // arieab.go
-		{"AuthzCreate", testAuthzCreate},     // arieab.go
+		{"RenewalMove", testRenewalMove},           // arieab.go
+		{"OrderReplaces", testOrderReplaces},       // arieab.go
+		{"UpstreamRenewals", testUpstreamRenewals}, // upstream.go
+		{"EABBindOnce", testEABBindOnce},           // arieab.go
+		{"AuthzCreate", testAuthzCreate},           // arieab.go
 		{"MigrationsIdempotent", testMigrationsIdempotent},
 		{"MigrationsRefuseNewer", testMigrationsRefuseNewer},
 	}
