@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
@@ -116,3 +117,19 @@ func RevokedCountSQL(d *Dialect) string { return d.SQL(revokedCountSQL) }
 
 // IssuersSQL is the statement Issuers runs, as d runs it.
 func IssuersSQL(d *Dialect) string { return d.SQL(issuersSQL) }
+
+// SwapSQL are the issuance path's compare-and-swaps as d runs them, by
+// name, with what each's $1 names: a challenge ("challenge") or an order
+// ("order"). verdictSwapSQL's validated_at is the database clock's.
+func SwapSQL(d *Dialect) map[string]string {
+	return map[string]string{
+		"ChallengeClaim":         d.SQL(challengeClaimSQL + challengeCols),
+		"ChallengeClaimSigned":   d.SQL(challengeClaimSignedSQL + challengeCols),
+		"verdict: the challenge": d.SQL(fmt.Sprintf(verdictSwapSQL, "{now}")),
+		"verdict: the authz":     d.SQL(verdictAuthzSQL),
+		"OrderFinalizeBegin":     d.SQL(orderClaimSQL + orderCols),
+		"OrderFinalizeSigned":    d.SQL(orderClaimSignedSQL + orderCols),
+		"OrderIssued: the swap":  d.SQL(orderIssuedSQL),
+		"OrderFail":              d.SQL(orderFailSQL),
+	}
+}

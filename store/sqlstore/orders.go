@@ -786,16 +786,32 @@ func (s *Store) claim(ctx context.Context, swap *batch, job river.JobArgs, moved
 	return err == nil, err
 }
 
+// The compare-and-swaps of the issuance path (challengeClaimSQL and the
+// statements after it) name their row by its key and test its status as an
+// expression no index answers (status || ''). The statuses they test have
+// partial indexes (orders_processing_idx, orders_open_expires_idx,
+// challenges_processing_idx, authorizations_pending_expires_idx), and with
+// statistics taken before a backlog built up (autovacuum's threshold is a
+// tenth of the table; with it off, statistics are as old as the last
+// ANALYZE) PostgreSQL took such an index for nearly empty and chose it over
+// the key: each swap read the whole backlog, 10,000 rows and 7–18 ms, so
+// draining it took time quadratic in its size (TestBacklogPlans).
+
+// challengeClaimSQL is ChallengeClaim's swap, less its RETURNING columns:
+// $1 the challenge, whose authorization must still be pending and
+// unexpired on the database clock.
+const challengeClaimSQL = `UPDATE challenges SET status = 'processing', updated_at = {now}
+WHERE id = $1 AND status || '' = 'pending'
+  AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = challenges.authz_id AND a.status || '' = 'pending' AND a.expires_at > {now})
+RETURNING `
+
 func (s *Store) ChallengeClaim(ctx context.Context, challengeID string) (*store.Challenge, bool, error) {
 	// The compare-and-swap: only one caller gets the row back. The
 	// authorization must still be pending and unexpired on the database
 	// clock.
 	var c challengeRow
 	var b batch
-	b.scan("claiming challenge "+challengeID, c.dest(), `UPDATE challenges SET status = 'processing', updated_at = {now}
-WHERE id = $1 AND status = 'pending'
-  AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = challenges.authz_id AND a.status = 'pending' AND a.expires_at > {now})
-RETURNING `+challengeCols, challengeID)
+	b.scan("claiming challenge "+challengeID, c.dest(), challengeClaimSQL+challengeCols, challengeID)
 	var out *store.Challenge
 	won, err := s.claim(ctx, &b, jobs.ChallengeValidateArgs{ChallengeID: challengeID}, func() (err error) {
 		out, err = c.finish()
@@ -824,7 +840,7 @@ RETURNING `+challengeCols, challengeID)
 // fleet's account (never analyzed; custom and generic plans;
 // TestFleetPlans).
 const challengeClaimSignedSQL = `UPDATE challenges SET status = 'processing', updated_at = {now}
-WHERE id = $1 AND status = 'pending'
+WHERE id = $1 AND status || '' = 'pending'
   AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = challenges.authz_id AND a.account_id || '' = $2 AND a.status || '' = 'pending' AND a.expires_at > {now})
 RETURNING `
 
@@ -951,10 +967,8 @@ func (s *Store) verdict(ctx context.Context, t *txn, challengeID string, status 
 	var b batch
 	b.exec("", verdictLockSQL, challengeID)
 	var moved string
-	swap := b.scan("", []any{&moved}, `UPDATE challenges SET status = $2, error = $3, validation_record = $4, validated_at = `+validated+`, updated_at = {now}
-WHERE id = $1 AND status = 'processing' RETURNING id`, challengeID, string(status), pt, string(record))
-	b.exec("", `UPDATE authorizations SET status = $2, updated_at = {now}
-WHERE id = (SELECT authz_id FROM challenges WHERE id = $1) AND status = 'pending'`, challengeID, string(status))
+	swap := b.scan("", []any{&moved}, fmt.Sprintf(verdictSwapSQL, validated), challengeID, string(status), pt, string(record))
+	b.exec("", verdictAuthzSQL, challengeID, string(status))
 	if status == acme.StatusValid {
 		b.exec("", verdictReadySQL, challengeID)
 	} else {
@@ -995,6 +1009,30 @@ WHERE authz_id = (SELECT authz_id FROM challenges WHERE id = $1) AND id <> $1 AN
 WHERE id {inlist}` + ordersOf + `{endlist} AND status || '' = 'pending' AND ` + verdictInvalidAuthz
 )
 
+// verdictSwapSQL is the verdict's swap of challenge $1 processing → $2,
+// with its error $3 and record $4; %s is what validated_at becomes.
+const verdictSwapSQL = `UPDATE challenges SET status = $2, error = $3, validation_record = $4, validated_at = %s, updated_at = {now}
+WHERE id = $1 AND status || '' = 'processing' RETURNING id`
+
+// verdictAuthzSQL moves challenge $1's authorization pending → $2.
+const verdictAuthzSQL = `UPDATE authorizations SET status = $2, updated_at = {now}
+WHERE id = (SELECT authz_id FROM challenges WHERE id = $1) AND status || '' = 'pending'`
+
+// orderClaimSQL is OrderFinalizeBegin's swap of order $1 ready →
+// processing with CSR $2, for profile $3, less its RETURNING columns.
+const orderClaimSQL = `UPDATE orders SET status = 'processing', csr = $2, updated_at = {now}
+WHERE id = $1 AND status || '' = 'ready' AND profile = $3 AND expires_at > {now}
+RETURNING `
+
+// orderClaimSignedSQL is orderClaimSQL for an order of account $4
+// (OrderFinalizeSigned).
+const orderClaimSignedSQL = `UPDATE orders SET status = 'processing', csr = $2, updated_at = {now}
+WHERE id = $1 AND status || '' = 'ready' AND profile = $3 AND account_id = $4 AND expires_at > {now}
+RETURNING `
+
+// orderFailSQL moves order $1 processing → invalid with problem $2.
+const orderFailSQL = `UPDATE orders SET status = 'invalid', error = $2, updated_at = {now} WHERE id = $1 AND status || '' = 'processing'`
+
 func (s *Store) OrderFinalizeBegin(ctx context.Context, orderID, profile string, csrDER []byte) (*store.Order, bool, error) {
 	// The compare-and-swap: only one caller gets the row back.
 	var o orderRow
@@ -1002,9 +1040,7 @@ func (s *Store) OrderFinalizeBegin(ctx context.Context, orderID, profile string,
 	// The job goes to the queue of profile, which the caller read: an
 	// order of another profile is not claimed (its job would reach the
 	// wrong workers).
-	b.scan("claiming order "+orderID, o.dest(), `UPDATE orders SET status = 'processing', csr = $2, updated_at = {now}
-WHERE id = $1 AND status = 'ready' AND profile = $3 AND expires_at > {now}
-RETURNING `+orderCols, orderID, nonNil(csrDER), profile)
+	b.scan("claiming order "+orderID, o.dest(), orderClaimSQL+orderCols, orderID, nonNil(csrDER), profile)
 	var out *store.Order
 	won, err := s.claim(ctx, &b, jobs.SignerIssueArgs{OrderID: orderID, Profile: profile}, func() (err error) {
 		out, err = o.finish()
@@ -1035,9 +1071,7 @@ func (s *Store) OrderFinalizeSigned(ctx context.Context, u store.SignedUse, orde
 	var o orderRow
 	var out *store.Order
 	err := s.claimSigned(ctx, u, orderID, func(b *batch) {
-		b.scan("claiming order "+orderID, o.dest(), `UPDATE orders SET status = 'processing', csr = $2, updated_at = {now}
-WHERE id = $1 AND status = 'ready' AND profile = $3 AND account_id = $4 AND expires_at > {now}
-RETURNING `+orderCols, orderID, nonNil(csrDER), profile, u.AccountID)
+		b.scan("claiming order "+orderID, o.dest(), orderClaimSignedSQL+orderCols, orderID, nonNil(csrDER), profile, u.AccountID)
 	}, jobs.SignerIssueArgs{OrderID: orderID, Profile: profile}, func() (err error) {
 		out, err = o.finish()
 		return err
@@ -1049,7 +1083,7 @@ RETURNING `+orderCols, orderID, nonNil(csrDER), profile, u.AccountID)
 // valid with certificate $2, while its account and authorizations are
 // valid (orderAuthorizedSQL).
 const orderIssuedSQL = `UPDATE orders SET status = 'valid', cert_serial = $2, updated_at = {now}
-WHERE id = $1 AND status = 'processing' AND ` + orderAuthorizedSQL
+WHERE id = $1 AND status || '' = 'processing' AND ` + orderAuthorizedSQL
 
 func (s *Store) OrderIssued(ctx context.Context, in store.Issued) error {
 	err := s.inTx(ctx, func(t *txn) error {
@@ -1121,7 +1155,7 @@ func (s *Store) orderFail(ctx context.Context, t *txn, orderID string, p acme.Pr
 	if err != nil {
 		return err
 	}
-	n, err := t.exec(ctx, `UPDATE orders SET status = 'invalid', error = $2, updated_at = {now} WHERE id = $1 AND status = 'processing'`, orderID, pt)
+	n, err := t.exec(ctx, orderFailSQL, orderID, pt)
 	if err != nil {
 		return err
 	}
