@@ -571,3 +571,36 @@ func TestDeactivateWithOrdersInFlight(t *testing.T) {
 		}
 	})
 }
+
+// TestPreValidatedNotPending: authorizations a pre-validating binding
+// vouches for are born valid, never pending, so an order of such names
+// does not count them against pending authorizations per account, and a
+// pre-validated fleet's large order is not refused by a limit on
+// validations it does not wait for. The same order under a binding that
+// does not pre-validate still counts its pending ones. Before, every new
+// authorization counted: three pre-validated names over a limit of two
+// were refused.
+func TestPreValidatedNotPending(t *testing.T) {
+	t.Parallel()
+	withStores(t, func(c *config.Config) { c.Limits.PendingAuthorizationsPerAccount = 2 }, func(t *testing.T, e *env) {
+		name := func(v string) acme.Identifier { return acme.Identifier{Type: acme.IdentifierDNS, Value: v} }
+		ids := []acme.Identifier{name("a.team-a.example"), name("b.team-a.example"), name("c.team-a.example")}
+		cases := []struct {
+			name         string
+			preValidated bool
+			want         int
+		}{
+			{"pre-validated", true, http.StatusCreated},
+			{"not pre-validated", false, http.StatusTooManyRequests},
+		}
+		for i, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				kid := fmt.Sprintf("kid-pending-%d", i)
+				a := e.registerBound(t, kid)
+				e.exec(t, "UPDATE eab_keys SET prevalidated = $1 WHERE id = $2", tc.preValidated, kid)
+				r := e.post(t, a, e.base+"/acme/new-order", map[string]any{"identifiers": ids})
+				wantStatus(t, r, tc.want)
+			})
+		}
+	})
+}

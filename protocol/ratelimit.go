@@ -78,13 +78,15 @@ func (s *Server) limitNewOrder(ctx context.Context, acctID string, no store.NewO
 }
 
 // limitOrderAuthzs applies pending authorizations per account to the
-// authorizations the order no creates. It is the one limit that depends on
-// how an order is drafted: a newOrder drafted again (a reused
-// authorization became unusable) meets it once more with the new draft.
+// pending authorizations the order no creates: one born valid (a
+// pre-validating binding vouched for its name) waits for no validation
+// and does not count. It is the one limit that depends on how an order is
+// drafted: a newOrder drafted again (a reused authorization became
+// unusable) meets it once more with the new draft.
 func (s *Server) limitOrderAuthzs(ctx context.Context, acctID string, no store.NewOrder) error {
 	fresh := 0
 	for _, a := range no.Authzs {
-		if a.ID == "" {
+		if a.ID == "" && a.Status != acme.StatusValid {
 			fresh++
 		}
 	}
