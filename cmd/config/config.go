@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -435,6 +436,15 @@ func (c Config) Validate() error {
 			if it != "dns" && it != "ip" {
 				add(key+".identifier_types", "unknown identifier type %q", it)
 			}
+		}
+		// What the profile allows must be something its challenges can
+		// validate, or every such order is refused (rejectedIdentifier),
+		// even for names a pre-validating EAB binding vouches for.
+		if p.AllowWildcards && !slices.Contains(p.Challenges, "dns-01") {
+			add(key+".allow_wildcards", "a wildcard is validated only by dns-01 (RFC 8555 §7.1.3); add \"dns-01\" to challenges or set allow_wildcards = false")
+		}
+		if slices.Contains(p.IdentifierTypes, "ip") && !slices.Contains(p.Challenges, "http-01") && !slices.Contains(p.Challenges, "tls-alpn-01") {
+			add(key+".identifier_types", "an IP address is validated only by http-01 or tls-alpn-01 (RFC 8738 §7); add one to challenges or remove \"ip\"")
 		}
 	}
 	c.validateBackends(add)

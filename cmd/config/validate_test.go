@@ -37,6 +37,9 @@ func TestValidateRanges(t *testing.T) {
 		{"[profiles.\"tls.server\"]\nvalidity_hours = 24\n", "profiles.tls.server"},
 		{"[profiles.short__lived]\nvalidity_hours = 24\n", "profiles.short__lived"},
 		{"[profiles." + strings.Repeat("a", 57) + "]\nvalidity_hours = 24\n", "profiles." + strings.Repeat("a", 57)},
+		// What a profile allows, its challenges must be able to validate.
+		{"[profiles.web]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\", \"tls-alpn-01\"]\nallow_wildcards = true\n", "profiles.web.allow_wildcards"},
+		{"[profiles.dns]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-01\"]\nidentifier_types = [\"dns\", \"ip\"]\n", "profiles.dns.identifier_types"},
 	}
 	for _, tc := range cases {
 		_, err := load(t, tc.body)
@@ -50,6 +53,8 @@ func TestValidateRanges(t *testing.T) {
 		"[ca]\ncrl_validity_hours = 1\n[worker]\ncrl_interval_minutes = 29\n",
 		"[server]\nretry_after_seconds = 0\n[database]\nmax_conns = 0\n",
 		"[challenge]\nhttp_port = 65535\ntls_alpn_port = 1\n",
+		"[profiles.wild]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-01\"]\nallow_wildcards = true\n" +
+			"[profiles.ip]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"tls-alpn-01\"]\nidentifier_types = [\"ip\"]\n",
 		"[profiles.short-lived_2]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\n" +
 			"[profiles." + strings.Repeat("a", 56) + "]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\n",
 	} {
