@@ -6,6 +6,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/hallmark-ca/hallmark/cmd/config"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -41,7 +42,10 @@ type Options struct {
 	// RevokeWait bounds how long a revocation through a relay/custom
 	// backend is waited on before the page says it is queued.
 	RevokeWait time.Duration
-	Logger     *slog.Logger
+	// Profiles (config.Config.Profiles) give a certificate's default
+	// renewal window; a profile not named has the default fractions.
+	Profiles map[string]config.Profile
+	Logger   *slog.Logger
 }
 
 // Server is the admin panel.
@@ -53,6 +57,7 @@ type Server struct {
 	limit   *limiter // failed token checks per client address
 	crlBase string
 	wait    time.Duration
+	profs   map[string]config.Profile
 	log     *slog.Logger
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
@@ -71,7 +76,7 @@ func New(o Options) (*Server, error) {
 	}
 	a := newAuth(o.Token, o.SecureCookies)
 	s := &Server{st: o.Store, q: o.Queue, rev: o.Revoker, auth: a, limit: newLimiter(func() time.Time { return a.now() }),
-		crlBase: strings.TrimRight(o.CRLBase, "/"), wait: o.RevokeWait, log: o.Logger, mux: http.NewServeMux()}
+		crlBase: strings.TrimRight(o.CRLBase, "/"), wait: o.RevokeWait, profs: o.Profiles, log: o.Logger, mux: http.NewServeMux()}
 	if err := s.parseTemplates(); err != nil {
 		return nil, err
 	}

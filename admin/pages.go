@@ -14,6 +14,7 @@ import (
 	"github.com/hallmark-ca/hallmark/admin/operator"
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/renewal"
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/store"
 )
@@ -285,8 +286,13 @@ func (s *Server) cert(w http.ResponseWriter, r *http.Request, p principal) error
 	if err != nil {
 		return err
 	}
+	// What its ARI clients are told (renewalInfo's own rule).
+	win, err := renewal.Suggested(r.Context(), s.st, c, s.profs[c.Profile])
+	if err != nil {
+		return err
+	}
 	s.render(w, r, p, http.StatusOK, "cert", map[string]any{"Cert": c, "Reasons": revocation.Allowed(),
-		"Backend": s.rev.Backend(c), "Remote": s.rev.Remote(c)})
+		"Backend": s.rev.Backend(c), "Remote": s.rev.Remote(c), "Renewal": win})
 	return nil
 }
 

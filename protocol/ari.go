@@ -13,11 +13,11 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/gorilla/mux"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/renewal"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -110,64 +110,24 @@ func (s *Server) renewalInfo(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, doc)
 }
 
-// suggestedWindow chooses a certificate's window. Without a move it is
-// the profile's fraction of the validity, or, for a relay's certificate
-// whose upstream offers ARI, the upstream's window as the worker last
-// fetched it (worker/upstream.go), with the upstream's explanationURL: the
-// upstream may revoke the certificate, and its window is its warning.
-// With an operator's move as well, the window that ends first is served,
-// the operator's on a tie: a move is into the past to have clients renew
-// now, and an upstream window ending sooner is the upstream's deadline,
-// which no move of Hallmark's can push back.
+// suggestedWindow is c's window as package renewal chooses it (the one
+// rule the operator's views show), with the explanationURL a client
+// follows: the operator's page for a move, the upstream's for its window.
 func (s *Server) suggestedWindow(ctx context.Context, c *store.Certificate) (renewalInfoDoc, error) {
 	var doc renewalInfoDoc
-	moved, err := s.st.RenewalWindowBySerial(ctx, c.Serial)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	prof, _ := s.profile(c.Profile) // a removed profile: the zero profile's defaults
+	win, err := renewal.Suggested(ctx, s.st, c, prof)
+	if err != nil {
 		return doc, s.storeErr(err, "reading the renewal window")
 	}
-	up, err := s.upstreamWindow(ctx, c)
-	if err != nil {
-		return doc, err
-	}
-	switch {
-	case moved != nil && (up == nil || !up.End.Before(moved.End)):
-		doc.SuggestedWindow.Start, doc.SuggestedWindow.End = rfc3339(moved.Start), rfc3339(moved.End)
+	doc.SuggestedWindow.Start, doc.SuggestedWindow.End = rfc3339(win.Start), rfc3339(win.End)
+	switch win.Source {
+	case renewal.FromOperator:
 		doc.ExplanationURL = s.base + pathRenewalExplanation + c.Serial
-	case up != nil:
-		doc.SuggestedWindow.Start, doc.SuggestedWindow.End = rfc3339(up.Start), rfc3339(up.End)
-		doc.ExplanationURL = up.ExplanationURL
-	default:
-		start, end := s.defaultWindow(c)
-		doc.SuggestedWindow.Start, doc.SuggestedWindow.End = rfc3339(start), rfc3339(end)
+	case renewal.FromUpstream:
+		doc.ExplanationURL = win.ExplanationURL
 	}
 	return doc, nil
-}
-
-// upstreamWindow is the upstream's window of a relay's certificate; nil
-// for another issuer's, or when the upstream gave none (no ARI, not
-// fetched yet, or it knows nothing of the certificate).
-func (s *Server) upstreamWindow(ctx context.Context, c *store.Certificate) (*store.UpstreamWindow, error) {
-	if !strings.HasPrefix(c.IssuerID, "relay:") {
-		return nil, nil // only a relay has an upstream: no read for the rest
-	}
-	up, err := s.st.UpstreamWindowBySerial(ctx, c.Serial)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, s.storeErr(err, "reading the upstream's renewal window")
-	}
-	return up, nil
-}
-
-// defaultWindow is the profile's window over the certificate's validity.
-func (s *Server) defaultWindow(c *store.Certificate) (time.Time, time.Time) {
-	prof, _ := s.profile(c.Profile) // a removed profile: the zero profile's defaults
-	fs, fe := prof.RenewalWindow()
-	life := c.NotAfter.Sub(c.NotBefore)
-	start := c.NotBefore.Add(time.Duration(float64(life) * fs)).Truncate(time.Second)
-	end := c.NotBefore.Add(time.Duration(float64(life) * fe)).Truncate(time.Second)
-	return start, end
 }
 
 var explanationPage = template.Must(template.New("explanation").Parse(`<!doctype html>

@@ -31,6 +31,7 @@ func serveAdmin(ctx context.Context, cfg config.Config, db *open.DB, log *slog.L
 		CRLBase:       cfg.CA.URLBase,
 		SecureCookies: cfg.Admin.SecureCookies,
 		RevokeWait:    5 * time.Second,
+		Profiles:      cfg.Profiles,
 		Logger:        log.With("component", "admin"),
 	})
 	if err != nil {

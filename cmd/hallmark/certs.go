@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hallmark-ca/hallmark/protocol/renewal"
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/store"
 )
@@ -106,12 +107,18 @@ func certsShow(ctx context.Context, s *session, c *cli.Context) error {
 		}
 		return err
 	}
+	// What its ARI clients are told (renewalInfo's own rule).
+	win, err := renewal.Suggested(ctx, s.st, cert, s.cfg.Profiles[cert.Profile])
+	if err != nil {
+		return err
+	}
 	if s.json {
 		v := struct {
 			certRow
-			Backend  string `json:"backend"`
-			ChainPEM string `json:"chain_pem"`
-		}{certRowOf(cert), revocation.New(s.st, s.cfg.Profiles).Backend(cert), string(cert.ChainPEM)}
+			Backend       string        `json:"backend"`
+			RenewalWindow renewalWindow `json:"renewal_window"`
+			ChainPEM      string        `json:"chain_pem"`
+		}{certRowOf(cert), revocation.New(s.st, s.cfg.Profiles).Backend(cert), renewalWindowOf(win), string(cert.ChainPEM)}
 		return s.emit(v)
 	}
 	revoked := "no"
@@ -123,9 +130,38 @@ func certsShow(ctx context.Context, s *session, c *cli.Context) error {
 		{"issuer", cert.IssuerID}, {"profile", cert.Profile}, {"backend", revocation.New(s.st, s.cfg.Profiles).Backend(cert)},
 		{"not before", when(cert.NotBefore)}, {"not after", when(cert.NotAfter)}, {"issued", when(cert.IssuedAt)},
 		{"revoked", revoked}, {"replaced by", orDash(cert.ReplacedBy)},
+		{"renewal window", renewalText(win)},
 	})
 	if c.Bool("pem") {
 		s.printf("\n%s", cert.ChainPEM)
 	}
 	return nil
+}
+
+// renewalWindow is a certificate's ARI window in `certs show --json`.
+type renewalWindow struct {
+	Start          string `json:"start"`
+	End            string `json:"end"`
+	Source         string `json:"source"` // profile, operator or upstream
+	Reason         string `json:"reason,omitempty"`
+	ExplanationURL string `json:"explanation_url,omitempty"`
+}
+
+func renewalWindowOf(w renewal.Window) renewalWindow {
+	return renewalWindow{Start: when(w.Start), End: when(w.End), Source: string(w.Source), Reason: w.Reason, ExplanationURL: w.ExplanationURL}
+}
+
+// renewalText is the window and whose it is, for `certs show`.
+func renewalText(w renewal.Window) string {
+	span := when(w.Start) + " — " + when(w.End)
+	switch w.Source {
+	case renewal.FromOperator:
+		return span + ", moved by an operator: " + w.Reason
+	case renewal.FromUpstream:
+		if w.ExplanationURL != "" {
+			return span + ", the upstream CA's (" + w.ExplanationURL + ")"
+		}
+		return span + ", the upstream CA's"
+	}
+	return span + ", the profile's"
 }

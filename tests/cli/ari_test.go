@@ -10,7 +10,8 @@ import (
 // TestARIMove: `hallmark ari move` answers the same as a table and as
 // JSON: a selection that matches nothing exits 4 (nothing to do), prints
 // "moved": [] (lists are arrays, never null) and writes no audit event; a
-// match exits 0, lists the serial and is audited once.
+// match exits 0, lists the serial and is audited once; `certs show` then
+// shows the moved window, as clients are told it.
 func TestARIMove(t *testing.T) {
 	t.Parallel()
 	for _, d := range dialects {
@@ -27,6 +28,27 @@ func TestARIMove(t *testing.T) {
 				}
 				return n
 			}
+			// Before a move, `certs show` says clients are told the
+			// profile's window; after it, the operator's, with the reason
+			// (renewalInfo's own rule, protocol/renewal).
+			shown := func() (source, reason string) {
+				var out struct {
+					RenewalWindow struct{ Source, Reason string } `json:"renewal_window"`
+				}
+				c.jsonOf(&out, 0, "certs", "show", "--json", "a1")
+				return out.RenewalWindow.Source, out.RenewalWindow.Reason
+			}
+			if src, _ := shown(); src != "profile" {
+				t.Errorf("certs show before a move: renewal window source %q, want profile", src)
+			}
+			defer func() {
+				if src, why := shown(); src != "operator" || why != "key rollover" {
+					t.Errorf("certs show after a move: renewal window %q %q, want the operator's, key rollover", src, why)
+				}
+				if r := c.want(0, "certs", "show", "a1"); !strings.Contains(r.stdout, "moved by an operator: key rollover") {
+					t.Errorf("certs show after a move does not say so:\n%s", r.stdout)
+				}
+			}()
 			for _, tc := range []struct {
 				name  string
 				args  []string
