@@ -317,6 +317,17 @@ type Store interface {
 	// certificate (RemoteIssuer) is refused and left unrevoked: Hallmark
 	// signs no CRL for its issuer, so a row would revoke nothing.
 	Revoke(ctx context.Context, serial string, reason int, ev AuditEvent) (*Certificate, error)
+	// RevokeMany is Revoke for a page of local-CA certificates in one
+	// transaction: it revokes those of serials that exist and are not
+	// revoked yet, and returns them as revoked, in serials' order. A serial
+	// it does not return was unknown or already revoked (perhaps a moment
+	// before, by someone else): it is left as it is, never revoked twice.
+	// Each certificate revoked has its revocation row and its audit event
+	// (ev with the serial as its subject); each issuer touched has one
+	// crl_generate job, not one per certificate. A relay's or custom
+	// backend's certificate among them fails the whole call, and nothing
+	// is revoked.
+	RevokeMany(ctx context.Context, serials []string, reason int, ev AuditEvent) ([]*Certificate, error)
 	// RevokeQueue inserts signer_revoke for a relay/custom certificate on
 	// profile's queue: a worker mounting that profile's backend runs it. It
 	// returns the job's id, for RevokeProgress: the new job's, or that of

@@ -133,3 +133,11 @@ func SwapSQL(d *Dialect) map[string]string {
 		"OrderFail":              d.SQL(orderFailSQL),
 	}
 }
+
+// RevokeManySQL is RevokeMany's statements for an IN list of n serials, as
+// d runs them: the lock and the revocation ($1 the reason, $2.. the
+// serials) and the CRL entries' insert ($1.. the serials).
+func RevokeManySQL(d *Dialect, n int) (lock, revoke, rows string) {
+	return d.SQL(fmt.Sprintf(revokeManyLockSQL, serialList(1, n))), d.SQL(fmt.Sprintf(revokeManySQL, serialList(2, n))),
+		d.SQL(fmt.Sprintf(revokeManyRowsSQL, serialList(1, n)))
+}

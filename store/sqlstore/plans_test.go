@@ -420,7 +420,7 @@ type fleetCase struct {
 func fleetCases() []fleetCase {
 	pg := sqlstore.Postgres
 	now := time.Now()
-	return []fleetCase{
+	cases := []fleetCase{
 		// A challenge POST: cp2000_0 of pending p2000, while the account
 		// has 2,900 other pending authorizations and 20,000 valid ones.
 		{"ChallengeClaimSigned", sqlstore.ChallengeClaimSignedSQL(pg), []any{"cp2000_0", "acct"}, "rows=1 "},
@@ -448,6 +448,27 @@ func fleetCases() []fleetCase {
 		// status') list the issuers, i and i2, on every view: not by
 		// reading the issuer of every certificate.
 		{"Issuers", sqlstore.IssuersSQL(pg), nil, "rows=2 "},
+	}
+	return append(cases, revokeManyCases()...)
+}
+
+// revokeManyCases are a bulk revocation's statements (RevokeMany) over
+// one IN list of the account's certificates: each reads the listed rows
+// by serial, not the account's 20,000 certificates.
+func revokeManyCases() []fleetCase {
+	const n = 100
+	serials := make([]any, n)
+	for i := range serials {
+		serials[i] = fmt.Sprintf("s%d", 10001+i)
+	}
+	lock, revoke, _ := sqlstore.RevokeManySQL(sqlstore.Postgres, n)
+	_, _, rows := sqlstore.RevokeManySQL(sqlstore.Postgres, 5)
+	return []fleetCase{
+		{"RevokeMany: lock", lock, serials, fmt.Sprintf("rows=%d ", n)},
+		{"RevokeMany: revoke", revoke, append([]any{4}, serials...), fmt.Sprintf("rows=%d ", n)},
+		// The fleet's revoked certificates, s1..s5, as the transaction
+		// has just revoked them (an unrevoked one has no revocation time).
+		{"RevokeMany: CRL entries", rows, []any{"s1", "s2", "s3", "s4", "s5"}, ""},
 	}
 }
 

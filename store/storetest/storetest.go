@@ -82,6 +82,8 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"OrdersList", testOrdersList},
 		{"AuthzDeactivate", testAuthzDeactivate},
 		{"Revoke", testRevoke},
+		{"RevokeMany", testRevokeMany},                     // revoke_many.go
+		{"RevokeManyConcurrent", testRevokeManyConcurrent}, // revoke_many.go
 		{"RevokeQueue", testRevokeQueue},
 		{"RevokeRecorded", testRevokeRecorded},
 		{"UndeliveredRecord", testUndeliveredRecord}, // undelivered.go
