@@ -100,10 +100,12 @@ func revoke(ctx context.Context, s *session, c *cli.Context) error {
 	}
 	run := &bulkRevoke{svc: revocation.New(s.st, s.cfg.Profiles), reason: reason, wait: c.Duration("wait"), crl: map[string]bool{},
 		rep: revokeReport{DryRun: c.Bool("dry-run"), Target: t.String(), Reason: int(reason), ReasonName: reason.String(), Actor: operator.CLIActor(), Certificates: []revokeRow{}, CRLQueued: []string{}}}
-	// A page at a time (revocation.Service.Select): an account's 20,000
-	// certificates are never in memory at once, only their report rows.
-	selErr := run.svc.Select(ctx, t, func(cert *store.Certificate) error {
-		run.one(ctx, cert)
+	// A page at a time (revocation.Service.SelectPages): an account's
+	// 20,000 certificates are never in memory at once, only their report
+	// rows; and a page's local certificates are revoked in one
+	// transaction, with one crl_generate job per issuer.
+	selErr := run.svc.SelectPages(ctx, t, func(page []*store.Certificate) error {
+		run.page(ctx, page)
 		return nil
 	})
 	if selErr != nil && run.total == 0 {
@@ -133,47 +135,74 @@ type bulkRevoke struct {
 	firstErr            error
 }
 
-// one revokes cert (or says it would, or skips it) and adds its row.
-func (b *bulkRevoke) one(ctx context.Context, cert *store.Certificate) {
-	b.total++
-	if b.total == 1 {
-		b.first = cert.Serial
-	}
-	row := revokeRow{Serial: cert.Serial, Names: cert.Names, Issuer: cert.IssuerID, Profile: cert.Profile, Backend: b.svc.Backend(cert), NotAfter: when(cert.NotAfter)}
-	switch {
-	case cert.RevokedAt != nil:
-		row.Outcome = "already-revoked"
-		row.Error = fmt.Sprintf("revoked at %s with reason %s", when(*cert.RevokedAt), revocation.Reason(cert.RevocationReason))
-	case b.rep.DryRun:
-		row.Outcome = "would-revoke"
-		b.done++
-	default:
-		res, err := b.svc.Revoke(ctx, revocation.Request{Serial: cert.Serial, Reason: b.reason, Actor: b.rep.Actor, Via: "hallmark revoke", Wait: b.wait})
+// page revokes a page of certificates (or says it would, or skips those
+// revoked already) and adds their rows, in the page's order.
+func (b *bulkRevoke) page(ctx context.Context, certs []*store.Certificate) {
+	rows := make([]revokeRow, len(certs))
+	var todo []*store.Certificate
+	var at []int // the row of each of todo
+	for i, cert := range certs {
+		b.total++
+		if b.total == 1 {
+			b.first = cert.Serial
+		}
+		rows[i] = revokeRow{Serial: cert.Serial, Names: cert.Names, Issuer: cert.IssuerID, Profile: cert.Profile, Backend: b.svc.Backend(cert), NotAfter: when(cert.NotAfter)}
 		switch {
-		case errors.Is(err, revocation.ErrRefused):
-			row.Outcome, row.Error = "refused", exitErr(err).Error()
-			if b.firstErr == nil {
-				b.firstErr = err
-			}
-			b.failed++
-		case err != nil:
-			row.Outcome, row.Error = "failed", exitErr(err).Error()
-			if b.firstErr == nil {
-				b.firstErr = err
-			}
-			b.failed++
-		case res.Remote && !res.Done:
-			row.Outcome = "queued"
+		case cert.RevokedAt != nil:
+			alreadyRevoked(&rows[i], cert)
+		case b.rep.DryRun:
+			rows[i].Outcome = "would-revoke"
 			b.done++
 		default:
-			row.Outcome = "revoked"
-			if !res.Remote {
-				b.crl[cert.IssuerID] = true
-			}
-			b.done++
+			todo = append(todo, cert)
+			at = append(at, i)
 		}
 	}
-	b.rep.Certificates = append(b.rep.Certificates, row)
+	if len(todo) > 0 {
+		outs := b.svc.RevokeAll(ctx, todo, revocation.Request{Reason: b.reason, Actor: b.rep.Actor, Via: "hallmark revoke", Wait: b.wait})
+		for j, o := range outs {
+			b.record(&rows[at[j]], todo[j], o)
+		}
+	}
+	b.rep.Certificates = append(b.rep.Certificates, rows...)
+}
+
+// record fills row with what revoking cert did. A certificate someone
+// else revoked since the page was read is already-revoked, as one the page
+// found revoked: it is neither done by this run nor a failure.
+func (b *bulkRevoke) record(row *revokeRow, cert *store.Certificate, o revocation.Outcome) {
+	switch {
+	case errors.Is(o.Err, revocation.ErrRefused):
+		row.Outcome, row.Error = "refused", exitErr(o.Err).Error()
+		b.fail(o.Err)
+	case errors.Is(o.Err, store.ErrConflict) && o.Certificate != nil && o.Certificate.RevokedAt != nil:
+		alreadyRevoked(row, o.Certificate)
+	case o.Err != nil:
+		row.Outcome, row.Error = "failed", exitErr(o.Err).Error()
+		b.fail(o.Err)
+	case o.Remote && !o.Done:
+		row.Outcome = "queued"
+		b.done++
+	default:
+		row.Outcome = "revoked"
+		if !o.Remote {
+			b.crl[cert.IssuerID] = true
+		}
+		b.done++
+	}
+}
+
+func (b *bulkRevoke) fail(err error) {
+	if b.firstErr == nil {
+		b.firstErr = err
+	}
+	b.failed++
+}
+
+// alreadyRevoked makes row say when and why cert was revoked.
+func alreadyRevoked(row *revokeRow, cert *store.Certificate) {
+	row.Outcome = "already-revoked"
+	row.Error = fmt.Sprintf("revoked at %s with reason %s", when(*cert.RevokedAt), revocation.Reason(cert.RevocationReason))
 }
 
 // report is the run's report, its queued CRLs sorted.

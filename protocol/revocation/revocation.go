@@ -28,6 +28,7 @@ type Store interface {
 	OrderByID(ctx context.Context, id string) (*store.Order, error)
 	AccountByID(ctx context.Context, id string) (*store.Account, error)
 	Revoke(ctx context.Context, serial string, reason int, ev store.AuditEvent) (*store.Certificate, error)
+	RevokeMany(ctx context.Context, serials []string, reason int, ev store.AuditEvent) ([]*store.Certificate, error)
 	RevokeQueue(ctx context.Context, serial, profile string, reason int, ev store.AuditEvent) (int64, error)
 	RevokeProgress(ctx context.Context, serial string, jobID int64) (store.RevokeProgress, error)
 }
@@ -167,14 +168,7 @@ func (s *Service) Revoke(ctx context.Context, r Request) (Result, error) {
 	if c.RevokedAt != nil {
 		return res, alreadyRevoked(c, store.ErrConflict)
 	}
-	detail := fmt.Sprintf("reason %d (%s)", int(r.Reason), r.Reason)
-	if r.Via != "" {
-		detail += " via " + r.Via
-	}
-	if res.Remote {
-		detail += "; queued for the " + res.Backend + " backend"
-	}
-	ev := store.AuditEvent{Actor: r.Actor, Action: ActionRevoke, Subject: c.Serial, Detail: detail}
+	ev := event(r, c.Serial, res)
 	if !res.Remote {
 		// local and pkcs11: Hallmark is the CA; the revocation row is the
 		// revocation and the store queues the issuer's next CRL.
@@ -194,6 +188,19 @@ func (s *Service) Revoke(ctx context.Context, r Request) (Result, error) {
 		return res, certErr(c.Serial, err, "queueing the revocation of")
 	}
 	return s.wait(ctx, res, jobID, r.Wait)
+}
+
+// event is the audit event of r's revocation of serial: the reason, the
+// path it came by and, for a relay/custom backend, that it was queued.
+func event(r Request, serial string, res Result) store.AuditEvent {
+	detail := fmt.Sprintf("reason %d (%s)", int(r.Reason), r.Reason)
+	if r.Via != "" {
+		detail += " via " + r.Via
+	}
+	if res.Remote {
+		detail += "; queued for the " + res.Backend + " backend"
+	}
+	return store.AuditEvent{Actor: r.Actor, Action: ActionRevoke, Subject: serial, Detail: detail}
 }
 
 // wait polls until the worker records the backend's answer to job jobID
@@ -303,22 +310,14 @@ func (t Target) String() string {
 // wrapping store.ErrNotFound, before each is called; an order without a
 // certificate names none.
 func (s *Service) Select(ctx context.Context, t Target, each func(*store.Certificate) error) error {
-	n := 0
-	for _, v := range []string{t.Serial, t.OrderID, t.AccountID} {
-		if v != "" {
-			n++
+	return s.SelectPages(ctx, t, func(page []*store.Certificate) error {
+		for _, c := range page {
+			if err := each(c); err != nil {
+				return err
+			}
 		}
-	}
-	if n != 1 {
-		return acme.Malformed("name exactly one of a serial, an order or an account to revoke")
-	}
-	switch {
-	case t.Serial != "":
-		return s.selectSerial(ctx, t.Serial, each)
-	case t.OrderID != "":
-		return s.selectOrder(ctx, t.OrderID, each)
-	}
-	return s.selectAccount(ctx, t.AccountID, each)
+		return nil
+	})
 }
 
 func (s *Service) selectSerial(ctx context.Context, serial string, each func(*store.Certificate) error) error {
@@ -345,8 +344,8 @@ func (s *Service) selectOrder(ctx context.Context, id string, each func(*store.C
 }
 
 // selectAccount follows the store's cursor through the account's
-// certificates, a page of s.page at a time.
-func (s *Service) selectAccount(ctx context.Context, id string, each func(*store.Certificate) error) error {
+// certificates, a page of s.page at a time, calling each with each page.
+func (s *Service) selectAccount(ctx context.Context, id string, each func([]*store.Certificate) error) error {
 	if _, err := s.st.AccountByID(ctx, id); errors.Is(err, store.ErrNotFound) {
 		return &acme.Error{Problem: acme.Problem{Type: acme.ProblemMalformed,
 			Detail: fmt.Sprintf("account %s does not exist; check the id", id)}, Cause: err}
@@ -359,8 +358,8 @@ func (s *Service) selectAccount(ctx context.Context, id string, each func(*store
 		if err != nil {
 			return fmt.Errorf("listing the certificates of account %s: %w", id, err)
 		}
-		for _, c := range certs {
-			if err := each(c); err != nil {
+		if len(certs) > 0 {
+			if err := each(certs); err != nil {
 				return err
 			}
 		}
