@@ -83,7 +83,10 @@ func distinct(serials []string) []string {
 func (s *Store) revokeManyRows(ctx context.Context, t *txn, serials []string, reason int) ([]*store.Certificate, error) {
 	var b batch
 	var got []*store.Certificate
-	for _, chunk := range chunks(serials) {
+	// Serial order across the IN lists too, so the locks of two calls
+	// over the same certificates are taken in one order.
+	sorted := slices.Sorted(slices.Values(serials))
+	for _, chunk := range chunks(sorted) {
 		args := make([]any, 0, len(chunk)+1)
 		for _, sr := range chunk {
 			args = append(args, sr)
