@@ -64,13 +64,7 @@ func TestRevokeFollowsTheIssuer(t *testing.T) {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
 			c := newCA(t, d.url(t))
-			cfg, err := os.ReadFile(c.config)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(c.config, append(cfg, backendsConfig...), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			c.configure(backendsConfig)
 			a := c.account()
 			for _, tc := range []struct {
 				name, serial, issuer, profile string
@@ -183,13 +177,7 @@ func TestRevokeRefusedByTheBackend(t *testing.T) {
 			if err := os.WriteFile(script, []byte(refusingHook), 0o700); err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := os.ReadFile(c.config)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(c.config, append(cfg, fmt.Sprintf(hookedConfig, script, dir)...), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			c.configure(fmt.Sprintf(hookedConfig, script, dir))
 			startHookWorker(t, c, script, dir)
 			a := c.account()
 			calls := func() int {

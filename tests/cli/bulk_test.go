@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -65,13 +64,7 @@ func TestRevokeAccountPages(t *testing.T) {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
 			c := newCA(t, d.url(t))
-			cfg, err := os.ReadFile(c.config)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(c.config, append(cfg, backendsConfig...), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			c.configure(backendsConfig)
 			a, b := c.account(), c.account()
 			c.issued(a, "bulk.example.com", "1000")
 			c.issued(b, "other.example.com", "2000")

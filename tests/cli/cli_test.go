@@ -124,6 +124,19 @@ func (c *ca) jsonOf(v any, code int, args ...string) {
 
 func (c *ca) st() store.Store { return c.db.Store }
 
+// configure appends toml (profiles, backends) to the CA's configuration
+// file, which every later command reads.
+func (c *ca) configure(toml string) {
+	c.t.Helper()
+	cfg, err := os.ReadFile(c.config)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.WriteFile(c.config, append(cfg, toml...), 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
 func (c *ca) account() *store.Account {
 	c.t.Helper()
 	a, err := c.st().AccountCreate(context.Background(), &store.Account{
