@@ -18,6 +18,7 @@ import (
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/signer/custom"
 	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 	"github.com/hallmark-ca/hallmark/worker"
 )
@@ -37,13 +38,7 @@ func TestRevokeRelayCertificate(t *testing.T) {
 	st := db.Store
 	profiles := config.Default().Profiles
 	profiles["upstream"] = config.Profile{Backend: "relay", Signer: "corp"}
-	p, err := admin.New(admin.Options{Store: st, Queue: db.Queue, Token: token, CRLBase: "http://crl.example",
-		Revoker: revocation.New(st, profiles), RevokeWait: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(p.Handler())
-	t.Cleanup(srv.Close)
+	srv := servedWith(t, db, profiles)
 
 	issuedCert(t, st, "e1", "relayed.example.com", "relay:corp", "upstream")
 
@@ -120,13 +115,7 @@ func TestRevokeRefusedByTheBackend(t *testing.T) {
 		defer cancel()
 		_ = run.Stop(sctx)
 	})
-	p, err := admin.New(admin.Options{Store: st, Queue: db.Queue, Token: token, CRLBase: "http://crl.example",
-		Revoker: revocation.New(st, cfg.Profiles), RevokeWait: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(p.Handler())
-	t.Cleanup(srv.Close)
+	srv := servedWith(t, db, cfg.Profiles)
 	issuedCert(t, st, "e7", "hooked.example.com", "custom:hooks", "hooked")
 
 	c := &http.Client{CheckRedirect: noRedirect}
@@ -140,4 +129,18 @@ func TestRevokeRefusedByTheBackend(t *testing.T) {
 	if got, err := st.CertificateBySerial(ctx, "e7"); err != nil || got.RevokedAt != nil {
 		t.Fatalf("certificate after a refusal = %+v, %v; want unrevoked", got, err)
 	}
+}
+
+// servedWith serves a panel on db whose revocations know profiles' backends
+// and are waited on for up to 10 s, with CRLs linked under crl.example.
+func servedWith(t *testing.T, db *open.DB, profiles map[string]config.Profile) *httptest.Server {
+	t.Helper()
+	p, err := admin.New(admin.Options{Store: db.Store, Queue: db.Queue, Token: token, CRLBase: "http://crl.example",
+		Revoker: revocation.New(db.Store, profiles), RevokeWait: 10 * time.Second, Profiles: profiles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p.Handler())
+	t.Cleanup(srv.Close)
+	return srv
 }
