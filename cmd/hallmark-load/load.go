@@ -47,9 +47,12 @@ type result struct {
 	Example    map[string]string        // the first error of each kind, in full
 	CPU        map[string]time.Duration // per process group, during the timed part
 	Switches   map[string]int64         // context switches per process group, during the timed part
-	PeakRSSKiB map[string]int64
-	PGCommits  int64 // transactions the run's PostgreSQL database committed
-	Requests   int   // HTTP requests the clients sent during the timed part
+	PeakRSSKiB map[string]int64         // VmHWM, file pages of the binary included
+	// PeakAnonKiB is the highest anonymous resident memory (heap, stacks)
+	// sampled per group during the timed part (procSet.anonPeaks).
+	PeakAnonKiB map[string]int64
+	PGCommits   int64 // transactions the run's PostgreSQL database committed
+	Requests    int   // HTTP requests the clients sent during the timed part
 	// RequestTimes is each answered request of the timed part by kind
 	// (requestKinds).
 	RequestTimes map[string][]time.Duration
@@ -152,6 +155,9 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 		return nil, err
 	}
 	selfBefore, switchesBefore := selfCPU(), selfSwitches()
+	actx, endAnon := context.WithCancel(context.Background())
+	defer endAnon() // an early return stops the sampler too
+	anonPeaks := spec.Procs.anonPeaks(actx, 100*time.Millisecond)
 	start := time.Now()
 	var lastOK time.Time // under mu
 	var progress stallWatch
@@ -213,6 +219,8 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	if spec.Procs.pgAdmin != "" {
 		time.Sleep(1500 * time.Millisecond) // let the statistics collector catch up
 	}
+	endAnon()
+	res.PeakAnonKiB = anonPeaks()
 	after, err := spec.Procs.sample()
 	if err != nil {
 		return nil, err
@@ -325,6 +333,9 @@ func (r *result) print(w io.Writer) {
 		rss := ""
 		if kib, ok := r.PeakRSSKiB[g]; ok {
 			rss = fmt.Sprintf(", peak RSS %.1f MiB", float64(kib)/1024)
+			if anon, ok := r.PeakAnonKiB[g]; ok {
+				rss += fmt.Sprintf(" (anonymous %.1f)", float64(anon)/1024)
+			}
 		}
 		cs := ""
 		if n, ok := r.Switches[g]; ok && r.OK > 0 {

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -120,6 +122,37 @@ func TestProcReadings(t *testing.T) {
 	}
 	if selfSwitches() <= 0 {
 		t.Fatal("getrusage reports no context switches for this process")
+	}
+}
+
+// TestAnonPeaks: the sampler keeps the highest anonymous resident memory
+// it saw of a group, not the last: this process touches 64 MiB, lets it
+// go and returns it to the kernel, and the peak still holds it.
+func TestAnonPeaks(t *testing.T) {
+	p := procSet{pids: map[string][]int{"self": {os.Getpid()}}}
+	base := procStatusKiB(os.Getpid(), "RssAnon:")
+	if base <= 0 {
+		t.Fatal("no RssAnon for this process")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	peaks := p.anonPeaks(ctx, 5*time.Millisecond)
+	buf := make([]byte, 64<<20)
+	for i := range buf {
+		buf[i] = 1 // resident, page by page
+	}
+	time.Sleep(50 * time.Millisecond) // sampled while held
+	runtime.KeepAlive(buf)
+	buf = nil
+	runtime.GC()
+	debug.FreeOSMemory()
+	time.Sleep(50 * time.Millisecond) // sampled after it went back
+	cancel()
+	got := peaks()["self"]
+	if got < base+60<<10 {
+		t.Fatalf("peak anonymous memory %d KiB, want at least %d (what it started at, %d, plus the 64 MiB held)", got, base+60<<10, base)
+	}
+	if now := procStatusKiB(os.Getpid(), "RssAnon:"); now >= got {
+		t.Logf("RssAnon %d KiB after release; peak %d", now, got)
 	}
 }
 

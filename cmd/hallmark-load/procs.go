@@ -165,7 +165,11 @@ func procCPU(pid int) (time.Duration, error) {
 }
 
 // procHWM is VmHWM (peak resident set) of pid in KiB, 0 if unknown.
-func procHWM(pid int) int64 {
+func procHWM(pid int) int64 { return procStatusKiB(pid, "VmHWM:") }
+
+// procStatusKiB is the "key:" line of pid's /proc status in KiB, 0 if
+// unknown.
+func procStatusKiB(pid int, key string) int64 {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
@@ -173,10 +177,45 @@ func procHWM(pid int) int64 {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), key); ok {
 			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			return n
 		}
 	}
 	return 0
+}
+
+// anonPeaks samples the anonymous resident memory (RssAnon: heap, stacks)
+// of each group's processes every period until ctx ends, and returns the
+// highest sum seen per group, in KiB, once it has stopped. Peak RSS
+// (VmHWM) also counts the pages of the binary's file, and the kernel may
+// map a freshly written binary in 2 MiB pages that count whole: the same
+// worker read 61 MiB freshly linked and 57 as a copy (docs/performance.md,
+// round 22). Linux keeps no peak of RssAnon, hence the sampling.
+func (p procSet) anonPeaks(ctx context.Context, period time.Duration) func() map[string]int64 {
+	out := map[string]int64{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			for group, pids := range p.pids {
+				var sum int64
+				for _, pid := range pids {
+					sum += procStatusKiB(pid, "RssAnon:")
+				}
+				out[group] = max(out[group], sum)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() map[string]int64 {
+		<-done
+		return out
+	}
 }
