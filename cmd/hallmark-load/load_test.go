@@ -140,7 +140,7 @@ func TestAnonPeaks(t *testing.T) {
 	for i := range buf {
 		buf[i] = 1 // resident, page by page
 	}
-	time.Sleep(50 * time.Millisecond) // sampled while held
+	time.Sleep(300 * time.Millisecond) // sampled while held, on a busy machine too
 	runtime.KeepAlive(buf)
 	buf = nil
 	runtime.GC()
