@@ -20,6 +20,7 @@ import (
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
+	"github.com/hallmark-ca/hallmark/tests/testworker"
 	"github.com/hallmark-ca/hallmark/worker"
 )
 
@@ -100,21 +101,7 @@ func TestRevokeRefusedByTheBackend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := w.Registry()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := w.JobSettings()
-	s.Queues, s.Periodic, s.Scheduled = []string{jobs.ProfileQueue("hooked")}, nil, nil
-	run, err := db.Queue.Start(ctx, reg, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = run.Stop(sctx)
-	})
+	testworker.Serve(t, w, db.Queue, nil, jobs.ProfileQueue("hooked"))
 	srv := servedWith(t, db, cfg.Profiles)
 	issuedCert(t, st, "e7", "hooked.example.com", "custom:hooks", "hooked")
 

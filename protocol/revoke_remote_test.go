@@ -17,6 +17,7 @@ import (
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/signer/custom"
 	"github.com/hallmark-ca/hallmark/store/open"
+	"github.com/hallmark-ca/hallmark/tests/testworker"
 	"github.com/hallmark-ca/hallmark/worker"
 )
 
@@ -99,25 +100,10 @@ func startRevokeWorker(t *testing.T, e *env, b worker.Backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := w.Registry()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := w.JobSettings()
-	s.Queues, s.Periodic, s.Scheduled = []string{jobs.ProfileQueue("hooked")}, nil, nil
 	// A backend that is down is retried about every second: a few
 	// attempts fit in one request's wait, and the ten River allows outlast
 	// the test's retry.
-	s.RetryBase, s.RetryMax = time.Second, time.Second
-	runner, err := db.Queue.Start(ctx, reg, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = runner.Stop(sctx)
-	})
+	testworker.Serve(t, w, db.Queue, func(s *jobs.Settings) { s.RetryBase, s.RetryMax = time.Second, time.Second }, jobs.ProfileQueue("hooked"))
 }
 
 // revokeJobs counts the signer_revoke jobs of serial.

@@ -13,6 +13,7 @@ import (
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/signer/custom"
+	"github.com/hallmark-ca/hallmark/tests/testworker"
 	"github.com/hallmark-ca/hallmark/worker"
 )
 
@@ -266,19 +267,5 @@ func startHookWorker(t *testing.T, c *ca, script, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := w.Registry()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := w.JobSettings()
-	s.Queues, s.Periodic, s.Scheduled = []string{jobs.ProfileQueue("hooked")}, nil, nil
-	run, err := c.db.Queue.Start(context.Background(), reg, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = run.Stop(ctx)
-	})
+	testworker.Serve(t, w, c.db.Queue, nil, jobs.ProfileQueue("hooked"))
 }
