@@ -39,13 +39,23 @@ func migrated(t *testing.T) *pgx.Conn {
 	return conn
 }
 
+// execAll runs each of qs on conn, failing the test at the first error.
+func execAll(t *testing.T, conn *pgx.Conn, qs ...string) {
+	t.Helper()
+	for _, q := range qs {
+		if _, err := conn.Exec(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
 // seeded is the connection to such a database, with statistics when
 // analyze.
 func seeded(t *testing.T, analyze bool) *pgx.Conn {
 	t.Helper()
 	ctx := context.Background()
 	conn := migrated(t)
-	for _, q := range []string{
+	execAll(t, conn, []string{
 		`DO $$ DECLARE t text; BEGIN FOREACH t IN ARRAY ARRAY['orders','authorizations','challenges','order_authz','certificates','certificate_names','certificate_domains'] LOOP
 		   EXECUTE format('ALTER TABLE %I SET (autovacuum_enabled = false)', t); END LOOP; END $$`,
 		`INSERT INTO accounts (id, key_jwk, thumbprint, status) VALUES ('acct', '{}', 'tp', 'valid')`,
@@ -66,11 +76,7 @@ func seeded(t *testing.T, analyze bool) *pgx.Conn {
 		 SELECT d, c.serial, c.issued_at FROM certificates c, generate_series(1, 20000) g,
 		   LATERAL (VALUES ('h'||g||'.example'||(g % 200)||'.com'), ('example'||(g % 200)||'.com')) v(d)
 		 WHERE c.serial = 's'||g`,
-	} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	}...)
 	if analyze {
 		if _, err := conn.Exec(ctx, "ANALYZE"); err != nil {
 			t.Fatal(err)
@@ -382,15 +388,8 @@ var fleetJobs = []string{
 // still pending; then they changed, and no autovacuum came).
 func fleetSeeded(t *testing.T, mode string) *pgx.Conn {
 	t.Helper()
-	ctx := context.Background()
 	conn := migrated(t)
-	run := func(qs ...string) {
-		for _, q := range qs {
-			if _, err := conn.Exec(ctx, q); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-		}
-	}
+	run := func(qs ...string) { execAll(t, conn, qs...) }
 	run(fleetBase...)
 	run(fleetJobs...)
 	switch mode {
@@ -705,9 +704,8 @@ func TestExpirePendingPlan(t *testing.T) {
 // each swap, so draining a backlog took time quadratic in its size.
 func TestBacklogPlans(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	conn := migrated(t)
-	for _, q := range []string{
+	execAll(t, conn, []string{
 		`DO $$ DECLARE t text; BEGIN FOREACH t IN ARRAY ARRAY['orders','authorizations','challenges','order_authz','accounts'] LOOP
 		   EXECUTE format('ALTER TABLE %I SET (autovacuum_enabled = false)', t); END LOOP; END $$`,
 		`INSERT INTO accounts (id, key_jwk, thumbprint, status) VALUES ('acct', '{}', 'tp', 'valid')`,
@@ -726,11 +724,7 @@ func TestBacklogPlans(t *testing.T) {
 		`UPDATE authorizations SET status = 'pending' WHERE id IN (SELECT 'a'||g FROM generate_series(20001, 40000) g)`,
 		`UPDATE challenges SET status = 'pending' WHERE id IN (SELECT 'c'||g FROM generate_series(20001, 30000) g)`,
 		`UPDATE challenges SET status = 'processing' WHERE id IN (SELECT 'c'||g FROM generate_series(30001, 40000) g)`,
-	} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	}...)
 	swaps := sqlstore.SwapSQL(sqlstore.Postgres)
 	cases := []struct {
 		name string
