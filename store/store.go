@@ -171,8 +171,9 @@ type Store interface {
 
 	RateLimits // store/ratelimit.go: counts for the frontend's rate limits
 	RemoteRevocations
-	AdminViews    // store/adminviews.go: the admin panel's summaries
-	AdminSessions // store/adminsessions.go: the admin panel's sign-ins
+	UpstreamOrders // store/upstreamorders.go: the relay backends' journal of upstream orders
+	AdminViews     // store/adminviews.go: the admin panel's summaries
+	AdminSessions  // store/adminsessions.go: the admin panel's sign-ins
 	// Now is the database's clock.
 	Now(ctx context.Context) (time.Time, error)
 	Ping(ctx context.Context) error

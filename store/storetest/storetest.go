@@ -101,11 +101,13 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"ExpirePendingUnusableAuthz", testExpirePendingUnusableAuthz}, // reuse.go
 		{"StrandedChallenge", testStrandedChallenge},
 		{"StrandedOrder", testStrandedOrder},
-		{"RenewalMove", testRenewalMove},           // arieab.go
-		{"OrderReplaces", testOrderReplaces},       // arieab.go
-		{"UpstreamRenewals", testUpstreamRenewals}, // upstream.go
-		{"EABBindOnce", testEABBindOnce},           // arieab.go
-		{"AuthzCreate", testAuthzCreate},           // arieab.go
+		{"RenewalMove", testRenewalMove},                           // arieab.go
+		{"OrderReplaces", testOrderReplaces},                       // arieab.go
+		{"UpstreamRenewals", testUpstreamRenewals},                 // upstream.go
+		{"UpstreamOrders", testUpstreamOrders},                     // upstreamorders.go
+		{"UpstreamOrdersConcurrent", testUpstreamOrdersConcurrent}, // upstreamorders.go
+		{"EABBindOnce", testEABBindOnce},                           // arieab.go
+		{"AuthzCreate", testAuthzCreate},                           // arieab.go
 		{"MigrationsIdempotent", testMigrationsIdempotent},
 		{"MigrationsRefuseNewer", testMigrationsRefuseNewer},
 	}
