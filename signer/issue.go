@@ -30,6 +30,10 @@ import (
 type Request struct {
 	Profile     config.Profile
 	ProfileName string
+	// OrderID is the Hallmark order the certificate is for: a backend
+	// that starts work elsewhere for it (a relay's upstream order)
+	// journals that work under it, so any worker's retry can resume it.
+	OrderID string
 	// Names are the ORDER's identifiers (dns, including wildcards, and ip):
 	// the only source of the certificate's names.
 	Names []acme.Identifier

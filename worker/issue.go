@@ -86,6 +86,7 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 	issued, err := mount.backend.Issue(ctx, signer.Request{
 		Profile:     mount.profile,
 		ProfileName: args.Profile,
+		OrderID:     o.ID,
 		Names:       o.Identifiers,
 		PublicKey:   csr.PublicKey,
 		NotBefore:   o.NotBefore,

@@ -162,21 +162,23 @@ func TestUpstreamRenewalWindows(t *testing.T) {
 	p := pebble.Start(t)
 	ctx := context.Background()
 	withARI, noARI := &upstreamProxy{base: p.Transport}, &upstreamProxy{base: p.Transport, noARI: true}
-	newRelay := func(name string, tr http.RoundTripper) *relay.Backend {
+	newRelay := func(st store.Store, name string, tr http.RoundTripper) *relay.Backend {
 		b, err := relay.New(relay.Config{Name: name, DirectoryURL: p.DirectoryURL, Transport: tr, RenewalInfoPerRun: 2,
-			AccountKey: filepath.Join(t.TempDir(), name+".key"), Timeout: 4 * time.Second})
+			AccountKey: filepath.Join(t.TempDir(), name+".key"), Timeout: 4 * time.Second, Journal: st})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b
 	}
-	up, plain := newRelay("up", withARI), newRelay("plain", noARI)
 	def := config.Default().Profiles["default"]
 	relayed, plainProfile := def, def
 	relayed.Backend, relayed.Signer = "relay", "up"
 	plainProfile.Backend, plainProfile.Signer = "relay", "plain"
-	backends := map[string]worker.Backend{"upstream": up, "plain": plain}
-	r := newRig(t, rigOpts{profiles: map[string]config.Profile{"upstream": relayed, "plain": plainProfile}, backends: backends})
+	r := newRig(t, rigOpts{profiles: map[string]config.Profile{"upstream": relayed, "plain": plainProfile},
+		backendsOn: func(st store.Store) map[string]worker.Backend {
+			return map[string]worker.Backend{"upstream": newRelay(st, "up", withARI), "plain": newRelay(st, "plain", noARI)}
+		}})
+	backends := r.backends
 	// The handler, called as River calls it, so each run's requests count.
 	w, err := worker.New(r.cfg, r.st, worker.Options{Backends: backends})
 	if err != nil {

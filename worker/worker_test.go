@@ -63,6 +63,10 @@ type rigOpts struct {
 	mount    []string // profiles this worker mounts; nil = all
 	profiles map[string]config.Profile
 	backends map[string]worker.Backend
+	// backendsOn, if set, builds the backends on the rig's store, for
+	// those that keep records there (a relay journals its upstream
+	// orders); it replaces backends.
+	backendsOn func(st store.Store) map[string]worker.Backend
 }
 
 func newRig(t *testing.T, o rigOpts) *rig {
@@ -72,6 +76,9 @@ func newRig(t *testing.T, o rigOpts) *rig {
 		url = testdb.Postgres(t)
 	}
 	db := testdb.OpenURL(t, url)
+	if o.backendsOn != nil {
+		o.backends = o.backendsOn(db.Store)
+	}
 
 	cfg := config.Default()
 	cfg.Worker.ID = "test-worker"

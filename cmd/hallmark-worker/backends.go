@@ -51,7 +51,9 @@ func mountToken(cfg config.Config, name string) (*signer.Issuer, error) {
 // mountBackends builds the relay and custom backends of the profiles this
 // worker serves (worker.profiles, or all when empty). Profiles naming the
 // same [backends.<name>] share one backend. Neither contacts anything here.
-func mountBackends(cfg config.Config, log *slog.Logger) (map[string]worker.Backend, error) {
+// A relay journals its upstream orders in journal (the store), so that a
+// retry on any worker resumes them.
+func mountBackends(cfg config.Config, log *slog.Logger, journal relay.Journal) (map[string]worker.Backend, error) {
 	want := map[string]bool{}
 	for _, p := range cfg.Worker.Profiles {
 		want[p] = true
@@ -73,7 +75,7 @@ func mountBackends(cfg config.Config, log *slog.Logger) (map[string]worker.Backe
 		case "relay":
 			b, err = relay.New(relay.Config{Name: p.Signer, DirectoryURL: bc.DirectoryURL, AccountKey: bc.AccountKey,
 				Contact: bc.Contact, CACert: bc.CACert, Challenge: bc.Challenge, RenewalInfoPerRun: bc.RenewalInfoPerRun,
-				Timeout: time.Duration(bc.TimeoutMS) * time.Millisecond, Logger: log})
+				Timeout: time.Duration(bc.TimeoutMS) * time.Millisecond, Logger: log, Journal: journal})
 		case "custom":
 			b, err = custom.New(custom.Config{Name: p.Signer, IssueCommand: bc.IssueCommand, RevokeCommand: bc.RevokeCommand,
 				Timeout: time.Duration(bc.TimeoutMS) * time.Millisecond, Logger: log})

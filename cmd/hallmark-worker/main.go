@@ -213,15 +213,15 @@ func run(c *cli.Context) error {
 	defer stop()
 
 	issuers, unavailable := mountAvailable(cfg, log)
-	backends, err := mountBackends(cfg, log)
-	if err != nil {
-		return err
-	}
 	db, err := open.Open(ctx, cfg.Database.URL, cfg.Database.MaxConns)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	backends, err := mountBackends(cfg, log, db.Store)
+	if err != nil {
+		return err
+	}
 	config.LogAdvice(ctx, db, log)
 
 	// The frontend serves issuer certificates at the AIA URL but never sees

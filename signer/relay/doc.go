@@ -10,5 +10,9 @@
 // authorization is pending, the relay accepts its configured challenge type
 // and waits for the upstream's verdict.
 //
+// Each upstream order is journaled in the store (Journal) under its
+// Hallmark order before it is finalized, so that a retry on any worker
+// with the same account key resumes it rather than place a second one.
+//
 // It holds no issuing key, and uses golang.org/x/crypto/acme as its client.
 package relay

@@ -6,10 +6,8 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -25,7 +23,21 @@ import (
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/signer"
+	"github.com/hallmark-ca/hallmark/store"
 )
+
+// Journal is where the backend records each upstream order it places, for
+// the Hallmark order it is placed for, before finalizing it: an attempt
+// that dies after the upstream issued (a worker killed, a timeout, a
+// connection lost while the certificate downloads) is resumed by the
+// retry, on any worker, instead of placing a second order, which would be
+// a second upstream certificate Hallmark has no record of, and a second
+// count against a public CA's rate limits. The store is one
+// (store.UpstreamOrders).
+type Journal interface {
+	UpstreamOrderRecord(ctx context.Context, o store.UpstreamOrder, replaces string) error
+	UpstreamOrderFor(ctx context.Context, orderID, backend string) (*store.UpstreamOrder, error)
+}
 
 // Config is one [backends.<name>] of type relay.
 type Config struct {
@@ -44,6 +56,8 @@ type Config struct {
 	// RenewalInfoPerRun bounds how many certificates one refresh of the
 	// upstream's renewal windows asks about (DefaultRenewalInfoPerRun).
 	RenewalInfoPerRun int
+	// Journal records the upstream orders placed (required).
+	Journal Journal
 }
 
 // Backend relays orders to the upstream CA.
@@ -53,6 +67,9 @@ type Backend struct {
 
 	mu         sync.Mutex
 	registered bool
+	// account is the upstream account's URL (its KID), known once
+	// registered: the journal names the account that placed each order.
+	account string
 	// ariURL is the upstream directory's renewalInfo ("" for none), read
 	// at ariRead; ariPaused is the end of a Retry-After the upstream gave
 	// with a 429 or 5xx to a renewalInfo request (ari.go).
@@ -60,19 +77,15 @@ type Backend struct {
 	ariURL    string
 	ariRead   time.Time
 	ariPaused time.Time
-
-	// placed is the upstream order placed for a CSR (by its SHA-256) whose
-	// certificate has not come back yet. A retry after a failure past the
-	// placing resumes that order instead of placing another: another
-	// would be a second upstream certificate, and at a public CA a second
-	// count against its rate limits.
-	placed sync.Map
 }
 
 // New loads (or creates) the account key and builds the client. It does not
 // contact the upstream: a worker starts while the upstream is down, and its
 // /readyz says so.
 func New(cfg Config) (*Backend, error) {
+	if cfg.Journal == nil {
+		return nil, fmt.Errorf("backends.%s: the relay backend was built without a journal of its upstream orders; a worker restarted mid-issuance would place a second upstream order", cfg.Name)
+	}
 	key, err := accountKey(cfg.AccountKey)
 	if err != nil {
 		return nil, fmt.Errorf("backends.%s.account_key: %w", cfg.Name, err)
@@ -123,12 +136,13 @@ func (b *Backend) Ready(ctx context.Context) error {
 	return nil
 }
 
-// register creates the upstream account once (an existing one is fine).
-func (b *Backend) register(ctx context.Context) error {
+// register creates the upstream account once (an existing one is fine)
+// and returns its URL.
+func (b *Backend) register(ctx context.Context) (string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.registered {
-		return nil
+		return b.account, nil
 	}
 	contact := make([]string, 0, len(b.cfg.Contact))
 	for _, c := range b.cfg.Contact {
@@ -139,28 +153,33 @@ func (b *Backend) register(ctx context.Context) error {
 	}
 	_, err := b.client.Register(ctx, &xacme.Account{Contact: contact}, xacme.AcceptTOS)
 	if err != nil && !errors.Is(err, xacme.ErrAccountAlreadyExists) {
-		return b.classify("registering the upstream account", err)
+		return "", b.classify("registering the upstream account", err)
 	}
-	b.registered = true
-	return nil
+	// Register keeps the account's URL as the client's KID, for an
+	// account that existed too.
+	if b.client.KID == "" {
+		return "", fmt.Errorf("%w: registering the upstream account at %s: the upstream named no account URL", signer.ErrUnavailable, b.cfg.DirectoryURL)
+	}
+	b.account, b.registered = string(b.client.KID), true
+	return b.account, nil
 }
 
 // Issue places the upstream order and finalizes it with the order's CSR,
-// or resumes the one an earlier attempt placed for the same CSR.
+// or resumes the one an earlier attempt placed for the same Hallmark order
+// (r.OrderID), on any worker with the same account key.
 func (b *Backend) Issue(ctx context.Context, r signer.Request, csr *x509.CertificateRequest) (*signer.Issued, error) {
+	if r.OrderID == "" {
+		// A caller's bug, not the request's: without the order there is
+		// no journal entry, and nothing to resume a lost attempt by.
+		return nil, acme.Internal(fmt.Errorf("relay backend %s: the request names no Hallmark order, so its upstream order could not be journaled", b.cfg.Name))
+	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
-	if err := b.register(ctx); err != nil {
+	account, err := b.register(ctx)
+	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(csr.Raw)
-	key := hex.EncodeToString(sum[:])
-	chain, err := b.obtain(ctx, key, r, csr)
-	var ae *acme.Error
-	if err == nil || errors.As(err, &ae) {
-		// A certificate, or a verdict: the upstream order is done with.
-		b.placed.Delete(key)
-	}
+	chain, err := b.obtain(ctx, account, r, csr)
 	if err != nil {
 		return nil, err
 	}
@@ -184,19 +203,13 @@ func (b *Backend) Issue(ctx context.Context, r signer.Request, csr *x509.Certifi
 }
 
 // obtain gets the certificate chain for csr from the upstream: from the
-// order placed for it earlier (key) when there is one still usable, else
-// from a new order, remembered under key as soon as it is placed.
-func (b *Backend) obtain(ctx context.Context, key string, r signer.Request, csr *x509.CertificateRequest) ([][]byte, error) {
-	var o *xacme.Order
-	if u, ok := b.placed.Load(key); ok {
-		got, err := b.client.GetOrder(ctx, u.(string))
-		if err != nil {
-			return nil, b.classify("reading the upstream order placed earlier", err)
-		}
-		if got.Status != xacme.StatusInvalid {
-			b.cfg.Logger.Info("resuming the upstream order an earlier attempt placed", "backend", b.cfg.Name, "order", got.URI, "status", got.Status)
-			o = got
-		}
+// order the journal holds for r.OrderID when this account placed it and it
+// can still issue, else from a new order, journaled before it is
+// finalized.
+func (b *Backend) obtain(ctx context.Context, account string, r signer.Request, csr *x509.CertificateRequest) ([][]byte, error) {
+	o, replaces, err := b.resume(ctx, account, r.OrderID)
+	if err != nil {
+		return nil, err
 	}
 	if o == nil {
 		var ids []xacme.AuthzID
@@ -214,7 +227,15 @@ func (b *Backend) obtain(ctx context.Context, key string, r signer.Request, csr 
 		if err != nil {
 			return nil, b.classify("placing the upstream order", err)
 		}
-		b.placed.Store(key, placed.URI)
+		// Journaled before it is finalized: an upstream order never
+		// finalized issues nothing, so when the journal cannot take it,
+		// it is left so and the retry places another.
+		err = b.cfg.Journal.UpstreamOrderRecord(ctx, store.UpstreamOrder{OrderID: r.OrderID, Backend: b.cfg.Name,
+			AccountURL: account, OrderURL: placed.URI}, replaces)
+		if err != nil {
+			return nil, fmt.Errorf("%w: upstream order %s for order %s was placed but not journaled, so it is not finalized (the retry resumes or places one): %v",
+				signer.ErrUnavailable, placed.URI, r.OrderID, err)
+		}
 		o = placed
 	}
 	orderURL := o.URI // responses to POST-as-GET carry no Location
@@ -245,7 +266,7 @@ func (b *Backend) obtain(ctx context.Context, key string, r signer.Request, csr 
 			return nil, b.classify("waiting for an upstream authorization", err)
 		}
 	}
-	o, err := b.client.WaitOrder(ctx, orderURL)
+	o, err = b.client.WaitOrder(ctx, orderURL)
 	if err != nil {
 		return nil, b.classify("waiting for the upstream order", err)
 	}
@@ -261,6 +282,42 @@ func (b *Backend) obtain(ctx context.Context, key string, r signer.Request, csr 
 		return nil, b.classify("finalizing the upstream order", err)
 	}
 	return chain, nil
+}
+
+// resume is the upstream order the journal holds for orderID, when this
+// account placed it and it can still issue (not invalid), read anew from
+// the upstream; nil when a new one must be placed, and then replaces is
+// the journaled order URL it takes the place of ("" for none).
+func (b *Backend) resume(ctx context.Context, account, orderID string) (o *xacme.Order, replaces string, err error) {
+	j, err := b.cfg.Journal.UpstreamOrderFor(ctx, orderID, b.cfg.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, "", nil
+	}
+	if err != nil {
+		// Not knowing whether an order was placed, placing one could be
+		// the second certificate: the attempt could not happen.
+		return nil, "", fmt.Errorf("%w: reading the journal of upstream orders for order %s: %v", signer.ErrUnavailable, orderID, err)
+	}
+	if j.AccountURL != account {
+		// Only the account that placed it can read or finalize it: a
+		// worker with another account key. If that worker finalized it,
+		// its certificate is live upstream and Hallmark never stores it.
+		b.cfg.Logger.Warn("the upstream order placed for this order belongs to another upstream account, which this worker cannot resume; placing a new one. "+
+			"If the other was finalized, its certificate is an orphan at the upstream (revoke it with that account); give every worker mounting this relay the same account_key",
+			"backend", b.cfg.Name, "order", orderID, "orphan_upstream_order", j.OrderURL, "orphan_account", j.AccountURL,
+			"placed_at", j.PlacedAt, "account", account)
+		return nil, j.OrderURL, nil
+	}
+	got, err := b.client.GetOrder(ctx, j.OrderURL)
+	if err != nil {
+		return nil, "", b.classify("reading the upstream order placed earlier", err)
+	}
+	if got.Status == xacme.StatusInvalid {
+		b.cfg.Logger.Info("the upstream order an earlier attempt placed is invalid; placing a new one", "backend", b.cfg.Name, "order", orderID, "upstream_order", j.OrderURL)
+		return nil, j.OrderURL, nil
+	}
+	b.cfg.Logger.Info("resuming the upstream order an earlier attempt placed", "backend", b.cfg.Name, "order", orderID, "upstream_order", got.URI, "status", got.Status)
+	return got, "", nil
 }
 
 // certificate waits for the finalized upstream order at orderURL to be
@@ -281,7 +338,7 @@ func (b *Backend) certificate(ctx context.Context, orderURL string) ([][]byte, e
 func (b *Backend) Revoke(ctx context.Context, serial string, der []byte, reason int) error {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
-	if err := b.register(ctx); err != nil {
+	if _, err := b.register(ctx); err != nil {
 		return err
 	}
 	if err := b.client.RevokeCert(ctx, nil, der, xacme.CRLReasonCode(reason)); err != nil {
