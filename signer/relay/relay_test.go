@@ -315,4 +315,18 @@ func TestRelayResumeByAnotherAccount(t *testing.T) {
 	if err != nil || now.OrderURL == first.OrderURL || now.AccountURL == first.AccountURL {
 		t.Errorf("the journal holds %+v, %v after the retry; want the new order, placed by the new account (not %+v)", now, err, first)
 	}
+	// The replaced order's URL outlives the worker's log: the audit log
+	// names it, for an operator to revoke it upstream if it issued.
+	events, _, err := st.AuditList(context.Background(), store.Page{Limit: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var audited bool
+	for _, ev := range events {
+		audited = audited || (ev.Action == "upstream_order.replaced" && ev.Subject == r.OrderID &&
+			strings.Contains(ev.Detail, first.OrderURL) && strings.Contains(ev.Detail, first.AccountURL))
+	}
+	if !audited {
+		t.Errorf("no upstream_order.replaced audit event names the replaced upstream order %s and its account; events: %+v", first.OrderURL, events)
+	}
 }

@@ -2,7 +2,9 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hallmark-ca/hallmark/store"
 )
@@ -14,22 +16,46 @@ const upstreamOrderInsertSQL = `INSERT INTO upstream_orders (order_id, backend, 
 VALUES ($1, $2, $3, $4, {now})
 ON CONFLICT (order_id, backend) DO NOTHING`
 
+// upstreamOrderHeldSQL reads the row upstreamOrderReplaceSQL would
+// replace, locking it on PostgreSQL.
+const upstreamOrderHeldSQL = `SELECT account_url, placed_at FROM upstream_orders
+WHERE order_id = $1 AND backend = $2 AND order_url = $3{forupdate}`
+
 // upstreamOrderReplaceSQL puts another upstream order in the place of the
 // one at $5, only if that one is still the recorded one.
 const upstreamOrderReplaceSQL = `UPDATE upstream_orders SET account_url = $3, order_url = $4, placed_at = {now}
 WHERE order_id = $1 AND backend = $2 AND order_url = $5`
 
 func (s *Store) UpstreamOrderRecord(ctx context.Context, o store.UpstreamOrder, replaces string) error {
-	q, args := upstreamOrderInsertSQL, []any{o.OrderID, o.Backend, o.AccountURL, o.OrderURL}
-	if replaces != "" {
-		q, args = upstreamOrderReplaceSQL, append(args, replaces)
-	}
 	var n int64
-	err := s.autocommit(ctx, func(t *txn) error {
-		var err error
-		n, err = t.exec(ctx, q, args...)
-		return err
-	})
+	var err error
+	if replaces == "" {
+		err = s.autocommit(ctx, func(t *txn) error {
+			n, err = t.exec(ctx, upstreamOrderInsertSQL, o.OrderID, o.Backend, o.AccountURL, o.OrderURL)
+			return err
+		})
+	} else {
+		// The replaced order may have issued (placed by another account,
+		// which this worker cannot read): its URL is kept in the audit
+		// log, in the replacement's transaction, not only in a worker's
+		// log line.
+		err = s.inTx(ctx, func(t *txn) error {
+			var old store.UpstreamOrder
+			err := t.queryRow(ctx, upstreamOrderHeldSQL, o.OrderID, o.Backend, replaces).Scan(&old.AccountURL, ts(&old.PlacedAt))
+			if errors.Is(err, store.ErrNotFound) {
+				return nil // replaced meanwhile: n stays 0
+			}
+			if err != nil {
+				return err
+			}
+			if n, err = t.exec(ctx, upstreamOrderReplaceSQL, o.OrderID, o.Backend, o.AccountURL, o.OrderURL, replaces); err != nil || n == 0 {
+				return err
+			}
+			return s.audit(ctx, t, store.AuditEvent{Actor: "relay:" + o.Backend, Action: "upstream_order.replaced", Subject: o.OrderID,
+				Detail: fmt.Sprintf("upstream order %s (account %s, placed %s) replaced by %s (account %s); if the replaced one was finalized, its certificate is live at the upstream and not in Hallmark",
+					replaces, old.AccountURL, old.PlacedAt.UTC().Format(time.RFC3339), o.OrderURL, o.AccountURL)})
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("journaling upstream order %s of backend %s for order %s: %w", o.OrderURL, o.Backend, o.OrderID, err)
 	}

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -78,6 +79,23 @@ func testUpstreamOrders(t *testing.T, s store.Store, _ Extras) {
 	}
 	err = s.UpstreamOrderRecord(ctx, store.UpstreamOrder{OrderID: "no-such-order", Backend: "corp", AccountURL: first.AccountURL, OrderURL: "https://up.example/order/5"}, "")
 	wantErr(t, "UpstreamOrderRecord for an order that does not exist", err, store.ErrNotFound)
+
+	// The one replacement that happened is in the audit log with the
+	// order and account it replaced (the refused ones are not).
+	events, _, err := s.AuditList(ctx, store.Page{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var replaced []store.AuditEvent
+	for _, ev := range events {
+		if ev.Action == "upstream_order.replaced" && ev.Subject == o.ID {
+			replaced = append(replaced, ev)
+		}
+	}
+	if len(replaced) != 1 || !strings.Contains(replaced[0].Detail, first.OrderURL) || !strings.Contains(replaced[0].Detail, first.AccountURL) ||
+		!strings.Contains(replaced[0].Detail, byOther.OrderURL) || replaced[0].Actor != "relay:corp" {
+		t.Errorf("upstream_order.replaced events for order %s: %+v; want one, by relay:corp, naming %s (%s) and %s", o.ID, replaced, first.OrderURL, first.AccountURL, byOther.OrderURL)
+	}
 }
 
 // testUpstreamOrdersConcurrent: attempts on two handles (two workers)
