@@ -309,6 +309,17 @@ func (b *Backend) resume(ctx context.Context, account, orderID string) (o *xacme
 		return nil, j.OrderURL, nil
 	}
 	got, err := b.client.GetOrder(ctx, j.OrderURL)
+	var gone *xacme.Error
+	if errors.As(err, &gone) && gone.StatusCode == http.StatusNotFound {
+		// The upstream no longer has it (it removes orders some time
+		// after they expire; a job recovered days later meets this): not
+		// a verdict on the Hallmark order, whose names are still
+		// authorized here. A new order replaces it, and the replacement's
+		// audit event keeps its URL.
+		b.cfg.Logger.Warn("the upstream no longer knows the upstream order an earlier attempt placed; placing a new one", "backend", b.cfg.Name,
+			"order", orderID, "upstream_order", j.OrderURL, "placed_at", j.PlacedAt)
+		return nil, j.OrderURL, nil
+	}
 	if err != nil {
 		return nil, "", b.classify("reading the upstream order placed earlier", err)
 	}

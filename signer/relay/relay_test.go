@@ -330,3 +330,57 @@ func TestRelayResumeByAnotherAccount(t *testing.T) {
 		t.Errorf("no upstream_order.replaced audit event names the replaced upstream order %s and its account; events: %+v", first.OrderURL, events)
 	}
 }
+
+// TestRelayResumeOfAnOrderTheUpstreamForgot: the journal names an upstream
+// order the upstream answers 404 for (it removes orders some time after
+// they expire; a job recovered days later meets it). The retry places a new
+// order and issues, rather than failing the Hallmark order with the 404's
+// problem as if the upstream had refused it, and the audit log keeps the
+// forgotten order's URL.
+func TestRelayResumeOfAnOrderTheUpstreamForgot(t *testing.T) {
+	p, newFault := upstream(t)
+	fault, st := newFault(), journal(t)
+	b, err := relay.New(relay.Config{Name: "forgot", DirectoryURL: p.DirectoryURL, Transport: fault, Journal: st,
+		AccountKey: filepath.Join(t.TempDir(), "account.key"), Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	r, csr := order(t, st, "forgot.example.test")
+	failAfterIssue(t, b, fault, r, csr)
+	first, err := st.UpstreamOrderFor(ctx, r.OrderID, "forgot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An order URL on the same upstream that it does not know: Pebble
+	// answers 404 for it, as an upstream does for an order it dropped.
+	forgotten := first.OrderURL + "-forgotten"
+	if err := st.UpstreamOrderRecord(ctx, store.UpstreamOrder{OrderID: r.OrderID, Backend: "forgot", AccountURL: first.AccountURL, OrderURL: forgotten}, first.OrderURL); err != nil {
+		t.Fatal(err)
+	}
+	issued, err := b.Issue(ctx, r, csr)
+	if err != nil {
+		t.Fatalf("the retry of an order whose upstream order is gone: %v, want a certificate from a new upstream order", err)
+	}
+	if leaf, err := x509.ParseCertificate(issued.DER); err != nil || len(leaf.DNSNames) != 1 || leaf.DNSNames[0] != "forgot.example.test" {
+		t.Fatalf("the retry's certificate: %v, %v", leaf, err)
+	}
+	if orders, _ := fault.counts(); orders != 2 {
+		t.Errorf("%d upstream orders, want 2: the first and the one replacing the forgotten", orders)
+	}
+	now, err := st.UpstreamOrderFor(ctx, r.OrderID, "forgot")
+	if err != nil || now.OrderURL == forgotten || now.OrderURL == first.OrderURL {
+		t.Errorf("the journal holds %+v, %v; want the new upstream order", now, err)
+	}
+	events, _, err := st.AuditList(ctx, store.Page{Limit: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var audited bool
+	for _, ev := range events {
+		audited = audited || (ev.Action == "upstream_order.replaced" && strings.Contains(ev.Detail, forgotten))
+	}
+	if !audited {
+		t.Errorf("no upstream_order.replaced audit event names the forgotten upstream order %s; events: %+v", forgotten, events)
+	}
+}
