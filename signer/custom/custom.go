@@ -70,8 +70,14 @@ type Identifier struct {
 
 // IssueRequest is the issue hook's stdin.
 type IssueRequest struct {
-	Version       int          `json:"version"`
-	Action        string       `json:"action"` // "issue"
+	Version int    `json:"version"`
+	Action  string `json:"action"` // "issue"
+	// OrderID is the Hallmark order the certificate is for, the same in
+	// every run for it: a run killed by its timeout or by a worker's
+	// restart after the hook's CA issued is run again with it, and a hook
+	// that returns what it issued earlier for the same order_id issues
+	// one certificate, not two.
+	OrderID       string       `json:"order_id"`
 	Profile       string       `json:"profile"`
 	Identifiers   []Identifier `json:"identifiers"`
 	CSR           string       `json:"csr"` // PEM
@@ -102,7 +108,7 @@ type Response struct {
 
 // Issue runs the issue hook for the order.
 func (b *Backend) Issue(ctx context.Context, r signer.Request, csr *x509.CertificateRequest) (*signer.Issued, error) {
-	req := IssueRequest{Version: Version, Action: "issue", Profile: r.ProfileName,
+	req := IssueRequest{Version: Version, Action: "issue", OrderID: r.OrderID, Profile: r.ProfileName,
 		CSR:           string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: csr.Raw})),
 		ValidityHours: r.Profile.ValidityHours}
 	if r.Profile.AllowValidityRequest {

@@ -1,6 +1,7 @@
 package custom_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -39,7 +40,7 @@ func hook(mode string) int {
 	in, _ := io.ReadAll(os.Stdin)
 	dir := os.Getenv("HALLMARK_TEST_HOOK_CA")
 	switch mode {
-	case "issue":
+	case "issue", "issue-then-hang":
 		var req custom.IssueRequest
 		if err := json.Unmarshal(in, &req); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -50,6 +51,13 @@ func hook(mode string) int {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
+		}
+		// What the contract asks of a hook whose CA keeps state: the
+		// certificate issued earlier for the same order_id, not a second.
+		record := filepath.Join(dir, "issued-"+req.OrderID+".pem")
+		if chain, err := os.ReadFile(record); req.OrderID != "" && err == nil {
+			json.NewEncoder(os.Stdout).Encode(custom.Response{CertificateChain: string(chain)})
+			return 0
 		}
 		if strings.HasPrefix(req.Identifiers[0].Value, "refuse.") {
 			json.NewEncoder(os.Stdout).Encode(map[string]any{"error": map[string]string{"type": "rejectedIdentifier", "detail": "policy says no"}})
@@ -77,6 +85,12 @@ func hook(mode string) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
+		if req.OrderID != "" {
+			os.WriteFile(record, issued.ChainPEM, 0o600)
+		}
+		if mode == "issue-then-hang" {
+			time.Sleep(10 * time.Second) // issued, then killed by the timeout
+		}
 		json.NewEncoder(os.Stdout).Encode(custom.Response{CertificateChain: string(issued.ChainPEM)})
 	case "revoke":
 		var req custom.RevokeRequest
@@ -102,27 +116,29 @@ func backend(t *testing.T, mode string, timeout time.Duration) (*custom.Backend,
 	if _, err := signer.InitLocal(dir, "Hook CA"); err != nil {
 		t.Fatal(err)
 	}
+	b, err := custom.New(custom.Config{Name: "hooks", IssueCommand: []string{hookScript(t, dir, mode)},
+		RevokeCommand: []string{hookScript(t, dir, "revoke")}, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, dir
+}
+
+// hookScript installs the test binary as a hook of mode over the hook CA
+// in dir. The hook's own environment selects its mode: a wrapper script,
+// as an operator would install an executable.
+func hookScript(t *testing.T, dir, mode string) string {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The hook's own environment selects its mode: write a wrapper script,
-	// as an operator would install an executable.
 	script := filepath.Join(dir, "hook-"+mode)
 	body := fmt.Sprintf("#!/bin/sh\nHALLMARK_TEST_HOOK=%s HALLMARK_TEST_HOOK_CA=%s exec %s \"$@\"\n", mode, dir, self)
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	revoke := filepath.Join(dir, "hook-revoke")
-	body = fmt.Sprintf("#!/bin/sh\nHALLMARK_TEST_HOOK=revoke HALLMARK_TEST_HOOK_CA=%s exec %s \"$@\"\n", dir, self)
-	if err := os.WriteFile(revoke, []byte(body), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	b, err := custom.New(custom.Config{Name: "hooks", IssueCommand: []string{script}, RevokeCommand: []string{revoke}, Timeout: timeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b, dir
+	return script
 }
 
 func order(t *testing.T, names ...string) (signer.Request, *x509.CertificateRequest) {
@@ -263,5 +279,38 @@ exit 1
 `, 10*time.Second)
 	if err := b.Revoke(context.Background(), "01", []byte{0x30, 0}, 4); !errors.Is(err, signer.ErrUnavailable) {
 		t.Fatalf("the hook exited 1: Revoke = %v, want ErrUnavailable", err)
+	}
+}
+
+// TestHookRetryIsOneIssuance: a run killed by its timeout after the hook's
+// CA issued is retried with the same order_id, so a hook that keeps what
+// it issued by order_id (the contract's advice, which the test hook
+// follows) hands back that certificate instead of issuing a second.
+func TestHookRetryIsOneIssuance(t *testing.T) {
+	t.Parallel()
+	hung, dir := backend(t, "issue-then-hang", 2*time.Second)
+	r, csr := order(t, "retry.hook.example.test")
+	r.OrderID = "order-retried"
+	if _, err := hung.Issue(context.Background(), r, csr); !errors.Is(err, signer.ErrUnavailable) {
+		t.Fatalf("the run killed by its timeout: %v, want signer.ErrUnavailable (retried)", err)
+	}
+	kept, err := os.ReadFile(filepath.Join(dir, "issued-"+r.OrderID+".pem"))
+	if err != nil {
+		t.Fatalf("the hook recorded no certificate under the order id it was given: %v", err)
+	}
+	// The retry, as a restarted worker makes it: the same hook CA, a
+	// hook that answers.
+	retry, err := custom.New(custom.Config{Name: "hooks", IssueCommand: []string{hookScript(t, dir, "issue")},
+		RevokeCommand: []string{hookScript(t, dir, "revoke")}, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	issued, err := retry.Issue(context.Background(), r, csr)
+	if err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	blk, _ := pem.Decode(kept)
+	if blk == nil || !bytes.Equal(blk.Bytes, issued.DER) {
+		t.Errorf("the retry returned serial %s, not the certificate the killed run issued: the hook could not tell it was the same order", issued.SerialHex)
 	}
 }
