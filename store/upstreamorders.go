@@ -37,4 +37,8 @@ type UpstreamOrders interface {
 	// UpstreamOrderFor is the upstream order recorded for a Hallmark
 	// order and backend; ErrNotFound when none is.
 	UpstreamOrderFor(ctx context.Context, orderID, backend string) (*UpstreamOrder, error)
+	// UpstreamOrdersOf lists the upstream orders recorded for a Hallmark
+	// order, whatever the backend (none for an order that never reached a
+	// relay), for the operator's view of the order.
+	UpstreamOrdersOf(ctx context.Context, orderID string) ([]UpstreamOrder, error)
 }

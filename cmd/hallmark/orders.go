@@ -43,6 +43,14 @@ type orderRow struct {
 	UpdatedAt   time.Time         `json:"updated_at"`
 }
 
+// upstreamRow is an upstream order a relay backend placed for the order.
+type upstreamRow struct {
+	Backend    string    `json:"backend"`
+	OrderURL   string    `json:"order_url"`
+	AccountURL string    `json:"account_url"`
+	PlacedAt   time.Time `json:"placed_at"`
+}
+
 func orderRowOf(o *store.Order) orderRow {
 	r := orderRow{ID: o.ID, Account: o.AccountID, Status: string(o.Status), Identifiers: o.Identifiers, Profile: o.Profile,
 		Expires: o.Expires.UTC(), Certificate: o.CertSerial, Error: o.Error, CreatedAt: o.CreatedAt.UTC(), UpdatedAt: o.UpdatedAt.UTC()}
@@ -140,11 +148,23 @@ func ordersShow(ctx context.Context, s *session, c *cli.Context) error {
 		}
 		authzs = append(authzs, ar)
 	}
+	// A relay's upstream orders: where its certificate came from, or, for
+	// an order that failed after one was placed, where to look for an
+	// upstream certificate Hallmark never stored (docs/backends.md).
+	ups, err := s.st.UpstreamOrdersOf(ctx, o.ID)
+	if err != nil {
+		return err
+	}
+	upstream := make([]upstreamRow, 0, len(ups))
+	for _, u := range ups {
+		upstream = append(upstream, upstreamRow{Backend: u.Backend, OrderURL: u.OrderURL, AccountURL: u.AccountURL, PlacedAt: u.PlacedAt.UTC()})
+	}
 	if s.json {
 		v := struct {
 			orderRow
-			Authorizations []authzRow `json:"authorizations"`
-		}{orderRowOf(o), authzs}
+			Authorizations []authzRow    `json:"authorizations"`
+			UpstreamOrders []upstreamRow `json:"upstream_orders"`
+		}{orderRowOf(o), authzs, upstream}
 		if v.Authorizations == nil {
 			v.Authorizations = []authzRow{}
 		}
@@ -178,6 +198,17 @@ func ordersShow(ctx context.Context, s *session, c *cli.Context) error {
 		}
 	}
 	s.table([]string{"AUTHZ", "IDENTIFIER", "AUTHZ STATUS", "CHALLENGE", "STATUS", "VALIDATED", "ERROR"}, rows)
+	if len(upstream) > 0 {
+		s.printf("\nupstream orders (relay backends):\n")
+		var rows [][]string
+		for _, u := range upstream {
+			rows = append(rows, []string{u.Backend, u.OrderURL, u.AccountURL, when(u.PlacedAt)})
+		}
+		s.table([]string{"BACKEND", "UPSTREAM ORDER", "UPSTREAM ACCOUNT", "PLACED"}, rows)
+		if o.Status == acme.StatusInvalid {
+			s.printf("\nthe order failed after its upstream order was placed: if the upstream issued for it, that certificate is live there and not in Hallmark; revoke it with the upstream account's key\n")
+		}
+	}
 	if o.Status == acme.StatusProcessing {
 		s.printf("\nthe order is processing: `hallmark jobs list --kind %s` shows its signing job\n", jobs.KindSignerIssue)
 	}

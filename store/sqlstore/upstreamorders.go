@@ -81,3 +81,28 @@ WHERE order_id = $1 AND backend = $2`, orderID, backend).Scan(&o.AccountURL, &o.
 	}
 	return &o, nil
 }
+
+func (s *Store) UpstreamOrdersOf(ctx context.Context, orderID string) ([]store.UpstreamOrder, error) {
+	var out []store.UpstreamOrder
+	err := s.autocommit(ctx, func(t *txn) error {
+		out = out[:0]
+		rows, err := t.query(ctx, `SELECT backend, account_url, order_url, placed_at FROM upstream_orders
+WHERE order_id = $1 ORDER BY backend`, orderID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			o := store.UpstreamOrder{OrderID: orderID}
+			if err := rows.Scan(&o.Backend, &o.AccountURL, &o.OrderURL, ts(&o.PlacedAt)); err != nil {
+				return err
+			}
+			out = append(out, o)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the upstream orders of order %s: %w", orderID, err)
+	}
+	return out, nil
+}

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -79,6 +80,31 @@ func testUpstreamOrders(t *testing.T, s store.Store, _ Extras) {
 	}
 	err = s.UpstreamOrderRecord(ctx, store.UpstreamOrder{OrderID: "no-such-order", Backend: "corp", AccountURL: first.AccountURL, OrderURL: "https://up.example/order/5"}, "")
 	wantErr(t, "UpstreamOrderRecord for an order that does not exist", err, store.ErrNotFound)
+
+	// The operator's view of an order lists each backend's row, by name.
+	for _, c := range []struct {
+		orderID string
+		want    []string // backend order URL
+	}{
+		{o.ID, []string{"another https://other.example/order/1", "corp " + byOther.OrderURL}},
+		{other.ID, []string{"corp https://up.example/order/4"}},
+		{newOrder(t, s, acct, "never-relayed.example.com").ID, nil},
+	} {
+		list, err := s.UpstreamOrdersOf(ctx, c.orderID)
+		if err != nil {
+			t.Fatalf("UpstreamOrdersOf(%s): %v", c.orderID, err)
+		}
+		var got []string
+		for _, u := range list {
+			if u.OrderID != c.orderID || u.AccountURL == "" || u.PlacedAt.IsZero() {
+				t.Errorf("UpstreamOrdersOf(%s) row %+v lacks its order, account or placing time", c.orderID, u)
+			}
+			got = append(got, u.Backend+" "+u.OrderURL)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("UpstreamOrdersOf(%s) = %q, want %q", c.orderID, got, c.want)
+		}
+	}
 
 	// The one replacement that happened is in the audit log with the
 	// order and account it replaced (the refused ones are not).

@@ -368,6 +368,21 @@ func TestInspect(t *testing.T) {
 			a, b := c.account(), c.account()
 			c.issued(a, "one.example.com", "c1")
 			stuck := c.processing(b, "stuck.example.com")
+			// A relay order that failed after its upstream order was
+			// placed, and the stuck one's upstream order.
+			failed := c.processing(a, "failed.example.com")
+			ctx := context.Background()
+			for _, u := range []store.UpstreamOrder{
+				{OrderID: stuck.ID, Backend: "corp", AccountURL: "https://up.example/acct/7", OrderURL: "https://up.example/order/stuck"},
+				{OrderID: failed.ID, Backend: "corp", AccountURL: "https://up.example/acct/7", OrderURL: "https://up.example/order/failed"},
+			} {
+				if err := c.st().UpstreamOrderRecord(ctx, u, ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := c.st().OrderFail(ctx, failed.ID, acme.Problem{Type: acme.ProblemServerInternal, Detail: "the upstream timed out"}); err != nil {
+				t.Fatal(err)
+			}
 
 			r := c.want(0, "accounts", "list")
 			if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) != 3 || !strings.HasPrefix(lines[0], "ID") {
@@ -409,16 +424,44 @@ func TestInspect(t *testing.T) {
 					t.Errorf("orders show lacks %q:\n%s", want, r.stdout)
 				}
 			}
+			for _, want := range []string{"upstream orders", "https://up.example/order/stuck", "https://up.example/acct/7"} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("orders show of a relay order lacks %q:\n%s", want, r.stdout)
+				}
+			}
 			var shown struct {
 				ID             string
 				Authorizations []struct {
 					Status     string
 					Challenges []struct{ Type, Status string }
 				}
+				UpstreamOrders []struct {
+					Backend  string `json:"backend"`
+					OrderURL string `json:"order_url"`
+				} `json:"upstream_orders"`
 			}
 			c.jsonOf(&shown, 0, "orders", "show", "--json", stuck.ID)
 			if shown.ID != stuck.ID || len(shown.Authorizations) != 1 || len(shown.Authorizations[0].Challenges) != 1 || shown.Authorizations[0].Challenges[0].Type != "http-01" {
 				t.Errorf("orders show --json = %+v", shown)
+			}
+			if len(shown.UpstreamOrders) != 1 || shown.UpstreamOrders[0].Backend != "corp" || shown.UpstreamOrders[0].OrderURL != "https://up.example/order/stuck" {
+				t.Errorf("orders show --json's upstream_orders = %+v", shown.UpstreamOrders)
+			}
+			// A failed relay order says where an unstored upstream
+			// certificate may be; an order that never reached a relay
+			// shows no upstream section.
+			r = c.want(0, "orders", "show", failed.ID)
+			for _, want := range []string{"invalid", "https://up.example/order/failed", "revoke it with the upstream account's key"} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("orders show of a failed relay order lacks %q:\n%s", want, r.stdout)
+				}
+			}
+			c.jsonOf(&orders, 0, "orders", "list", "--json", "--identifier", "one.example.com")
+			if len(orders) != 1 {
+				t.Fatalf("orders list --identifier one.example.com = %+v", orders)
+			}
+			if r := c.want(0, "orders", "show", orders[0].ID); strings.Contains(r.stdout, "upstream") {
+				t.Errorf("orders show of an order no relay saw names upstream orders:\n%s", r.stdout)
 			}
 			c.want(3, "orders", "show", "nope")
 
