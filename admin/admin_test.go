@@ -415,3 +415,59 @@ func TestDeactivateAccount(t *testing.T) {
 		t.Fatalf("a deactivate with nothing to do was audited: %d events, want %d (%v)", len(evs2), len(evs), err)
 	}
 }
+
+// TestOrderPageUpstreamOrders: a relay order's page lists the upstream
+// orders placed for it, and a failed one's says where an upstream
+// certificate Hallmark never stored may be; an order no relay saw has no
+// such section.
+func TestOrderPageUpstreamOrders(t *testing.T) {
+	t.Parallel()
+	srv, st := panel(t)
+	ctx := context.Background()
+	c := &http.Client{CheckRedirect: noRedirect}
+	bearer := "Bearer " + token
+	relayed, failed, plain := pendingOrder(t, st, "relayed", "relayed.example.com"),
+		pendingOrder(t, st, "failed", "failed.example.com"), pendingOrder(t, st, "plain", "plain.example.com")
+	for _, u := range []store.UpstreamOrder{
+		{OrderID: relayed.ID, Backend: "corp", AccountURL: "https://up.example/acct/7", OrderURL: "https://up.example/order/relayed"},
+		{OrderID: failed.ID, Backend: "corp", AccountURL: "https://up.example/acct/7", OrderURL: "https://up.example/order/failed"},
+	} {
+		if err := st.UpstreamOrderRecord(ctx, u, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Its account deactivated: the order ends invalid, as one whose
+	// account or authorization lapsed while it was with the relay does.
+	if _, err := st.AccountDeactivate(ctx, failed.AccountID); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := st.OrderByID(ctx, failed.ID); err != nil || o.Status != acme.StatusInvalid {
+		t.Fatalf("the order of a deactivated account: %+v, %v; want invalid", o, err)
+	}
+	const orphanNote = "revoke it with the upstream account"
+	for _, tc := range []struct {
+		name   string
+		order  *store.Order
+		want   []string
+		absent []string
+	}{
+		{"relayed", relayed, []string{"Upstream orders", "https://up.example/order/relayed", "https://up.example/acct/7"}, []string{orphanNote}},
+		{"failed after placing", failed, []string{"Upstream orders", "https://up.example/order/failed", orphanNote}, nil},
+		{"never relayed", plain, nil, []string{"Upstream orders"}},
+	} {
+		resp, page := do(t, c, "GET", srv.URL+"/orders/"+tc.order.ID, bearer, nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d\n%s", tc.name, resp.StatusCode, page)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(page, w) {
+				t.Errorf("%s: the order page lacks %q", tc.name, w)
+			}
+		}
+		for _, a := range tc.absent {
+			if strings.Contains(page, a) {
+				t.Errorf("%s: the order page shows %q", tc.name, a)
+			}
+		}
+	}
+}

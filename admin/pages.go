@@ -243,7 +243,13 @@ func (s *Server) order(w http.ResponseWriter, r *http.Request, p principal) erro
 		}
 		authzs = append(authzs, a)
 	}
-	s.render(w, r, p, http.StatusOK, "order", map[string]any{"Order": o, "Authzs": authzs})
+	// A relay's upstream orders: where its certificate came from, or for
+	// a failed order where an unstored upstream certificate may be.
+	upstream, err := s.st.UpstreamOrdersOf(ctx, o.ID)
+	if err != nil {
+		return err
+	}
+	s.render(w, r, p, http.StatusOK, "order", map[string]any{"Order": o, "Authzs": authzs, "Upstream": upstream})
 	return nil
 }
 
