@@ -83,6 +83,16 @@ func (s *Server) newAccount(w http.ResponseWriter, p *post) error {
 	if req.OnlyReturnExisting {
 		return acme.New(acme.ProblemAccountDoesNotExist, "no account exists for this key; to create one, send newAccount without onlyReturnExisting")
 	}
+	// A key reported compromised makes no new account (badPublicKey, as
+	// Boulder refuses a blocked key): whoever holds it may not be its
+	// owner. One read, only for a key with no account yet.
+	k, err := s.keys.parse(p.rawJWK)
+	if err != nil {
+		return acme.Internal(fmt.Errorf("reading the new account's key: %w", err))
+	}
+	if err := s.jwkBlocked(ctx, k, "this account key"); err != nil {
+		return err
+	}
 	// RFC 8555 §7.3.4; a binding sent when none is required is verified and
 	// kept too, so an operator's limits apply to it (protocol/eab.go). A
 	// JSON null is no binding: client libraries write absent optional
@@ -302,6 +312,10 @@ func (s *Server) keyChange(w http.ResponseWriter, p *post) error {
 		return acme.Malformed("the new key is the account's current key")
 	}
 	ctx := p.r.Context()
+	// The new key must not be one reported compromised (badPublicKey).
+	if err := s.jwkBlocked(ctx, inner.JWK, "the new account key"); err != nil {
+		return err
+	}
 	// "If there is an existing account with the new key provided, then the
 	// server SHOULD use status code 409 (Conflict) and provide the URL of
 	// that account in the Location header field."

@@ -31,22 +31,27 @@ func (s *Server) finalize(w http.ResponseWriter, p *post) error {
 	if o.Status != acme.StatusReady {
 		return notReady(o)
 	}
-	der, err := s.checkedCSR(req, o.ID, o.Profile, o.Identifiers, p.acct.KeyJWK)
+	der, keyHash, err := s.checkedCSR(req, o.ID, o.Profile, o.Identifiers, p.acct.KeyJWK)
 	if err != nil {
 		return err
 	}
 	if err := s.limitCertificates(p.r.Context(), o.Identifiers); err != nil {
 		return err
 	}
-	cur, claimed, err := s.st.OrderFinalizeBegin(p.r.Context(), o.ID, o.Profile, der)
+	cur, claimed, err := s.st.OrderFinalizeBegin(p.r.Context(), o.ID, o.Profile, der, keyHash)
 	if err != nil {
 		return s.storeErr(err, "queuing the order for issuance")
 	}
 	if !claimed {
 		// Another finalize (or an expiry) moved it first. One still
-		// ready lost the swap to its expiry, on the database's clock,
-		// since the nonce read it.
+		// ready was refused for its CSR's key, blocked (the claim's own
+		// condition; this read is the refusal's only), or lost the swap
+		// to its expiry, on the database's clock, since the nonce read
+		// it.
 		if cur.Status == acme.StatusReady {
+			if err := s.keyBlocked(p.r.Context(), keyHash, "the CSR's public key"); err != nil {
+				return err
+			}
 			cur = lapsed(cur)
 		}
 		return notReady(cur)
@@ -59,7 +64,8 @@ type finalizeReq struct {
 	CSR string `json:"csr"`
 }
 
-// checkedCSR is req's CSR, DER, once it has passed the checks for the order
+// checkedCSR is req's CSR, DER, and its key's hash (store.KeyHash), once it
+// has passed the checks for the order
 // orderID of profile for ids: present, base64url, accepted by csr.Check
 // under the profile's key types, and not for accountKey (the account's
 // stored JWK): the certificate's key is never the account's key, as
@@ -67,30 +73,30 @@ type finalizeReq struct {
 // handshakes lets either be turned against the other, and a certificate
 // of the account key would let whoever holds the certificate's key manage
 // the account (revoke, order, change its key).
-func (s *Server) checkedCSR(req finalizeReq, orderID, profile string, ids []acme.Identifier, accountKey []byte) ([]byte, error) {
+func (s *Server) checkedCSR(req finalizeReq, orderID, profile string, ids []acme.Identifier, accountKey []byte) (der, keyHash []byte, err error) {
 	if req.CSR == "" {
-		return nil, acme.Malformed("the finalize payload has no csr")
+		return nil, nil, acme.Malformed("the finalize payload has no csr")
 	}
-	der, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(req.CSR, "="))
+	der, err = base64.RawURLEncoding.DecodeString(strings.TrimRight(req.CSR, "="))
 	if err != nil {
-		return nil, acme.Malformed("the csr is not base64url-encoded DER")
+		return nil, nil, acme.Malformed("the csr is not base64url-encoded DER")
 	}
 	prof, ok := s.profile(profile)
 	if !ok {
-		return nil, acme.Internal(fmt.Errorf("order %s names profile %q, which is no longer configured", orderID, profile))
+		return nil, nil, acme.Internal(fmt.Errorf("order %s names profile %q, which is no longer configured", orderID, profile))
 	}
 	cr, err := csr.Check(der, ids, prof.KeyTypes)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	acct, err := s.keys.parse(accountKey)
 	if err != nil {
-		return nil, acme.Internal(fmt.Errorf("reading the key of the account of order %s: %w", orderID, err))
+		return nil, nil, acme.Internal(fmt.Errorf("reading the key of the account of order %s: %w", orderID, err))
 	}
 	if pub, ok := cr.PublicKey.(interface{ Equal(crypto.PublicKey) bool }); ok && pub.Equal(acct.Key) {
-		return nil, acme.New(acme.ProblemBadCSR, "the CSR's public key is the account key; the certificate's key must not be the account key: generate a new key for the certificate")
+		return nil, nil, acme.New(acme.ProblemBadCSR, "the CSR's public key is the account key; the certificate's key must not be the account key: generate a new key for the certificate")
 	}
-	return der, nil
+	return der, store.KeyHash(cr.RawSubjectPublicKeyInfo), nil
 }
 
 // finalizeFolded is finalize as a folded write (fold.go): the nonce, the
@@ -114,11 +120,13 @@ func (s *Server) finalizeFolded(w http.ResponseWriter, p *post, u store.SignedUs
 	if decodePayload(p, "finalize", &req) != nil {
 		return false, nil
 	}
-	der, err := s.checkedCSR(req, id, f.profile, f.identifiers, u.KeyJWK)
+	der, keyHash, err := s.checkedCSR(req, id, f.profile, f.identifiers, u.KeyJWK)
 	if err != nil {
 		return false, nil
 	}
-	o, err := s.st.OrderFinalizeSigned(p.r.Context(), u, id, f.profile, der)
+	// A blocked key commits nothing (ErrUnfolded): the ordinary path
+	// claims again and says why.
+	o, err := s.st.OrderFinalizeSigned(p.r.Context(), u, id, f.profile, der, keyHash)
 	if errors.Is(err, store.ErrUnfolded) {
 		return false, nil
 	}

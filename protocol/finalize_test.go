@@ -100,16 +100,16 @@ type expiringFinalize struct {
 	expire func(id string)
 }
 
-func (x *expiringFinalize) OrderFinalizeSigned(ctx context.Context, u store.SignedUse, id, profile string, csr []byte) (*store.Order, error) {
+func (x *expiringFinalize) OrderFinalizeSigned(ctx context.Context, u store.SignedUse, id, profile string, csr, keyHash []byte) (*store.Order, error) {
 	if x.armed() {
 		return nil, store.ErrUnfolded
 	}
-	return x.Store.OrderFinalizeSigned(ctx, u, id, profile, csr)
+	return x.Store.OrderFinalizeSigned(ctx, u, id, profile, csr, keyHash)
 }
 
-func (x *expiringFinalize) OrderFinalizeBegin(ctx context.Context, id, profile string, csr []byte) (*store.Order, bool, error) {
+func (x *expiringFinalize) OrderFinalizeBegin(ctx context.Context, id, profile string, csr, keyHash []byte) (*store.Order, bool, error) {
 	x.expire(id)
-	return x.Store.OrderFinalizeBegin(ctx, id, profile, csr)
+	return x.Store.OrderFinalizeBegin(ctx, id, profile, csr, keyHash)
 }
 
 // TestFinalizeExpiredOrder: an order past its expiry that housekeeping has

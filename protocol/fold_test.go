@@ -32,15 +32,15 @@ type foldWatch struct {
 	folded, unfolded, nonces, claims int
 }
 
-func (w *foldWatch) OrderFinalizeSigned(ctx context.Context, u store.SignedUse, id, profile string, csr []byte) (*store.Order, error) {
-	o, err := w.Store.OrderFinalizeSigned(ctx, u, id, profile, csr)
+func (w *foldWatch) OrderFinalizeSigned(ctx context.Context, u store.SignedUse, id, profile string, csr, keyHash []byte) (*store.Order, error) {
+	o, err := w.Store.OrderFinalizeSigned(ctx, u, id, profile, csr, keyHash)
 	w.count(err)
 	return o, err
 }
 
-func (w *foldWatch) OrderFinalizeBegin(ctx context.Context, id, profile string, csr []byte) (*store.Order, bool, error) {
+func (w *foldWatch) OrderFinalizeBegin(ctx context.Context, id, profile string, csr, keyHash []byte) (*store.Order, bool, error) {
 	w.ordinary()
-	return w.Store.OrderFinalizeBegin(ctx, id, profile, csr)
+	return w.Store.OrderFinalizeBegin(ctx, id, profile, csr, keyHash)
 }
 
 func (w *foldWatch) OrderCreateSigned(ctx context.Context, u store.SignedUse, o store.NewOrder, clock time.Time) (*store.Order, error) {

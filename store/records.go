@@ -87,6 +87,10 @@ type Certificate struct {
 	NotBefore time.Time
 	NotAfter  time.Time
 	IssuedAt  time.Time
+	// SPKIHash is KeyHash of the certificate's key, set by whoever stores
+	// it (the worker, from the signed certificate); nil for a certificate
+	// stored before migration 0012.
+	SPKIHash []byte
 	// Revocation, when revoked.
 	RevokedAt        *time.Time
 	RevocationReason int

@@ -14,6 +14,8 @@ type RemoteRevocations interface {
 	// the audit event, in one transaction; River completes the signer_revoke
 	// job after the handler returns. It writes no CRL entry and queues no
 	// crl_generate: the remote CA publishes its own revocation status.
+	// With reason keyCompromise it blocks the key and revokes the key's
+	// other certificates, as Revoke does.
 	// ErrConflict if it was already revoked, ErrNotFound if there is no such
 	// certificate.
 	RevokeRecorded(ctx context.Context, serial string, reason int, ev AuditEvent) error

@@ -50,6 +50,10 @@ type ToIssue struct {
 	// §7.3.6), or one of its authorizations is not (§7.5.2). Its type is
 	// unauthorized; the worker fails the order with it before signing.
 	Lapsed *acme.Problem
+	// Blocked, when set, is the key of the order's CSR blocked since the
+	// finalize stored it (BlockedKeys; CA/B Forum BR §6.1.1.3): its type
+	// is badPublicKey; the worker fails the order with it before signing.
+	Blocked *acme.Problem
 }
 
 // ClockSlack is how far a folded newOrder's estimate of the database's
@@ -172,6 +176,7 @@ type Store interface {
 	RateLimits // store/ratelimit.go: counts for the frontend's rate limits
 	RemoteRevocations
 	UpstreamOrders // store/upstreamorders.go: the relay backends' journal of upstream orders
+	BlockedKeys    // store/blockedkeys.go: keys reported compromised, never certified again
 	AdminViews     // store/adminviews.go: the admin panel's summaries
 	AdminSessions  // store/adminsessions.go: the admin panel's sign-ins
 	// Now is the database's clock.
@@ -274,18 +279,22 @@ type Store interface {
 	ChallengeVerdict(ctx context.Context, v Verdict) error
 
 	// OrderFinalizeBegin compare-and-swaps the order ready → processing,
-	// stores the CSR and inserts signer_issue in the same transaction.
-	// claimed is false when the order was not ready. profile is the
+	// stores the CSR and its key's hash (KeyHash of the CSR's
+	// SubjectPublicKeyInfo) and inserts signer_issue in the same
+	// transaction. claimed is false when the order was not ready, or when
+	// keyHash is blocked (BlockedKeys: the caller reads KeyBlockedBy to
+	// tell). profile is the
 	// order's, as the caller read it: the job, queued on the profile's
 	// queue, goes out with the swap, before its result is back. An order
 	// of another profile is an error and nothing moves.
-	OrderFinalizeBegin(ctx context.Context, orderID, profile string, csrDER []byte) (o *Order, claimed bool, err error)
+	OrderFinalizeBegin(ctx context.Context, orderID, profile string, csrDER, keyHash []byte) (o *Order, claimed bool, err error)
 	// OrderFinalizeSigned is a finalize in one transaction with its
 	// request's nonce and account check, as ChallengeClaimSigned is for a
 	// challenge: it consumes u's nonce, checks the account, and claims the
 	// order as OrderFinalizeBegin does if it is the account's, ready and of
-	// profile; or it commits nothing and the error is ErrUnfolded.
-	OrderFinalizeSigned(ctx context.Context, u SignedUse, orderID, profile string, csrDER []byte) (*Order, error)
+	// profile and keyHash is not blocked; or it commits nothing and the
+	// error is ErrUnfolded.
+	OrderFinalizeSigned(ctx context.Context, u SignedUse, orderID, profile string, csrDER, keyHash []byte) (*Order, error)
 	// OrderIssued stores the certificate and moves the order processing →
 	// valid, in one transaction; ErrConflict if the order is not processing.
 	// The compare-and-swap also requires the order's account and every
@@ -314,7 +323,9 @@ type Store interface {
 	// Revoke records a revocation of a local-CA certificate, stamps it on
 	// the certificate and inserts crl_generate for its issuer, in one
 	// transaction; ErrConflict if it is already revoked. The audit event is
-	// written in the same transaction. A relay's or custom backend's
+	// written in the same transaction. With reason keyCompromise it also
+	// blocks the certificate's key and revokes the key's other
+	// certificates, as KeyBlock does. A relay's or custom backend's
 	// certificate (RemoteIssuer) is refused and left unrevoked: Hallmark
 	// signs no CRL for its issuer, so a row would revoke nothing.
 	Revoke(ctx context.Context, serial string, reason int, ev AuditEvent) (*Certificate, error)
@@ -325,9 +336,10 @@ type Store interface {
 	// before, by someone else): it is left as it is, never revoked twice.
 	// Each certificate revoked has its revocation row and its audit event
 	// (ev with the serial as its subject); each issuer touched has one
-	// crl_generate job, not one per certificate. A relay's or custom
-	// backend's certificate among them fails the whole call, and nothing
-	// is revoked.
+	// crl_generate job, not one per certificate. With reason
+	// keyCompromise each one's key is blocked and its other certificates
+	// revoked, as Revoke does. A relay's or custom backend's certificate
+	// among them fails the whole call, and nothing is revoked.
 	RevokeMany(ctx context.Context, serials []string, reason int, ev AuditEvent) ([]*Certificate, error)
 	// RevokeQueue inserts signer_revoke for a relay/custom certificate on
 	// profile's queue: a worker mounting that profile's backend runs it. It

@@ -65,6 +65,18 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		}
 		return nil
 	}
+	if ti.Blocked != nil {
+		// The CSR's key was reported compromised since the finalize
+		// (CA/B Forum BR §6.1.1.3): no certificate, and no key operation
+		// for one. One an earlier attempt signed is recorded revoked.
+		if err := fail(*ti.Blocked); err != nil {
+			return err
+		}
+		if v, ok := w.unstored.LoadAndDelete(o.ID); ok {
+			return w.undelivered(ctx, o, args.Profile, v.(unstoredCert), "had its key reported compromised")
+		}
+		return nil
+	}
 	if v, ok := w.unstored.LoadAndDelete(o.ID); ok {
 		// An earlier attempt signed and could not store: store that
 		// certificate, which may already exist upstream (a relay backend),
@@ -159,7 +171,12 @@ func certRow(o *store.Order, profile string, c unstoredCert) store.Certificate {
 	for i, id := range o.Identifiers {
 		names[i] = id.Value
 	}
+	// The key's hash, by which a key reported compromised finds this
+	// certificate (store.BlockedKeys); a DER the signer made always
+	// parses, and one that did not would be stored without it.
+	keyHash, _ := store.CertKeyHash(c.issued.DER)
 	return store.Certificate{
+		SPKIHash:  keyHash,
 		Serial:    c.issued.SerialHex,
 		OrderID:   o.ID,
 		AccountID: o.AccountID,

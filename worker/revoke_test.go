@@ -63,7 +63,7 @@ func TestRevokeGoesToTheIssuingBackend(t *testing.T) {
 		// the hooks issued it, of a profile that is local now.
 		o := r.order(t, acct, "unmounted", "hooked.worker.test")
 		r.ready(t, o)
-		if _, _, err := r.st.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr")); err != nil {
+		if _, _, err := r.st.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil {
 			t.Fatal(err)
 		}
 		now, _ := r.st.Now(ctx)

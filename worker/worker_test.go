@@ -291,7 +291,7 @@ func TestIssue(t *testing.T) {
 	o := r.order(t, acct, "default", "a.worker.test", "b.worker.test")
 	r.ready(t, o)
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, "a.worker.test", "b.worker.test")); err != nil || !claimed {
+	if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, "a.worker.test", "b.worker.test"), nil); err != nil || !claimed {
 		t.Fatalf("finalize: %v %v", claimed, err)
 	}
 	c, x := r.issued(t, o.ID)
@@ -338,7 +338,7 @@ func TestRequestedNotBeforeAfterAWait(t *testing.T) {
 			o := r.orderWith(t, store.NewOrder{AccountID: acct.ID, Profile: tc.profile, NotBefore: tc.notBefore, NotAfter: tc.notAfter}, name)
 			r.ready(t, o)
 			key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-			if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, name)); err != nil || !claimed {
+			if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, name), nil); err != nil || !claimed {
 				t.Fatalf("finalize: %v %v", claimed, err)
 			}
 			if tc.wantProblem != "" {
@@ -370,7 +370,7 @@ func TestIssueRefusedKeyIsAVerdict(t *testing.T) {
 	o := r.order(t, acct, "ecdsa-only", "rsa.worker.test")
 	r.ready(t, o)
 	key, _ := rsa.GenerateKey(rand.Reader, 2048)
-	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, "rsa.worker.test")); err != nil {
+	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, "rsa.worker.test"), nil); err != nil {
 		t.Fatal(err)
 	}
 	o = r.waitOrder(t, o.ID, acme.StatusInvalid)
@@ -388,14 +388,14 @@ func TestUnmountedProfileIsLeft(t *testing.T) {
 	o := r.order(t, acct, "hsm", "hsm.worker.test")
 	r.ready(t, o)
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, "hsm.worker.test")); err != nil {
+	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, "hsm.worker.test"), nil); err != nil {
 		t.Fatal(err)
 	}
 	// A default-profile order finalized after it is signed, proving the
 	// worker is running and reached the queue.
 	o2 := r.order(t, acct, "default", "def.worker.test")
 	r.ready(t, o2)
-	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o2.ID, o2.Profile, csrFor(t, key, "def.worker.test")); err != nil {
+	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o2.ID, o2.Profile, csrFor(t, key, "def.worker.test"), nil); err != nil {
 		t.Fatal(err)
 	}
 	r.waitOrder(t, o2.ID, acme.StatusValid)
@@ -485,7 +485,7 @@ func (r *rig) issue(t *testing.T, acct *store.Account, name string) string {
 	o := r.order(t, acct, "default", name)
 	r.ready(t, o)
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, name)); err != nil {
+	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, name), nil); err != nil {
 		t.Fatal(err)
 	}
 	return r.waitOrder(t, o.ID, acme.StatusValid).CertSerial
@@ -701,7 +701,7 @@ func TestCAARecheckedAtIssuance(t *testing.T) {
 	finalize := func(o *store.Order, name string) {
 		t.Helper()
 		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, name)); err != nil {
+		if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, name), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -1003,7 +1003,7 @@ func TestResolverDownIsNoVerdict(t *testing.T) {
 				t.Fatal(err)
 			}
 			key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-			if _, _, err := r.st.OrderFinalizeBegin(ctx, o.ID, o.Profile, csrFor(t, key, name)); err != nil {
+			if _, _, err := r.st.OrderFinalizeBegin(ctx, o.ID, o.Profile, csrFor(t, key, name), nil); err != nil {
 				t.Fatal(err)
 			}
 			got := r.waitOrder(t, o.ID, acme.StatusInvalid)
@@ -1160,7 +1160,7 @@ func TestLapsedOrderNotIssued(t *testing.T) {
 					t.Fatalf("born valid order: %+v, %v; want ready", o, err)
 				}
 				key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-				if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, name)); err != nil || !claimed {
+				if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, name), nil); err != nil || !claimed {
 					t.Fatalf("finalize: %v %v", claimed, err)
 				}
 				if tc.before != nil {
@@ -1243,7 +1243,7 @@ func TestUndeliveredCertificateRecorded(t *testing.T) {
 			o := r.order(t, acct, "default", "undelivered.worker.test")
 			r.ready(t, o)
 			key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-			if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, "undelivered.worker.test")); err != nil || !claimed {
+			if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, "undelivered.worker.test"), nil); err != nil || !claimed {
 				t.Fatalf("finalize: %v %v", claimed, err)
 			}
 			r.wrap = func(st store.Store) store.Store { return &abandoningStore{Store: st, t: t} }

@@ -99,7 +99,7 @@ func issued(t *testing.T, st store.Store, accountID, profile, issuer, serial, na
 	if err := st.ChallengeVerdict(ctx, store.Verdict{ChallengeID: az.Challenges[0].ID, Status: acme.StatusValid}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := st.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr")); err != nil {
+	if _, _, err := st.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: serial, IssuerID: issuer, Profile: profile,

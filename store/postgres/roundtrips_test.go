@@ -120,7 +120,7 @@ func TestWriteRoundTrips(t *testing.T) {
 			return s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: a.Challenges[0].ID, Status: acme.StatusValid})
 		})
 		count("OrderFinalizeBegin", 1, func() error {
-			_, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"))
+			_, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil)
 			if err == nil && !claimed {
 				t.Error("the order was not claimed")
 			}
@@ -162,7 +162,7 @@ func TestWriteRoundTrips(t *testing.T) {
 	}
 	use.Nonce.Nonce = "nonce-trips-finalize"
 	count("OrderFinalizeSigned", 1, func() error {
-		_, err := s.OrderFinalizeSigned(ctx, use, o.ID, o.Profile, []byte("csr"))
+		_, err := s.OrderFinalizeSigned(ctx, use, o.ID, o.Profile, []byte("csr"), nil)
 		return err
 	})
 	wantOneNotification("OrderFinalizeSigned", jobs.ProfileQueue(o.Profile))

@@ -175,7 +175,7 @@ func TestOrderIssuedSwap(t *testing.T) {
 				t.Fatal(err)
 			}
 			if finalize {
-				if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr")); err != nil || !claimed {
+				if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil || !claimed {
 					t.Fatalf("OrderFinalizeBegin = %v, %v", claimed, err)
 				}
 			}

@@ -11,14 +11,17 @@ import (
 	"github.com/hallmark-ca/hallmark/store"
 )
 
-const certCols = `seq, serial, order_id, account_id, issuer_id, profile, der, chain_pem, names, not_before, not_after, issued_at, revoked_at, revocation_reason, replaced_by`
+const certCols = `seq, serial, order_id, account_id, issuer_id, profile, der, chain_pem, names, not_before, not_after, issued_at, revoked_at, revocation_reason, replaced_by, spki_sha256`
 
 func scanCert(r interface{ Scan(...any) error }, seq *int64) (*store.Certificate, error) {
 	var c store.Certificate
 	var names string
 	if err := r.Scan(seq, &c.Serial, &c.OrderID, &c.AccountID, &c.IssuerID, &c.Profile, &c.DER, &c.ChainPEM, &names,
-		ts(&c.NotBefore), ts(&c.NotAfter), ts(&c.IssuedAt), tsNull(&c.RevokedAt), &c.RevocationReason, &c.ReplacedBy); err != nil {
+		ts(&c.NotBefore), ts(&c.NotAfter), ts(&c.IssuedAt), tsNull(&c.RevokedAt), &c.RevocationReason, &c.ReplacedBy, &c.SPKIHash); err != nil {
 		return nil, err
+	}
+	if len(c.SPKIHash) == 0 {
+		c.SPKIHash = nil
 	}
 	if err := json.Unmarshal([]byte(names), &c.Names); err != nil {
 		return nil, fmt.Errorf("decoding names of certificate %s: %w", c.Serial, err)
@@ -27,14 +30,15 @@ func scanCert(r interface{ Scan(...any) error }, seq *int64) (*store.Certificate
 }
 
 // certInsertSQL stores an issued certificate, from its order: $1 the
-// serial, $2 the order, $3..$11 the columns (certificates). The order is
+// serial, $2 the order, $3..$12 the columns (certificates; $12 the key's
+// hash, for the key's siblings: certificates_spki_idx). The order is
 // found by its key, its status hidden from index choice (concatenated
 // with an empty string): with
 // statistics taken while the fleet's orders were still pending, PostgreSQL
 // chose orders_status_idx and read every valid order, 20,000 for a fleet's
 // account, on every issuance (custom and generic plans; TestFleetPlans).
-const certInsertSQL = `INSERT INTO certificates (serial, order_id, account_id, issuer_id, profile, der, chain_pem, names, not_before, not_after, issued_at)
-SELECT $1, id, COALESCE(NULLIF($3, ''), account_id), $4, COALESCE(NULLIF($5, ''), profile), $6, $7, $8, $9, $10, COALESCE($11, {now})
+const certInsertSQL = `INSERT INTO certificates (serial, order_id, account_id, issuer_id, profile, der, chain_pem, names, not_before, not_after, issued_at, spki_sha256)
+SELECT $1, id, COALESCE(NULLIF($3, ''), account_id), $4, COALESCE(NULLIF($5, ''), profile), $6, $7, $8, $9, $10, COALESCE($11, {now}), $12
 FROM orders WHERE id = $2 AND status || '' = 'valid' AND cert_serial = $1`
 
 // queueCertificate queues on b the row of certificate c, issued for order
@@ -59,7 +63,7 @@ func (s *Store) queueCertificate(b *batch, c store.Certificate) (int, error) {
 	i := b.exec("storing certificate "+c.Serial,
 		certInsertSQL,
 		c.Serial, c.OrderID, c.AccountID, c.IssuerID, c.Profile, nonNil(c.DER), nonNil(c.ChainPEM), nt,
-		s.d.T(c.NotBefore), s.d.T(c.NotAfter), issued)
+		s.d.T(c.NotBefore), s.d.T(c.NotAfter), issued, nullBytes(c.SPKIHash))
 	rows := make([][]any, len(names))
 	for i, n := range names {
 		rows[i] = []any{c.Serial, n}
@@ -220,7 +224,13 @@ SELECT serial, issuer_id, revoked_at, revocation_reason FROM certificates WHERE 
 		if err := s.audit(ctx, t, ev); err != nil {
 			return err
 		}
-		return s.enqueue(ctx, t, jobs.CRLGenerateArgs{IssuerID: out.IssuerID})
+		if err := s.enqueue(ctx, t, jobs.CRLGenerateArgs{IssuerID: out.IssuerID}); err != nil {
+			return err
+		}
+		if reason == store.ReasonKeyCompromise {
+			return s.compromised(ctx, t, []*store.Certificate{out}, ev)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -333,10 +343,10 @@ func (s *Store) CRLNextNumber(ctx context.Context, issuerID string) (int64, erro
 }
 
 // undeliveredInsertSQL stores a certificate no order took
-// (UndeliveredRecord): $1 the serial, $2 its order, $3..$10 the columns.
+// (UndeliveredRecord): $1 the serial, $2 its order, $3..$11 the columns.
 // Nothing is inserted when the serial is stored already.
-const undeliveredInsertSQL = `INSERT INTO certificates (serial, order_id, account_id, issuer_id, profile, der, chain_pem, names, not_before, not_after)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (serial) DO NOTHING`
+const undeliveredInsertSQL = `INSERT INTO certificates (serial, order_id, account_id, issuer_id, profile, der, chain_pem, names, not_before, not_after, spki_sha256)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (serial) DO NOTHING`
 
 func (s *Store) UndeliveredRecord(ctx context.Context, c store.Certificate, reason int, ev store.AuditEvent) error {
 	names := c.Names
@@ -349,7 +359,7 @@ func (s *Store) UndeliveredRecord(ctx context.Context, c store.Certificate, reas
 	}
 	err = s.inTx(ctx, func(t *txn) error {
 		n, err := t.exec(ctx, undeliveredInsertSQL, c.Serial, c.OrderID, c.AccountID, c.IssuerID, c.Profile,
-			nonNil(c.DER), nonNil(c.ChainPEM), nt, s.d.T(c.NotBefore), s.d.T(c.NotAfter))
+			nonNil(c.DER), nonNil(c.ChainPEM), nt, s.d.T(c.NotBefore), s.d.T(c.NotAfter), nullBytes(c.SPKIHash))
 		if err != nil {
 			return err
 		}

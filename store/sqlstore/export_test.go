@@ -111,6 +111,13 @@ func MovableSQL(d *Dialect, sel store.RenewalSelector) (string, []any) {
 	return d.SQL(q), args
 }
 
+// KeySiblingsSQL is the statement that finds a key's unexpired, unrevoked
+// certificates, as d runs it: $1 the key's hash.
+func KeySiblingsSQL(d *Dialect) string { return d.SQL(keySiblingsSQL) }
+
+// BlockedKeySQL is KeyBlockedBy's read, as d runs it: $1 the key's hash.
+func BlockedKeySQL(d *Dialect) string { return d.SQL(blockedKeySQL) }
+
 // RevokedCountSQL is the statement RevokedCount runs, as d runs it: $1 the
 // issuer id.
 func RevokedCountSQL(d *Dialect) string { return d.SQL(revokedCountSQL) }

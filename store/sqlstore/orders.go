@@ -1019,28 +1019,34 @@ const verdictAuthzSQL = `UPDATE authorizations SET status = $2, updated_at = {no
 WHERE id = (SELECT authz_id FROM challenges WHERE id = $1) AND status || '' = 'pending'`
 
 // orderClaimSQL is OrderFinalizeBegin's swap of order $1 ready →
-// processing with CSR $2, for profile $3, less its RETURNING columns.
-const orderClaimSQL = `UPDATE orders SET status = 'processing', csr = $2, updated_at = {now}
+// processing with CSR $2 whose key's hash is $4, for profile $3, less its
+// RETURNING columns. A blocked key (blocked_keys, by its primary key) moves
+// nothing, in the claim's own statement: a finalize stays one round trip,
+// and only a refused one reads why (KeyBlockedBy). A NULL $4 (no key
+// known) is blocked by no row.
+const orderClaimSQL = `UPDATE orders SET status = 'processing', csr = $2, csr_spki_sha256 = $4, updated_at = {now}
 WHERE id = $1 AND status || '' = 'ready' AND profile = $3 AND expires_at > {now}
+  AND NOT EXISTS (SELECT 1 FROM blocked_keys b WHERE b.spki_sha256 = $4)
 RETURNING `
 
-// orderClaimSignedSQL is orderClaimSQL for an order of account $4
+// orderClaimSignedSQL is orderClaimSQL for an order of account $5
 // (OrderFinalizeSigned).
-const orderClaimSignedSQL = `UPDATE orders SET status = 'processing', csr = $2, updated_at = {now}
-WHERE id = $1 AND status || '' = 'ready' AND profile = $3 AND account_id = $4 AND expires_at > {now}
+const orderClaimSignedSQL = `UPDATE orders SET status = 'processing', csr = $2, csr_spki_sha256 = $4, updated_at = {now}
+WHERE id = $1 AND status || '' = 'ready' AND profile = $3 AND account_id = $5 AND expires_at > {now}
+  AND NOT EXISTS (SELECT 1 FROM blocked_keys b WHERE b.spki_sha256 = $4)
 RETURNING `
 
 // orderFailSQL moves order $1 processing → invalid with problem $2.
 const orderFailSQL = `UPDATE orders SET status = 'invalid', error = $2, updated_at = {now} WHERE id = $1 AND status || '' = 'processing'`
 
-func (s *Store) OrderFinalizeBegin(ctx context.Context, orderID, profile string, csrDER []byte) (*store.Order, bool, error) {
+func (s *Store) OrderFinalizeBegin(ctx context.Context, orderID, profile string, csrDER, keyHash []byte) (*store.Order, bool, error) {
 	// The compare-and-swap: only one caller gets the row back.
 	var o orderRow
 	var b batch
 	// The job goes to the queue of profile, which the caller read: an
 	// order of another profile is not claimed (its job would reach the
 	// wrong workers).
-	b.scan("claiming order "+orderID, o.dest(), orderClaimSQL+orderCols, orderID, nonNil(csrDER), profile)
+	b.scan("claiming order "+orderID, o.dest(), orderClaimSQL+orderCols, orderID, nonNil(csrDER), profile, nullBytes(keyHash))
 	var out *store.Order
 	won, err := s.claim(ctx, &b, jobs.SignerIssueArgs{OrderID: orderID, Profile: profile}, func() (err error) {
 		out, err = o.finish()
@@ -1050,8 +1056,8 @@ func (s *Store) OrderFinalizeBegin(ctx context.Context, orderID, profile string,
 	case err != nil:
 		return nil, false, err
 	case !won:
-		// Another finalize or an expiry moved it first, or it is not of
-		// profile.
+		// Another finalize or an expiry moved it first, it is not of
+		// profile, or keyHash is blocked (the order is still ready).
 		out, err = s.OrderByID(ctx, orderID)
 		if err != nil {
 			return nil, false, fmt.Errorf("claiming order %s: %w", orderID, err)
@@ -1063,7 +1069,7 @@ func (s *Store) OrderFinalizeBegin(ctx context.Context, orderID, profile string,
 	return out, won, nil
 }
 
-func (s *Store) OrderFinalizeSigned(ctx context.Context, u store.SignedUse, orderID, profile string, csrDER []byte) (*store.Order, error) {
+func (s *Store) OrderFinalizeSigned(ctx context.Context, u store.SignedUse, orderID, profile string, csrDER, keyHash []byte) (*store.Order, error) {
 	if !store.Storable(profile) {
 		return nil, store.ErrUnfolded
 	}
@@ -1071,7 +1077,7 @@ func (s *Store) OrderFinalizeSigned(ctx context.Context, u store.SignedUse, orde
 	var o orderRow
 	var out *store.Order
 	err := s.claimSigned(ctx, u, orderID, func(b *batch) {
-		b.scan("claiming order "+orderID, o.dest(), orderClaimSignedSQL+orderCols, orderID, nonNil(csrDER), profile, u.AccountID)
+		b.scan("claiming order "+orderID, o.dest(), orderClaimSignedSQL+orderCols, orderID, nonNil(csrDER), profile, nullBytes(keyHash), u.AccountID)
 	}, jobs.SignerIssueArgs{OrderID: orderID, Profile: profile}, func() (err error) {
 		out, err = o.finish()
 		return err

@@ -2,6 +2,8 @@ package sqlstore_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"regexp"
@@ -124,6 +126,8 @@ func explain(t *testing.T, conn *pgx.Conn, generic bool, q string, args ...any) 
 				lits[i] = strconv.FormatBool(v)
 			case time.Time:
 				lits[i] = "'" + v.Format(time.RFC3339Nano) + "'"
+			case []byte:
+				lits[i] = `'\x` + hex.EncodeToString(v) + "'"
 			default:
 				t.Fatalf("argument %d: %T", i, a)
 			}
@@ -329,8 +333,11 @@ var fleetBase = []string{
 	`INSERT INTO order_authz SELECT 'po'||g, 'p'||g, 0 FROM generate_series(1, 3000) g`,
 	`INSERT INTO order_authz SELECT 'io'||g, 'x'||g, 0 FROM generate_series(1, 2000) g`,
 	`INSERT INTO order_authz SELECT 'so'||g, 'sa'||g, 0 FROM generate_series(1, 5) g`,
-	`INSERT INTO certificates (serial, order_id, account_id, issuer_id, profile, der, chain_pem, names, not_before, not_after, issued_at)
-	 SELECT 's'||g, 'o'||g, 'acct', 'i', 'default', '\x', '\x', '[]', now(), now() + interval '90 days', now() - (g % 200) * interval '1 day'
+	// Each certificate's key is its own but for s777's, which s778 shares
+	// (keySiblingsCase).
+	`INSERT INTO certificates (serial, order_id, account_id, issuer_id, profile, der, chain_pem, names, not_before, not_after, issued_at, spki_sha256)
+	 SELECT 's'||g, 'o'||g, 'acct', 'i', 'default', '\x', '\x', '[]', now(), now() + interval '90 days', now() - (g % 200) * interval '1 day',
+	   sha256(convert_to('k'||CASE g WHEN 778 THEN 777 ELSE g END, 'UTF8'))
 	 FROM generate_series(1, 20000) g`,
 	`INSERT INTO certificates (serial, order_id, account_id, issuer_id, profile, der, chain_pem, names, not_before, not_after, issued_at)
 	 SELECT 'ss'||g, 'so'||g, 'small', 'i2', 'short', '\x', '\x', '[]', now(), now() + interval '90 days', now() FROM generate_series(1, 5) g`,
@@ -405,6 +412,12 @@ func fleetSeeded(t *testing.T, mode string) *pgx.Conn {
 	return conn
 }
 
+// keyHash is the hash a fleet's certificate's key has (fleetBase).
+func keyHash(k string) []byte {
+	h := sha256.Sum256([]byte(k))
+	return h[:]
+}
+
 // fleetCase is a statement of the store's, as PostgreSQL runs it, with
 // arguments naming the fleet's rows, and what it must return.
 type fleetCase struct {
@@ -434,7 +447,7 @@ func fleetCases() []fleetCase {
 		// read by key, not the account's 20,000 valid authorizations.
 		{"OrderToIssue", sqlstore.OrderToIssueSQL(pg), []any{"po3000", -(7 * time.Hour).Microseconds()}, "rows=1 "},
 		{"OrderIssued: the swap", sqlstore.OrderIssuedSQL(pg), []any{"po3000", "snew"}, "rows=0 "},
-		{"OrderIssued: certificate from its order", sqlstore.CertInsertSQL(pg), []any{"snew", "o777", "", "i", "", "\\x", "\\x", "[]", now, now, now}, "rows=0 "},
+		{"OrderIssued: certificate from its order", sqlstore.CertInsertSQL(pg), []any{"snew", "o777", "", "i", "", "\\x", "\\x", "[]", now, now, now, keyHash("knew")}, "rows=0 "},
 		// ARI replaces: s1000's replacing order io5 failed, so it may be
 		// replaced again; s1001's, o2, is valid. The replacing order is
 		// read by its key, not the account's 2,000 invalid orders.
@@ -447,6 +460,11 @@ func fleetCases() []fleetCase {
 		// status') list the issuers, i and i2, on every view: not by
 		// reading the issuer of every certificate.
 		{"Issuers", sqlstore.IssuersSQL(pg), nil, "rows=2 "},
+		// A key reported compromised (k777) finds its certificates, s777
+		// and s778, by certificates_spki_idx, not by reading the 20,000;
+		// a finalize refused for a blocked key reads the block by key.
+		{"key siblings", sqlstore.KeySiblingsSQL(pg), []any{keyHash("k777")}, "rows=2 "},
+		{"KeyBlockedBy", sqlstore.BlockedKeySQL(pg), []any{keyHash("k777")}, "rows=0 "},
 	}
 	return append(cases, revokeManyCases()...)
 }
@@ -735,8 +753,8 @@ func TestBacklogPlans(t *testing.T) {
 		{"ChallengeClaimSigned", []any{"c25000", "acct"}, "rows=1 "},
 		{"verdict: the challenge", []any{"c35000", "valid", "", "{}"}, "rows=1 "},
 		{"verdict: the authz", []any{"c35000", "valid"}, "rows=0 "},
-		{"OrderFinalizeBegin", []any{"o35000", "\\x", "default"}, "rows=1 "},
-		{"OrderFinalizeSigned", []any{"o35000", "\\x", "default", "acct"}, "rows=1 "},
+		{"OrderFinalizeBegin", []any{"o35000", "\\x", "default", keyHash("k")}, "rows=1 "},
+		{"OrderFinalizeSigned", []any{"o35000", "\\x", "default", keyHash("k"), "acct"}, "rows=1 "},
 		{"OrderIssued: the swap", []any{"o45000", "snew"}, "rows=0 "},
 		{"OrderFail", []any{"o45000", "{}"}, "rows=0 "},
 	}

@@ -76,7 +76,7 @@ func TestDeactivateRacingReuseLeavesNoReadyOrder(t *testing.T) {
 	if o.Status != acme.StatusInvalid {
 		t.Errorf("order %s reusing authorization %s is %s after the authorization was deactivated, want invalid", o.ID, authzID, o.Status)
 	}
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr")); err != nil || claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil || claimed {
 		t.Errorf("OrderFinalizeBegin on it: claimed=%v err=%v; want not claimed", claimed, err)
 	}
 }

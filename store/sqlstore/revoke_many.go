@@ -55,8 +55,13 @@ func (s *Store) RevokeMany(ctx context.Context, serials []string, reason int, ev
 			return err
 		}
 		b := s.revokeManyRecords(out, ev)
-		_, err = t.sendAhead(ctx, b, func() error { return s.revokeManyJobs(ctx, t, out) })
-		return err
+		if _, err = t.sendAhead(ctx, b, func() error { return s.revokeManyJobs(ctx, t, out) }); err != nil {
+			return err
+		}
+		if reason == store.ReasonKeyCompromise {
+			return s.compromised(ctx, t, out, ev)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("revoking %d certificates: %w", len(serials), err)

@@ -12,7 +12,8 @@ import (
 // RevokeRecorded records a revocation a remote backend performed.
 func (s *Store) RevokeRecorded(ctx context.Context, serial string, reason int, ev store.AuditEvent) error {
 	return s.inTx(ctx, func(t *txn) error {
-		if _, err := s.certBySerial(ctx, t, serial); err != nil {
+		c, err := s.certBySerial(ctx, t, serial)
+		if err != nil {
 			return err
 		}
 		n, err := t.exec(ctx, `UPDATE certificates SET revoked_at = {now}, revocation_reason = $2 WHERE serial = $1 AND revoked_at IS NULL`, serial, reason)
@@ -22,7 +23,13 @@ func (s *Store) RevokeRecorded(ctx context.Context, serial string, reason int, e
 		if n == 0 {
 			return fmt.Errorf("recording the revocation of certificate %s: it was already revoked: %w", serial, store.ErrConflict)
 		}
-		return s.audit(ctx, t, ev)
+		if err := s.audit(ctx, t, ev); err != nil {
+			return err
+		}
+		if reason == store.ReasonKeyCompromise {
+			return s.compromised(ctx, t, []*store.Certificate{c}, ev)
+		}
+		return nil
 	})
 }
 

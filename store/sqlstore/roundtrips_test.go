@@ -116,7 +116,10 @@ func TestIssuanceRoundTrips(t *testing.T) {
 		{"ChallengeVerdict (valid)", 2, func() error {
 			return s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid})
 		}},
-		{"OrderFinalizeBegin", 2, func() (err error) { _, _, err = s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr")); return err }},
+		{"OrderFinalizeBegin", 2, func() (err error) {
+			_, _, err = s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil)
+			return err
+		}},
 		{"OrderIssued", 1, func() error {
 			return s.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: "0abc", IssuerID: "i",
 				Names: []string{id.Value}, NotBefore: exp, NotAfter: exp}})

@@ -12,7 +12,9 @@ import (
 // orderToIssueSQL is orderByIDSQL with whether a challenge validated one of
 // the order's authorizations before {now+$2} ($2 a negative age), the
 // status of the order's account, and the first of its authorizations that
-// is not valid (” for none): index lookups beside the order's, so the
+// is not valid (” for none), and when the key of its CSR was blocked
+// (NULL when it is not: blocked_keys by its primary key, from the hash the
+// finalize stored): index lookups beside the order's, so the
 // issuing worker's one read stays one statement when nothing is stale, as
 // it almost always is.
 //
@@ -25,7 +27,8 @@ import (
 const orderToIssueSQL = `SELECT ` + orderCols + `,
   EXISTS (SELECT 1 FROM order_authz oa WHERE oa.order_id = orders.id
     AND (SELECT MIN(c.validated_at) FROM challenges c WHERE c.authz_id = oa.authz_id AND c.status = 'valid') < {now+$2}),
-  COALESCE(` + orderAccountStatusSQL + `, ''), COALESCE(` + orderLapsedAuthzSQL + `, '')
+  COALESCE(` + orderAccountStatusSQL + `, ''), COALESCE(` + orderLapsedAuthzSQL + `, ''),
+  (SELECT b.blocked_at FROM blocked_keys b WHERE b.spki_sha256 = orders.csr_spki_sha256)
 FROM orders WHERE id = $1`
 
 // orderAccountStatusSQL is the status of the account of the orders row at
@@ -51,7 +54,8 @@ func (s *Store) OrderToIssue(ctx context.Context, id string, caaAge time.Duratio
 		var r orderRow
 		var stale bool
 		var acct, lapsed string
-		if err := t.queryRow(ctx, orderToIssueSQL, id, -caaAge.Microseconds()).Scan(append(r.dest(), &stale, &acct, &lapsed)...); err != nil {
+		var blocked *time.Time
+		if err := t.queryRow(ctx, orderToIssueSQL, id, -caaAge.Microseconds()).Scan(append(r.dest(), &stale, &acct, &lapsed, tsNull(&blocked))...); err != nil {
 			return err
 		}
 		o, err := r.finish()
@@ -59,6 +63,10 @@ func (s *Store) OrderToIssue(ctx context.Context, id string, caaAge time.Duratio
 			return err
 		}
 		out = &store.ToIssue{Order: o, Stale: stale, Lapsed: issueLapsed(acct, lapsed)}
+		if blocked != nil {
+			out.Blocked = &acme.Problem{Type: acme.ProblemBadPublicKey, Detail: store.BlockedKey{BlockedAt: *blocked}.Problem("the CSR's public key") +
+				", then finalize a new order with a CSR for it; this order was not issued"}
+		}
 		return nil
 	})
 	if err != nil {

@@ -54,7 +54,7 @@ func testNotFound(t *testing.T, s store.Store, _ Extras) {
 	wantErr(t, "ChallengeClaim", err, store.ErrNotFound)
 	err = s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: "nope", Status: acme.StatusValid})
 	wantErr(t, "ChallengeVerdict", err, store.ErrNotFound)
-	_, _, err = s.OrderFinalizeBegin(ctx, "nope", "default", []byte("csr"))
+	_, _, err = s.OrderFinalizeBegin(ctx, "nope", "default", []byte("csr"), nil)
 	wantErr(t, "OrderFinalizeBegin", err, store.ErrNotFound)
 	err = s.OrderIssued(ctx, store.Issued{OrderID: "nope", Certificate: store.Certificate{Serial: "01"}})
 	wantErr(t, "OrderIssued", err, store.ErrNotFound)
@@ -638,7 +638,7 @@ func testAccountDeactivate(t *testing.T, s store.Store, _ Extras) {
 	pending := newOrder(t, s, a, "pending.example.com")
 	// One being signed: the worker must find it no longer processing.
 	processing := readyOrder(t, s, a, "processing.example.com")
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, processing.ID, processing.Profile, []byte("csr-der")); err != nil || !claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, processing.ID, processing.Profile, []byte("csr-der"), nil); err != nil || !claimed {
 		t.Fatalf("OrderFinalizeBegin = %v, %v", claimed, err)
 	}
 	d, err := s.AccountDeactivate(ctx, a.ID)
@@ -747,7 +747,7 @@ func testOrderHappyPath(t *testing.T, s store.Store, x Extras) {
 
 	// Naming another profile than the order's claims nothing and queues
 	// nothing: the job would have gone to that profile's workers.
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile+"-other", []byte("csr-der")); err == nil || claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile+"-other", []byte("csr-der"), nil); err == nil || claimed {
 		t.Fatalf("finalize naming another profile: claimed=%v err=%v, want an error", claimed, err)
 	}
 	if got := order(t, s, o.ID); got.Status != acme.StatusReady || got.CSR != nil {
@@ -756,14 +756,14 @@ func testOrderHappyPath(t *testing.T, s store.Store, x Extras) {
 	if n := jobCount(t, x, jobs.KindSignerIssue); n != 0 {
 		t.Fatalf("%d signer_issue jobs after a finalize naming another profile, want 0", n)
 	}
-	got, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr-der"))
+	got, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr-der"), nil)
 	if err != nil || !claimed || got.Status != acme.StatusProcessing || string(got.CSR) != "csr-der" {
 		t.Fatalf("OrderFinalizeBegin = %+v, %v, %v", got, claimed, err)
 	}
 	if n := jobCount(t, x, jobs.KindSignerIssue); n != 1 {
 		t.Fatalf("%d signer_issue jobs after finalize, want 1", n)
 	}
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("again")); err != nil || claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("again"), nil); err != nil || claimed {
 		t.Fatalf("second finalize: claimed=%v err=%v, want not claimed", claimed, err)
 	}
 	if n := jobCount(t, x, jobs.KindSignerIssue); n != 1 {
@@ -842,7 +842,7 @@ func testIssueLapsed(t *testing.T, s store.Store, x Extras) {
 			} else {
 				o = readyOrder(t, s, a, names...)
 			}
-			if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr")); err != nil || !claimed {
+			if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil || !claimed {
 				t.Fatalf("OrderFinalizeBegin: claimed=%v err=%v", claimed, err)
 			}
 			o = order(t, s, o.ID)
@@ -1493,14 +1493,14 @@ func testSignedClaims(t *testing.T, s store.Store, x Extras) {
 		},
 		status: func(t *testing.T, id string) acme.Status { return order(t, s, id).Status },
 		signed: func(s store.Store, u store.SignedUse, id string) (acme.Status, error) {
-			o, err := s.OrderFinalizeSigned(ctx, u, id, "default", []byte("csr"))
+			o, err := s.OrderFinalizeSigned(ctx, u, id, "default", []byte("csr"), nil)
 			if err != nil {
 				return "", err
 			}
 			return o.Status, nil
 		},
 		claim: func(s store.Store, id string) (bool, error) {
-			_, claimed, err := s.OrderFinalizeBegin(ctx, id, "default", []byte("csr"))
+			_, claimed, err := s.OrderFinalizeBegin(ctx, id, "default", []byte("csr"), nil)
 			return claimed, err
 		},
 	}}
@@ -1625,7 +1625,7 @@ func testOrderFinalizeConcurrent(t *testing.T, s store.Store, x Extras) {
 	a := newAccount(t, s)
 	o := readyOrder(t, s, a, "finalize-race.example.com")
 	wins := race(t, handles(t, s, x, 4), func(s store.Store) (bool, error) {
-		_, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"))
+		_, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil)
 		return claimed, err
 	})
 	if wins != 1 {
@@ -1672,7 +1672,7 @@ func testClaimEnqueueAtomic(t *testing.T, s store.Store, x Extras) {
 	}
 
 	ready := readyOrder(t, s, a, "finalize-queue-down.example.com")
-	if _, _, err := broken.OrderFinalizeBegin(ctx, ready.ID, ready.Profile, []byte("csr")); !errors.Is(err, errQueueDown) {
+	if _, _, err := broken.OrderFinalizeBegin(ctx, ready.ID, ready.Profile, []byte("csr"), nil); !errors.Is(err, errQueueDown) {
 		t.Fatalf("OrderFinalizeBegin with a failing queue: %v, want %v", err, errQueueDown)
 	}
 	if got := order(t, s, ready.ID); got.Status != acme.StatusReady || got.CSR != nil {
@@ -1712,7 +1712,7 @@ func testClaimsAtOnce(t *testing.T, s store.Store, x Extras) {
 		go func() {
 			defer wg.Done()
 			<-start
-			if _, began, err := s.OrderFinalizeBegin(ctx, ready[i], "default", []byte(fmt.Sprintf("csr %d", i))); err != nil || !began {
+			if _, began, err := s.OrderFinalizeBegin(ctx, ready[i], "default", []byte(fmt.Sprintf("csr %d", i)), nil); err != nil || !began {
 				t.Errorf("OrderFinalizeBegin %d: began=%v err=%v", i, began, err)
 			}
 		}()
@@ -1760,7 +1760,7 @@ func testOrderFail(t *testing.T, s store.Store, _ Extras) {
 	a := newAccount(t, s)
 	o := readyOrder(t, s, a, "fail.example.com")
 	wantErr(t, "OrderFail on a ready order", s.OrderFail(ctx, o.ID, acme.Problem{Type: acme.ProblemBadCSR}), store.ErrConflict)
-	if _, _, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr")); err != nil {
+	if _, _, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.OrderFail(ctx, o.ID, acme.Problem{Type: acme.ProblemBadCSR, Detail: "key too small"}); err != nil {
@@ -1771,7 +1771,7 @@ func testOrderFail(t *testing.T, s store.Store, _ Extras) {
 		t.Fatalf("failed order = %s %+v", got.Status, got.Error)
 	}
 	// A backend's rejection is terminal: never ready again.
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr")); err != nil || claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil || claimed {
 		t.Fatalf("finalizing a failed order: claimed=%v err=%v", claimed, err)
 	}
 }
@@ -1908,7 +1908,7 @@ func testAuthzDeactivate(t *testing.T, s store.Store, _ Extras) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, signing.ID, signing.Profile, []byte("csr-der")); err != nil || !claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, signing.ID, signing.Profile, []byte("csr-der"), nil); err != nil || !claimed {
 		t.Fatalf("OrderFinalizeBegin = %v, %v", claimed, err)
 	}
 	az, err := s.AuthzDeactivate(ctx, o.AuthzIDs[0])
@@ -1966,7 +1966,7 @@ func testRevokeQueue(t *testing.T, s store.Store, x Extras) {
 	ctx := ctxT(t)
 	a := newAccount(t, s)
 	o := readyOrder(t, s, a, "relay.example.com")
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr")); err != nil || !claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil || !claimed {
 		t.Fatalf("OrderFinalizeBegin: claimed=%v err=%v", claimed, err)
 	}
 	now := dbNow(t, s)
@@ -2221,7 +2221,7 @@ func testStrandedOrder(t *testing.T, s store.Store, x Extras) {
 		t.Fatal(err)
 	}
 	validate(t, s, o.AuthzIDs[0], acme.StatusValid)
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr")); err != nil || !claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil || !claimed {
 		t.Fatal(claimed, err)
 	}
 	x.Exec(t, "DELETE FROM river_job")

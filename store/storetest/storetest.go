@@ -86,6 +86,8 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"RevokeManyConcurrent", testRevokeManyConcurrent}, // revoke_many.go
 		{"RevokeQueue", testRevokeQueue},
 		{"RevokeRecorded", testRevokeRecorded},
+		{"KeyCompromise", testKeyCompromise},         // blockedkeys.go
+		{"KeyBlocked", testKeyBlocked},               // blockedkeys.go
 		{"UndeliveredRecord", testUndeliveredRecord}, // undelivered.go
 		{"CRLMonotonic", testCRLMonotonic},
 		{"Leases", testLeases},
@@ -266,7 +268,7 @@ func issueAs(t *testing.T, s store.Store, o *store.Order, serial, issuer string)
 	ctx := ctxT(t)
 	now := dbNow(t, s)
 	if o.Status == acme.StatusReady {
-		if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr")); err != nil || !claimed {
+		if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil || !claimed {
 			t.Fatalf("OrderFinalizeBegin: claimed=%v err=%v", claimed, err)
 		}
 	}

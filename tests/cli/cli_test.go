@@ -183,7 +183,7 @@ func (c *ca) processing(a *store.Account, name string) *store.Order {
 	if err := c.st().ChallengeVerdict(ctx, store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid}); err != nil {
 		c.t.Fatal(err)
 	}
-	o, claimed, err = c.st().OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"))
+	o, claimed, err = c.st().OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil)
 	if err != nil || !claimed {
 		c.t.Fatalf("OrderFinalizeBegin: %v %v", claimed, err)
 	}

@@ -1,0 +1,196 @@
+package sqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// blockKeySQL blocks key $1 (blocked_keys, migration 0012); a key blocked
+// already keeps its first row, the first report of it.
+const blockKeySQL = `INSERT INTO blocked_keys (spki_sha256, blocked_at, serial, why, actor) VALUES ($1, {now}, $2, $3, $4)
+ON CONFLICT (spki_sha256) DO NOTHING`
+
+const blockedKeySQL = `SELECT spki_sha256, blocked_at, serial, why, actor FROM blocked_keys WHERE spki_sha256 = $1`
+
+// keySiblingsSQL is the unexpired, unrevoked certificates of key $1, by
+// certificates_spki_idx (partial on spki_sha256 IS NOT NULL, which the
+// equality implies): the key's own rows, never a scan of the table. The
+// expiry is hidden from index choice (a CASE): with no statistics,
+// PostgreSQL ANDed certificates_not_after_idx into the bitmap and read
+// every live certificate's entry (TestFleetPlans, "key siblings").
+const keySiblingsSQL = `SELECT ` + certCols + ` FROM certificates
+WHERE spki_sha256 = $1 AND revoked_at IS NULL AND CASE WHEN not_after > {now} THEN 1 ELSE 0 END = 1 ORDER BY serial`
+
+// nullBytes is b as a query argument, NULL when empty: a key hash not
+// known is no key, never the empty one.
+func nullBytes(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+func (s *Store) KeyBlockedBy(ctx context.Context, spkiHash []byte) (*store.BlockedKey, error) {
+	var out *store.BlockedKey
+	err := s.autocommit(ctx, func(t *txn) (err error) {
+		out, err = s.keyBlocked(ctx, t, spkiHash)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the block of key %x: %w", spkiHash, err)
+	}
+	return out, nil
+}
+
+func (s *Store) keyBlocked(ctx context.Context, t *txn, spkiHash []byte) (*store.BlockedKey, error) {
+	if len(spkiHash) == 0 {
+		return nil, store.ErrNotFound
+	}
+	var b store.BlockedKey
+	if err := t.queryRow(ctx, blockedKeySQL, spkiHash).Scan(&b.SPKIHash, ts(&b.BlockedAt), &b.Serial, &b.Why, &b.Actor); err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
+func (s *Store) KeyBlock(ctx context.Context, k store.BlockedKey) (store.KeyBlockResult, error) {
+	if len(k.SPKIHash) == 0 {
+		return store.KeyBlockResult{}, errors.New("blocking a key: no key hash")
+	}
+	var out store.KeyBlockResult
+	err := s.inTx(ctx, func(t *txn) (err error) {
+		out, err = s.blockKey(ctx, t, k, "reported by "+k.Why)
+		if err != nil {
+			return err
+		}
+		b, err := s.keyBlocked(ctx, t, k.SPKIHash)
+		if err != nil {
+			return err
+		}
+		out.Key = *b
+		return nil
+	})
+	if err != nil {
+		return store.KeyBlockResult{}, fmt.Errorf("blocking key %x: %w", k.SPKIHash, err)
+	}
+	return out, nil
+}
+
+// keyHashOf is c's key hash: its column, or for a certificate stored
+// before migration 0012 its DER's; nil when neither gives one (a DER that
+// does not parse: nothing to block).
+func keyHashOf(c *store.Certificate) []byte {
+	if len(c.SPKIHash) > 0 {
+		return c.SPKIHash
+	}
+	h, err := store.CertKeyHash(c.DER)
+	if err != nil {
+		return nil
+	}
+	return h
+}
+
+// compromised blocks the keys of certs, just revoked in t with reason
+// keyCompromise by ev's actor, and revokes each key's other certificates
+// (blockKey): CA/B Forum BR §6.1.1.3 and §4.9.1.1. A certificate whose
+// key cannot be read blocks nothing.
+func (s *Store) compromised(ctx context.Context, t *txn, certs []*store.Certificate, ev store.AuditEvent) error {
+	seen := map[string]bool{}
+	for _, c := range certs {
+		h := keyHashOf(c)
+		if h == nil || seen[string(h)] {
+			continue
+		}
+		seen[string(h)] = true
+		why := fmt.Sprintf("the revocation of certificate %s with reason 1 (keyCompromise)", c.Serial)
+		if ev.Detail != "" {
+			why += ": " + ev.Detail
+		}
+		if _, err := s.blockKey(ctx, t, store.BlockedKey{SPKIHash: h, Serial: c.Serial, Why: why, Actor: ev.Actor},
+			"reported compromised by the revocation of certificate "+c.Serial); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// blockKey blocks k in t, with its audit event when the row is new, and
+// revokes the key's unexpired, unrevoked certificates with reason
+// keyCompromise: Hallmark's own as RevokeMany does (revocation rows, one
+// crl_generate per issuer), a relay's or custom backend's by a
+// signer_revoke job on its profile's queue, as RevokeQueue does. Each
+// certificate has an audit event whose detail says the key was reported
+// (report: by what). Result.Key is left for the caller.
+func (s *Store) blockKey(ctx context.Context, t *txn, k store.BlockedKey, report string) (store.KeyBlockResult, error) {
+	var out store.KeyBlockResult
+	n, err := t.exec(ctx, blockKeySQL, k.SPKIHash, k.Serial, k.Why, k.Actor)
+	if err != nil {
+		return out, fmt.Errorf("blocking the key: %w", err)
+	}
+	out.Already = n == 0
+	hexKey := store.BlockedKey{SPKIHash: k.SPKIHash}.Hex()
+	if !out.Already {
+		if err := s.audit(ctx, t, store.AuditEvent{Actor: k.Actor, Action: store.ActionKeyBlock, Subject: hexKey, Detail: k.Why}); err != nil {
+			return out, err
+		}
+	}
+	var siblings []*store.Certificate
+	if err := collect(ctx, t, func(r Rows) error {
+		var seq int64
+		c, err := scanCert(r, &seq)
+		if err == nil {
+			siblings = append(siblings, c)
+		}
+		return err
+	}, keySiblingsSQL, k.SPKIHash); err != nil {
+		return out, fmt.Errorf("finding the certificates of the key: %w", err)
+	}
+	if len(siblings) == 0 {
+		return out, nil
+	}
+	ev := store.AuditEvent{Actor: k.Actor, Action: store.ActionKeyRevoke,
+		Detail: fmt.Sprintf("reason 1 (keyCompromise): its key %s was %s", hexKey, report)}
+	var local []string
+	for _, c := range siblings {
+		if !store.RemoteIssuer(c.IssuerID) {
+			local = append(local, c.Serial)
+			continue
+		}
+		// Its backend's CA publishes its status: asked to revoke, as an
+		// operator's revocation would (RevokeQueue). On the certificate's
+		// own profile's queue: the store does not know which profiles
+		// name its backend today (protocol/revocation does).
+		one := ev
+		one.Subject = c.Serial
+		one.Detail += "; queued for its backend"
+		if err := s.audit(ctx, t, one); err != nil {
+			return out, err
+		}
+		if _, err := s.enqueueJob(ctx, t, jobs.SignerRevokeArgs{Serial: c.Serial, Profile: c.Profile, Reason: store.ReasonKeyCompromise}); err != nil {
+			return out, err
+		}
+		out.Queued = append(out.Queued, c)
+	}
+	if len(local) == 0 {
+		return out, nil
+	}
+	revoked, err := s.revokeManyRows(ctx, t, local, store.ReasonKeyCompromise)
+	if err != nil {
+		return out, fmt.Errorf("revoking the certificates of the key: %w", err)
+	}
+	if len(revoked) == 0 {
+		return out, nil
+	}
+	if _, err := t.send(ctx, s.revokeManyRecords(revoked, ev)); err != nil {
+		return out, err
+	}
+	if err := s.revokeManyJobs(ctx, t, revoked); err != nil {
+		return out, err
+	}
+	out.Revoked = revoked
+	return out, nil
+}

@@ -1,0 +1,229 @@
+package storetest
+
+import (
+	"crypto/sha256"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// testKey is a key's hash, as store.KeyHash would give it, for a name.
+func testKey(name string) []byte {
+	h := sha256.Sum256([]byte("key " + name))
+	return h[:]
+}
+
+// issueKeyed stores a certificate with key hash key for a new ready order
+// of a, by issuer, expiring at notAfter.
+func issueKeyed(t *testing.T, s store.Store, a *store.Account, serial, issuer string, key []byte, notAfter time.Time) {
+	t.Helper()
+	ctx := ctxT(t)
+	o := readyOrder(t, s, a, serial+".keys.example.com")
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), key); err != nil || !claimed {
+		t.Fatalf("OrderFinalizeBegin: claimed=%v err=%v", claimed, err)
+	}
+	now := dbNow(t, s)
+	if err := s.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{
+		Serial: serial, IssuerID: issuer, DER: []byte{0x30, 0x01}, ChainPEM: []byte("-----BEGIN CERTIFICATE-----\n"),
+		Names: []string{serial + ".keys.example.com"}, NotBefore: now.Add(-2 * time.Hour), NotAfter: notAfter, SPKIHash: key,
+	}}); err != nil {
+		t.Fatalf("issuing %s: %v", serial, err)
+	}
+}
+
+// testKeyCompromise: a revocation with reason keyCompromise, by each of
+// Revoke, RevokeMany and RevokeRecorded, blocks the certificate's key and
+// revokes the key's other unexpired, unrevoked certificates with reason 1
+// in the same call: Hallmark's own with their CRL entries and their
+// issuers' crl_generate jobs, a relay's by a signer_revoke job, each with
+// an audit event naming the certificate that reported the key. The key's
+// expired certificate, another key's certificate and a revocation with
+// any other reason are left alone (CA/B Forum BR §4.9.1.1, §6.1.1.3).
+func testKeyCompromise(t *testing.T, s store.Store, x Extras) {
+	ev := store.AuditEvent{Actor: "acme:reporter", Action: "revoke", Detail: "via test"}
+	for _, tc := range []struct {
+		name     string
+		reporter string // the certificate revoked: "a" (issuer-1) or "c" (relay:up)
+		reason   int
+		revoke   func(s store.Store, serial string, reason int) error
+	}{
+		{"Revoke", "a", 1, func(s store.Store, serial string, reason int) error {
+			_, err := s.Revoke(ctxT(t), serial, reason, ev)
+			return err
+		}},
+		{"RevokeMany", "a", 1, func(s store.Store, serial string, reason int) error {
+			_, err := s.RevokeMany(ctxT(t), []string{serial}, reason, ev)
+			return err
+		}},
+		{"RevokeRecorded", "c", 1, func(s store.Store, serial string, reason int) error {
+			return s.RevokeRecorded(ctxT(t), serial, reason, ev)
+		}},
+		{"Revoke superseded", "a", 4, func(s store.Store, serial string, reason int) error {
+			_, err := s.Revoke(ctxT(t), serial, reason, ev)
+			return err
+		}},
+		{"RevokeRecorded superseded", "c", 4, func(s store.Store, serial string, reason int) error {
+			return s.RevokeRecorded(ctxT(t), serial, reason, ev)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := ctxT(t)
+			p := rnd(6) + "-" // serials of this case
+			key, other := testKey(p), testKey(p+"other")
+			acct := newAccount(t, s)
+			now := dbNow(t, s)
+			live := now.Add(90 * 24 * time.Hour)
+			issueKeyed(t, s, acct, p+"a", "issuer-1", key, live)
+			issueKeyed(t, s, acct, p+"b", "issuer-2", key, live)
+			issueKeyed(t, s, acct, p+"c", "relay:up", key, live)
+			issueKeyed(t, s, acct, p+"expired", "issuer-2", key, now.Add(-time.Hour))
+			issueKeyed(t, s, acct, p+"other", "issuer-2", other, live)
+			remoteBefore := jobCount(t, x, jobs.KindSignerRevoke)
+			crlBefore := x.Int(t, "SELECT count(*) FROM river_job WHERE kind = '"+jobs.KindCRLGenerate+"' AND queue = '"+jobs.IssuerQueue("issuer-2")+"'")
+
+			reporter := p + tc.reporter
+			if err := tc.revoke(s, reporter, tc.reason); err != nil {
+				t.Fatalf("revoking %s with reason %d: %v", reporter, tc.reason, err)
+			}
+
+			blocked, err := s.KeyBlockedBy(ctx, key)
+			if tc.reason != store.ReasonKeyCompromise {
+				if !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("KeyBlockedBy after a revocation with reason %d = %+v, %v; want ErrNotFound (only keyCompromise blocks)", tc.reason, blocked, err)
+				}
+				for _, sr := range []string{"a", "b", "c"} {
+					if sr == tc.reporter {
+						continue
+					}
+					if c, _ := s.CertificateBySerial(ctx, p+sr); c.RevokedAt != nil {
+						t.Errorf("%s was revoked by a revocation of %s with reason %d", sr, tc.reporter, tc.reason)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("KeyBlockedBy after a keyCompromise revocation: %v; want the key blocked", err)
+			}
+			if blocked.Serial != reporter || blocked.Actor != ev.Actor || !strings.Contains(blocked.Why, reporter) {
+				t.Errorf("blocked key = %+v; want serial %s, actor %s and a why naming it", blocked, reporter, ev.Actor)
+			}
+			if _, err := s.KeyBlockedBy(ctx, other); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("KeyBlockedBy(another key) = %v, want ErrNotFound", err)
+			}
+
+			// Hallmark's own siblings: revoked with reason 1 and listed by
+			// their issuer's next CRL; the relay's: asked of its backend.
+			wantRevoked := map[string]bool{"a": true, "b": true, "c": tc.reporter == "c", "expired": false, "other": false}
+			for sr, want := range wantRevoked {
+				c, err := s.CertificateBySerial(ctx, p+sr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := c.RevokedAt != nil; got != want || (got && c.RevocationReason != store.ReasonKeyCompromise) {
+					t.Errorf("certificate %s: revoked=%v reason %d, want revoked=%v with reason 1", sr, got, c.RevocationReason, want)
+				}
+			}
+			if n := x.Int(t, "SELECT count(*) FROM revocations WHERE serial = '"+p+"b' AND reason = 1"); n != 1 {
+				t.Errorf("revocation rows of sibling b = %d, want 1 (its issuer's CRL lists it)", n)
+			}
+			if got := x.Int(t, "SELECT count(*) FROM river_job WHERE kind = '"+jobs.KindCRLGenerate+"' AND queue = '"+jobs.IssuerQueue("issuer-2")+"'"); got != crlBefore+1 {
+				t.Errorf("crl_generate jobs of issuer-2 = %d, want %d (one for sibling b)", got, crlBefore+1)
+			}
+			if tc.reporter == "a" {
+				if n := jobCount(t, x, jobs.KindSignerRevoke); n != remoteBefore+1 {
+					t.Errorf("signer_revoke jobs = %d, want %d (one for the relay's sibling c)", n, remoteBefore+1)
+				}
+			}
+			// One audit event per sibling, naming the reporter; one for
+			// the block.
+			events, _, err := s.AuditList(ctx, store.Page{Limit: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]int{}
+			for _, e := range events {
+				if !strings.HasPrefix(e.Subject, p) && e.Subject != (store.BlockedKey{SPKIHash: key}).Hex() {
+					continue
+				}
+				switch e.Action {
+				case store.ActionKeyRevoke:
+					if !strings.Contains(e.Detail, reporter) || e.Actor != ev.Actor {
+						t.Errorf("audit event %+v does not name the reporting certificate %s and its actor", e, reporter)
+					}
+					seen[strings.TrimPrefix(e.Subject, p)]++
+				case store.ActionKeyBlock:
+					seen["block"]++
+				}
+			}
+			want := map[string]int{"block": 1, "a": 1, "b": 1, "c": 1}
+			delete(want, tc.reporter)
+			if len(seen) != len(want) {
+				t.Errorf("audit events: %v, want %v", seen, want)
+			}
+			for k, n := range want {
+				if seen[k] != n {
+					t.Errorf("audit events: %v, want %v", seen, want)
+					break
+				}
+			}
+		})
+	}
+}
+
+// testKeyBlocked: a blocked key is refused at the claim of a finalize
+// (nothing moves: the order stays ready, no job is queued), reported by
+// OrderToIssue for an order finalized before it was blocked, and
+// KeyBlock of a key with no certificate of ours blocks it all the same;
+// a second KeyBlock keeps the first report.
+func testKeyBlocked(t *testing.T, s store.Store, x Extras) {
+	ctx := ctxT(t)
+	key := testKey(rnd(6))
+	acct := newAccount(t, s)
+	before := readyOrder(t, s, acct, "before.blocked.example.com")
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, before.ID, before.Profile, []byte("csr"), key); err != nil || !claimed {
+		t.Fatalf("OrderFinalizeBegin before the block: claimed=%v err=%v", claimed, err)
+	}
+
+	res, err := s.KeyBlock(ctx, store.BlockedKey{SPKIHash: key, Why: "reported by a third party", Actor: "cli:alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Already || res.Key.Serial != "" || res.Key.Actor != "cli:alice" || res.Key.BlockedAt.IsZero() || len(res.Revoked)+len(res.Queued) != 0 {
+		t.Errorf("KeyBlock = %+v; want a new block by cli:alice with nothing to revoke", res)
+	}
+	again, err := s.KeyBlock(ctx, store.BlockedKey{SPKIHash: key, Why: "again", Actor: "cli:bob"})
+	if err != nil || !again.Already || again.Key.Actor != "cli:alice" {
+		t.Errorf("KeyBlock again = %+v, %v; want Already, keeping cli:alice's report", again, err)
+	}
+
+	ready := readyOrder(t, s, acct, "after.blocked.example.com")
+	jobsBefore := jobCount(t, x, jobs.KindSignerIssue)
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, ready.ID, ready.Profile, []byte("csr"), key); err != nil || claimed {
+		t.Errorf("OrderFinalizeBegin with a blocked key: claimed=%v err=%v; want not claimed", claimed, err)
+	}
+	if o := order(t, s, ready.ID); o.Status != acme.StatusReady {
+		t.Errorf("order finalized with a blocked key is %s, want still ready", o.Status)
+	}
+	if got := jobCount(t, x, jobs.KindSignerIssue); got != jobsBefore {
+		t.Errorf("signer_issue jobs = %d after a refused finalize, want %d", got, jobsBefore)
+	}
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, ready.ID, ready.Profile, []byte("csr"), testKey("fresh")); err != nil || !claimed {
+		t.Errorf("OrderFinalizeBegin with a new key: claimed=%v err=%v; want claimed", claimed, err)
+	}
+
+	ti, err := s.OrderToIssue(ctx, before.ID, 7*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ti.Blocked == nil || ti.Blocked.Type != acme.ProblemBadPublicKey || !strings.Contains(ti.Blocked.Detail, "generate a new key") {
+		t.Errorf("OrderToIssue of an order whose key was blocked after its finalize: Blocked = %+v, want badPublicKey saying to generate a new key", ti.Blocked)
+	}
+	if ti, err := s.OrderToIssue(ctx, ready.ID, 7*time.Hour); err != nil || ti.Blocked != nil {
+		t.Errorf("OrderToIssue of an order with a fresh key: Blocked = %+v, %v; want nil", ti.Blocked, err)
+	}
+}
