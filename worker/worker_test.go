@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -1282,6 +1283,64 @@ func TestUndeliveredCertificateRecorded(t *testing.T) {
 			}
 			if !audited {
 				t.Errorf("audit of %s: %+v; want a certificate.undelivered event naming order %s", c.Serial, evs, o.ID)
+			}
+		})
+	}
+}
+
+// TestBlockedKeyNotIssued: an order finalized before the key of its CSR
+// was reported compromised (store.KeyBlock, as a keyCompromise revocation
+// of another certificate of the key or an operator's hallmark keys block
+// would) fails with badPublicKey and nothing is signed (CA/B Forum BR
+// §6.1.1.3): OrderToIssue reads the block with the order. An order of a
+// fresh key, finalized alike, is issued, its certificate stored with its
+// key's hash (certRow), by which a later report of the key finds it.
+func TestBlockedKeyNotIssued(t *testing.T) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			r := newRig(t, rigOpts{kind: kind})
+			r.stopFirst(t) // the orders are finalized and the key blocked before any worker takes them
+			ctx := context.Background()
+			acct := r.account(t)
+			finalize := func(name string, key *ecdsa.PrivateKey) (*store.Order, []byte) {
+				now, _ := r.st.Now(ctx)
+				id := acme.Identifier{Type: acme.IdentifierDNS, Value: name}
+				o, err := r.st.OrderCreate(ctx, store.NewOrder{AccountID: acct.ID, Profile: "default",
+					Identifiers: []acme.Identifier{id}, Expires: now.Add(time.Hour),
+					Authzs: []*store.Authorization{{Identifier: id, Status: acme.StatusValid, Expires: now.Add(time.Hour)}}})
+				if err != nil || o.Status != acme.StatusReady {
+					t.Fatalf("born valid order: %+v, %v; want ready", o, err)
+				}
+				h, err := store.PublicKeyHash(key.Public())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, claimed, err := r.st.OrderFinalizeBegin(ctx, o.ID, o.Profile, csrFor(t, key, name), h); err != nil || !claimed {
+					t.Fatalf("finalize: %v %v", claimed, err)
+				}
+				return o, h
+			}
+			badKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+			goodKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+			blocked, badHash := finalize("blocked.worker.test", badKey)
+			fresh, goodHash := finalize("fresh.worker.test", goodKey)
+			if _, err := r.st.KeyBlock(ctx, store.BlockedKey{SPKIHash: badHash, Why: "reported by a test", Actor: "cli:test"}); err != nil {
+				t.Fatal(err)
+			}
+			r.startWorker(t, "blocked-worker", r.issuer, 0)
+
+			got := r.waitOrder(t, blocked.ID, acme.StatusInvalid)
+			if got.Error == nil || got.Error.Type != acme.ProblemBadPublicKey || !strings.Contains(got.Error.Detail, "generate a new key") {
+				t.Errorf("order of a blocked key: error %+v, want badPublicKey saying to generate a new key", got.Error)
+			}
+			c, _ := r.issued(t, fresh.ID)
+			if !bytes.Equal(c.SPKIHash, goodHash) {
+				t.Errorf("the issued certificate's key hash = %x, want %x (its key's)", c.SPKIHash, goodHash)
+			}
+			certs, _, err := r.st.CertificatesList(ctx, store.CertFilter{AccountID: acct.ID}, store.Page{})
+			if err != nil || len(certs) != 1 || certs[0].Serial != c.Serial {
+				t.Errorf("certificates of the account: %d, %v; want only the fresh key's %s (nothing signed for the blocked key)", len(certs), err, c.Serial)
 			}
 		})
 	}
