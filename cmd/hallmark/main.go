@@ -90,6 +90,7 @@ func main() {
 			jobsCommand(),
 			crlCommand(),
 			eabCommand(),
+			keysCommand(),
 			ariCommand(),
 			{
 				Name:  "version",
