@@ -98,4 +98,14 @@ type BlockedKeys interface {
 	// event. A key blocked already keeps its row (Already) and its
 	// certificates are revoked all the same.
 	KeyBlock(ctx context.Context, k BlockedKey) (KeyBlockResult, error)
+	// KeySweep revokes, as KeyBlock does, the unexpired, unrevoked
+	// certificates of the keys blocked since since that were stored no
+	// earlier than margin before their key's block: the ones a block's
+	// own search could not see. Such a certificate's order was read for
+	// signing before the block and stored after it (the worker's read
+	// and the certificate's insert bracket the signature), or in the
+	// block's own moment. Housekeeping runs it every minute, well inside
+	// BR §4.9.1.1's 24 hours. Certificates stored earlier than that were
+	// the block's own to revoke; one its backend refused stays so.
+	KeySweep(ctx context.Context, since time.Time, margin time.Duration) (KeyBlockResult, error)
 }

@@ -106,6 +106,18 @@ func coversAll(crl *store.CRL, revs []store.Revocation) bool {
 	return err == nil && l.Entries == len(revs) && len(l.Unlisted) == 0
 }
 
+// keySweepSince is how far back housekeeping looks for blocked keys whose
+// certificates a block could not see: longer than any certificate may take
+// from the worker's read of its order to its store (a job's retries
+// included), and the Baseline Requirements' 24 hours to revoke.
+// keySweepMargin is how long before a key's block such a certificate may
+// have been stored and still not be seen by the block's search: the two
+// transactions overlap, and each takes the time it started at.
+const (
+	keySweepSince  = 24 * time.Hour
+	keySweepMargin = time.Minute
+)
+
 // housekeeping runs the periodic sweeps. Each sweep's failure is logged and
 // the others still run; the job itself never fails a subject.
 func (w *Worker) housekeeping(ctx context.Context, _ jobs.Job[jobs.HousekeepingArgs]) error {
@@ -130,6 +142,14 @@ func (w *Worker) housekeeping(ctx context.Context, _ jobs.Job[jobs.HousekeepingA
 	now, err := w.store.Now(ctx)
 	if err != nil {
 		return jobs.CouldNotRun(fmt.Errorf("reading the database clock: %w", err))
+	}
+	// A certificate stored just after its key was blocked, whose order was
+	// read for signing just before (BR §4.9.1.1: revoked within 24 hours):
+	// the block's own search could not see it.
+	if r, err := w.store.KeySweep(ctx, now.Add(-keySweepSince), keySweepMargin); err != nil {
+		w.log.Warn("sweeping the certificates of keys blocked lately", "err", err)
+	} else if n := len(r.Revoked) + len(r.Queued); n > 0 {
+		w.log.Warn("certificates stored after their key was blocked, revoked (keyCompromise)", "count", n)
 	}
 	// A subject processing for longer than a job may take plus the rescue
 	// time, with no outstanding job, was stranded (its job was lost); one

@@ -27,6 +27,11 @@ CREATE TABLE blocked_keys (
 -- SQL cannot take a key out of DER, and migrations have no Go step; a
 -- revocation of such a certificate still blocks its key (the store hashes
 -- its DER), but it is not found as another certificate's sibling.
+-- The keys blocked lately, for housekeeping's sweep (KeySweep): a
+-- certificate whose order was read for signing before its key was blocked
+-- can be stored after the block's own search for the key's certificates.
+CREATE INDEX blocked_keys_at_idx ON blocked_keys (blocked_at);
+
 ALTER TABLE certificates ADD COLUMN spki_sha256 bytea;
 
 -- The siblings' lookup, by key. Every issuance pays one entry of 32 bytes

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/store"
@@ -15,6 +16,10 @@ const blockKeySQL = `INSERT INTO blocked_keys (spki_sha256, blocked_at, serial, 
 ON CONFLICT (spki_sha256) DO NOTHING`
 
 const blockedKeySQL = `SELECT spki_sha256, blocked_at, serial, why, actor FROM blocked_keys WHERE spki_sha256 = $1`
+
+// blockedSinceSQL is the keys blocked at $1 or later, by
+// blocked_keys_at_idx: the sweep's few, not every key ever blocked.
+const blockedSinceSQL = `SELECT spki_sha256, blocked_at, serial, why, actor FROM blocked_keys WHERE blocked_at >= $1 ORDER BY blocked_at`
 
 // keySiblingsSQL is the unexpired, unrevoked certificates of key $1, by
 // certificates_spki_idx (partial on spki_sha256 IS NOT NULL, which the
@@ -138,6 +143,17 @@ func (s *Store) blockKey(ctx context.Context, t *txn, k store.BlockedKey, report
 			return out, err
 		}
 	}
+	siblings, err := s.keySiblings(ctx, t, k.SPKIHash)
+	if err != nil {
+		return out, err
+	}
+	out.Revoked, out.Queued, err = s.revokeOfKey(ctx, t, k, siblings, report)
+	return out, err
+}
+
+// keySiblings are the unexpired, unrevoked certificates of the key whose
+// hash is h.
+func (s *Store) keySiblings(ctx context.Context, t *txn, h []byte) ([]*store.Certificate, error) {
 	var siblings []*store.Certificate
 	if err := collect(ctx, t, func(r Rows) error {
 		var seq int64
@@ -146,16 +162,23 @@ func (s *Store) blockKey(ctx context.Context, t *txn, k store.BlockedKey, report
 			siblings = append(siblings, c)
 		}
 		return err
-	}, keySiblingsSQL, k.SPKIHash); err != nil {
-		return out, fmt.Errorf("finding the certificates of the key: %w", err)
+	}, keySiblingsSQL, h); err != nil {
+		return nil, fmt.Errorf("finding the certificates of the key: %w", err)
 	}
-	if len(siblings) == 0 {
-		return out, nil
+	return siblings, nil
+}
+
+// revokeOfKey revokes certs, certificates of key k (blocked), with reason
+// keyCompromise: Hallmark's own as RevokeMany does, a relay's or custom
+// backend's by signer_revoke, each audited as reported by report.
+func (s *Store) revokeOfKey(ctx context.Context, t *txn, k store.BlockedKey, certs []*store.Certificate, report string) (revoked, queued []*store.Certificate, err error) {
+	if len(certs) == 0 {
+		return nil, nil, nil
 	}
 	ev := store.AuditEvent{Actor: k.Actor, Action: store.ActionKeyRevoke,
-		Detail: fmt.Sprintf("reason 1 (keyCompromise): its key %s was %s", hexKey, report)}
+		Detail: fmt.Sprintf("reason 1 (keyCompromise): its key %s was %s", k.Hex(), report)}
 	var local []string
-	for _, c := range siblings {
+	for _, c := range certs {
 		if !store.RemoteIssuer(c.IssuerID) {
 			local = append(local, c.Serial)
 			continue
@@ -168,29 +191,74 @@ func (s *Store) blockKey(ctx context.Context, t *txn, k store.BlockedKey, report
 		one.Subject = c.Serial
 		one.Detail += "; queued for its backend"
 		if err := s.audit(ctx, t, one); err != nil {
-			return out, err
+			return nil, nil, err
 		}
 		if _, err := s.enqueueJob(ctx, t, jobs.SignerRevokeArgs{Serial: c.Serial, Profile: c.Profile, Reason: store.ReasonKeyCompromise}); err != nil {
-			return out, err
+			return nil, nil, err
 		}
-		out.Queued = append(out.Queued, c)
+		queued = append(queued, c)
 	}
 	if len(local) == 0 {
-		return out, nil
+		return nil, queued, nil
 	}
-	revoked, err := s.revokeManyRows(ctx, t, local, store.ReasonKeyCompromise)
+	revoked, err = s.revokeManyRows(ctx, t, local, store.ReasonKeyCompromise)
 	if err != nil {
-		return out, fmt.Errorf("revoking the certificates of the key: %w", err)
+		return nil, nil, fmt.Errorf("revoking the certificates of the key: %w", err)
 	}
 	if len(revoked) == 0 {
-		return out, nil
+		return nil, queued, nil
 	}
 	if _, err := t.send(ctx, s.revokeManyRecords(revoked, ev)); err != nil {
-		return out, err
+		return nil, nil, err
 	}
 	if err := s.revokeManyJobs(ctx, t, revoked); err != nil {
-		return out, err
+		return nil, nil, err
 	}
-	out.Revoked = revoked
+	return revoked, queued, nil
+}
+
+func (s *Store) KeySweep(ctx context.Context, since time.Time, margin time.Duration) (store.KeyBlockResult, error) {
+	var out store.KeyBlockResult
+	err := s.inTx(ctx, func(t *txn) error {
+		out = store.KeyBlockResult{}
+		var keys []store.BlockedKey
+		if err := collect(ctx, t, func(r Rows) error {
+			var b store.BlockedKey
+			err := r.Scan(&b.SPKIHash, ts(&b.BlockedAt), &b.Serial, &b.Why, &b.Actor)
+			keys = append(keys, b)
+			return err
+		}, blockedSinceSQL, s.d.T(since)); err != nil {
+			return fmt.Errorf("reading the keys blocked since %s: %w", since.UTC().Format(time.RFC3339), err)
+		}
+		for _, k := range keys {
+			siblings, err := s.keySiblings(ctx, t, k.SPKIHash)
+			if err != nil {
+				return err
+			}
+			// Only what the block could not see: a certificate stored
+			// before it (less the margin) was its to revoke, and one
+			// still live is a relay's or custom backend's whose
+			// revocation is queued or was refused.
+			late := siblings[:0]
+			for _, c := range siblings {
+				if !c.IssuedAt.Before(k.BlockedAt.Add(-margin)) {
+					late = append(late, c)
+				}
+			}
+			actor := k.Actor
+			k.Actor = "housekeeping"
+			revoked, queued, err := s.revokeOfKey(ctx, t, k, late,
+				fmt.Sprintf("blocked at %s (by %s) while the certificate was being issued", k.BlockedAt.UTC().Format(time.RFC3339), actor))
+			if err != nil {
+				return err
+			}
+			out.Revoked = append(out.Revoked, revoked...)
+			out.Queued = append(out.Queued, queued...)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.KeyBlockResult{}, fmt.Errorf("sweeping the certificates of keys blocked lately: %w", err)
+	}
 	return out, nil
 }

@@ -227,3 +227,71 @@ func testKeyBlocked(t *testing.T, s store.Store, x Extras) {
 		t.Errorf("OrderToIssue of an order with a fresh key: Blocked = %+v, %v; want nil", ti.Blocked, err)
 	}
 }
+
+// testKeySweep: a certificate stored after its key was blocked, for an
+// order read for signing before the block (the race the block's own
+// search cannot see), is revoked with reason 1 by KeySweep, with its CRL
+// job and an audit event; a relay's certificate stored before the block,
+// whose backend was asked to revoke it by the block, is not asked again;
+// a second sweep, and a sweep of a window the block is not in, do nothing.
+func testKeySweep(t *testing.T, s store.Store, x Extras) {
+	ctx := ctxT(t)
+	p := rnd(6) + "-"
+	key := testKey(p)
+	acct := newAccount(t, s)
+	live := dbNow(t, s).Add(90 * 24 * time.Hour)
+	issueKeyed(t, s, acct, p+"relay", "relay:up", key, live)
+	// Finalized, and read by the worker, before the block.
+	racer := readyOrder(t, s, acct, p+"racer.keys.example.com")
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, racer.ID, racer.Profile, []byte("csr"), key); err != nil || !claimed {
+		t.Fatalf("OrderFinalizeBegin: claimed=%v err=%v", claimed, err)
+	}
+	if _, err := s.KeyBlock(ctx, store.BlockedKey{SPKIHash: key, Why: "reported by a third party", Actor: "cli:alice"}); err != nil {
+		t.Fatal(err)
+	}
+	// Stored after the block's search.
+	now := dbNow(t, s)
+	if err := s.OrderIssued(ctx, store.Issued{OrderID: racer.ID, Certificate: store.Certificate{
+		Serial: p + "racer", IssuerID: "issuer-2", DER: []byte{0x30, 0x01}, ChainPEM: []byte("-----BEGIN CERTIFICATE-----\n"),
+		Names: []string{p + "racer.keys.example.com"}, NotBefore: now.Add(-time.Hour), NotAfter: live, SPKIHash: key,
+	}}); err != nil {
+		t.Fatalf("storing the racing certificate: %v", err)
+	}
+	remoteBefore := jobCount(t, x, jobs.KindSignerRevoke)
+	crl := "SELECT count(*) FROM river_job WHERE kind = '" + jobs.KindCRLGenerate + "' AND queue = '" + jobs.IssuerQueue("issuer-2") + "'"
+	crlBefore := x.Int(t, crl)
+
+	if r, err := s.KeySweep(ctx, now.Add(time.Hour), 0); err != nil || len(r.Revoked)+len(r.Queued) != 0 {
+		t.Errorf("KeySweep of a window after the block = %+v, %v; want nothing", r, err)
+	}
+	r, err := s.KeySweep(ctx, now.Add(-time.Hour), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Revoked) != 1 || r.Revoked[0].Serial != p+"racer" || len(r.Queued) != 0 {
+		t.Errorf("KeySweep = %d revoked %v, %d queued; want the racing certificate revoked and the relay's not asked again", len(r.Revoked), r.Revoked, len(r.Queued))
+	}
+	if c, err := s.CertificateBySerial(ctx, p+"racer"); err != nil || c.RevokedAt == nil || c.RevocationReason != store.ReasonKeyCompromise {
+		t.Errorf("the racing certificate after the sweep: %+v, %v; want revoked with reason 1", c, err)
+	}
+	if got := x.Int(t, crl); got <= crlBefore {
+		t.Errorf("crl_generate jobs of issuer-2 = %d after the sweep, want more than %d", got, crlBefore)
+	}
+	if got := jobCount(t, x, jobs.KindSignerRevoke); got != remoteBefore {
+		t.Errorf("signer_revoke jobs = %d after the sweep, want %d: the relay's certificate was asked for again", got, remoteBefore)
+	}
+	events, _, err := s.AuditList(ctx, store.Page{Limit: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var audited bool
+	for _, e := range events {
+		audited = audited || (e.Action == store.ActionKeyRevoke && e.Subject == p+"racer" && e.Actor == "housekeeping")
+	}
+	if !audited {
+		t.Errorf("no %s audit event by housekeeping for %sracer", store.ActionKeyRevoke, p)
+	}
+	if r, err := s.KeySweep(ctx, now.Add(-time.Hour), 0); err != nil || len(r.Revoked)+len(r.Queued) != 0 {
+		t.Errorf("a second KeySweep = %+v, %v; want nothing left", r, err)
+	}
+}

@@ -88,6 +88,7 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"RevokeRecorded", testRevokeRecorded},
 		{"KeyCompromise", testKeyCompromise},         // blockedkeys.go
 		{"KeyBlocked", testKeyBlocked},               // blockedkeys.go
+		{"KeySweep", testKeySweep},                   // blockedkeys.go
 		{"UndeliveredRecord", testUndeliveredRecord}, // undelivered.go
 		{"CRLMonotonic", testCRLMonotonic},
 		{"Leases", testLeases},
