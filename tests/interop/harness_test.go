@@ -255,6 +255,8 @@ func startTXTControl(t *testing.T, dns *testdns.Server) string {
 //	certbot-auth | certbot-cleanup   (CERTBOT_DOMAIN, CERTBOT_VALIDATION in the environment)
 //	present | cleanup FQDN VALUE     (lego's exec provider; "timeout" is answered with nothing)
 //	noop                             (certbot --manual for http-01 when the test serves the answer)
+//	dehydrated HOOK ARGS...          (dehydrated's --hook, through hookWrapper)
+//	uacme METHOD TYPE IDENT TOKEN AUTH (uacme's --hook, through hookWrapper)
 func runHook(args []string) int {
 	if len(args) == 0 {
 		fmt.Fprintln(os.Stderr, "hook: no mode")
@@ -264,6 +266,29 @@ func runHook(args []string) int {
 	switch args[0] {
 	case "noop", "timeout":
 		return 0
+	case "dehydrated":
+		// dehydrated calls one hook program for every event
+		// (deploy_cert, exit_hook, ...; it probes with a made-up name
+		// before it starts) and requires a hook to exit 0 on the ones it
+		// does not handle. Its dns-01 events carry DOMAIN TOKEN_FILENAME
+		// TOKEN_VALUE, TOKEN_VALUE being the TXT record's value.
+		if len(args) < 2 {
+			fmt.Fprintln(os.Stderr, "hook: dehydrated wants a hook name")
+			return 2
+		}
+		switch args[1] {
+		case "deploy_challenge", "clean_challenge":
+			if len(args) != 5 {
+				fmt.Fprintf(os.Stderr, "hook: dehydrated %s wants DOMAIN TOKEN_FILENAME TOKEN_VALUE, got %q\n", args[1], args[2:])
+				return 2
+			}
+			op = map[string]string{"deploy_challenge": "add", "clean_challenge": "del"}[args[1]]
+			name, value = "_acme-challenge."+args[2], args[4]
+		default:
+			return 0
+		}
+	case "uacme":
+		return uacmeHook(args[1:])
 	case "certbot-auth", "certbot-cleanup":
 		op = map[string]string{"certbot-auth": "add", "certbot-cleanup": "del"}[args[0]]
 		name, value = "_acme-challenge."+os.Getenv("CERTBOT_DOMAIN"), os.Getenv("CERTBOT_VALIDATION")
@@ -278,6 +303,12 @@ func runHook(args []string) int {
 		fmt.Fprintf(os.Stderr, "hook: unknown mode %q\n", args[0])
 		return 2
 	}
+	return postTXT(op, name, value)
+}
+
+// postTXT asks the test's control endpoint to add or delete (op) the TXT
+// record value at name, and returns the hook's exit code.
+func postTXT(op, name, value string) int {
 	resp, err := http.PostForm(os.Getenv("HALLMARK_INTEROP_HOOK_URL")+"/txt", url.Values{"op": {op}, "name": {name}, "value": {value}})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "hook: %v\n", err)
@@ -290,4 +321,61 @@ func runHook(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// uacmeHook answers uacme's hook calls: METHOD (begin, done, failed) TYPE
+// IDENT TOKEN AUTH, AUTH being for dns-01 the TXT record's value already.
+// uacme offers each of an authorization's challenges in turn and takes the
+// first one the hook accepts (exit 0) at begin, so the test picks the type
+// with HALLMARK_INTEROP_CHALLENGE and declines the others. An accepted
+// http-01 answer is written to the directory HALLMARK_INTEROP_WEBROOT,
+// which the test serves on the worker's http-01 port.
+func uacmeHook(args []string) int {
+	if len(args) != 5 {
+		fmt.Fprintf(os.Stderr, "hook: uacme wants METHOD TYPE IDENT TOKEN AUTH, got %q\n", args)
+		return 2
+	}
+	method, typ, ident, token, auth := args[0], args[1], args[2], args[3], args[4]
+	if typ != os.Getenv("HALLMARK_INTEROP_CHALLENGE") {
+		return 1 // declined: uacme offers the next challenge
+	}
+	switch typ {
+	case "dns-01":
+		op := "add"
+		if method != "begin" {
+			op = "del"
+		}
+		return postTXT(op, "_acme-challenge."+ident, auth)
+	case "http-01":
+		if token == "" || filepath.Base(token) != token || strings.HasPrefix(token, ".") {
+			fmt.Fprintf(os.Stderr, "hook: token %q is not a file name\n", token)
+			return 1
+		}
+		p := filepath.Join(os.Getenv("HALLMARK_INTEROP_WEBROOT"), token)
+		var err error
+		if method == "begin" {
+			err = os.WriteFile(p, []byte(auth), 0o644)
+		} else {
+			err = os.Remove(p)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "hook: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	return 1
+}
+
+// hookWrapper writes an executable script that runs this test binary as a
+// hook in mode: dehydrated and uacme execute their hook program by path
+// with no arguments of the test's own, so the mode has to be in a file.
+func hookWrapper(t *testing.T, mode string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), mode+"-hook")
+	script := fmt.Sprintf("#!/bin/sh\nexec '%s' %s \"$@\"\n", hookPath(t), mode)
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -83,7 +83,7 @@ func printMatrix() {
 	var b strings.Builder
 	fmt.Fprintln(&b, "interoperability matrix (client, scenario, store, signing backend, outcome):")
 	for _, r := range matrix.rows {
-		fmt.Fprintf(&b, "INTEROP %-8s %-26s %-9s %-7s %s\n", r.client, r.scenario, r.store, r.backend, r.result)
+		fmt.Fprintf(&b, "INTEROP %-10s %-26s %-9s %-7s %s\n", r.client, r.scenario, r.store, r.backend, r.result)
 	}
 	fmt.Print(b.String())
 	if p := os.Getenv("HALLMARK_INTEROP_MATRIX"); p != "" {
@@ -138,6 +138,23 @@ func (ca *CA) serveWrongHTTP01(t *testing.T) {
 	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "not-the-key-authorization.at-all")
 	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+}
+
+// serveWebroot serves the files in dir as http-01 answers
+// (/.well-known/acme-challenge/<token>) on the worker's http-01 port until
+// the test ends: a web server with a webroot, for clients that write their
+// answers to a directory (dehydrated's WELLKNOWN, uacme's hook).
+func (ca *CA) serveWebroot(t *testing.T, dir string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", ca.HTTPPort))
+	if err != nil {
+		t.Fatalf("listening on the http-01 port: %v", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/.well-known/acme-challenge/", http.StripPrefix("/.well-known/acme-challenge/", http.FileServer(http.Dir(dir))))
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: mux}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 }
