@@ -1,8 +1,8 @@
 // Package interop proves that the ACME clients people actually use —
-// certbot and lego, the Debian packages — get, renew and revoke
-// certificates from the real hallmark-frontend and hallmark-worker binaries,
-// over every challenge type, against every store, and that the failures a
-// user can cause reach the client as the right ACME problem.
+// certbot, lego, dehydrated and uacme, the Debian packages — get, renew and
+// revoke certificates from the real hallmark-frontend and hallmark-worker
+// binaries, over every challenge type, against every store, and that the
+// failures a user can cause reach the client as the right ACME problem.
 //
 // The suite prints its matrix (one line per client, scenario, store and
 // signing backend) from TestMain. `go test ./...` hides a passing package's
@@ -10,9 +10,10 @@
 // `make test` sets it and prints the file.
 //
 // The test binary doubles as the clients' DNS hook (certbot's
-// --manual-auth-hook, lego's exec provider): run with HALLMARK_INTEROP_HOOK=1
-// it posts the TXT record to the test's control endpoint, which puts it in
-// the loopback DNS server the worker resolves through.
+// --manual-auth-hook, lego's exec provider, dehydrated's and uacme's hook
+// programs, and uacme's http-01 hook): run with HALLMARK_INTEROP_HOOK=1 it
+// posts the TXT record to the test's control endpoint, which puts it in the
+// loopback DNS server the worker resolves through.
 package interop
 
 import (
@@ -57,12 +58,15 @@ func runSuite(m *testing.M) int {
 	explicit := false
 	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
 	if !explicit {
-		_ = flag.Set("test.parallel", fmt.Sprint(len(stores)*len(backends)*2))
+		_ = flag.Set("test.parallel", fmt.Sprint(len(stores)*len(backends)*len(clients)))
 	}
 	code := m.Run()
 	printMatrix()
 	return code
 }
+
+// clients are the ACME clients the suite drives, one Test function each.
+var clients = []string{"certbot", "lego", "dehydrated", "uacme"}
 
 var (
 	requireTool = harness.RequireTool

@@ -167,7 +167,7 @@ func uacmeScenarios(t *testing.T, c cell, u uacmeRunner) {
 		u.mustRun(t, "", "-r", "1", "revoke", u.cert(httpName))
 		ca.waitRevoked(t, leaf, 1)
 	})
-	c.scenario(t, "revoke/superseded (cert key)", func(t *testing.T) {
+	c.scenario(t, "revoke/superseded/cert-key", func(t *testing.T) {
 		// Given the certificate's key, uacme signs the request with that
 		// key (a jwk JWS, RFC 8555 §7.6), the way to revoke without the
 		// account; no other client in the matrix does this.
