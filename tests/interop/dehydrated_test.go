@@ -1,7 +1,6 @@
 package interop
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,20 +23,36 @@ type dehydratedRunner struct {
 func newDehydrated(t *testing.T, ca *CA, bin string) dehydratedRunner {
 	t.Helper()
 	d := dehydratedRunner{ca: ca, bin: bin, dir: t.TempDir()}
+	d.config = filepath.Join(d.dir, "config")
 	if err := os.Mkdir(d.wellKnown(), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// The configuration file is bash that dehydrated sources. KEYSIZE is
-	// the RSA account key's size (4096 by default, which only makes
-	// openssl slower here); certificate keys stay at dehydrated's default,
-	// P-384.
-	d.config = filepath.Join(d.dir, "config")
-	conf := fmt.Sprintf("CA='%s/directory'\nBASEDIR='%s'\nWELLKNOWN='%s'\nCONTACT_EMAIL='interop@hallmark.test'\nKEYSIZE=2048\n",
-		ca.BaseURL, d.dir, d.wellKnown())
+	d.configure(t, "interop@hallmark.test")
+	return d
+}
+
+// configure writes dehydrated's configuration file, bash that it sources,
+// with contact as the account's email. KEYSIZE is the RSA account key's
+// size (4096 by default, which only makes openssl slower here);
+// certificate keys stay at dehydrated's default, P-384.
+func (d dehydratedRunner) configure(t *testing.T, contact string) {
+	t.Helper()
+	conf := fmt.Sprintf("CA='%s/directory'\nBASEDIR='%s'\nWELLKNOWN='%s'\nCONTACT_EMAIL='%s'\nKEYSIZE=2048\n",
+		d.ca.BaseURL, d.dir, d.wellKnown(), contact)
 	if err := os.WriteFile(d.config, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return d
+}
+
+// accountKey is the account key dehydrated generated for this CA:
+// accounts/<CA hash>/account_key.pem.
+func (d dehydratedRunner) accountKey(t *testing.T) string {
+	t.Helper()
+	keys, _ := filepath.Glob(filepath.Join(d.dir, "accounts", "*", "account_key.pem"))
+	if len(keys) != 1 {
+		t.Fatalf("dehydrated's account keys: %q, want one", keys)
+	}
+	return keys[0]
 }
 
 func (d dehydratedRunner) wellKnown() string { return filepath.Join(d.dir, "wellknown") }
@@ -97,23 +112,7 @@ func dehydratedScenarios(t *testing.T, c cell, d dehydratedRunner) {
 
 	registered := c.scenario(t, "register", func(t *testing.T) {
 		d.mustRun(t, "--register", "--accept-terms")
-		// dehydrated stores the CA's newAccount answer as the account's
-		// registration_info.json.
-		infos, _ := filepath.Glob(filepath.Join(d.dir, "accounts", "*", "registration_info.json"))
-		if len(infos) != 1 {
-			t.Fatalf("dehydrated's accounts: %q, want one registration_info.json", infos)
-		}
-		var acct struct {
-			Status  string   `json:"status"`
-			Contact []string `json:"contact"`
-		}
-		b, err := os.ReadFile(infos[0])
-		if err == nil {
-			err = json.Unmarshal(b, &acct)
-		}
-		if err != nil || acct.Status != "valid" || len(acct.Contact) != 1 || acct.Contact[0] != "mailto:interop@hallmark.test" {
-			t.Fatalf("the account the CA returned: %+v (%v)\n%s", acct, err, b)
-		}
+		wantContact(t, ca.accountByKey(t, d.accountKey(t)), "interop@hallmark.test")
 	})
 	if !registered {
 		return
@@ -177,5 +176,18 @@ func dehydratedScenarios(t *testing.T, c cell, d dehydratedRunner) {
 	c.scenario(t, "fail/policy", func(t *testing.T) {
 		out, err := d.run(t, append([]string{"--cron", "--domain", "host." + deniedDomain}, d.dns01(t)...)...)
 		wantProblem(t, out, err, "rejectedIdentifier")
+	})
+
+	// The account's life ends here.
+	c.scenario(t, "update_account", func(t *testing.T) {
+		// --account sends the configuration's CONTACT_EMAIL.
+		d.configure(t, "changed@hallmark.test")
+		d.mustRun(t, "--account")
+		wantContact(t, ca.accountByKey(t, d.accountKey(t)), "changed@hallmark.test")
+	})
+	c.scenario(t, "deactivate", func(t *testing.T) {
+		client := ca.accountByKey(t, d.accountKey(t))
+		d.mustRun(t, "--deactivate")
+		wantDeactivated(t, client)
 	})
 }

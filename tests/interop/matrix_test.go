@@ -1,7 +1,10 @@
 package interop
 
 import (
+	"crypto"
 	"crypto/x509"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/acme"
 
 	"github.com/hallmark-ca/hallmark/tests/harness"
 )
@@ -168,5 +173,56 @@ func wantProblem(t *testing.T, out string, err error, typ string) {
 	}
 	if !strings.Contains(out, "urn:ietf:params:acme:error:"+typ) && !strings.Contains(out, "Type:   "+typ) {
 		t.Fatalf("the client's output does not name the %s problem:\n%s", typ, tail(out, 3000))
+	}
+}
+
+// accountByKey is an ACME client (golang.org/x/crypto/acme) holding the
+// account key another client keeps in the PEM file keyPath (PKCS #1, PKCS
+// #8 or SEC 1), so the test can ask the CA about that client's account the
+// way any client would: by its key (newAccount with onlyReturnExisting).
+func (ca *CA) accountByKey(t *testing.T, keyPath string) *acme.Client {
+	t.Helper()
+	b, err := os.ReadFile(keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		t.Fatalf("no PEM block in the account key %s", keyPath)
+	}
+	var key any
+	switch block.Type {
+	case "RSA PRIVATE KEY":
+		key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
+	case "EC PRIVATE KEY":
+		key, err = x509.ParseECPrivateKey(block.Bytes)
+	default:
+		key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+	}
+	signer, ok := key.(crypto.Signer)
+	if err != nil || !ok {
+		t.Fatalf("the account key %s (%s): %v", keyPath, block.Type, err)
+	}
+	return &acme.Client{Key: signer, DirectoryURL: ca.BaseURL + "/directory", HTTPClient: ca.HTTPClient()}
+}
+
+// wantContact fails unless the CA holds client's account as valid with
+// exactly the contact mailto:email.
+func wantContact(t *testing.T, client *acme.Client, email string) {
+	t.Helper()
+	a, err := client.GetReg(t.Context(), "")
+	if err != nil || a.Status != acme.StatusValid || len(a.Contact) != 1 || a.Contact[0] != "mailto:"+email {
+		t.Fatalf("the CA's account for the client's key: %+v, %v; want it valid with contact mailto:%s", a, err, email)
+	}
+}
+
+// wantDeactivated fails unless the CA refuses client's account key as a
+// deactivated account's: RFC 8555 §7.3.6, 401 unauthorized.
+func wantDeactivated(t *testing.T, client *acme.Client) {
+	t.Helper()
+	_, err := client.GetReg(t.Context(), "")
+	var ae *acme.Error
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusUnauthorized || ae.ProblemType != "urn:ietf:params:acme:error:unauthorized" {
+		t.Fatalf("the client's account after deactivation: %v; want 401 unauthorized (the CA did not deactivate the account)", err)
 	}
 }

@@ -85,6 +85,9 @@ func (u uacmeRunner) mustRun(t *testing.T, challenge string, args ...string) str
 // identifier, wildcard label dropped>/cert.pem.
 func (u uacmeRunner) cert(name string) string { return filepath.Join(u.conf, name, "cert.pem") }
 
+// accountKey is uacme's account key.
+func (u uacmeRunner) accountKey() string { return filepath.Join(u.conf, "private", "key.pem") }
+
 // key is the certificate key uacme generated for name.
 func (u uacmeRunner) key(name string) string {
 	return filepath.Join(u.conf, "private", name, "key.pem")
@@ -130,6 +133,7 @@ func uacmeScenarios(t *testing.T, c cell, u uacmeRunner) {
 		if m == nil || !strings.HasPrefix(m[1], ca.BaseURL+"/") {
 			t.Fatalf("uacme new did not report an account at the CA:\n%s", tail(out, 2000))
 		}
+		wantContact(t, ca.accountByKey(t, u.accountKey()), "interop@hallmark.test")
 	})
 	if !registered {
 		return
@@ -194,5 +198,16 @@ func uacmeScenarios(t *testing.T, c cell, u uacmeRunner) {
 	c.scenario(t, "fail/policy", func(t *testing.T) {
 		out, err := u.run(t, "dns-01", "issue", "host."+deniedDomain)
 		wantProblem(t, out, err, "rejectedIdentifier")
+	})
+
+	// The account's life ends here.
+	c.scenario(t, "update_account", func(t *testing.T) {
+		u.mustRun(t, "", "update", "changed@hallmark.test")
+		wantContact(t, ca.accountByKey(t, u.accountKey()), "changed@hallmark.test")
+	})
+	c.scenario(t, "deactivate", func(t *testing.T) {
+		client := ca.accountByKey(t, u.accountKey())
+		u.mustRun(t, "", "deactivate")
+		wantDeactivated(t, client)
 	})
 }
