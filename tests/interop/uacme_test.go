@@ -1,6 +1,7 @@
 package interop
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -153,6 +154,17 @@ func uacmeScenarios(t *testing.T, c cell, u uacmeRunner) {
 		leaf := ca.verifyChain(t, u.cert("wild.uacme.test"), "any.wild.uacme.test")
 		if len(leaf.DNSNames) != 2 {
 			t.Fatalf("wildcard certificate names %v, want *.wild.uacme.test and wild.uacme.test", leaf.DNSNames)
+		}
+	})
+	c.scenario(t, "ip/http-01", func(t *testing.T) {
+		// uacme sends an address as an "ip" identifier (RFC 8738 §3), the
+		// one Debian client that does; the worker fetches the answer from
+		// the address itself.
+		ca.serveWebroot(t, u.webroot)
+		u.mustRun(t, "http-01", "issue", "127.0.0.1")
+		leaf := ca.verifyChain(t, u.cert("127.0.0.1"), "127.0.0.1")
+		if len(leaf.IPAddresses) != 1 || !leaf.IPAddresses[0].Equal(net.IPv4(127, 0, 0, 1)) || len(leaf.DNSNames) != 0 {
+			t.Fatalf("IP certificate names: ip %v dns %v, want exactly 127.0.0.1", leaf.IPAddresses, leaf.DNSNames)
 		}
 	})
 	c.scenario(t, "renew/force", func(t *testing.T) {
