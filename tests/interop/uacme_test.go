@@ -24,7 +24,9 @@ import (
 // the CA's root is bind-mounted over /etc/ssl/certs: uacme verifies the
 // CA's certificate for real, against that root alone, and no file on the
 // machine changes. The tls/root-not-trusted scenario shows that uacme,
-// run without the namespace, refuses the CA.
+// run without the namespace, refuses the CA. The namespace needs root or
+// unprivileged user namespaces; where a container allows neither, unshare
+// fails and so does every uacme row (in CI): there is no weaker fallback.
 type uacmeRunner struct {
 	ca      *CA
 	bin     string
