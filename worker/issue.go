@@ -51,31 +51,29 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		}
 		return nil
 	}
+	// refuse fails the order for p, before any key operation for it; a
+	// certificate an earlier attempt signed before what p says was seen
+	// is recorded revoked (why: what happened to the order).
+	refuse := func(p acme.Problem, why string) error {
+		if err := fail(p); err != nil {
+			return err
+		}
+		if v, ok := w.unstored.LoadAndDelete(o.ID); ok {
+			return w.undelivered(ctx, o, args.Profile, v.(unstoredCert), why)
+		}
+		return nil
+	}
 	if ti.Lapsed != nil {
 		// Its account or an authorization stopped being valid since the
 		// finalize, and the deactivation did not move the order (on
 		// PostgreSQL it may not have seen an order newOrder committed
-		// during it): no certificate, and no key operation for one.
-		if err := fail(*ti.Lapsed); err != nil {
-			return err
-		}
-		if v, ok := w.unstored.LoadAndDelete(o.ID); ok {
-			// An earlier attempt signed it before the lapse was seen.
-			return w.undelivered(ctx, o, args.Profile, v.(unstoredCert), "lost its account or an authorization")
-		}
-		return nil
+		// during it).
+		return refuse(*ti.Lapsed, "lost its account or an authorization")
 	}
 	if ti.Blocked != nil {
 		// The CSR's key was reported compromised since the finalize
-		// (CA/B Forum BR §6.1.1.3): no certificate, and no key operation
-		// for one. One an earlier attempt signed is recorded revoked.
-		if err := fail(*ti.Blocked); err != nil {
-			return err
-		}
-		if v, ok := w.unstored.LoadAndDelete(o.ID); ok {
-			return w.undelivered(ctx, o, args.Profile, v.(unstoredCert), "had its key reported compromised")
-		}
-		return nil
+		// (CA/B Forum BR §6.1.1.3).
+		return refuse(*ti.Blocked, "had its key reported compromised")
 	}
 	if v, ok := w.unstored.LoadAndDelete(o.ID); ok {
 		// An earlier attempt signed and could not store: store that
