@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hallmark-ca/hallmark/jobs"
@@ -100,9 +101,10 @@ func keyHashOf(c *store.Certificate) []byte {
 }
 
 // compromised blocks the keys of certs, just revoked in t with reason
-// keyCompromise by ev's actor, and revokes each key's other certificates
-// (blockKey): CA/B Forum BR §6.1.1.3 and §4.9.1.1. A certificate whose
-// key cannot be read blocks nothing.
+// keyCompromise by ev's actor, or queued for their backend to revoke so
+// (RevokeQueue), and revokes each key's other certificates (blockKey):
+// CA/B Forum BR §6.1.1.3 and §4.9.1.1. A certificate whose key cannot be
+// read blocks nothing.
 func (s *Store) compromised(ctx context.Context, t *txn, certs []*store.Certificate, ev store.AuditEvent) error {
 	seen := map[string]bool{}
 	for _, c := range certs {
@@ -116,7 +118,7 @@ func (s *Store) compromised(ctx context.Context, t *txn, certs []*store.Certific
 			why += ": " + ev.Detail
 		}
 		if _, err := s.blockKey(ctx, t, store.BlockedKey{SPKIHash: h, Serial: c.Serial, Why: why, Actor: ev.Actor},
-			"reported compromised by the revocation of certificate "+c.Serial); err != nil {
+			"reported compromised by the revocation of certificate "+c.Serial, certs...); err != nil {
 			return err
 		}
 	}
@@ -129,8 +131,10 @@ func (s *Store) compromised(ctx context.Context, t *txn, certs []*store.Certific
 // crl_generate per issuer), a relay's or custom backend's by a
 // signer_revoke job on its profile's queue, as RevokeQueue does. Each
 // certificate has an audit event whose detail says the key was reported
-// (report: by what). Result.Key is left for the caller.
-func (s *Store) blockKey(ctx context.Context, t *txn, k store.BlockedKey, report string) (store.KeyBlockResult, error) {
+// (report: by what); the reporting certificates (reporters) are not its
+// siblings, whether revoked already or queued for their backend. Result.Key
+// is left for the caller.
+func (s *Store) blockKey(ctx context.Context, t *txn, k store.BlockedKey, report string, reporters ...*store.Certificate) (store.KeyBlockResult, error) {
 	var out store.KeyBlockResult
 	n, err := t.exec(ctx, blockKeySQL, k.SPKIHash, k.Serial, k.Why, k.Actor)
 	if err != nil {
@@ -147,6 +151,9 @@ func (s *Store) blockKey(ctx context.Context, t *txn, k store.BlockedKey, report
 	if err != nil {
 		return out, err
 	}
+	siblings = slices.DeleteFunc(siblings, func(c *store.Certificate) bool {
+		return slices.ContainsFunc(reporters, func(r *store.Certificate) bool { return r.Serial == c.Serial })
+	})
 	out.Revoked, out.Queued, err = s.revokeOfKey(ctx, t, k, siblings, report)
 	return out, err
 }

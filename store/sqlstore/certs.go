@@ -252,7 +252,14 @@ func (s *Store) RevokeQueue(ctx context.Context, serial, profile string, reason 
 			return err
 		}
 		id, err = s.enqueueJob(ctx, t, jobs.SignerRevokeArgs{Serial: serial, Profile: profile, Reason: reason})
-		return err
+		if err != nil || reason != store.ReasonKeyCompromise {
+			return err
+		}
+		// The report is of the key, whatever the backend answers or when:
+		// the key is blocked and its other certificates revoked now, not
+		// when the backend's revocation is recorded (a request that joined
+		// an earlier job for another reason would never block it).
+		return s.compromised(ctx, t, []*store.Certificate{c}, ev)
 	})
 	if err != nil {
 		return 0, err
