@@ -144,16 +144,7 @@ func legoScenarios(t *testing.T, c cell, l legoRunner) {
 	c.scenario(t, "csr", func(t *testing.T) {
 		name := "csr.lego.test"
 		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-			Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
-		}, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		csrPath := filepath.Join(t.TempDir(), "req.csr")
-		if err := os.WriteFile(csrPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		csrPath := csrFile(t, key, name)
 		l.mustRun(t, append(append([]string{"--csr", csrPath}, l.http()...), "run")...)
 		leaf := ca.verifyChain(t, l.certPath(name), name)
 		if !key.PublicKey.Equal(leaf.PublicKey) {
@@ -179,6 +170,20 @@ func legoScenarios(t *testing.T, c cell, l legoRunner) {
 		leaf := readCert(t, l.certPath(rsaCert))
 		l.mustRun(t, "--domains", rsaCert, "revoke", "--reason", "1")
 		ca.waitRevoked(t, leaf, 1)
+	})
+
+	// A key reported compromised (CA/B Forum BR §6.1.1.3): once lego
+	// revokes a certificate of it with reason keyCompromise, a CSR with
+	// that key is refused at finalize with badPublicKey.
+	c.scenario(t, "fail/blocked-key", func(t *testing.T) {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		first := "blocked.lego.test"
+		l.mustRun(t, append(append([]string{"--csr", csrFile(t, key, first)}, l.http()...), "run")...)
+		leaf := ca.verifyChain(t, l.certPath(first), first)
+		l.mustRun(t, "--domains", first, "revoke", "--reason", "1")
+		ca.waitRevoked(t, leaf, 1)
+		out, err := l.run(t, append(append([]string{"--csr", csrFile(t, key, "again.blocked.lego.test")}, l.http()...), "run")...)
+		wantProblem(t, out, err, "badPublicKey")
 	})
 
 	// Failures a user can cause, and the problem lego must show them.
@@ -213,4 +218,20 @@ func currentLego(t *testing.T) string {
 	}
 	t.Skip("SKIPPING: set HALLMARK_LEGO_ARI to lego ≥ 4.17 (see .ci/run) for the IP identifier scenarios")
 	return ""
+}
+
+// csrFile writes a PEM CSR for name with key and returns its path.
+func csrFile(t *testing.T, key *ecdsa.PrivateKey, name string) string {
+	t.Helper()
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+	}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "req.csr")
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
