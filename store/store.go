@@ -33,9 +33,10 @@ var (
 	ErrAuthzUnusable = errors.New("store: an authorization to reuse is no longer valid")
 	// ErrUnauthorized is OrderIssued refusing to record a certificate for
 	// an order still processing whose account or one of whose
-	// authorizations stopped being valid while it was signed: the caller
-	// fails the order (OrderFail), and the certificate is not delivered.
-	ErrUnauthorized = errors.New("store: the order's account or an authorization of it is no longer valid")
+	// authorizations stopped being valid, or whose CSR's key was blocked,
+	// while it was signed: the caller fails the order (OrderFail, with
+	// what OrderToIssue reads), and the certificate is not delivered.
+	ErrUnauthorized = errors.New("store: the order's account or an authorization of it is no longer valid, or its key was reported compromised")
 )
 
 // ToIssue is what the issuing worker reads of an order (OrderToIssue).

@@ -39,7 +39,7 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		// signed and could not store is recorded, revoked: the order did
 		// not take it.
 		if v, ok := w.unstored.LoadAndDelete(o.ID); ok {
-			return w.undelivered(ctx, o, args.Profile, v.(unstoredCert), "is "+string(o.Status)+", no longer processing")
+			return w.undelivered(ctx, o, args.Profile, v.(unstoredCert), "is "+string(o.Status)+", no longer processing", undeliveredReason)
 		}
 		return nil
 	}
@@ -59,7 +59,7 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 			return err
 		}
 		if v, ok := w.unstored.LoadAndDelete(o.ID); ok {
-			return w.undelivered(ctx, o, args.Profile, v.(unstoredCert), why)
+			return w.undelivered(ctx, o, args.Profile, v.(unstoredCert), why, undeliveredReasonFor(p))
 		}
 		return nil
 	}
@@ -135,12 +135,15 @@ func (w *Worker) storeIssued(ctx context.Context, o *store.Order, profile string
 		// was signed, and the order is still processing: the swap stored
 		// nothing; the order fails with the reason OrderToIssue reads.
 		p := acme.Problem{Type: acme.ProblemUnauthorized, Detail: "the account or an authorization of this order stopped being valid while the certificate was issued, so it was not; create a new order"}
+		why := "lost its account or an authorization"
 		if ti, err := w.store.OrderToIssue(ctx, o.ID, caaRecheckAfter); err == nil && ti.Lapsed != nil {
 			p = *ti.Lapsed
+		} else if err == nil && ti.Blocked != nil {
+			p, why = *ti.Blocked, "had its key reported compromised"
 		}
 		// c is recorded first, so an order a client sees invalid has its
 		// certificate accounted for; a retry fails the order (issueOrder).
-		if err := w.undelivered(ctx, o, profile, c, "lost its account or an authorization"); err != nil {
+		if err := w.undelivered(ctx, o, profile, c, why, undeliveredReasonFor(p)); err != nil {
 			return err
 		}
 		if err := w.store.OrderFail(ctx, o.ID, p); err != nil && !errors.Is(err, store.ErrConflict) {
@@ -151,7 +154,7 @@ func (w *Worker) storeIssued(ctx context.Context, o *store.Order, profile string
 	if errors.Is(err, store.ErrConflict) {
 		// The order left processing while it was signed: its account or
 		// an authorization was deactivated, or an operator abandoned it.
-		return w.undelivered(ctx, o, profile, c, "left processing")
+		return w.undelivered(ctx, o, profile, c, "left processing", undeliveredReason)
 	}
 	if err != nil {
 		w.unstored.Store(o.ID, c)
@@ -190,8 +193,28 @@ func certRow(o *store.Order, profile string, c unstoredCert) store.Certificate {
 
 // undeliveredReason is the RFC 5280 CRLReason an undelivered certificate
 // is revoked with: cessationOfOperation, "no longer needed" — nobody holds
-// it, and nothing about its key or its subscriber is suspect.
+// it, and nothing about its key or its subscriber is suspect; unless its
+// key was reported compromised while it was signed (undeliveredReasonFor).
 const undeliveredReason = 5
+
+// undeliveredReasonFor is the reason an undelivered certificate is revoked
+// with when its order failed for p: keyCompromise for a key blocked while
+// it was signed (badPublicKey), else undeliveredReason.
+func undeliveredReasonFor(p acme.Problem) int {
+	if p.Type == acme.ProblemBadPublicKey {
+		return store.ReasonKeyCompromise
+	}
+	return undeliveredReason
+}
+
+// reasonName is the RFC 5280 name of the reasons an undelivered
+// certificate is revoked with.
+func reasonName(r int) string {
+	if r == store.ReasonKeyCompromise {
+		return "keyCompromise"
+	}
+	return "cessationOfOperation"
+}
 
 // undelivered records c, signed for o when o could no longer take it (why
 // says what happened to o), as revoked (store.UndeliveredRecord): the CA's
@@ -199,15 +222,15 @@ const undeliveredReason = 5
 // relay or custom backend that issued it to revoke it, rather than leave a
 // signature nobody can account for. When the store fails, c is kept for the
 // job's retry on this worker, which records it (issueOrder).
-func (w *Worker) undelivered(ctx context.Context, o *store.Order, profile string, c unstoredCert, why string) error {
+func (w *Worker) undelivered(ctx context.Context, o *store.Order, profile string, c unstoredCert, why string, reason int) error {
 	serial := c.issued.SerialHex
-	revoked := fmt.Sprintf("revoked with reason %d (cessationOfOperation)", undeliveredReason)
+	revoked := fmt.Sprintf("revoked with reason %d (%s)", reason, reasonName(reason))
 	if store.RemoteIssuer(c.issuerID) {
-		revoked = fmt.Sprintf("queued for its backend to revoke with reason %d (cessationOfOperation)", undeliveredReason)
+		revoked = fmt.Sprintf("queued for its backend to revoke with reason %d (%s)", reason, reasonName(reason))
 	}
 	ev := store.AuditEvent{Actor: "worker:" + w.id, Action: "certificate.undelivered", Subject: serial,
 		Detail: fmt.Sprintf("signed by %s for order %s, which %s while it was signed; not delivered, %s", c.issuerID, o.ID, why, revoked)}
-	err := w.store.UndeliveredRecord(ctx, certRow(o, profile, c), undeliveredReason, ev)
+	err := w.store.UndeliveredRecord(ctx, certRow(o, profile, c), reason, ev)
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		// Stored already: an earlier attempt's store committed after all

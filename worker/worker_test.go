@@ -1288,6 +1288,62 @@ func TestUndeliveredCertificateRecorded(t *testing.T) {
 	}
 }
 
+// blockingStore reports the key of each certificate compromised just
+// before it is stored: a key blocked while its certificate was signed.
+type blockingStore struct {
+	store.Store
+	t *testing.T
+}
+
+func (b *blockingStore) OrderIssued(ctx context.Context, in store.Issued) error {
+	if _, err := b.Store.KeyBlock(ctx, store.BlockedKey{SPKIHash: in.Certificate.SPKIHash, Why: "reported while signing", Actor: "cli:test"}); err != nil {
+		b.t.Errorf("blocking the key of %s: %v", in.Certificate.Serial, err)
+	}
+	return b.Store.OrderIssued(ctx, in)
+}
+
+// TestKeyBlockedWhileSigning: a certificate whose key is reported
+// compromised while it is signed (a slow HSM, a relay's upstream) is not
+// delivered: OrderIssued's swap requires the key unblocked, the order fails
+// with badPublicKey, and the certificate is kept revoked with reason 1
+// (keyCompromise), listed by the issuer's next CRL. Before, the swap did
+// not look, and the client downloaded a certificate of a blocked key.
+func TestKeyBlockedWhileSigning(t *testing.T) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			r := newRig(t, rigOpts{kind: kind})
+			r.stopFirst(t)
+			acct := r.account(t)
+			o := r.order(t, acct, "default", "blocked-while-signing.worker.test")
+			r.ready(t, o)
+			key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+			h, err := store.PublicKeyHash(key.Public())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, "blocked-while-signing.worker.test"), h); err != nil || !claimed {
+				t.Fatalf("finalize: %v %v", claimed, err)
+			}
+			r.wrap = func(st store.Store) store.Store { return &blockingStore{Store: st, t: t} }
+			r.startWorker(t, "blocking-worker", r.issuer, 0)
+
+			got := r.waitOrder(t, o.ID, acme.StatusInvalid)
+			if got.CertSerial != "" || got.Error == nil || got.Error.Type != acme.ProblemBadPublicKey {
+				t.Fatalf("order whose key was blocked while signing: serial %q, error %+v; want no certificate and badPublicKey", got.CertSerial, got.Error)
+			}
+			certs, _, err := r.st.CertificatesList(context.Background(), store.CertFilter{AccountID: acct.ID}, store.Page{})
+			if err != nil || len(certs) != 1 {
+				t.Fatalf("certificates of the account: %d, %v; want the undelivered one recorded", len(certs), err)
+			}
+			if c := certs[0]; c.RevokedAt == nil || c.RevocationReason != store.ReasonKeyCompromise {
+				t.Fatalf("undelivered certificate: revoked %v, reason %d; want revoked with 1 (keyCompromise)", c.RevokedAt, c.RevocationReason)
+			}
+			r.waitCRLReason(t, 20*time.Second, store.ReasonKeyCompromise, certs[0].Serial)
+		})
+	}
+}
+
 // TestBlockedKeyNotIssued: an order finalized before the key of its CSR
 // was reported compromised (store.KeyBlock, as a keyCompromise revocation
 // of another certificate of the key or an operator's hallmark keys block

@@ -28,8 +28,12 @@ const orderToIssueSQL = `SELECT ` + orderCols + `,
   EXISTS (SELECT 1 FROM order_authz oa WHERE oa.order_id = orders.id
     AND (SELECT MIN(c.validated_at) FROM challenges c WHERE c.authz_id = oa.authz_id AND c.status = 'valid') < {now+$2}),
   COALESCE(` + orderAccountStatusSQL + `, ''), COALESCE(` + orderLapsedAuthzSQL + `, ''),
-  (SELECT b.blocked_at FROM blocked_keys b WHERE b.spki_sha256 = orders.csr_spki_sha256)
+  ` + orderKeyBlockedSQL + `
 FROM orders WHERE id = $1`
+
+// orderKeyBlockedSQL is when the key of the CSR of the orders row at hand
+// was blocked (blocked_keys, by its primary key), NULL when it was not.
+const orderKeyBlockedSQL = `(SELECT b.blocked_at FROM blocked_keys b WHERE b.spki_sha256 = orders.csr_spki_sha256)`
 
 // orderAccountStatusSQL is the status of the account of the orders row at
 // hand, by its key.
@@ -42,11 +46,13 @@ const orderLapsedAuthzSQL = `(SELECT MIN(oa.authz_id) FROM order_authz oa WHERE 
     AND (SELECT a.status FROM authorizations a WHERE a.id = oa.authz_id) <> 'valid')`
 
 // orderAuthorizedSQL holds for an orders row whose account and
-// authorizations are all still valid: OrderIssued's compare-and-swap
-// requires it, as OrderToIssue reads it (issueLapsed). Scalar subqueries
-// both, which PostgreSQL runs by key from the one row, never flattened
-// into a join a plan without statistics could scan.
-const orderAuthorizedSQL = orderAccountStatusSQL + ` = 'valid' AND ` + orderLapsedAuthzSQL + ` IS NULL`
+// authorizations are all still valid and whose CSR's key is not blocked:
+// OrderIssued's compare-and-swap requires it, as OrderToIssue reads it
+// (issueLapsed, Blocked), so a certificate signed while its key was
+// reported compromised (a slow HSM, a relay's upstream) is not delivered.
+// Scalar subqueries all, which PostgreSQL runs by key from the one row,
+// never flattened into a join a plan without statistics could scan.
+const orderAuthorizedSQL = orderAccountStatusSQL + ` = 'valid' AND ` + orderLapsedAuthzSQL + ` IS NULL AND ` + orderKeyBlockedSQL + ` IS NULL`
 
 func (s *Store) OrderToIssue(ctx context.Context, id string, caaAge time.Duration) (*store.ToIssue, error) {
 	var out *store.ToIssue
