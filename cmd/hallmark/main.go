@@ -104,6 +104,7 @@ func main() {
 	}
 	app.ExitErrHandler = printExit
 	app.OnUsageError = usageError
+	app.CommandNotFound = commandNotFound
 	for _, c := range app.Commands {
 		onUsage(c)
 	}
@@ -128,6 +129,19 @@ func printExit(_ *cli.Context, err error) {
 		fmt.Fprintln(os.Stderr, "hallmark:", msg)
 	}
 	os.Exit(code)
+}
+
+// commandNotFound makes an unknown command or subcommand a usage error
+// (exit 2), naming the help that lists the right ones; urfave/cli's own
+// answer ("No help topic for ...") exits 3, which the CLI keeps for a
+// record that does not exist.
+func commandNotFound(c *cli.Context, name string) {
+	where := "hallmark"
+	if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
+		where += " " + c.Command.Name
+	}
+	fmt.Fprintf(os.Stderr, "hallmark: %q is not a command of `%s`; `%s --help` lists them\n", name, where, where)
+	os.Exit(2)
 }
 
 // usageError makes a bad flag exit 2, as scripts expect of a usage error.

@@ -633,6 +633,14 @@ func TestConfigErrors(t *testing.T) {
 	if !strings.Contains(r.stderr, "fix the configuration") {
 		t.Errorf("missing config: %q", r.stderr)
 	}
+	// A command that does not exist is a usage error (2), not a record
+	// that does not exist (3), and says where the right ones are listed.
+	for _, args := range [][]string{{"acounts", "list"}, {"certs", "lsit"}} {
+		r = c.want(2, args...)
+		if want := "--help` lists them"; !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, args[len(args)-1]) {
+			t.Errorf("hallmark %v: stderr %q, want the unknown command named and %q", args, r.stderr, want)
+		}
+	}
 	writeConfig := func(url string) string {
 		t.Helper()
 		p := filepath.Join(t.TempDir(), "hallmark.toml")
