@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"errors"
 	"math/big"
 	"net/http"
 	"strings"
@@ -91,6 +92,19 @@ func TestRevokeCert(t *testing.T) {
 			c := e.issue(t, a, "", "rev3.example")
 			o, _ := e.newOrder(t, b, dnsIDs("rev3.example"))
 			e.validate(t, b, o)
+			// It may not report the key compromised: that would block the
+			// key and revoke its other certificates, other names'
+			// included, on no proof of it. Nothing is revoked or blocked.
+			wantProblem(t, e, e.post(t, b, url, revokePayload(c.der, 1)), acme.ProblemBadRevocationReason, 400)
+			got, err := e.st.CertificateBySerial(context.Background(), c.serial)
+			if err != nil || got.RevokedAt != nil {
+				t.Fatalf("certificate after a refused keyCompromise revocation = %+v, %v; want not revoked", got, err)
+			}
+			if h, err := store.CertKeyHash(c.der); err != nil {
+				t.Fatal(err)
+			} else if _, err := e.st.KeyBlockedBy(context.Background(), h); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("the key after a refused keyCompromise revocation: %v, want not blocked", err)
+			}
 			wantStatus(t, e.post(t, b, url, revokePayload(c.der, 0)), http.StatusOK)
 		})
 

@@ -54,9 +54,17 @@ func (s *Server) revokeCert(w http.ResponseWriter, p *post) error {
 	if err != nil {
 		return err
 	}
-	actor, err := s.revocationAuthority(ctx, p, x, c)
+	actor, owner, err := s.revocationAuthority(ctx, p, x, c)
 	if err != nil {
 		return err
+	}
+	if reason == revocation.KeyCompromise && !owner {
+		// A keyCompromise revocation blocks the key and revokes every
+		// certificate of it (store.BlockedKeys), other subscribers' for
+		// other names included. Holding authorizations for this
+		// certificate's names proves nothing about its key, so it may not
+		// report one (Boulder blocks a key only on proof of it, too).
+		return acme.New(acme.ProblemBadRevocationReason, "only the account that ordered this certificate, or its own key, may report its key compromised (reason 1); sign the request with the certificate's key to report a compromise, or revoke with another reason")
 	}
 	if c.RevokedAt != nil {
 		return acme.New(acme.ProblemAlreadyRevoked, "certificate %s was already revoked at %s", c.Serial, rfc3339(*c.RevokedAt))
@@ -109,32 +117,34 @@ func (s *Server) issuedCert(ctx context.Context, x *x509.Certificate, der []byte
 }
 
 // revocationAuthority decides whether the request may revoke c and names
-// the actor for the audit log (RFC 8555 §7.6).
-func (s *Server) revocationAuthority(ctx context.Context, p *post, x *x509.Certificate, c *store.Certificate) (string, error) {
+// the actor for the audit log (RFC 8555 §7.6). owner is false for an
+// account that holds authorizations for every name of c but did not order
+// it: it may revoke c, but not report its key compromised.
+func (s *Server) revocationAuthority(ctx context.Context, p *post, x *x509.Certificate, c *store.Certificate) (actor string, owner bool, err error) {
 	if p.acct == nil {
 		// Signed with a jwk: it must be the certificate's own key.
 		pub, ok := x.PublicKey.(interface{ Equal(crypto.PublicKey) bool })
 		if !ok || !pub.Equal(p.jwk) {
-			return "", acme.Unauthorized("the request is signed by a key that is not the certificate's; sign with the certificate's key or with an authorised account")
+			return "", false, acme.Unauthorized("the request is signed by a key that is not the certificate's; sign with the certificate's key or with an authorised account")
 		}
-		return "acme:certificate-key", nil
+		return "acme:certificate-key", true, nil
 	}
-	actor := "acme:" + p.acct.ID
+	actor = "acme:" + p.acct.ID
 	if c.AccountID == p.acct.ID {
-		return actor, nil
+		return actor, true, nil
 	}
 	ids := certIdentifiers(x)
 	if len(ids) == 0 {
-		return "", acme.Unauthorized("the certificate was not ordered by this account")
+		return "", false, acme.Unauthorized("the certificate was not ordered by this account")
 	}
 	missing, err := s.unauthorized(ctx, p.acct.ID, ids, time.Now())
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	if missing != nil {
-		return "", acme.Unauthorized("the certificate was not ordered by this account, and the account holds no valid authorization for %s", missing.Value)
+		return "", false, acme.Unauthorized("the certificate was not ordered by this account, and the account holds no valid authorization for %s", missing.Value)
 	}
-	return actor, nil
+	return actor, false, nil
 }
 
 // unauthorized is the first of ids the account holds no valid, unexpired
