@@ -98,6 +98,9 @@ type BlockedKeys interface {
 	// event. A key blocked already keeps its row (Already) and its
 	// certificates are revoked all the same.
 	KeyBlock(ctx context.Context, k BlockedKey) (KeyBlockResult, error)
+	// KeysBlocked lists the blocked keys, the latest blocked first, at
+	// most limit of them (all when limit is 0): the operator's list.
+	KeysBlocked(ctx context.Context, limit int) ([]BlockedKey, error)
 	// KeySweep revokes, as KeyBlock does, the unexpired, unrevoked
 	// certificates of the keys blocked since since that were stored no
 	// earlier than margin before their key's block: the ones a block's

@@ -29,7 +29,7 @@ var keyFlags = []cli.Flag{
 func keysCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "keys",
-		Usage: "keys reported compromised: block one, or check one",
+		Usage: "keys reported compromised: block one, list them, or check one",
 		Subcommands: []*cli.Command{
 			{
 				Name: "block",
@@ -72,6 +72,33 @@ func keysCommand() *cli.Command {
 					if res.Already && len(res.Revoked)+len(res.Queued) == 0 {
 						return cli.Exit(fmt.Sprintf("key %s was blocked already, on %s, and has no unrevoked certificate: nothing to do", res.Key.Hex(), when(res.Key.BlockedAt)), exitNothing)
 					}
+					return nil
+				}),
+			},
+			{
+				Name:  "list",
+				Usage: "the blocked keys, the latest blocked first",
+				Flags: []cli.Flag{&cli.IntFlag{Name: "limit", Value: 100, Usage: "list at most this many (0: all)"}, jsonFlag},
+				Action: withSession(func(ctx context.Context, s *session, c *cli.Context) error {
+					if c.Int("limit") < 0 {
+						return usage("--limit must be 0 (all) or more")
+					}
+					list, err := s.st.KeysBlocked(ctx, c.Int("limit"))
+					if err != nil {
+						return err
+					}
+					if s.json {
+						out := make([]blockedJSON, 0, len(list))
+						for _, b := range list {
+							out = append(out, blockJSON(store.KeyBlockResult{Key: b}))
+						}
+						return s.emit(out)
+					}
+					var rows [][]string
+					for _, b := range list {
+						rows = append(rows, []string{b.Hex(), when(b.BlockedAt), orDash(b.Serial), b.Actor, b.Why})
+					}
+					s.table([]string{"KEY (SHA-256 OF ITS SPKI)", "BLOCKED", "REPORTED BY", "ACTOR", "WHY"}, rows)
 					return nil
 				}),
 			},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -61,6 +62,30 @@ func (s *Store) keyBlocked(ctx context.Context, t *txn, spkiHash []byte) (*store
 		return nil, err
 	}
 	return &b, nil
+}
+
+// keysBlockedSQL is the blocked keys, the latest first (blocked_keys_at_idx),
+// at most $1 of them.
+const keysBlockedSQL = `SELECT spki_sha256, blocked_at, serial, why, actor FROM blocked_keys ORDER BY blocked_at DESC, spki_sha256 LIMIT $1`
+
+func (s *Store) KeysBlocked(ctx context.Context, limit int) ([]store.BlockedKey, error) {
+	if limit <= 0 {
+		limit = math.MaxInt32
+	}
+	var out []store.BlockedKey
+	err := s.autocommit(ctx, func(t *txn) error {
+		out = nil
+		return collect(ctx, t, func(r Rows) error {
+			var b store.BlockedKey
+			err := r.Scan(&b.SPKIHash, ts(&b.BlockedAt), &b.Serial, &b.Why, &b.Actor)
+			out = append(out, b)
+			return err
+		}, keysBlockedSQL, limit)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the blocked keys: %w", err)
+	}
+	return out, nil
 }
 
 func (s *Store) KeyBlock(ctx context.Context, k store.BlockedKey) (store.KeyBlockResult, error) {

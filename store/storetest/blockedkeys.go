@@ -207,6 +207,30 @@ func testKeyBlocked(t *testing.T, s store.Store, x Extras) {
 	if err != nil || !again.Already || again.Key.Actor != "cli:alice" {
 		t.Errorf("KeyBlock again = %+v, %v; want Already, keeping cli:alice's report", again, err)
 	}
+	// The operator's list: the latest block first, once each, bounded.
+	later := testKey(rnd(6))
+	if _, err := s.KeyBlock(ctx, store.BlockedKey{SPKIHash: later, Why: "reported later", Actor: "cli:carol"}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := s.KeysBlocked(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := map[string]int{}
+	for i, b := range list {
+		if _, dup := pos[b.Hex()]; dup {
+			t.Errorf("KeysBlocked lists %s twice", b.Hex())
+		}
+		pos[b.Hex()] = i
+	}
+	k1, ok1 := pos[(store.BlockedKey{SPKIHash: key}).Hex()]
+	k2, ok2 := pos[(store.BlockedKey{SPKIHash: later}).Hex()]
+	if !ok1 || !ok2 || k2 > k1 || list[k1].Actor != "cli:alice" {
+		t.Errorf("KeysBlocked = %+v; want both keys, the later first, the first keeping cli:alice's report", list)
+	}
+	if one, err := s.KeysBlocked(ctx, 1); err != nil || len(one) != 1 {
+		t.Errorf("KeysBlocked(1) = %d keys, %v; want 1", len(one), err)
+	}
 
 	ready := readyOrder(t, s, acct, "after.blocked.example.com")
 	jobsBefore := jobCount(t, x, jobs.KindSignerIssue)

@@ -139,6 +139,21 @@ func TestKeysBlock(t *testing.T) {
 				}
 			}
 			c.want(3, "keys", "show", "--cert", other["cert"])
+
+			// The list: the blocked key, once, with why; a bad limit is
+			// a usage error.
+			var listed []struct {
+				SPKISHA256 string `json:"spki_sha256"`
+				Why        string `json:"why"`
+			}
+			c.jsonOf(&listed, 0, "keys", "list", "--json")
+			if len(listed) != 1 || listed[0].SPKISHA256 != hex.EncodeToString(key) || !strings.Contains(listed[0].Why, "ticket 7") {
+				t.Errorf("keys list --json = %+v; want key %x, once, with ticket 7", listed, key)
+			}
+			if r := c.want(0, "keys", "list"); !strings.Contains(r.stdout, hex.EncodeToString(key)) {
+				t.Errorf("keys list does not show key %x:\n%s", key, r.stdout)
+			}
+			c.want(2, "keys", "list", "--limit", "-1")
 			c.want(2, "keys", "block")
 			c.want(2, "keys", "block", "--cert", files["cert"], "--csr", files["csr"])
 			if r := c.want(2, "keys", "block", "--public-key", files["private"]); !strings.Contains(r.stderr, "private key") {
