@@ -120,6 +120,7 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /jobs/{id}/retry", s.authed(s.jobRetry))
 	s.mux.Handle("POST /jobs/{id}/abandon", s.authed(s.jobAbandon))
 	s.mux.Handle("GET /crls", s.authed(s.crls))
+	s.mux.Handle("GET /keys", s.authed(s.keys))
 	s.mux.Handle("GET /audit", s.authed(s.audit))
 }
 

@@ -266,7 +266,7 @@ func TestPagesRender(t *testing.T) {
 	t.Parallel()
 	srv, _ := panel(t)
 	c := &http.Client{CheckRedirect: noRedirect}
-	for _, p := range []string{"/", "/accounts", "/orders?status=valid", "/certs?revoked=yes", "/jobs?state=available", "/crls", "/audit"} {
+	for _, p := range []string{"/", "/accounts", "/orders?status=valid", "/certs?revoked=yes", "/jobs?state=available", "/crls", "/keys", "/audit"} {
 		resp, body := do(t, c, "GET", srv.URL+p, "Bearer "+token, nil)
 		if resp.StatusCode != 200 {
 			t.Fatalf("GET %s: %d\n%s", p, resp.StatusCode, body)
@@ -468,6 +468,32 @@ func TestOrderPageUpstreamOrders(t *testing.T) {
 			if strings.Contains(page, a) {
 				t.Errorf("%s: the order page shows %q", tc.name, a)
 			}
+		}
+	}
+}
+
+// TestBlockedKeysPage: the panel lists the keys reported compromised, the
+// certificate whose revocation reported each linked, and says so when
+// there are none.
+func TestBlockedKeysPage(t *testing.T) {
+	t.Parallel()
+	srv, st := panel(t)
+	c := &http.Client{CheckRedirect: noRedirect}
+	bearer := "Bearer " + token
+	if _, page := do(t, c, "GET", srv.URL+"/keys", bearer, nil); !strings.Contains(page, "no key has been reported compromised") {
+		t.Fatalf("the empty page does not say no key is blocked:\n%s", page)
+	}
+	key := store.KeyHash([]byte("a key reported by a subscriber"))
+	if _, err := st.KeyBlock(context.Background(), store.BlockedKey{SPKIHash: key, Serial: "c0ffee", Why: "mail from the subscriber", Actor: "cli:alice"}); err != nil {
+		t.Fatal(err)
+	}
+	resp, page := do(t, c, "GET", srv.URL+"/keys", bearer, nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /keys: %d\n%s", resp.StatusCode, page)
+	}
+	for _, want := range []string{(store.BlockedKey{SPKIHash: key}).Hex(), `href="/certs/c0ffee"`, "cli:alice", "mail from the subscriber"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the blocked keys page lacks %q", want)
 		}
 	}
 }

@@ -22,7 +22,7 @@ import (
 // pageSize is how many rows a list page shows.
 const pageSize = 50
 
-var pageNames = []string{"login", "error", "overview", "accounts", "account", "orders", "order", "certs", "cert", "jobs", "job", "crls", "audit"}
+var pageNames = []string{"login", "error", "overview", "accounts", "account", "orders", "order", "certs", "cert", "jobs", "job", "crls", "keys", "audit"}
 
 func (s *Server) parseTemplates() error {
 	funcs := template.FuncMap{
@@ -445,6 +445,24 @@ func (s *Server) accountDeactivate(w http.ResponseWriter, r *http.Request, p pri
 }
 
 // --- audit ---
+
+// keysShown bounds the blocked keys page: the latest first.
+const keysShown = 500
+
+// keys lists the keys reported compromised, which Hallmark refuses to
+// certify (store.BlockedKeys), the latest blocked first.
+func (s *Server) keys(w http.ResponseWriter, r *http.Request, p principal) error {
+	list, err := s.st.KeysBlocked(r.Context(), keysShown+1)
+	if err != nil {
+		return pageErr(err)
+	}
+	more := len(list) > keysShown
+	if more {
+		list = list[:keysShown]
+	}
+	s.render(w, r, p, http.StatusOK, "keys", map[string]any{"Keys": list, "More": more, "Shown": keysShown})
+	return nil
+}
 
 func (s *Server) audit(w http.ResponseWriter, r *http.Request, p principal) error {
 	list, next, err := s.st.AuditList(r.Context(), pageOf(r))
