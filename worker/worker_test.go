@@ -1229,6 +1229,24 @@ func (a *abandoningStore) OrderIssued(ctx context.Context, in store.Issued) erro
 	return a.Store.OrderIssued(ctx, in)
 }
 
+// finalized is a processing order of acct for name, its CSR of a new key
+// claimed as a finalize claims it (with the key's hash), for a worker to
+// take.
+func (r *rig) finalized(t *testing.T, acct *store.Account, name string) *store.Order {
+	t.Helper()
+	o := r.order(t, acct, "default", name)
+	r.ready(t, o)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	h, err := store.PublicKeyHash(key.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, name), h); err != nil || !claimed {
+		t.Fatalf("finalize: %v %v", claimed, err)
+	}
+	return o
+}
+
 // TestUndeliveredCertificateRecorded: a certificate signed for an order an
 // operator abandoned while it was signed is not delivered, but the CA keeps
 // it: stored, revoked with cessationOfOperation, audited, and listed by the
@@ -1241,12 +1259,7 @@ func TestUndeliveredCertificateRecorded(t *testing.T) {
 			r := newRig(t, rigOpts{kind: kind})
 			r.stopFirst(t)
 			acct := r.account(t)
-			o := r.order(t, acct, "default", "undelivered.worker.test")
-			r.ready(t, o)
-			key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-			if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, "undelivered.worker.test"), nil); err != nil || !claimed {
-				t.Fatalf("finalize: %v %v", claimed, err)
-			}
+			o := r.finalized(t, acct, "undelivered.worker.test")
 			r.wrap = func(st store.Store) store.Store { return &abandoningStore{Store: st, t: t} }
 			r.startWorker(t, "undelivered-worker", r.issuer, 0)
 
@@ -1315,16 +1328,7 @@ func TestKeyBlockedWhileSigning(t *testing.T) {
 			r := newRig(t, rigOpts{kind: kind})
 			r.stopFirst(t)
 			acct := r.account(t)
-			o := r.order(t, acct, "default", "blocked-while-signing.worker.test")
-			r.ready(t, o)
-			key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-			h, err := store.PublicKeyHash(key.Public())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, "blocked-while-signing.worker.test"), h); err != nil || !claimed {
-				t.Fatalf("finalize: %v %v", claimed, err)
-			}
+			o := r.finalized(t, acct, "blocked-while-signing.worker.test")
 			r.wrap = func(st store.Store) store.Store { return &blockingStore{Store: st, t: t} }
 			r.startWorker(t, "blocking-worker", r.issuer, 0)
 
