@@ -1247,57 +1247,73 @@ func (r *rig) finalized(t *testing.T, acct *store.Account, name string) *store.O
 	return o
 }
 
-// TestUndeliveredCertificateRecorded: a certificate signed for an order an
-// operator abandoned while it was signed is not delivered, but the CA keeps
-// it: stored, revoked with cessationOfOperation, audited, and listed by the
-// issuer's next CRL. Before, the worker logged its serial and dropped it: a
-// signature of the CA's key that no record or CRL accounted for.
+// TestUndeliveredCertificateRecorded: a certificate signed for an order
+// that could no longer take it by the time it was stored is not delivered,
+// but the CA keeps it: stored, revoked, audited, and listed by the issuer's
+// next CRL. Before, the worker logged its serial and dropped it when an
+// operator abandoned the order while it was signed (a signature of the
+// CA's key that no record or CRL accounted for), and the certificate
+// swap did not look at the key, so a certificate whose key was reported
+// compromised while it was signed (a slow HSM, a relay's upstream) was
+// delivered.
 func TestUndeliveredCertificateRecorded(t *testing.T) {
-	for _, kind := range []string{"sqlite", "postgres"} {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			r := newRig(t, rigOpts{kind: kind})
-			r.stopFirst(t)
-			acct := r.account(t)
-			o := r.finalized(t, acct, "undelivered.worker.test")
-			r.wrap = func(st store.Store) store.Store { return &abandoningStore{Store: st, t: t} }
-			r.startWorker(t, "undelivered-worker", r.issuer, 0)
+	for _, tc := range []struct {
+		name    string
+		wrap    func(t *testing.T, st store.Store) store.Store // does it while signing
+		problem acme.ProblemType                               // the order's error
+		reason  int                                            // the certificate's revocation
+	}{
+		{"abandoned while signing", func(t *testing.T, st store.Store) store.Store { return &abandoningStore{Store: st, t: t} },
+			acme.ProblemServerInternal, 5},
+		{"key blocked while signing", func(t *testing.T, st store.Store) store.Store { return &blockingStore{Store: st, t: t} },
+			acme.ProblemBadPublicKey, store.ReasonKeyCompromise},
+	} {
+		for _, kind := range []string{"sqlite", "postgres"} {
+			t.Run(tc.name+"/"+kind, func(t *testing.T) {
+				t.Parallel()
+				r := newRig(t, rigOpts{kind: kind})
+				r.stopFirst(t)
+				acct := r.account(t)
+				o := r.finalized(t, acct, "undelivered.worker.test")
+				r.wrap = func(st store.Store) store.Store { return tc.wrap(t, st) }
+				r.startWorker(t, "undelivered-worker", r.issuer, 0)
 
-			got := r.waitOrder(t, o.ID, acme.StatusInvalid)
-			if got.CertSerial != "" || got.Error == nil || got.Error.Type != acme.ProblemServerInternal {
-				t.Fatalf("abandoned order: serial %q, error %+v; want no certificate and the operator's serverInternal", got.CertSerial, got.Error)
-			}
-			var certs []*store.Certificate
-			for deadline := time.Now().Add(10 * time.Second); len(certs) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-				var err error
-				if certs, _, err = r.st.CertificatesList(context.Background(), store.CertFilter{AccountID: acct.ID}, store.Page{}); err != nil {
+				got := r.waitOrder(t, o.ID, acme.StatusInvalid)
+				if got.CertSerial != "" || got.Error == nil || got.Error.Type != tc.problem {
+					t.Fatalf("order: serial %q, error %+v; want no certificate and %s", got.CertSerial, got.Error, tc.problem)
+				}
+				var certs []*store.Certificate
+				for deadline := time.Now().Add(10 * time.Second); len(certs) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+					var err error
+					if certs, _, err = r.st.CertificatesList(context.Background(), store.CertFilter{AccountID: acct.ID}, store.Page{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if len(certs) != 1 {
+					t.Fatalf("certificates of the account: %d; want the undelivered one recorded", len(certs))
+				}
+				c := certs[0]
+				if c.OrderID != o.ID || c.RevokedAt == nil || c.RevocationReason != tc.reason || c.IssuerID != r.issuer.ID {
+					t.Fatalf("undelivered certificate: order %s, revoked %v, reason %d, issuer %s; want order %s revoked with %d by %s",
+						c.OrderID, c.RevokedAt, c.RevocationReason, c.IssuerID, o.ID, tc.reason, r.issuer.ID)
+				}
+				if x, err := x509.ParseCertificate(c.DER); err != nil || x.CheckSignatureFrom(r.issuer.Cert) != nil {
+					t.Fatalf("the stored certificate is not one the issuer signed: %v", err)
+				}
+				r.waitCRLReason(t, 20*time.Second, tc.reason, c.Serial)
+				evs, _, err := r.st.AuditList(context.Background(), store.Page{Limit: 100})
+				if err != nil {
 					t.Fatal(err)
 				}
-			}
-			if len(certs) != 1 {
-				t.Fatalf("certificates of the account: %d; want the undelivered one recorded", len(certs))
-			}
-			c := certs[0]
-			if c.OrderID != o.ID || c.RevokedAt == nil || c.RevocationReason != 5 || c.IssuerID != r.issuer.ID {
-				t.Fatalf("undelivered certificate: order %s, revoked %v, reason %d, issuer %s; want order %s revoked with 5 by %s",
-					c.OrderID, c.RevokedAt, c.RevocationReason, c.IssuerID, o.ID, r.issuer.ID)
-			}
-			if x, err := x509.ParseCertificate(c.DER); err != nil || x.CheckSignatureFrom(r.issuer.Cert) != nil {
-				t.Fatalf("the stored certificate is not one the issuer signed: %v", err)
-			}
-			r.waitCRLReason(t, 20*time.Second, 5, c.Serial)
-			evs, _, err := r.st.AuditList(context.Background(), store.Page{Limit: 100})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var audited bool
-			for _, ev := range evs {
-				audited = audited || (ev.Action == "certificate.undelivered" && ev.Subject == c.Serial && strings.Contains(ev.Detail, o.ID))
-			}
-			if !audited {
-				t.Errorf("audit of %s: %+v; want a certificate.undelivered event naming order %s", c.Serial, evs, o.ID)
-			}
-		})
+				var audited bool
+				for _, ev := range evs {
+					audited = audited || (ev.Action == "certificate.undelivered" && ev.Subject == c.Serial && strings.Contains(ev.Detail, o.ID))
+				}
+				if !audited {
+					t.Errorf("audit of %s: %+v; want a certificate.undelivered event naming order %s", c.Serial, evs, o.ID)
+				}
+			})
+		}
 	}
 }
 
@@ -1313,39 +1329,6 @@ func (b *blockingStore) OrderIssued(ctx context.Context, in store.Issued) error 
 		b.t.Errorf("blocking the key of %s: %v", in.Certificate.Serial, err)
 	}
 	return b.Store.OrderIssued(ctx, in)
-}
-
-// TestKeyBlockedWhileSigning: a certificate whose key is reported
-// compromised while it is signed (a slow HSM, a relay's upstream) is not
-// delivered: OrderIssued's swap requires the key unblocked, the order fails
-// with badPublicKey, and the certificate is kept revoked with reason 1
-// (keyCompromise), listed by the issuer's next CRL. Before, the swap did
-// not look, and the client downloaded a certificate of a blocked key.
-func TestKeyBlockedWhileSigning(t *testing.T) {
-	for _, kind := range []string{"sqlite", "postgres"} {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			r := newRig(t, rigOpts{kind: kind})
-			r.stopFirst(t)
-			acct := r.account(t)
-			o := r.finalized(t, acct, "blocked-while-signing.worker.test")
-			r.wrap = func(st store.Store) store.Store { return &blockingStore{Store: st, t: t} }
-			r.startWorker(t, "blocking-worker", r.issuer, 0)
-
-			got := r.waitOrder(t, o.ID, acme.StatusInvalid)
-			if got.CertSerial != "" || got.Error == nil || got.Error.Type != acme.ProblemBadPublicKey {
-				t.Fatalf("order whose key was blocked while signing: serial %q, error %+v; want no certificate and badPublicKey", got.CertSerial, got.Error)
-			}
-			certs, _, err := r.st.CertificatesList(context.Background(), store.CertFilter{AccountID: acct.ID}, store.Page{})
-			if err != nil || len(certs) != 1 {
-				t.Fatalf("certificates of the account: %d, %v; want the undelivered one recorded", len(certs), err)
-			}
-			if c := certs[0]; c.RevokedAt == nil || c.RevocationReason != store.ReasonKeyCompromise {
-				t.Fatalf("undelivered certificate: revoked %v, reason %d; want revoked with 1 (keyCompromise)", c.RevokedAt, c.RevocationReason)
-			}
-			r.waitCRLReason(t, 20*time.Second, store.ReasonKeyCompromise, certs[0].Serial)
-		})
-	}
 }
 
 // TestBlockedKeyNotIssued: an order finalized before the key of its CSR
