@@ -63,6 +63,14 @@ func (d dehydratedRunner) run(t *testing.T, args ...string) (string, error) {
 	// dehydrated talks to the CA with the curl command, which reads its CA
 	// bundle from CURL_CA_BUNDLE; the system's trust store is untouched.
 	cmd.Env = append(os.Environ(), "CURL_CA_BUNDLE="+d.ca.Root)
+	// dehydrated makes a mktemp directory a run under TMPDIR and leaves
+	// some behind: under the test's own directory they go with it, not
+	// into the machine's /tmp, 40-odd a CI run.
+	tmp := filepath.Join(d.dir, "tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Env = append(cmd.Env, "TMPDIR="+tmp)
 	cmd.Env = append(cmd.Env, d.ca.hookEnv()...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
