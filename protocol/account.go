@@ -85,12 +85,9 @@ func (s *Server) newAccount(w http.ResponseWriter, p *post) error {
 	}
 	// A key reported compromised makes no new account (badPublicKey, as
 	// Boulder refuses a blocked key): whoever holds it may not be its
-	// owner. One read, only for a key with no account yet.
-	k, err := s.keys.parse(p.rawJWK)
-	if err != nil {
-		return acme.Internal(fmt.Errorf("reading the new account's key: %w", err))
-	}
-	if err := s.jwkBlocked(ctx, k, "this account key"); err != nil {
+	// owner. One read, only for a key with no account yet: the key the
+	// request was verified with.
+	if err := s.jwkBlocked(ctx, p.jwk, "this account key"); err != nil {
 		return err
 	}
 	// RFC 8555 §7.3.4; a binding sent when none is required is verified and
@@ -313,7 +310,7 @@ func (s *Server) keyChange(w http.ResponseWriter, p *post) error {
 	}
 	ctx := p.r.Context()
 	// The new key must not be one reported compromised (badPublicKey).
-	if err := s.jwkBlocked(ctx, inner.JWK, "the new account key"); err != nil {
+	if err := s.jwkBlocked(ctx, inner.JWK.Key, "the new account key"); err != nil {
 		return err
 	}
 	// "If there is an existing account with the new key provided, then the

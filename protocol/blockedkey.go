@@ -26,9 +26,9 @@ func (s *Server) keyBlocked(ctx context.Context, keyHash []byte, what string) er
 	return acme.New(acme.ProblemBadPublicKey, "%s", b.Problem(what))
 }
 
-// jwkBlocked is keyBlocked for an account key, as a JWK.
-func (s *Server) jwkBlocked(ctx context.Context, k *publicKey, what string) error {
-	h, err := store.PublicKeyHash(k.Key)
+// jwkBlocked is keyBlocked for an account key: a JWK's public key.
+func (s *Server) jwkBlocked(ctx context.Context, pub any, what string) error {
+	h, err := store.PublicKeyHash(pub)
 	if err != nil {
 		return acme.Internal(fmt.Errorf("hashing the account key: %w", err))
 	}

@@ -117,13 +117,20 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		w.log.Error("signing failed", "order", o.ID, "err", err)
 		return fail(acme.Problem{Type: acme.ProblemServerInternal, Detail: "the CA could not issue this certificate; the operator has the details in the worker log"})
 	}
-	return w.storeIssued(ctx, o, args.Profile, unstoredCert{issued, issuerID})
+	// The certificate's key is the CSR's: every backend signs it or checks
+	// it (the local signers certify csr.PublicKey; the relay and custom
+	// backends refuse a leaf of another key). Its hash is the one the
+	// finalize stored on the order (store.KeyHash of the raw SPKI), with
+	// no second parse of the certificate for it.
+	return w.storeIssued(ctx, o, args.Profile, unstoredCert{issued, issuerID, store.KeyHash(csr.RawSubjectPublicKeyInfo)})
 }
 
-// unstoredCert is a signed certificate and its issuer, kept until stored.
+// unstoredCert is a signed certificate, its issuer and its key's hash,
+// kept until stored.
 type unstoredCert struct {
 	issued   *signer.Issued
 	issuerID string
+	keyHash  []byte
 }
 
 // storeIssued stores c as o's certificate and moves o to valid. When the
@@ -172,12 +179,10 @@ func certRow(o *store.Order, profile string, c unstoredCert) store.Certificate {
 	for i, id := range o.Identifiers {
 		names[i] = id.Value
 	}
-	// The key's hash, by which a key reported compromised finds this
-	// certificate (store.BlockedKeys); a DER the signer made always
-	// parses, and one that did not would be stored without it.
-	keyHash, _ := store.CertKeyHash(c.issued.DER)
 	return store.Certificate{
-		SPKIHash:  keyHash,
+		// By which a key reported compromised finds this certificate
+		// (store.BlockedKeys).
+		SPKIHash:  c.keyHash,
 		Serial:    c.issued.SerialHex,
 		OrderID:   o.ID,
 		AccountID: o.AccountID,
