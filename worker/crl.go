@@ -61,7 +61,7 @@ func (w *Worker) generateCRL(ctx context.Context, job jobs.Job[jobs.CRLGenerateA
 	if latest != nil && coversAll(latest, revs) && now.Before(latest.NextUpdate.Add(-w.crlValidity/2)) {
 		return nil
 	}
-	number, err := w.store.CRLNextNumber(ctx, args.IssuerID)
+	next, err := w.store.CRLNextNumber(ctx, args.IssuerID)
 	if err != nil {
 		return jobs.CouldNotRun(fmt.Errorf("numbering the next CRL of %s: %w", args.IssuerID, err))
 	}
@@ -82,6 +82,7 @@ func (w *Worker) generateCRL(ctx context.Context, job jobs.Job[jobs.CRLGenerateA
 			thisUpdate = e.RevokedAt
 		}
 	}
+	number := crlNumber(next, thisUpdate)
 	nextUpdate := thisUpdate.Add(w.crlValidity)
 	der, err := iss.SignCRL(number, thisUpdate, nextUpdate, entries, w.urlBase+"/crl/"+args.IssuerID)
 	if errors.Is(err, signer.ErrUnavailable) {
@@ -96,6 +97,19 @@ func (w *Worker) generateCRL(ctx context.Context, job jobs.Job[jobs.CRLGenerateA
 	}
 	w.log.Info("CRL signed", "issuer", args.IssuerID, "number", number, "entries", len(entries))
 	return nil
+}
+
+// crlNumber is the number of a CRL whose thisUpdate is given and whose
+// issuer's stored numbering would go on at next: thisUpdate in
+// nanoseconds since 1970, as Boulder numbers its CRLs, or next when the
+// stored numbering is already past that (the database's clock stepped
+// back). RFC 5280 §5.2.3 requires each issuer's numbers to increase. A
+// count kept only in the database would start again, repeating numbers
+// relying parties already hold, when the database is restored from a
+// backup or created afresh beside a key that was kept (a PKCS#11 token
+// outlives its database); the time does not.
+func crlNumber(next int64, thisUpdate time.Time) int64 {
+	return max(next, thisUpdate.UnixNano())
 }
 
 // coversAll reports whether crl lists every revocation. It compares serials,

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"time"
 
 	"github.com/hallmark-ca/hallmark/jobs"
 )
@@ -14,3 +15,6 @@ func (w *Worker) RefreshUpstreamRenewals(ctx context.Context, a jobs.UpstreamRen
 
 // UpstreamRenewals are the refresh jobs this worker schedules.
 func (w *Worker) UpstreamRenewals() []jobs.UpstreamRenewalArgs { return w.upstreamRenewals() }
+
+// CRLNumber is crlNumber.
+func CRLNumber(next int64, thisUpdate time.Time) int64 { return crlNumber(next, thisUpdate) }

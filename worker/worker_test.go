@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,6 +69,9 @@ type rigOpts struct {
 	// those that keep records there (a relay journals its upstream
 	// orders); it replaces backends.
 	backendsOn func(st store.Store) map[string]worker.Backend
+	// issuer, if set, is the rig's issuer instead of a new one: another
+	// rig's, as a key kept when its database was not.
+	issuer *signer.Issuer
 }
 
 func newRig(t *testing.T, o rigOpts) *rig {
@@ -94,7 +98,10 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	for name, p := range o.profiles {
 		cfg.Profiles[name] = p
 	}
-	iss := localIssuer(t, "Worker Test")
+	iss := o.issuer
+	if iss == nil {
+		iss = localIssuer(t, "Worker Test")
+	}
 	r := &rig{st: db.Store, db: db, url: url, path: strings.TrimPrefix(url, "sqlite:"), cfg: cfg, issuer: iss, dns: dns, mount: o.mount, backends: o.backends}
 	r.runner = r.startWorker(t, "test-worker", iss, 0)
 	return r
@@ -556,6 +563,43 @@ func (s *stuckSigner) Sign(r io.Reader, digest []byte, opts crypto.SignerOpts) (
 	return s.Signer.Sign(r, digest, opts)
 }
 
+// TestCRLNumbersOutliveTheDatabase: an issuer whose key outlives its
+// database (a PKCS#11 token, a database restored from a backup or created
+// afresh) must not number a CRL again with a number it has published
+// (RFC 5280 §5.2.3: they increase). Counted in the database alone, the new
+// database's first CRL was number 1 again.
+func TestCRLNumbersOutliveTheDatabase(t *testing.T) {
+	first := newRig(t, rigOpts{})
+	serial := first.issue(t, first.account(t), "before.crl.worker.test")
+	first.revoke(t, serial)
+	published := first.waitCRL(t, 20*time.Second, serial)
+	first.stopFirst(t)
+
+	again := newRig(t, rigOpts{issuer: first.issuer})
+	serial = again.issue(t, again.account(t), "after.crl.worker.test")
+	again.revoke(t, serial)
+	if n := again.waitCRL(t, 20*time.Second, serial); n <= published {
+		t.Fatalf("the issuer's CRL from its new database is number %d, not above %d, which it published from the old one", n, published)
+	}
+}
+
+func TestCRLNumber(t *testing.T) {
+	at := time.Date(2026, 12, 2, 11, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		next int64
+		want int64
+	}{
+		{"a new issuer", 1, at.UnixNano()},
+		{"numbered by count before", 42, at.UnixNano()},
+		{"the clock stepped back", at.UnixNano() + 5, at.UnixNano() + 5},
+	} {
+		if got := worker.CRLNumber(tc.next, at); got != tc.want {
+			t.Errorf("%s: crlNumber(%d, %s) = %d, want %d", tc.name, tc.next, at, got, tc.want)
+		}
+	}
+}
+
 // TestCRLAfterWorkerDiesSigning: a worker that stops while signing a CRL
 // keeps the issuer's CRL lease, and no other worker may sign meanwhile. The
 // lease must free when River gives the dead worker's job up
@@ -784,12 +828,22 @@ func TestSignedCertificateStoredOnRetry(t *testing.T) {
 }
 
 // pausedNumbering is the store whose first CRLNextNumber waits for release:
-// a CRL job held between reading the revocations and numbering its CRL.
+// a CRL job held between reading the revocations and numbering its CRL. It
+// counts the CRLs stored through it.
 type pausedNumbering struct {
 	store.Store
 	once    sync.Once
 	entered chan struct{}
 	release chan struct{}
+	stored  atomic.Int32
+}
+
+func (p *pausedNumbering) CRLStore(ctx context.Context, c store.CRL) error {
+	err := p.Store.CRLStore(ctx, c)
+	if err == nil {
+		p.stored.Add(1)
+	}
+	return err
 }
 
 func (p *pausedNumbering) CRLNextNumber(ctx context.Context, issuerID string) (int64, error) {
@@ -833,14 +887,11 @@ func TestCRLJobsTakeTurns(t *testing.T) {
 	}
 	released()
 
-	// Both jobs are done when CRL 2 exists (the first stores 1, the second
-	// then 2 with both, or ahead of the first 1, the first then 2).
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if c, err := r.st.CRLLatest(context.Background(), r.issuer.ID); err == nil && c.Number >= 2 {
-			break
-		}
+	// Both jobs are done when two CRLs are stored (the first job's, then
+	// the second's with both; or the second's first, then the first's).
+	for deadline := time.Now().Add(20 * time.Second); paused.stored.Load() < 2; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("no CRL 2 within 20s")
+			t.Fatalf("%d CRLs stored within 20s, want 2", paused.stored.Load())
 		}
 	}
 	time.Sleep(500 * time.Millisecond) // a later CRL, if any job were left, is stored by now
