@@ -3,6 +3,7 @@ package admin_test
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -67,7 +68,8 @@ func TestCRLPagesCompareSerials(t *testing.T) {
 		stale  bool   // the row is marked bad, as `hallmark crl status` exits 5
 	}{
 		{name: "a CRL after the revocation that does not list it", status: "1 revocation(s) not listed yet: a worker mounting this issuer signs the CRL that lists them", count: "1", stale: true},
-		{name: "a CRL that lists it", lists: []string{"c01"}, status: "fresh", count: "0"},
+		{name: "a CRL that lists it", lists: []string{"c01:1"}, status: "fresh", count: "0"},
+		{name: "a CRL that lists it with another reason", lists: []string{"c01:4"}, status: "1 revocation(s) not listed yet: a worker mounting this issuer signs the CRL that lists them", count: "1", stale: true},
 		{name: "a CRL that does not parse", der: []byte{0x30}, status: "the newest CRL does not parse", count: "1", stale: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -98,5 +100,37 @@ func TestCRLPagesCompareSerials(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReportKeyCompromiseOfRevoked: a certificate revoked for another
+// reason offers the report of its key compromised, through the same
+// revocation path; once reported, neither form is offered.
+func TestReportKeyCompromiseOfRevoked(t *testing.T) {
+	t.Parallel()
+	srv, st := panel(t)
+	ctx := context.Background()
+	issuedCert(t, st, "0c07", "0c07.example.com", "issuer-1", "default")
+	first, err := st.Revoke(ctx, "0c07", 4, store.AuditEvent{Actor: "test", Action: "revoke", Subject: "0c07"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{CheckRedirect: noRedirect}
+	bearer := "Bearer " + token
+	_, page := do(t, c, "GET", srv.URL+"/certs/0c07", bearer, nil)
+	if !strings.Contains(string(page), `id="key-compromise-form"`) || strings.Contains(string(page), `id="revoke-form"`) {
+		t.Fatalf("the page of a certificate revoked as superseded lacks the key compromise form, or offers to revoke it again:\n%s", page)
+	}
+	resp, _ := do(t, c, "POST", srv.URL+"/certs/0c07/revoke", bearer, url.Values{"csrf": {csrfOf(t, page)}, "reason": {"1"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("reporting the key: status %d, want 303", resp.StatusCode)
+	}
+	got, err := st.CertificateBySerial(ctx, "0c07")
+	if err != nil || got.RevocationReason != 1 || !got.RevokedAt.Equal(*first.RevokedAt) {
+		t.Fatalf("after the report: %+v, %v; want reason 1 at %v", got, err, first.RevokedAt)
+	}
+	_, page = do(t, c, "GET", srv.URL+"/certs/0c07", bearer, nil)
+	if strings.Contains(string(page), `id="key-compromise-form"`) || !strings.Contains(string(page), "keyCompromise") {
+		t.Fatalf("the page after the report still offers it, or does not show reason keyCompromise:\n%s", page)
 	}
 }

@@ -88,6 +88,34 @@ func TestRevokeCert(t *testing.T) {
 			wantStatus(t, e.post(t, certKey, url, revokePayload(c.der, 1)), http.StatusOK)
 		})
 
+		t.Run("key compromise reported after another reason", func(t *testing.T) {
+			// CA/B Forum BR §4.9.1.1, §6.1.1.3: the report is of the key,
+			// revoked certificate or not. The reason becomes keyCompromise
+			// (its time kept) and the key is blocked; before, the answer
+			// was alreadyRevoked and the key stayed usable.
+			c := e.issue(t, a, "", "rev6.example")
+			wantStatus(t, e.post(t, a, url, revokePayload(c.der, 4)), http.StatusOK)
+			first, err := e.st.CertificateBySerial(context.Background(), c.serial)
+			if err != nil {
+				t.Fatal(err)
+			}
+			certKey := &account{key: c.key, alg: jose.ES256}
+			wantStatus(t, e.post(t, certKey, url, revokePayload(c.der, 1)), http.StatusOK)
+			got, err := e.st.CertificateBySerial(context.Background(), c.serial)
+			if err != nil || got.RevocationReason != 1 || got.RevokedAt == nil || !got.RevokedAt.Equal(*first.RevokedAt) {
+				t.Fatalf("certificate after the key compromise report = %+v, %v; want reason 1, revoked at %v still", got, err, first.RevokedAt)
+			}
+			h, err := store.CertKeyHash(c.der)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.st.KeyBlockedBy(context.Background(), h); err != nil {
+				t.Fatalf("the key after the key compromise report: %v, want blocked", err)
+			}
+			wantProblem(t, e, e.post(t, certKey, url, revokePayload(c.der, 1)), acme.ProblemAlreadyRevoked, 400)
+			wantProblem(t, e, e.post(t, a, url, revokePayload(c.der, 0)), acme.ProblemAlreadyRevoked, 400)
+		})
+
 		t.Run("by an account holding authorizations for every name", func(t *testing.T) {
 			c := e.issue(t, a, "", "rev3.example")
 			o, _ := e.newOrder(t, b, dnsIDs("rev3.example"))
@@ -165,6 +193,22 @@ func TestRevokeCertRelay(t *testing.T) {
 		r = e.post(t, a, url, revokePayload(c2.der, 5))
 		wg.Wait()
 		wantStatus(t, r, http.StatusOK)
+
+		// Its key reported compromised after: the backend keeps its reason
+		// (ACME cannot change it), but the key is blocked here, and the
+		// answer says both.
+		r = e.post(t, a, url, revokePayload(c2.der, 1))
+		if p := wantProblem(t, e, r, acme.ProblemAlreadyRevoked, 400); !strings.Contains(p.Detail, "key is now blocked") {
+			t.Errorf("detail %q does not say the key was blocked", p.Detail)
+		}
+		if got, err := e.st.CertificateBySerial(context.Background(), c2.serial); err != nil || got.RevocationReason != 5 {
+			t.Errorf("the relay's certificate after the report: %+v, %v; want reason 5, its backend's", got, err)
+		}
+		if h, err := store.CertKeyHash(c2.der); err != nil {
+			t.Fatal(err)
+		} else if _, err := e.st.KeyBlockedBy(context.Background(), h); err != nil {
+			t.Errorf("the relay certificate's key after the report: %v, want blocked", err)
+		}
 	})
 }
 

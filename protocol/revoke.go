@@ -66,9 +66,9 @@ func (s *Server) revokeCert(w http.ResponseWriter, p *post) error {
 		// report one (Boulder blocks a key only on proof of it, too).
 		return acme.New(acme.ProblemBadRevocationReason, "only the account that ordered this certificate, or its own key, may report its key compromised (reason 1); sign the request with the certificate's key to report a compromise, or revoke with another reason")
 	}
-	if c.RevokedAt != nil {
-		return acme.New(acme.ProblemAlreadyRevoked, "certificate %s was already revoked at %s", c.Serial, rfc3339(*c.RevokedAt))
-	}
+	// A certificate revoked already is revocation.Service's to answer: a
+	// report of its key compromised still blocks the key.
+	//
 	// A relay/custom backend's outcome is waited on until one second
 	// before the request deadline; if it has not come, 503 with
 	// Retry-After tells the client to ask again. Its refusal comes back as

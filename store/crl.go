@@ -14,15 +14,18 @@ import (
 type CRLListing struct {
 	// Entries is the number of revoked certificates the CRL lists.
 	Entries int
-	// Unlisted are the serials of revocations the CRL does not list: a
-	// worker has not signed the CRL that lists them yet.
+	// Unlisted are the serials of revocations the CRL does not list as
+	// they stand: a worker has not signed the CRL that lists them yet, or
+	// the one that lists the reason a revocation has now (keyCompromise,
+	// reported after another reason: RevokeForKeyCompromise).
 	Unlisted []string
 }
 
-// Unlisted reads the CRL's DER and reports which of revs it does not list.
-// It compares serials, not times: on PostgreSQL a revocation whose
-// transaction committed after the worker read the list can carry a
-// revoked_at earlier than the CRL's thisUpdate and still be in no CRL. The
+// Unlisted reads the CRL's DER and reports which of revs it does not list
+// with their reason. It compares serials and reasons, not times: on
+// PostgreSQL a revocation whose transaction committed after the worker
+// read the list can carry a revoked_at earlier than the CRL's thisUpdate
+// and still be in no CRL. The
 // worker asks it before deciding a CRL is current; `hallmark crl status`
 // and the admin panel before calling one fresh. A CRL that does not parse
 // is an error; every revocation is then unlisted.
@@ -31,10 +34,10 @@ func (c *CRL) Unlisted(revs []Revocation) (CRLListing, error) {
 	if err != nil {
 		return CRLListing{}, fmt.Errorf("parsing CRL %d of issuer %s: %w", c.Number, c.IssuerID, err)
 	}
-	listed := make(map[string]bool, len(rl.RevokedCertificateEntries))
+	listed := make(map[string]int, len(rl.RevokedCertificateEntries)) // serial → reason
 	for _, e := range rl.RevokedCertificateEntries {
 		if e.SerialNumber != nil {
-			listed[e.SerialNumber.Text(16)] = true
+			listed[e.SerialNumber.Text(16)] = e.ReasonCode
 		}
 	}
 	out := CRLListing{Entries: len(rl.RevokedCertificateEntries), Unlisted: []string{}}
@@ -42,7 +45,11 @@ func (c *CRL) Unlisted(revs []Revocation) (CRLListing, error) {
 		// Stored serials are hex, possibly with leading zeros ("0c01");
 		// the CRL holds the integer.
 		n, ok := new(big.Int).SetString(r.Serial, 16)
-		if !ok || !listed[n.Text(16)] {
+		if !ok {
+			out.Unlisted = append(out.Unlisted, r.Serial)
+			continue
+		}
+		if reason, ok := listed[n.Text(16)]; !ok || reason != r.Reason {
 			out.Unlisted = append(out.Unlisted, r.Serial)
 		}
 	}

@@ -28,12 +28,13 @@ func TestJudgeCRL(t *testing.T) {
 		unlisted int
 		why      string // a part of Why; "" for none
 	}{
-		{name: "lists every revocation", issuer: "i", newest: crl(time.Hour, "c01"), revs: revs, entries: 1},
+		{name: "lists every revocation", issuer: "i", newest: crl(time.Hour, "c01:1"), revs: revs, entries: 1},
+		{name: "lists a revocation with the reason it had", issuer: "i", newest: crl(time.Hour, "c01:4"), revs: revs, stale: true, entries: 1, unlisted: 1, why: "1 revocation(s) not listed yet"},
 		{name: "no revocations", issuer: "i", newest: crl(time.Hour), entries: 0},
 		{name: "none signed", issuer: "i", revs: revs, stale: true, unlisted: 1, why: "no CRL signed yet"},
 		{name: "none signed, no revocations", issuer: "i", stale: true, why: "no CRL signed yet"},
 		{name: "a revocation not listed", issuer: "i", newest: crl(time.Hour), revs: revs, stale: true, unlisted: 1, why: "1 revocation(s) not listed yet"},
-		{name: "past nextUpdate", issuer: "i", newest: crl(-time.Second, "c01"), revs: revs, stale: true, entries: 1, why: "past nextUpdate"},
+		{name: "past nextUpdate", issuer: "i", newest: crl(-time.Second, "c01:1"), revs: revs, stale: true, entries: 1, why: "past nextUpdate"},
 		{name: "does not parse", issuer: "i", newest: &store.CRL{IssuerID: "i", NextUpdate: now.Add(time.Hour), DER: []byte{0x30}}, revs: revs, stale: true, entries: -1, unlisted: 1, why: "does not parse"},
 		{name: "a relay's issuer", issuer: "relay:upstream", revs: revs, why: "publishes its own revocation status"},
 		{name: "a custom backend's issuer", issuer: "custom:hooks", why: "publishes its own revocation status"},

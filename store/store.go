@@ -330,6 +330,16 @@ type Store interface {
 	// certificate (RemoteIssuer) is refused and left unrevoked: Hallmark
 	// signs no CRL for its issuer, so a row would revoke nothing.
 	Revoke(ctx context.Context, serial string, reason int, ev AuditEvent) (*Certificate, error)
+	// RevokeForKeyCompromise records that the key of a local-CA certificate
+	// revoked already, for another reason, was compromised: its reason
+	// becomes keyCompromise (its revocation time stays), its issuer's next
+	// CRL is queued, its key is blocked and the key's other certificates
+	// revoked, as Revoke with reason keyCompromise does, all in one
+	// transaction with ev. ErrConflict if it is not revoked or is revoked
+	// with reason keyCompromise already. A relay's or custom backend's
+	// certificate is refused: its backend's record of the reason is the
+	// one that counts, and Hallmark cannot change it.
+	RevokeForKeyCompromise(ctx context.Context, serial string, ev AuditEvent) (*Certificate, error)
 	// RevokeMany is Revoke for a page of local-CA certificates in one
 	// transaction: it revokes those of serials that exist and are not
 	// revoked yet, and returns them as revoked, in serials' order. A serial

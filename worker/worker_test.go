@@ -486,6 +486,23 @@ func TestCRLAfterRevocation(t *testing.T) {
 	r.waitCRL(t, 20*time.Second, serial)
 }
 
+// TestCRLAfterKeyCompromiseReported: a certificate revoked for another
+// reason, then reported with its key compromised, is listed by the next
+// CRL with reason 1. The CRL job compared serials only, found the serial
+// listed already (with reason 4) and signed nothing.
+func TestCRLAfterKeyCompromiseReported(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	serial := r.issue(t, r.account(t), "rerevoked.crl.worker.test")
+	if _, err := r.st.Revoke(context.Background(), serial, 4, store.AuditEvent{Actor: "test", Action: "revoke", Subject: serial}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitCRLReason(t, 20*time.Second, 4, serial)
+	if _, err := r.st.RevokeForKeyCompromise(context.Background(), serial, store.AuditEvent{Actor: "test", Action: "revoke.key_compromise", Subject: serial}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitCRL(t, 20*time.Second, serial)
+}
+
 // issue has the rig's worker sign a certificate for name and returns its
 // serial.
 func (r *rig) issue(t *testing.T, acct *store.Account, name string) string {

@@ -148,7 +148,7 @@ func (b *bulkRevoke) page(ctx context.Context, certs []*store.Certificate) {
 		}
 		rows[i] = revokeRow{Serial: cert.Serial, Names: cert.Names, Issuer: cert.IssuerID, Profile: cert.Profile, Backend: b.svc.Backend(cert), NotAfter: when(cert.NotAfter)}
 		switch {
-		case cert.RevokedAt != nil:
+		case cert.RevokedAt != nil && !revocation.ReportsKey(b.reason, cert):
 			alreadyRevoked(&rows[i], cert)
 		case b.rep.DryRun:
 			rows[i].Outcome = "would-revoke"
@@ -177,6 +177,11 @@ func (b *bulkRevoke) record(row *revokeRow, cert *store.Certificate, o revocatio
 		b.fail(o.Err)
 	case errors.Is(o.Err, store.ErrConflict) && o.Certificate != nil && o.Certificate.RevokedAt != nil:
 		alreadyRevoked(row, o.Certificate)
+		if revocation.ReportsKey(b.reason, o.Certificate) {
+			// A relay's or custom backend's: its reason stays, its key
+			// was blocked, and the error says both.
+			row.Error = exitErr(o.Err).Error()
+		}
 	case o.Err != nil:
 		row.Outcome, row.Error = "failed", exitErr(o.Err).Error()
 		b.fail(o.Err)

@@ -24,7 +24,8 @@ type Outcome struct {
 // each must be asked of its backend. A certificate revoked already, or by
 // someone else since it was read, is an alreadyRevoked error wrapping
 // store.ErrConflict, its Certificate as it now stands; it is never revoked
-// twice.
+// twice. With reason keyCompromise, one revoked already for another reason
+// goes to Revoke, which records the report of its key.
 func (s *Service) RevokeAll(ctx context.Context, certs []*store.Certificate, r Request) []Outcome {
 	out := make([]Outcome, len(certs))
 	if err := r.Reason.Check(); err != nil {
@@ -37,9 +38,9 @@ func (s *Service) RevokeAll(ctx context.Context, certs []*store.Certificate, r R
 	for i, c := range certs {
 		out[i].Result = Result{Certificate: c, Backend: s.Backend(c), Remote: s.Remote(c)}
 		switch {
-		case c.RevokedAt != nil:
+		case c.RevokedAt != nil && !ReportsKey(r.Reason, c):
 			out[i].Err = alreadyRevoked(c, store.ErrConflict)
-		case out[i].Remote:
+		case c.RevokedAt != nil, out[i].Remote:
 			one := r
 			one.Serial = c.Serial
 			out[i].Result, out[i].Err = s.Revoke(ctx, one)

@@ -14,8 +14,12 @@ import (
 	"github.com/hallmark-ca/hallmark/store"
 )
 
-// ActionRevoke is the audit action of a revocation (recorded or queued).
-const ActionRevoke = "revoke"
+// ActionRevoke is the audit action of a revocation (recorded or queued);
+// ActionRevokeAgain of a revoked certificate's reason made keyCompromise.
+const (
+	ActionRevoke      = "revoke"
+	ActionRevokeAgain = "revoke.key_compromise"
+)
 
 // poll is how often a relay/custom revocation's outcome is checked while
 // waiting for it.
@@ -28,6 +32,8 @@ type Store interface {
 	OrderByID(ctx context.Context, id string) (*store.Order, error)
 	AccountByID(ctx context.Context, id string) (*store.Account, error)
 	Revoke(ctx context.Context, serial string, reason int, ev store.AuditEvent) (*store.Certificate, error)
+	RevokeForKeyCompromise(ctx context.Context, serial string, ev store.AuditEvent) (*store.Certificate, error)
+	KeyBlock(ctx context.Context, k store.BlockedKey) (store.KeyBlockResult, error)
 	RevokeMany(ctx context.Context, serials []string, reason int, ev store.AuditEvent) ([]*store.Certificate, error)
 	RevokeQueue(ctx context.Context, serial, profile string, reason int, ev store.AuditEvent) (int64, error)
 	RevokeProgress(ctx context.Context, serial string, jobID int64) (store.RevokeProgress, error)
@@ -166,6 +172,9 @@ func (s *Service) Revoke(ctx context.Context, r Request) (Result, error) {
 	}
 	res := Result{Certificate: c, Backend: s.Backend(c), Remote: s.Remote(c)}
 	if c.RevokedAt != nil {
+		if ReportsKey(r.Reason, c) {
+			return s.keyCompromised(ctx, r, res)
+		}
 		return res, alreadyRevoked(c, store.ErrConflict)
 	}
 	ev := event(r, c.Serial, res)
@@ -190,13 +199,59 @@ func (s *Service) Revoke(ctx context.Context, r Request) (Result, error) {
 	return s.wait(ctx, res, jobID, r.Wait)
 }
 
+// ReportsKey reports whether revoking c with reason reports the key of
+// c, revoked already for another reason, compromised: Revoke takes such a
+// report (keyCompromised) instead of answering alreadyRevoked.
+func ReportsKey(reason Reason, c *store.Certificate) bool {
+	return c.RevokedAt != nil && reason == KeyCompromise && c.RevocationReason != store.ReasonKeyCompromise
+}
+
+// keyCompromised takes a report that the key of res.Certificate, revoked
+// already for another reason, was compromised. The report is of the key,
+// whatever the certificate's state (CA/B Forum BR §4.9.1.1 and §6.1.1.3):
+// its key is blocked and its other certificates revoked. Hallmark's own
+// certificate's reason becomes keyCompromise on its next CRL, its
+// revocation time kept (Boulder re-revokes so); a relay's or custom
+// backend's keeps the reason its backend recorded, which ACME gives no way
+// to change, and the answer is alreadyRevoked saying what was done.
+func (s *Service) keyCompromised(ctx context.Context, r Request, res Result) (Result, error) {
+	c := res.Certificate
+	if !res.Remote {
+		ev := store.AuditEvent{Actor: r.Actor, Action: ActionRevokeAgain, Subject: c.Serial,
+			Detail: fmt.Sprintf("reason %d (%s) replacing reason %d (%s)%s", int(r.Reason), r.Reason, c.RevocationReason, Reason(c.RevocationReason), via(r))}
+		got, err := s.st.RevokeForKeyCompromise(ctx, c.Serial, ev)
+		if err != nil {
+			return res, certErr(c.Serial, err, "recording the key compromise of")
+		}
+		res.Certificate, res.Done = got, true
+		return res, nil
+	}
+	h, err := store.CertKeyHash(c.DER)
+	if err != nil {
+		return res, fmt.Errorf("reading the key of certificate %s: %w", c.Serial, err)
+	}
+	blocked, err := s.st.KeyBlock(ctx, store.BlockedKey{SPKIHash: h, Serial: c.Serial, Actor: r.Actor,
+		Why: fmt.Sprintf("the report of key compromise for certificate %s (revoked already by its %s backend with reason %d)%s", c.Serial, res.Backend, c.RevocationReason, via(r))})
+	if err != nil {
+		return res, fmt.Errorf("blocking the key of certificate %s: %w", c.Serial, err)
+	}
+	return res, &acme.Error{Problem: acme.Problem{Type: acme.ProblemAlreadyRevoked,
+		Detail: fmt.Sprintf("certificate %s was already revoked at %s by its %s backend with reason %d (%s), which that backend keeps; its key is now blocked and its %d other unexpired certificate(s) revoked",
+			c.Serial, c.RevokedAt.UTC().Format(time.RFC3339), res.Backend, c.RevocationReason, Reason(c.RevocationReason), len(blocked.Revoked)+len(blocked.Queued))}, Cause: store.ErrConflict}
+}
+
+// via is " via <r.Via>" for an audit detail, or "".
+func via(r Request) string {
+	if r.Via == "" {
+		return ""
+	}
+	return " via " + r.Via
+}
+
 // event is the audit event of r's revocation of serial: the reason, the
 // path it came by and, for a relay/custom backend, that it was queued.
 func event(r Request, serial string, res Result) store.AuditEvent {
-	detail := fmt.Sprintf("reason %d (%s)", int(r.Reason), r.Reason)
-	if r.Via != "" {
-		detail += " via " + r.Via
-	}
+	detail := fmt.Sprintf("reason %d (%s)", int(r.Reason), r.Reason) + via(r)
 	if res.Remote {
 		detail += "; queued for the " + res.Backend + " backend"
 	}

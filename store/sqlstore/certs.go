@@ -238,6 +238,46 @@ SELECT serial, issuer_id, revoked_at, revocation_reason FROM certificates WHERE 
 	return out, nil
 }
 
+// rerevokeSQL makes a revoked certificate's reason keyCompromise, keeping
+// its revocation time, as Boulder's UpdateRevokedCertificate does.
+const rerevokeSQL = `UPDATE certificates SET revocation_reason = 1 WHERE serial = $1 AND revoked_at IS NOT NULL AND revocation_reason <> 1`
+
+func (s *Store) RevokeForKeyCompromise(ctx context.Context, serial string, ev store.AuditEvent) (*store.Certificate, error) {
+	var out *store.Certificate
+	err := s.inTx(ctx, func(t *txn) error {
+		n, err := t.exec(ctx, rerevokeSQL, serial)
+		if err != nil {
+			return err
+		}
+		out, err = s.certBySerial(ctx, t, serial)
+		if err != nil {
+			return err
+		}
+		switch {
+		case n == 0 && out.RevokedAt == nil:
+			return fmt.Errorf("recording the key compromise of certificate %s: it is not revoked: %w", serial, store.ErrConflict)
+		case n == 0:
+			return fmt.Errorf("recording the key compromise of certificate %s: it was revoked with reason keyCompromise already: %w", serial, store.ErrConflict)
+		case store.RemoteIssuer(out.IssuerID):
+			return fmt.Errorf("recording the key compromise of certificate %s: its issuer %s keeps its own record of the reason, which Hallmark cannot change", serial, out.IssuerID)
+		}
+		if _, err := t.exec(ctx, `UPDATE revocations SET reason = 1 WHERE serial = $1`, serial); err != nil {
+			return err
+		}
+		if err := s.audit(ctx, t, ev); err != nil {
+			return err
+		}
+		if err := s.enqueue(ctx, t, jobs.CRLGenerateArgs{IssuerID: out.IssuerID}); err != nil {
+			return err
+		}
+		return s.compromised(ctx, t, []*store.Certificate{out}, ev)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (s *Store) RevokeQueue(ctx context.Context, serial, profile string, reason int, ev store.AuditEvent) (int64, error) {
 	var id int64
 	err := s.inTx(ctx, func(t *txn) error {

@@ -342,3 +342,81 @@ func testKeySweep(t *testing.T, s store.Store, x Extras) {
 		t.Errorf("a second KeySweep = %+v, %v; want nothing left", r, err)
 	}
 }
+
+// testKeyCompromiseAfterRevocation: RevokeForKeyCompromise, the report of
+// key compromise for a certificate revoked already for another reason.
+// Its reason becomes 1 with its revocation time kept, in its revocation
+// row too (its issuer's next CRL, queued, lists it so), its key is blocked
+// and the key's other certificates revoked, with its audit event. A second
+// report, a certificate never revoked and a relay's certificate are
+// refused and change nothing.
+func testKeyCompromiseAfterRevocation(t *testing.T, s store.Store, x Extras) {
+	ctx := ctxT(t)
+	p := rnd(6) + "-"
+	key := testKey(p)
+	acct := newAccount(t, s)
+	live := dbNow(t, s).Add(90 * 24 * time.Hour)
+	issueKeyed(t, s, acct, p+"a", "issuer-1", key, live)
+	issueKeyed(t, s, acct, p+"b", "issuer-2", key, live)
+	issueKeyed(t, s, acct, p+"never", "issuer-1", testKey(p+"never"), live)
+	issueKeyed(t, s, acct, p+"relay", "relay:up", testKey(p+"relay"), live)
+	first, err := s.Revoke(ctx, p+"a", 4, store.AuditEvent{Actor: "acme:subscriber", Action: "revoke", Subject: p + "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RevokeRecorded(ctx, p+"relay", 4, store.AuditEvent{Actor: "acme:subscriber", Action: "revoke", Subject: p + "relay"}); err != nil {
+		t.Fatal(err)
+	}
+	crlBefore := x.Int(t, "SELECT count(*) FROM river_job WHERE kind = '"+jobs.KindCRLGenerate+"' AND queue = '"+jobs.IssuerQueue("issuer-1")+"'")
+
+	ev := store.AuditEvent{Actor: "acme:certificate-key", Action: "revoke.key_compromise", Subject: p + "a", Detail: "reason 1 replacing reason 4"}
+	got, err := s.RevokeForKeyCompromise(ctx, p+"a", ev)
+	if err != nil {
+		t.Fatalf("RevokeForKeyCompromise of a certificate revoked with reason 4: %v", err)
+	}
+	if got.RevocationReason != store.ReasonKeyCompromise || got.RevokedAt == nil || !got.RevokedAt.Equal(*first.RevokedAt) {
+		t.Errorf("after RevokeForKeyCompromise: reason %d, revoked at %v; want reason 1 at the first revocation's time %v", got.RevocationReason, got.RevokedAt, first.RevokedAt)
+	}
+	revs, err := s.Revocations(ctx, "issuer-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range revs {
+		if r.Serial == p+"a" && (r.Reason != store.ReasonKeyCompromise || !r.RevokedAt.Equal(*first.RevokedAt)) {
+			t.Errorf("revocation row %+v; want reason 1 at %v, as the next CRL must list it", r, first.RevokedAt)
+		}
+	}
+	if n := x.Int(t, "SELECT count(*) FROM river_job WHERE kind = '"+jobs.KindCRLGenerate+"' AND queue = '"+jobs.IssuerQueue("issuer-1")+"'"); n != crlBefore+1 {
+		t.Errorf("crl_generate jobs of issuer-1 = %d, want %d: the CRL listing reason 4 must be signed again", n, crlBefore+1)
+	}
+	if b, err := s.KeyBlockedBy(ctx, key); err != nil || b.Serial != p+"a" {
+		t.Errorf("KeyBlockedBy = %+v, %v; want the key blocked, reported by %sa", b, err, p)
+	}
+	if c, err := s.CertificateBySerial(ctx, p+"b"); err != nil || c.RevokedAt == nil || c.RevocationReason != store.ReasonKeyCompromise {
+		t.Errorf("the key's other certificate: %+v, %v; want it revoked with reason 1", c, err)
+	}
+	if n := x.Int(t, "SELECT count(*) FROM audit_events WHERE action = 'revoke.key_compromise' AND subject = '"+p+"a'"); n != 1 {
+		t.Errorf("audit events of the report = %d, want 1", n)
+	}
+
+	for serial, why := range map[string]string{
+		p + "a":     "revoked with reason keyCompromise already",
+		p + "never": "not revoked",
+	} {
+		if _, err := s.RevokeForKeyCompromise(ctx, serial, ev); !errors.Is(err, store.ErrConflict) {
+			t.Errorf("RevokeForKeyCompromise of %s (%s) = %v, want ErrConflict", serial, why, err)
+		}
+	}
+	if _, err := s.RevokeForKeyCompromise(ctx, p+"relay", ev); err == nil {
+		t.Error("RevokeForKeyCompromise of a relay's certificate succeeded; its backend keeps its reason")
+	}
+	if c, _ := s.CertificateBySerial(ctx, p+"relay"); c.RevocationReason != 4 {
+		t.Errorf("the relay's certificate has reason %d after a refused report, want 4", c.RevocationReason)
+	}
+	if c, _ := s.CertificateBySerial(ctx, p+"never"); c.RevokedAt != nil {
+		t.Error("a certificate never revoked was revoked by RevokeForKeyCompromise")
+	}
+	if n := x.Int(t, "SELECT count(*) FROM audit_events WHERE action = 'revoke.key_compromise' AND subject LIKE '"+p+"%'"); n != 1 {
+		t.Errorf("audit events after refused reports = %d, want still 1", n)
+	}
+}

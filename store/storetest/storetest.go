@@ -86,10 +86,11 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"RevokeManyConcurrent", testRevokeManyConcurrent}, // revoke_many.go
 		{"RevokeQueue", testRevokeQueue},
 		{"RevokeRecorded", testRevokeRecorded},
-		{"KeyCompromise", testKeyCompromise},         // blockedkeys.go
-		{"KeyBlocked", testKeyBlocked},               // blockedkeys.go
-		{"KeySweep", testKeySweep},                   // blockedkeys.go
-		{"UndeliveredRecord", testUndeliveredRecord}, // undelivered.go
+		{"KeyCompromise", testKeyCompromise},                               // blockedkeys.go
+		{"KeyCompromiseAfterRevocation", testKeyCompromiseAfterRevocation}, // blockedkeys.go
+		{"KeyBlocked", testKeyBlocked},                                     // blockedkeys.go
+		{"KeySweep", testKeySweep},                                         // blockedkeys.go
+		{"UndeliveredRecord", testUndeliveredRecord},                       // undelivered.go
 		{"CRLMonotonic", testCRLMonotonic},
 		{"Leases", testLeases},
 		{"RateCounts", testRateCounts},

@@ -320,6 +320,15 @@ func TestRevoke(t *testing.T) {
 			}
 			// One serial, in openssl's form, already revoked.
 			c.want(4, "revoke", "0A:01")
+			// Its key reported compromised after: the reason becomes
+			// keyCompromise (its time kept) and its CRL is queued again;
+			// reported twice, it is already revoked so.
+			before := c.cert("0a01")
+			r = c.want(0, "revoke", "--reason", "keyCompromise", "0A:01")
+			if got := c.cert("0a01"); got.RevocationReason != 1 || !got.RevokedAt.Equal(*before.RevokedAt) || !strings.Contains(r.stdout, "revoked") {
+				t.Errorf("after reporting the key of a certificate revoked as superseded: reason %d at %v (was %v); output:\n%s", got.RevocationReason, got.RevokedAt, before.RevokedAt, r.stdout)
+			}
+			c.want(4, "revoke", "--reason", "keyCompromise", "0A:01")
 			// By order: the text says what it did and that the CRL follows.
 			r = c.want(0, "revoke", "--order", ob.ID, "--reason", "keyCompromise")
 			t.Logf("hallmark revoke --order:\n%s", r.stdout)

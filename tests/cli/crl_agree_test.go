@@ -168,7 +168,7 @@ const exitStale = 5
 // records it.
 func (c *ca) revokeLocal(serial string) {
 	c.t.Helper()
-	if _, err := c.st().Revoke(context.Background(), serial, 1, store.AuditEvent{Actor: "test", Action: "revoke", Subject: serial}); err != nil {
+	if _, err := c.st().Revoke(context.Background(), serial, 0, store.AuditEvent{Actor: "test", Action: "revoke", Subject: serial}); err != nil {
 		c.t.Fatal(err)
 	}
 }

@@ -36,7 +36,7 @@ func TestCRLStatusComparesSerials(t *testing.T) {
 				c := newCA(t, d.url(t))
 				ctx := context.Background()
 				c.issued(c.account(), "gone.example.com", "0c01")
-				rev, err := c.st().Revoke(ctx, "0c01", 1, store.AuditEvent{Actor: "test", Action: "revoke", Subject: "0c01"})
+				rev, err := c.st().Revoke(ctx, "0c01", 0, store.AuditEvent{Actor: "test", Action: "revoke", Subject: "0c01"})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -7,13 +7,16 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"math/big"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
 
 // SignedCRL is a CRL's DER, signed by a throwaway issuer, listing serials
 // (hex) with thisUpdate this: what a worker would store, for tests of what
-// reads it (hallmark crl status, the admin panel).
+// reads it (hallmark crl status, the admin panel). A serial is listed with
+// reason 0 (unspecified), or with the reason written after it ("c01:1").
 func SignedCRL(t *testing.T, this time.Time, serials ...string) []byte {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -33,11 +36,18 @@ func SignedCRL(t *testing.T, this time.Time, serials ...string) []byte {
 	}
 	var entries []x509.RevocationListEntry
 	for _, s := range serials {
+		s, reason, _ := strings.Cut(s, ":")
 		n, ok := new(big.Int).SetString(s, 16)
 		if !ok {
 			t.Fatalf("serial %q is not hex", s)
 		}
-		entries = append(entries, x509.RevocationListEntry{SerialNumber: n, RevocationTime: this.Add(-time.Second)})
+		e := x509.RevocationListEntry{SerialNumber: n, RevocationTime: this.Add(-time.Second)}
+		if reason != "" {
+			if e.ReasonCode, err = strconv.Atoi(reason); err != nil {
+				t.Fatalf("serial %s's reason %q is not a number", s, reason)
+			}
+		}
+		entries = append(entries, e)
 	}
 	der, err := x509.CreateRevocationList(rand.Reader, &x509.RevocationList{Number: big.NewInt(1), ThisUpdate: this,
 		NextUpdate: this.Add(24 * time.Hour), RevokedCertificateEntries: entries}, ca, key)
