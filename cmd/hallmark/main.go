@@ -91,6 +91,7 @@ func main() {
 			crlCommand(),
 			eabCommand(),
 			keysCommand(),
+			backupCommand(),
 			ariCommand(),
 			{
 				Name:  "version",

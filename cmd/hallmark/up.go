@@ -69,7 +69,8 @@ func upCommand() *cli.Command {
 
 func up(c *cli.Context) error {
 	data := c.String("data")
-	if err := os.MkdirAll(data, 0o755); err != nil {
+	// Owner only: it holds the CA's keys and the database.
+	if err := os.MkdirAll(data, 0o700); err != nil {
 		return fmt.Errorf("creating %s: %w", data, err)
 	}
 	cfgPath := filepath.Join(data, "hallmark.toml")

@@ -30,7 +30,15 @@ type DB struct {
 	conn    sqlstore.Conn
 	dialect *sqlstore.Dialect
 	advice  func(context.Context) ([]string, error) // nil: nothing to check
+	backup  func(ctx context.Context, path string) (Backup, error)
 }
+
+// Backup is what DB.Backup wrote.
+type Backup = sqlite.Backup
+
+// ErrBackupElsewhere is DB.Backup's answer on PostgreSQL, whose own tools
+// back it up better than a copy through one connection could.
+var ErrBackupElsewhere = errors.New("hallmark backup copies the embedded SQLite database; back up PostgreSQL with its own tools: pg_dump for a copy, or pg_basebackup with WAL archiving to lose nothing since the last copy (docs/operations.md, Backups)")
 
 // Open connects to url ("postgres://..." or "postgresql://...", or
 // "sqlite:<path>", whose directory is created). maxConns bounds a
@@ -92,13 +100,25 @@ func fromSQL(db *sql.DB, path string) *DB {
 		Dialect: sqlstore.SQLite.Name,
 		conn:    sqlite.Conn(db),
 		dialect: sqlstore.SQLite,
+		backup:  func(ctx context.Context, path string) (Backup, error) { return sqlite.BackupTo(ctx, db, path) },
+		advice:  func(context.Context) ([]string, error) { return sqlite.Advice(path) },
 	}
 }
 
-// Advice is what an operator should change in the database server's
-// settings, one sentence each (postgres.Advice): settings that lose
-// certificates on a crash or slow issuance as the tables grow. SQLite has
-// none; Hallmark sets its pragmas itself.
+// Backup writes a consistent copy of an SQLite database to path while it
+// is in use (sqlite.BackupTo); ErrBackupElsewhere for PostgreSQL.
+func (db *DB) Backup(ctx context.Context, path string) (Backup, error) {
+	if db.backup == nil {
+		return Backup{}, ErrBackupElsewhere
+	}
+	return db.backup(ctx, path)
+}
+
+// Advice is what an operator should change about the database, one
+// sentence each: PostgreSQL's settings that lose certificates on a crash
+// or slow issuance as the tables grow (postgres.Advice); for SQLite,
+// whose pragmas Hallmark sets itself, a file other users may read
+// (sqlite.Advice).
 func (db *DB) Advice(ctx context.Context) ([]string, error) {
 	if db.advice == nil {
 		return nil, nil

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,6 +86,9 @@ func open(path, sync string) (*sql.DB, error) {
 			return nil, fmt.Errorf("creating the directory of SQLite database %s: %w", path, err)
 		}
 	}
+	if err := createPrivate(path); err != nil {
+		return nil, fmt.Errorf("creating SQLite database %s: %w", path, err)
+	}
 	db, err := sql.Open(driverName, dsn(path, sync)) // driver.go: modernc's, keeping statements prepared
 	if err != nil {
 		return nil, fmt.Errorf("opening SQLite database %s: %w", path, err)
@@ -98,6 +102,46 @@ func open(path, sync string) (*sql.DB, error) {
 		return nil, fmt.Errorf("opening SQLite database %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// createPrivate creates the database file at path, empty and readable by
+// its owner alone, unless it exists. SQLite would create it with the
+// umask's mode, 0644 as a rule, and gives its -wal and -shm files the
+// database file's mode; the database holds secrets (EAB MAC keys, the
+// nonce key), which other users of the host must not read.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// Advice is what an operator should change about the database file at
+// path, one sentence each (open.DB.Advice): a file other users of the host
+// may read. Hallmark's pragmas are its own, so there is nothing else.
+func Advice(path string) ([]string, error) {
+	var open []string
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			open = append(open, fmt.Sprintf("%s (mode %04o)", p, fi.Mode().Perm()))
+		}
+	}
+	if len(open) == 0 {
+		return nil, nil
+	}
+	return []string{fmt.Sprintf("other users of this host may read the SQLite database, which holds EAB MAC keys and the nonce key: %s; chmod 600 the database and its -wal and -shm files",
+		strings.Join(open, ", "))}, nil
 }
 
 // Conn adapts db to sqlstore's executor (for the migration runner).
