@@ -23,7 +23,7 @@ func crlCommand() *cli.Command {
 				"Exit code 5 when any issuer is stale.",
 			Flags:  []cli.Flag{jsonFlag},
 			Action: withSession(crlStatus),
-		}},
+		}, crlRestoreCommand()},
 	}
 }
 
