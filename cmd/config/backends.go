@@ -52,8 +52,9 @@ type Backend struct {
 	RevokeCommand []string `toml:"revoke_command"`
 
 	// TimeoutMS bounds one call to the backend (relay: the whole upstream
-	// order; custom: one hook run). Default 20000 for relay, 10000 for
-	// custom.
+	// order; custom: one hook run; pkcs11: one signature, and the wait for
+	// a session to make it in). Default 20000 for relay, 10000 for custom
+	// and pkcs11.
 	TimeoutMS int `toml:"timeout_ms"`
 }
 
@@ -92,7 +93,7 @@ func (c *Config) backendDefaults() {
 			switch b.Type {
 			case "relay":
 				b.TimeoutMS = 20000
-			case "custom":
+			case "custom", "pkcs11":
 				b.TimeoutMS = 10000
 			}
 		}
@@ -140,7 +141,7 @@ func (c Config) validateBackends(add func(key, format string, args ...any)) {
 			"timeout_ms": b.TimeoutMS != 0, "renewal_info_per_run": b.RenewalInfoPerRun != 0,
 		}
 		own := map[string][]string{
-			"pkcs11": {"module", "token_label", "slot", "pin_env", "pin_file", "key_label", "key_id", "cert", "max_sessions"},
+			"pkcs11": {"module", "token_label", "slot", "pin_env", "pin_file", "key_label", "key_id", "cert", "max_sessions", "timeout_ms"},
 			"relay":  {"directory_url", "account_key", "contact", "ca_cert", "challenge", "timeout_ms", "renewal_info_per_run"},
 			"custom": {"issue_command", "revoke_command", "timeout_ms"},
 		}
@@ -215,7 +216,7 @@ func (c Config) validateBackends(add func(key, format string, args ...any)) {
 				add(key+".timeout_ms", "must be shorter than server.request_timeout_ms - 1000 (%d), so a revocation can finish inside the request", c.Server.RequestTimeoutMS-1000)
 			}
 		}
-		if b.Type != "pkcs11" && b.TimeoutMS >= c.Worker.JobTimeoutMS {
+		if b.TimeoutMS >= c.Worker.JobTimeoutMS {
 			add(key+".timeout_ms", "must be shorter than worker.job_timeout_ms (%d)", c.Worker.JobTimeoutMS)
 		}
 	}

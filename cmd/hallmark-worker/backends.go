@@ -102,7 +102,7 @@ func pkcs11Config(b config.Backend) (pkcs11.Config, error) {
 		}
 	}
 	return pkcs11.Config{Module: b.Module, TokenLabel: b.TokenLabel, Slot: b.Slot, PIN: pin,
-		KeyLabel: b.KeyLabel, KeyID: id, MaxSessions: b.MaxSessions}, nil
+		KeyLabel: b.KeyLabel, KeyID: id, MaxSessions: b.MaxSessions, SignTimeout: time.Duration(b.TimeoutMS) * time.Millisecond}, nil
 }
 
 // initPKCS11 generates the key of [backends.<name>] on its token and writes

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/ThalesGroup/crypto11"
 
@@ -23,6 +25,23 @@ type Config struct {
 	KeyLabel    string // the key pair's CKA_LABEL, or
 	KeyID       []byte // its CKA_ID
 	MaxSessions int    // session pool size (at least 2: one stays logged in)
+	// SignTimeout bounds one signature, and the wait for a session to make
+	// it in; 0 is DefaultSignTimeout. PKCS#11 calls take no deadline, and a
+	// token that stops answering (a network HSM cut off mid-call) would
+	// otherwise hold the job, and the session, for good.
+	SignTimeout time.Duration
+}
+
+// DefaultSignTimeout is Config.SignTimeout's default: far above what a
+// signature takes on any token (SoftHSM2: well under a millisecond), far
+// below what a client polling an order waits.
+const DefaultSignTimeout = 10 * time.Second
+
+func (c Config) signTimeout() time.Duration {
+	if c.SignTimeout <= 0 {
+		return DefaultSignTimeout
+	}
+	return c.SignTimeout
 }
 
 func (c Config) String() string {
@@ -42,7 +61,9 @@ func (c Config) crypto11() *crypto11.Config {
 	if max < 2 {
 		max = 2
 	}
-	return &crypto11.Config{Path: c.Module, TokenLabel: c.TokenLabel, SlotNumber: c.Slot, Pin: c.PIN, MaxSessions: max}
+	// A call that finds every session held by calls the token never
+	// answered fails, as they did, instead of waiting behind them.
+	return &crypto11.Config{Path: c.Module, TokenLabel: c.TokenLabel, SlotNumber: c.Slot, Pin: c.PIN, MaxSessions: max, PoolWaitTimeout: c.signTimeout()}
 }
 
 // Token is a crypto.Signer whose key lives on a PKCS#11 token. It opens the
@@ -59,6 +80,11 @@ type Token struct {
 	mu   sync.Mutex
 	ctx  *crypto11.Context // nil while the token is away
 	key  crypto.Signer
+
+	// hung counts signatures that outlived the sign timeout and have not
+	// returned yet: each holds a session and a goroutine until the token
+	// answers. Ready reports the token hung while any is outstanding.
+	hung atomic.Int64
 }
 
 // Open opens the module, logs in and finds the key pair: the one whose
@@ -128,17 +154,48 @@ func (t *Token) Public() crypto.PublicKey { return t.pub }
 // request's (the digest is always well-formed), so it wraps
 // signer.ErrUnavailable, and the module is closed so the next call opens it
 // afresh.
+//
+// A signature the token has not made within the sign timeout is given up
+// (signer.ErrUnavailable, so the job is retried, on another worker or
+// once the token answers again): PKCS#11 calls take no deadline, and
+// waiting on one would hold the job for good. The call itself cannot be
+// taken back; it is left to finish, its result discarded.
 func (t *Token) Sign(rand io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
 	key, err := t.signer()
 	if err != nil {
 		return nil, err
 	}
-	sig, err := key.Sign(rand, digest, opts)
-	if err != nil {
-		t.drop(key)
-		return nil, fmt.Errorf("%w: signing on PKCS#11 %s: %v", signer.ErrUnavailable, t.cfg, err)
+	type result struct {
+		sig []byte
+		err error
 	}
-	return sig, nil
+	done := make(chan result, 1)
+	go func() {
+		sig, err := key.Sign(rand, digest, opts)
+		done <- result{sig, err}
+	}()
+	timeout := t.cfg.signTimeout()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			// Closing the module waits for every session in use: with
+			// calls hung on it, the next signature opens no new one.
+			if t.hung.Load() == 0 {
+				t.drop(key)
+			}
+			return nil, fmt.Errorf("%w: signing on PKCS#11 %s: %v", signer.ErrUnavailable, t.cfg, r.err)
+		}
+		return r.sig, nil
+	case <-timer.C:
+		t.hung.Add(1)
+		go func() {
+			<-done
+			t.hung.Add(-1)
+		}()
+		return nil, fmt.Errorf("%w: PKCS#11 %s did not answer a signature within %s (timeout_ms); the call is left to the token and the job will be tried again", signer.ErrUnavailable, t.cfg, timeout)
+	}
 }
 
 // signer returns the live key, reconnecting if the token was away.
@@ -189,6 +246,9 @@ func (t *Token) drop(key crypto.Signer) {
 // Ready checks that the token answers: it reconnects if needed and looks the
 // key up again in a fresh session (a PKCS#11 round trip that signs nothing).
 func (t *Token) Ready(ctx context.Context) error {
+	if n := t.hung.Load(); n > 0 {
+		return fmt.Errorf("%w: PKCS#11 %s is hung: %d signature(s) have not returned after %s (timeout_ms)", signer.ErrUnavailable, t.cfg, n, t.cfg.signTimeout())
+	}
 	key, err := t.signer()
 	if err != nil {
 		return err
@@ -219,7 +279,9 @@ func (t *Token) Ready(ctx context.Context) error {
 	return nil
 }
 
-// Close logs out and releases the module.
+// Close logs out and releases the module. With signatures still hung on
+// the token it leaves the module open instead: closing waits for every
+// session in use, so a worker would never finish stopping.
 func (t *Token) Close() error {
 	t.conn.Lock()
 	defer t.conn.Unlock()
@@ -229,6 +291,9 @@ func (t *Token) Close() error {
 	t.mu.Unlock()
 	if ctx == nil {
 		return nil
+	}
+	if n := t.hung.Load(); n > 0 {
+		return fmt.Errorf("PKCS#11 %s left open: %d signature(s) are still hung on the token", t.cfg, n)
 	}
 	return ctx.Close()
 }
