@@ -91,4 +91,46 @@ func TestRevokeGoesToTheIssuingBackend(t *testing.T) {
 			t.Errorf("revocation rows for %s = %+v, %v; want none (Hallmark signs no CRL for it)", hooks.IssuerID(), revs, err)
 		}
 	})
+
+	t.Run("a key compromise that joins a queued revocation", func(t *testing.T) {
+		// Queued as superseded while no worker runs, then reported as a
+		// key compromise: one job, and the hooks are told keyCompromise.
+		// Before, they were told the first request's reason.
+		o := r.order(t, acct, "unmounted", "joined.worker.test")
+		r.ready(t, o)
+		if _, _, err := r.st.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil {
+			t.Fatal(err)
+		}
+		now, _ := r.st.Now(ctx)
+		if err := r.st.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: "c0ffe2", IssuerID: hooks.IssuerID(), Profile: "hooked",
+			DER: []byte{0x30, 0x01}, Names: []string{"joined.worker.test"}, NotBefore: now, NotAfter: now.Add(time.Hour)}}); err != nil {
+			t.Fatal(err)
+		}
+		r.stopFirst(t)
+		first, err := r.st.RevokeQueue(ctx, "c0ffe2", "hooked", 4, store.AuditEvent{Actor: "test", Action: "revoke", Subject: "c0ffe2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if joined, err := r.st.RevokeQueue(ctx, "c0ffe2", "hooked", 1, store.AuditEvent{Actor: "test", Action: "revoke", Subject: "c0ffe2"}); err != nil || joined != first {
+			t.Fatalf("the key compromise report: job %d, %v; want it to join job %d", joined, err, first)
+		}
+		r.startWorker(t, "joined-worker", r.issuer, 0)
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if c, err := r.st.CertificateBySerial(ctx, "c0ffe2"); err == nil && c.RevokedAt != nil {
+				if c.RevocationReason != 1 {
+					t.Errorf("recorded revoked with reason %d, want 1 (keyCompromise)", c.RevocationReason)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("not revoked 20 s after the worker started")
+			}
+		}
+		b, _ := os.ReadFile(hookLog)
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, `"serial":"c0ffe2"`) && !strings.Contains(line, `"reason":1`) {
+				t.Errorf("the hooks were asked %s; want reason 1", line)
+			}
+		}
+	})
 }

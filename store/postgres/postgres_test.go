@@ -47,6 +47,7 @@ func newStore(t *testing.T) (store.Store, storetest.Extras) {
 	}
 	raw := connect(t)
 	return db.Store, storetest.Extras{
+		Dialect: db.Dialect,
 		Open: func(t *testing.T, ins jobs.Inserter) store.Store {
 			pool := connect(t)
 			if ins == nil {

@@ -45,6 +45,7 @@ func newStore(t *testing.T) (store.Store, storetest.Extras) {
 	}
 	raw := connect(t)
 	return db.Store, storetest.Extras{
+		Dialect:       db.Dialect,
 		ProcessNonces: true,
 		Open: func(t *testing.T, ins jobs.Inserter) store.Store {
 			h := connect(t)

@@ -278,6 +278,18 @@ func (s *Store) RevokeForKeyCompromise(ctx context.Context, serial string, ev st
 	return out, nil
 }
 
+// raiseRevokeReasonSQL makes the reason of signer_revoke job $1
+// keyCompromise while no worker has taken it. Its uniqueness is by serial
+// alone (jobs.SignerRevokeArgs), so River's unique key stays right. River
+// keeps args as jsonb on PostgreSQL and as SQLite's JSONB blob, and the
+// two spell a path differently.
+func (s *Store) raiseRevokeReasonSQL() string {
+	if s.d == SQLite {
+		return `UPDATE river_job SET args = jsonb_set(args, '$.reason', 1) WHERE id = $1 AND state IN ('available', 'scheduled', 'retryable', 'pending')`
+	}
+	return `UPDATE river_job SET args = jsonb_set(args, '{reason}', '1') WHERE id = $1 AND state IN ('available', 'scheduled', 'retryable', 'pending')`
+}
+
 func (s *Store) RevokeQueue(ctx context.Context, serial, profile string, reason int, ev store.AuditEvent) (int64, error) {
 	var id int64
 	err := s.inTx(ctx, func(t *txn) error {
@@ -291,9 +303,17 @@ func (s *Store) RevokeQueue(ctx context.Context, serial, profile string, reason 
 		if err := s.audit(ctx, t, ev); err != nil {
 			return err
 		}
-		id, err = s.enqueueJob(ctx, t, jobs.SignerRevokeArgs{Serial: serial, Profile: profile, Reason: reason})
+		var inserted bool
+		id, inserted, err = s.insertJob(ctx, t, jobs.SignerRevokeArgs{Serial: serial, Profile: profile, Reason: reason})
 		if err != nil || reason != store.ReasonKeyCompromise {
 			return err
+		}
+		if !inserted {
+			// It joined a job queued for another reason: the backend is
+			// told keyCompromise instead, unless the job has started.
+			if _, err := t.exec(ctx, s.raiseRevokeReasonSQL(), id); err != nil {
+				return fmt.Errorf("raising the reason of signer_revoke job %d to keyCompromise: %w", id, err)
+			}
 		}
 		// The report is of the key, whatever the backend answers or when:
 		// the key is blocked and its other certificates revoked now, not

@@ -52,14 +52,21 @@ func (s *Store) enqueue(ctx context.Context, t *txn, args river.JobArgs) error {
 // enqueueJob is enqueue returning the job's id: the one inserted, or the
 // outstanding one River's uniqueness kept instead.
 func (s *Store) enqueueJob(ctx context.Context, t *txn, args river.JobArgs) (int64, error) {
+	id, _, err := s.insertJob(ctx, t, args)
+	return id, err
+}
+
+// insertJob is enqueueJob saying whether the job is new: false when a
+// unique job's outstanding twin was kept instead, whose id it returns.
+func (s *Store) insertJob(ctx context.Context, t *txn, args river.JobArgs) (int64, bool, error) {
 	if s.ins == nil {
-		return 0, fmt.Errorf("enqueueing %s: the store was built without a job inserter", args.Kind())
+		return 0, false, fmt.Errorf("enqueueing %s: the store was built without a job inserter", args.Kind())
 	}
-	id, _, err := s.ins.InsertTx(ctx, t.raw.Raw(), args)
+	id, inserted, err := s.ins.InsertTx(ctx, t.raw.Raw(), args)
 	if err != nil {
-		return 0, fmt.Errorf("enqueueing %s: %w", args.Kind(), err)
+		return 0, false, fmt.Errorf("enqueueing %s: %w", args.Kind(), err)
 	}
-	return id, nil
+	return id, inserted, nil
 }
 
 // Now is one autocommitted statement: reading the clock needs no

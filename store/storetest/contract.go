@@ -1997,6 +1997,25 @@ func testRevokeQueue(t *testing.T, s store.Store, x Extras) {
 	if n := x.Int(t, "SELECT count(*) FROM river_job WHERE kind = '"+jobs.KindSignerRevoke+"' AND queue = '"+jobs.ProfileQueue("upstream")+"'"); n != 1 {
 		t.Fatalf("%d signer_revoke jobs on the upstream profile's queue, want 1", n)
 	}
+	// A key compromise reported while it waits joins it too, and the
+	// backend is told keyCompromise, not the first request's reason.
+	reasonOf := func(id int64) int64 {
+		q := fmt.Sprintf("SELECT (args->>'reason')::bigint FROM river_job WHERE id = %d", id)
+		if x.Dialect == "sqlite" {
+			q = fmt.Sprintf("SELECT json_extract(args, '$.reason') FROM river_job WHERE id = %d", id)
+		}
+		return x.Int(t, q)
+	}
+	if r := reasonOf(id); r != 4 {
+		t.Fatalf("the queued job's reason = %d, want 4", r)
+	}
+	joined, err := s.RevokeQueue(ctx, "cafe", "upstream", store.ReasonKeyCompromise, store.AuditEvent{Actor: "acme:certificate-key", Action: "revoke", Subject: "cafe"})
+	if err != nil || joined != id {
+		t.Fatalf("RevokeQueue with reason 1 while job %d is outstanding = job %d, %v; want the same job", id, joined, err)
+	}
+	if r := reasonOf(id); r != store.ReasonKeyCompromise {
+		t.Fatalf("the queued job's reason after a key compromise joined it = %d, want 1", r)
+	}
 	if p, err := s.RevokeProgress(ctx, "cafe", id); err != nil || p.Revoked || p.Refused != nil {
 		t.Fatalf("RevokeProgress before the backend answered = %+v, %v; want nothing yet", p, err)
 	}

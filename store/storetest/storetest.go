@@ -31,6 +31,9 @@ type Extras struct {
 	Migrate func(ctx context.Context) ([]int, error)
 	// Status reports the database's migration status.
 	Status func(ctx context.Context) (sqlstore.MigrationStatus, error)
+	// Dialect is "postgres" or "sqlite", for a check that must read River's
+	// JSON job arguments, which the two spell differently.
+	Dialect string
 	// ProcessNonces: the consumed-nonce set lives in the handle's memory
 	// under an epoch of its own (SQLite), not in a table every handle
 	// shares (PostgreSQL).
