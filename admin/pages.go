@@ -307,12 +307,14 @@ func (s *Server) cert(w http.ResponseWriter, r *http.Request, p principal) error
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request, p principal) error {
 	serial := r.PathValue("serial")
 	reason, err := revocation.ParseReason(r.PostFormValue("reason"))
+	var res revocation.Result
 	if err == nil {
-		var res revocation.Result
 		res, err = s.rev.Revoke(r.Context(), revocation.Request{Serial: serial, Reason: reason, Actor: "admin:" + p.user, Via: "admin panel", Wait: s.wait})
 		if err == nil {
 			msg := fmt.Sprintf("Revoked (%s). The issuer's next CRL is queued and will list it.", reason)
 			switch {
+			case res.KeyReported:
+				msg = "Key compromise recorded: its key is blocked, its other certificates are revoked, and the issuer's next CRL lists this one as keyCompromise."
 			case res.Remote && !res.Done:
 				// A refusal never shows on this page by itself: asking again
 				// waits on the same job, or asks the backend anew.
@@ -326,6 +328,12 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request, p principal) err
 		}
 	}
 	var ae *acme.Error
+	if errors.As(err, &ae) && res.KeyReported {
+		// A relay's or custom backend's certificate: its backend keeps the
+		// reason it recorded, and the key is blocked all the same.
+		s.redirectNotice(w, r, p, "/certs/"+url.PathEscape(serial), "Key compromise recorded: "+ae.Problem.Detail)
+		return nil
+	}
 	if errors.As(err, &ae) {
 		s.log.Info("admin: revocation refused", "serial", serial, "user", p.user, "problem", ae.Problem.Detail)
 		s.redirectNotice(w, r, p, "/certs/"+url.PathEscape(serial), "Not revoked: "+ae.Problem.Detail)

@@ -96,6 +96,11 @@ type Result struct {
 	// backends (the next CRL, queued in the same transaction, will list
 	// it); for remote ones when the worker confirmed within Wait.
 	Done bool
+	// KeyReported is true when the request reported the key of a
+	// certificate revoked already for another reason compromised, and the
+	// key was blocked (ReportsKey); for a relay's or custom backend's
+	// certificate the error is still alreadyRevoked.
+	KeyReported bool
 }
 
 // Backend names the backend that issued c. Its issuer id says so for a
@@ -223,7 +228,7 @@ func (s *Service) keyCompromised(ctx context.Context, r Request, res Result) (Re
 		if err != nil {
 			return res, certErr(c.Serial, err, "recording the key compromise of")
 		}
-		res.Certificate, res.Done = got, true
+		res.Certificate, res.Done, res.KeyReported = got, true, true
 		return res, nil
 	}
 	h, err := store.CertKeyHash(c.DER)
@@ -235,6 +240,7 @@ func (s *Service) keyCompromised(ctx context.Context, r Request, res Result) (Re
 	if err != nil {
 		return res, fmt.Errorf("blocking the key of certificate %s: %w", c.Serial, err)
 	}
+	res.KeyReported = true
 	return res, &acme.Error{Problem: acme.Problem{Type: acme.ProblemAlreadyRevoked,
 		Detail: fmt.Sprintf("certificate %s was already revoked at %s by its %s backend with reason %d (%s), which that backend keeps; its key is now blocked and its %d other unexpired certificate(s) revoked",
 			c.Serial, c.RevokedAt.UTC().Format(time.RFC3339), res.Backend, c.RevocationReason, Reason(c.RevocationReason), len(blocked.Revoked)+len(blocked.Queued))}, Cause: store.ErrConflict}
