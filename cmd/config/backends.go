@@ -53,8 +53,8 @@ type Backend struct {
 
 	// TimeoutMS bounds one call to the backend (relay: the whole upstream
 	// order; custom: one hook run; pkcs11: one signature, and the wait for
-	// a session to make it in). Default 20000 for relay, 10000 for custom
-	// and pkcs11.
+	// a session to make it in). Default 20000 for relay, 10000 for custom,
+	// and for pkcs11 10000 or half of worker.job_timeout_ms if less.
 	TimeoutMS int `toml:"timeout_ms"`
 }
 
@@ -93,8 +93,12 @@ func (c *Config) backendDefaults() {
 			switch b.Type {
 			case "relay":
 				b.TimeoutMS = 20000
-			case "custom", "pkcs11":
+			case "custom":
 				b.TimeoutMS = 10000
+			case "pkcs11":
+				// Inside the job's own time, so a hung token's signature
+				// is given up before River gives the job up.
+				b.TimeoutMS = min(10000, c.Worker.JobTimeoutMS/2)
 			}
 		}
 		if b.Type == "relay" && b.Challenge == "" {

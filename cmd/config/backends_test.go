@@ -42,6 +42,32 @@ pin_env = "HSM_PIN"
 key_label = "issuer"
 cert = "hsm.pem"
 `, nil},
+		{"pkcs11 valid, a short job timeout", hsmProfile + `
+[worker]
+job_timeout_ms = 8000
+rescue_after_ms = 15000
+
+[challenge]
+timeout_ms = 7000
+
+[backends.token]
+type = "pkcs11"
+module = "/usr/lib/softhsm/libsofthsm2.so"
+token_label = "ca"
+pin_env = "HSM_PIN"
+key_label = "issuer"
+cert = "hsm.pem"
+`, nil},
+		{"pkcs11 timeout beyond the job's", hsmProfile + `
+[backends.token]
+type = "pkcs11"
+module = "/usr/lib/softhsm/libsofthsm2.so"
+token_label = "ca"
+pin_env = "HSM_PIN"
+key_label = "issuer"
+cert = "hsm.pem"
+timeout_ms = 60000
+`, []string{"backends.token.timeout_ms: must be shorter than worker.job_timeout_ms"}},
 		{"pkcs11 missing pieces", hsmProfile + `
 [backends.token]
 type = "pkcs11"
@@ -104,7 +130,7 @@ pin = "1234"
 					t.Fatalf("valid configuration refused: %v", err)
 				}
 				b := cfg.Backends["token"]
-				if b.MaxSessions != cfg.Worker.Concurrency+2 || !filepath.IsAbs(b.Cert) {
+				if b.MaxSessions != cfg.Worker.Concurrency+2 || !filepath.IsAbs(b.Cert) || b.TimeoutMS != min(10000, cfg.Worker.JobTimeoutMS/2) {
 					t.Fatalf("defaults not applied: %+v", b)
 				}
 				return
