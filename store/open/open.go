@@ -100,7 +100,7 @@ func fromSQL(db *sql.DB, path string) *DB {
 		Dialect: sqlstore.SQLite.Name,
 		conn:    sqlite.Conn(db),
 		dialect: sqlstore.SQLite,
-		backup:  func(ctx context.Context, path string) (Backup, error) { return sqlite.BackupTo(ctx, db, path) },
+		backup:  func(ctx context.Context, to string) (Backup, error) { return sqlite.BackupTo(ctx, db, path, to) },
 		advice:  func(context.Context) ([]string, error) { return sqlite.Advice(path) },
 	}
 }

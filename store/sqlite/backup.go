@@ -28,16 +28,16 @@ type Backup struct {
 // under a temporary name readable by its owner alone, checked (PRAGMA integrity_check, and its schema
 // version read), synced, and renamed into place with its directory synced:
 // path is the old file or a whole, checked copy, never a partial one.
-// Overwriting path is the caller's decision; the database's own file is
-// refused.
-func BackupTo(ctx context.Context, db *sql.DB, path string) (Backup, error) {
+// Overwriting path is the caller's decision; the database's own file (db's,
+// at from) is refused.
+func BackupTo(ctx context.Context, db *sql.DB, from, path string) (Backup, error) {
 	out := Backup{}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return out, fmt.Errorf("backing up to %s: %w", path, err)
 	}
 	out.Path = abs
-	main, err := mainFile(ctx, db)
+	main, err := filepath.Abs(from)
 	if err != nil {
 		return out, err
 	}
@@ -86,32 +86,6 @@ func BackupTo(ctx context.Context, db *sql.DB, path string) (Backup, error) {
 	}
 	out.Bytes = fi.Size()
 	return out, nil
-}
-
-// mainFile is the file of db's "main" schema.
-func mainFile(ctx context.Context, db *sql.DB) (string, error) {
-	rows, err := db.QueryContext(ctx, `PRAGMA database_list`)
-	if err != nil {
-		return "", fmt.Errorf("finding the database's file: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var seq int
-		var name, file string
-		if err := rows.Scan(&seq, &name, &file); err != nil {
-			return "", err
-		}
-		if name == "main" {
-			if file == "" {
-				return "", errors.New("backing up: the database is in memory; there is no file to copy")
-			}
-			return file, rows.Err()
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return "", err
-	}
-	return "", errors.New("backing up: the database has no main schema")
 }
 
 // checkCopy opens the copy at path read-only (it writes nothing: no WAL,

@@ -23,16 +23,8 @@ import (
 // others may read is one sentence of advice, naming it.
 func TestFilesPrivate(t *testing.T) {
 	ctx := context.Background()
-	url := testdb.SQLite(t)
+	db, url := migrated(t)
 	path := strings.TrimPrefix(url, "sqlite:")
-	db, err := open.Open(ctx, url, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	if err := db.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
 		fi, err := os.Stat(p)
 		if err != nil {
@@ -60,16 +52,8 @@ func TestFilesPrivate(t *testing.T) {
 // and never the database's own file.
 func TestBackupTo(t *testing.T) {
 	ctx := context.Background()
-	url := testdb.SQLite(t)
+	db, url := migrated(t)
 	path := strings.TrimPrefix(url, "sqlite:")
-	db, err := open.Open(ctx, url, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	if err := db.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	before := mustAccount(t, db.Store, "before")
 
 	// Another process writes throughout.
@@ -165,6 +149,21 @@ func TestBackupOfPostgreSQL(t *testing.T) {
 	if _, err := db.Backup(ctx, filepath.Join(t.TempDir(), "copy")); err != open.ErrBackupElsewhere {
 		t.Fatalf("Backup of PostgreSQL = %v, want ErrBackupElsewhere", err)
 	}
+}
+
+// migrated opens a fresh database file as the binaries do, migrated.
+func migrated(t *testing.T) (*open.DB, string) {
+	t.Helper()
+	url := testdb.SQLite(t)
+	db, err := open.Open(context.Background(), url, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if err := db.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return db, url
 }
 
 func mustAccount(t *testing.T, st store.Store, name string) *store.Account {
