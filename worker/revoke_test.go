@@ -44,6 +44,22 @@ func TestRevokeGoesToTheIssuingBackend(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// hooksIssued stores serial for name as the hooks would have issued
+	// it, with profile recorded, for an order no worker signs (its
+	// profile is not mounted).
+	hooksIssued := func(serial, profile, name string) {
+		t.Helper()
+		o := r.order(t, acct, "unmounted", name)
+		r.ready(t, o)
+		if _, _, err := r.st.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil {
+			t.Fatal(err)
+		}
+		now, _ := r.st.Now(ctx)
+		if err := r.st.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: serial, IssuerID: hooks.IssuerID(), Profile: profile,
+			DER: []byte{0x30, 0x01}, Names: []string{name}, NotBefore: now, NotAfter: now.Add(time.Hour)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	asked := func(serial string) bool {
 		b, _ := os.ReadFile(hookLog)
 		return strings.Contains(string(b), `"serial":"`+serial+`"`)
@@ -59,18 +75,8 @@ func TestRevokeGoesToTheIssuingBackend(t *testing.T) {
 	})
 
 	t.Run("a custom certificate queued on a local profile", func(t *testing.T) {
-		// An order no worker signs (its profile is not mounted), stored as
-		// the hooks issued it, of a profile that is local now.
-		o := r.order(t, acct, "unmounted", "hooked.worker.test")
-		r.ready(t, o)
-		if _, _, err := r.st.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil {
-			t.Fatal(err)
-		}
-		now, _ := r.st.Now(ctx)
-		if err := r.st.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: "c0ffee", IssuerID: hooks.IssuerID(), Profile: "default",
-			DER: []byte{0x30, 0x01}, Names: []string{"hooked.worker.test"}, NotBefore: now, NotAfter: now.Add(time.Hour)}}); err != nil {
-			t.Fatal(err)
-		}
+		// Stored as the hooks issued it, of a profile that is local now.
+		hooksIssued("c0ffee", "default", "hooked.worker.test")
 		queue("c0ffee", "default")
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 			c, err := r.st.CertificateBySerial(ctx, "c0ffee")
@@ -96,16 +102,7 @@ func TestRevokeGoesToTheIssuingBackend(t *testing.T) {
 		// Queued as superseded while no worker runs, then reported as a
 		// key compromise: one job, and the hooks are told keyCompromise.
 		// Before, they were told the first request's reason.
-		o := r.order(t, acct, "unmounted", "joined.worker.test")
-		r.ready(t, o)
-		if _, _, err := r.st.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil {
-			t.Fatal(err)
-		}
-		now, _ := r.st.Now(ctx)
-		if err := r.st.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: "c0ffe2", IssuerID: hooks.IssuerID(), Profile: "hooked",
-			DER: []byte{0x30, 0x01}, Names: []string{"joined.worker.test"}, NotBefore: now, NotAfter: now.Add(time.Hour)}}); err != nil {
-			t.Fatal(err)
-		}
+		hooksIssued("c0ffe2", "hooked", "joined.worker.test")
 		r.stopFirst(t)
 		first, err := r.st.RevokeQueue(ctx, "c0ffe2", "hooked", 4, store.AuditEvent{Actor: "test", Action: "revoke", Subject: "c0ffe2"})
 		if err != nil {

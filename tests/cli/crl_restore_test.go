@@ -2,11 +2,8 @@ package cli
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
 	"os"
@@ -30,19 +27,11 @@ func TestCRLRestore(t *testing.T) {
 			t.Parallel()
 			c := newCA(t, d.url(t))
 			ctx := context.Background()
-			key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 			now := time.Now().Truncate(time.Second)
-			tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "Restore Test Issuer"},
-				NotBefore: now.Add(-time.Hour), NotAfter: now.Add(48 * time.Hour),
-				KeyUsage: x509.KeyUsageCRLSign | x509.KeyUsageCertSign, IsCA: true, BasicConstraintsValid: true}
-			caDER, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-			if err != nil {
+			issuer, key := harness.CRLIssuer(t, now)
+			if err := c.st().IssuerPublish(ctx, "issuer-1", issuer.Raw); err != nil {
 				t.Fatal(err)
 			}
-			if err := c.st().IssuerPublish(ctx, "issuer-1", caDER); err != nil {
-				t.Fatal(err)
-			}
-			issuer, _ := x509.ParseCertificate(caDER)
 			a := c.account()
 			c.issued(a, "compromised.example.com", "0d01")
 			c.issued(a, "superseded.example.com", "d02")
