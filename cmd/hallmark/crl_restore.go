@@ -89,6 +89,11 @@ func crlRestore(ctx context.Context, s *session, c *cli.Context) error {
 			unknown++
 		case err != nil:
 			return err
+		case cert.IssuerID != issuer:
+			// Serials are random, but unique per issuer only: this CRL
+			// says nothing of another issuer's certificate.
+			row.Outcome, row.Error = "unknown", fmt.Sprintf("this database's certificate %s is issuer %s's, not the CRL's", cert.Serial, cert.IssuerID)
+			unknown++
 		default:
 			row.revokeRow = revokeRow{Serial: cert.Serial, Names: cert.Names, Issuer: cert.IssuerID, Profile: cert.Profile, Backend: svc.Backend(cert), NotAfter: when(cert.NotAfter)}
 			switch {

@@ -36,12 +36,16 @@ func TestCRLRestore(t *testing.T) {
 			c.issued(a, "compromised.example.com", "0d01")
 			c.issued(a, "superseded.example.com", "d02")
 			c.issued(a, "kept.example.com", "d03")
+			c.issuedAs(a, "another-issuer.example.com", "d05", "issuer-2", "default")
 			// What the CA published before the restore: d01 and d02
 			// revoked, and d04, which the restored copy never saw.
 			entries := []x509.RevocationListEntry{
 				{SerialNumber: big.NewInt(0xd01), RevocationTime: now.Add(-time.Minute), ReasonCode: 1},
 				{SerialNumber: big.NewInt(0xd02), RevocationTime: now.Add(-time.Minute), ReasonCode: 4},
 				{SerialNumber: big.NewInt(0xd04), RevocationTime: now.Add(-time.Minute)},
+				// The serial of another issuer's certificate, which this
+				// CRL says nothing about.
+				{SerialNumber: big.NewInt(0xd05), RevocationTime: now.Add(-time.Minute)},
 			}
 			der, err := x509.CreateRevocationList(rand.Reader, &x509.RevocationList{Number: big.NewInt(now.UnixNano()), ThisUpdate: now, NextUpdate: now.Add(24 * time.Hour),
 				RevokedCertificateEntries: entries}, issuer, key)
@@ -65,7 +69,7 @@ func TestCRLRestore(t *testing.T) {
 				}
 			}
 			c.jsonOf(&rep, 4, "crl", "restore", "--json", file)
-			want := map[string]string{"0d01": "revoked", "d02": "revoked", "d04": "unknown"}
+			want := map[string]string{"0d01": "revoked", "d02": "revoked", "d04": "unknown", "d05": "unknown"}
 			if rep.Issuer != "issuer-1" || len(rep.Certificates) != len(want) {
 				t.Fatalf("crl restore --json = %+v", rep)
 			}
@@ -79,8 +83,8 @@ func TestCRLRestore(t *testing.T) {
 					t.Errorf("certificate %s after the restore: revoked %v with reason %d, want reason %d", serial, got.RevokedAt, got.RevocationReason, reason)
 				}
 			}
-			if c.cert("d03").RevokedAt != nil {
-				t.Error("a certificate the CRL does not list was revoked")
+			if c.cert("d03").RevokedAt != nil || c.cert("d05").RevokedAt != nil {
+				t.Error("a certificate the CRL does not list, or another issuer's of a listed serial, was revoked")
 			}
 			// Again: nothing to revoke, the unknown one still unknown.
 			r = c.want(4, "crl", "restore", file)
