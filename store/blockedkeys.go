@@ -111,4 +111,13 @@ type BlockedKeys interface {
 	// BR §4.9.1.1's 24 hours. Certificates stored earlier than that were
 	// the block's own to revoke; one its backend refused stays so.
 	KeySweep(ctx context.Context, since time.Time, margin time.Duration) (KeyBlockResult, error)
+	// KeyHashBackfill gives at most limit certificates with no key hash
+	// (stored before migration 0012) the SHA-256 of their DER's
+	// SubjectPublicKeyInfo, so that a key reported compromised finds them
+	// among its certificates; a DER that does not parse gets an empty
+	// hash, which matches no key, and is not read again. Those of a key
+	// blocked already, unexpired and unrevoked, are revoked as KeyBlock
+	// would have, in the same transaction. hashed is how many it hashed:
+	// fewer than limit when none are left.
+	KeyHashBackfill(ctx context.Context, limit int) (hashed int, revoked KeyBlockResult, err error)
 }

@@ -132,6 +132,14 @@ const (
 	keySweepMargin = time.Minute
 )
 
+// keyHashBatch certificates are hashed in a transaction, at most
+// keyHashBatches times a housekeeping run (every minute): a million
+// certificates stored before migration 0012 take under four hours.
+const (
+	keyHashBatch   = 1000
+	keyHashBatches = 5
+)
+
 // housekeeping runs the periodic sweeps. Each sweep's failure is logged and
 // the others still run; the job itself never fails a subject.
 func (w *Worker) housekeeping(ctx context.Context, _ jobs.Job[jobs.HousekeepingArgs]) error {
@@ -164,6 +172,25 @@ func (w *Worker) housekeeping(ctx context.Context, _ jobs.Job[jobs.HousekeepingA
 		w.log.Warn("sweeping the certificates of keys blocked lately", "err", err)
 	} else if n := len(r.Revoked) + len(r.Queued); n > 0 {
 		w.log.Warn("certificates stored after their key was blocked, revoked (keyCompromise)", "count", n)
+	}
+	// Certificates stored before migration 0012 get their key hash, so a
+	// key reported compromised finds them too: a few thousand a run, each
+	// batch its own transaction, until none is left.
+	for i := 0; i < keyHashBatches; i++ {
+		n, r, err := w.store.KeyHashBackfill(ctx, keyHashBatch)
+		if err != nil {
+			w.log.Warn("recording the key hashes of older certificates", "err", err)
+			break
+		}
+		if n > 0 {
+			w.log.Info("older certificates given their key hash", "count", n)
+		}
+		if m := len(r.Revoked) + len(r.Queued); m > 0 {
+			w.log.Warn("older certificates of keys blocked before their hash was recorded, revoked (keyCompromise)", "count", m)
+		}
+		if n < keyHashBatch {
+			break
+		}
 	}
 	// A subject processing for longer than a job may take plus the rescue
 	// time, with no outstanding job, was stranded (its job was lost); one

@@ -294,3 +294,71 @@ func (s *Store) KeySweep(ctx context.Context, since time.Time, margin time.Durat
 	}
 	return out, nil
 }
+
+// unhashedSQL is the work list of KeyHashBackfill: certificates with no key
+// hash, oldest first, by certificates_unhashed_idx (migration 0013), which
+// holds those rows alone.
+const unhashedSQL = `SELECT serial, der FROM certificates WHERE spki_sha256 IS NULL ORDER BY seq LIMIT $1`
+
+func (s *Store) KeyHashBackfill(ctx context.Context, limit int) (int, store.KeyBlockResult, error) {
+	var hashed int
+	var out store.KeyBlockResult
+	err := s.inTx(ctx, func(t *txn) error {
+		hashed, out = 0, store.KeyBlockResult{}
+		type row struct {
+			serial string
+			der    []byte
+		}
+		var rows []row
+		if err := collect(ctx, t, func(r Rows) error {
+			var x row
+			err := r.Scan(&x.serial, &x.der)
+			rows = append(rows, x)
+			return err
+		}, unhashedSQL, limit); err != nil {
+			return fmt.Errorf("reading certificates with no key hash: %w", err)
+		}
+		keys := map[string]bool{}
+		for _, x := range rows {
+			h, err := store.CertKeyHash(x.der)
+			if err != nil {
+				h = []byte{} // not read again; matches no key
+			} else {
+				keys[string(h)] = true
+			}
+			if _, err := t.exec(ctx, `UPDATE certificates SET spki_sha256 = $2 WHERE serial = $1 AND spki_sha256 IS NULL`, x.serial, h); err != nil {
+				return fmt.Errorf("recording the key hash of certificate %s: %w", x.serial, err)
+			}
+			hashed++
+		}
+		// A key blocked before its older certificates had a hash: the
+		// block's search could not find them; revoke them now.
+		for h := range keys {
+			k, err := s.keyBlocked(ctx, t, []byte(h))
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			siblings, err := s.keySiblings(ctx, t, k.SPKIHash)
+			if err != nil {
+				return err
+			}
+			actor := k.Actor
+			k.Actor = "housekeeping"
+			revoked, queued, err := s.revokeOfKey(ctx, t, *k, siblings,
+				fmt.Sprintf("blocked at %s (by %s), before this certificate, stored before migration 0012, had its key recorded", k.BlockedAt.UTC().Format(time.RFC3339), actor))
+			if err != nil {
+				return err
+			}
+			out.Revoked = append(out.Revoked, revoked...)
+			out.Queued = append(out.Queued, queued...)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, store.KeyBlockResult{}, fmt.Errorf("recording the key hashes of older certificates: %w", err)
+	}
+	return hashed, out, nil
+}

@@ -115,6 +115,9 @@ func MovableSQL(d *Dialect, sel store.RenewalSelector) (string, []any) {
 // certificates, as d runs it: $1 the key's hash.
 func KeySiblingsSQL(d *Dialect) string { return d.SQL(keySiblingsSQL) }
 
+// UnhashedSQL is KeyHashBackfill's work list, as d runs it.
+func UnhashedSQL(d *Dialect) string { return d.SQL(unhashedSQL) }
+
 // BlockedKeySQL is KeyBlockedBy's read, as d runs it: $1 the key's hash.
 func BlockedKeySQL(d *Dialect) string { return d.SQL(blockedKeySQL) }
 

@@ -465,6 +465,10 @@ func fleetCases() []fleetCase {
 		// a finalize refused for a blocked key reads the block by key.
 		{"key siblings", sqlstore.KeySiblingsSQL(pg), []any{keyHash("k777")}, "rows=2 "},
 		{"KeyBlockedBy", sqlstore.BlockedKeySQL(pg), []any{keyHash("k777")}, "rows=0 "},
+		// Housekeeping's backfill of key hashes reads the five certificates
+		// stored without one (ss1-ss5), by certificates_unhashed_idx, not
+		// the 20,000 that have theirs.
+		{"KeyHashBackfill", sqlstore.UnhashedSQL(pg), []any{1000}, "rows=5 "},
 	}
 	return append(cases, revokeManyCases()...)
 }

@@ -1,7 +1,12 @@
 package storetest
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
+	"math/big"
 	"errors"
 	"strings"
 	"testing"
@@ -418,5 +423,95 @@ func testKeyCompromiseAfterRevocation(t *testing.T, s store.Store, x Extras) {
 	}
 	if n := x.Int(t, "SELECT count(*) FROM audit_events WHERE action = 'revoke.key_compromise' AND subject LIKE '"+p+"%'"); n != 1 {
 		t.Errorf("audit events after refused reports = %d, want still 1", n)
+	}
+}
+
+// issueOld stores a certificate as one stored before migration 0012 was:
+// its DER is der and it has no key hash.
+func issueOld(t *testing.T, s store.Store, a *store.Account, serial, issuer string, der []byte, notAfter time.Time) {
+	t.Helper()
+	ctx := ctxT(t)
+	o := readyOrder(t, s, a, serial+".old.example.com")
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil || !claimed {
+		t.Fatalf("OrderFinalizeBegin: claimed=%v err=%v", claimed, err)
+	}
+	if err := s.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{
+		Serial: serial, IssuerID: issuer, DER: der, ChainPEM: []byte("-----BEGIN CERTIFICATE-----\n"),
+		Names: []string{serial + ".old.example.com"}, NotBefore: notAfter.Add(-90 * 24 * time.Hour), NotAfter: notAfter,
+	}}); err != nil {
+		t.Fatalf("issuing %s: %v", serial, err)
+	}
+}
+
+// selfSigned is a certificate's DER for a new P-256 key, and its key hash.
+func selfSigned(t *testing.T) ([]byte, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := store.CertKeyHash(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return der, h
+}
+
+// testKeyHashBackfill: certificates stored before migration 0012 have no
+// key hash, so a key blocked since did not find them. KeyHashBackfill
+// hashes them, oldest first, a batch at a time, and revokes with reason 1
+// those of a key blocked already; one whose DER does not parse leaves the
+// list all the same; with none left, it hashes nothing.
+func testKeyHashBackfill(t *testing.T, s store.Store, x Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	live := dbNow(t, s).Add(30 * 24 * time.Hour)
+	blockedDER, blockedKey := selfSigned(t)
+	otherDER, otherKey := selfSigned(t)
+	issueOld(t, s, a, "01d1", "issuer-1", blockedDER, live)
+	issueOld(t, s, a, "01d2", "relay:up", blockedDER, live)
+	issueOld(t, s, a, "01d3", "issuer-1", otherDER, live)
+	issueOld(t, s, a, "01d4", "issuer-1", []byte{0x30, 0x01}, live)
+	before := jobCount(t, x, jobs.KindSignerRevoke)
+
+	// Blocked while they have no hash: the block's own search misses them.
+	res, err := s.KeyBlock(ctx, store.BlockedKey{SPKIHash: blockedKey, Why: "reported by a third party", Actor: "cli:alice"})
+	if err != nil || len(res.Revoked)+len(res.Queued) != 0 {
+		t.Fatalf("KeyBlock = %+v, %v; want nothing found to revoke (no key hashes yet)", res, err)
+	}
+
+	hashed, r, err := s.KeyHashBackfill(ctx, 2)
+	if err != nil || hashed != 2 {
+		t.Fatalf("KeyHashBackfill(2) = %d, %v; want 2", hashed, err)
+	}
+	if len(r.Revoked) != 1 || r.Revoked[0].Serial != "01d1" || len(r.Queued) != 1 || r.Queued[0].Serial != "01d2" {
+		t.Errorf("KeyHashBackfill revoked %v and queued %v; want 01d1 revoked and the relay's 01d2 queued for its backend", r.Revoked, r.Queued)
+	}
+	if c, err := s.CertificateBySerial(ctx, "01d1"); err != nil || c.RevokedAt == nil || c.RevocationReason != store.ReasonKeyCompromise || string(c.SPKIHash) != string(blockedKey) {
+		t.Errorf("01d1 after the backfill: %+v, %v; want its key hash, revoked with reason 1", c, err)
+	}
+	if n := jobCount(t, x, jobs.KindSignerRevoke); n != before+1 {
+		t.Errorf("signer_revoke jobs = %d, want %d (the relay's 01d2)", n, before+1)
+	}
+
+	hashed, r, err = s.KeyHashBackfill(ctx, 10)
+	if err != nil || hashed != 2 || len(r.Revoked)+len(r.Queued) != 0 {
+		t.Fatalf("KeyHashBackfill(10) = %d, %+v, %v; want the last 2 hashed and nothing revoked", hashed, r, err)
+	}
+	if c, err := s.CertificateBySerial(ctx, "01d3"); err != nil || c.RevokedAt != nil || string(c.SPKIHash) != string(otherKey) {
+		t.Errorf("01d3 after the backfill: %+v, %v; want its key hash, not revoked", c, err)
+	}
+	if hashed, _, err := s.KeyHashBackfill(ctx, 10); err != nil || hashed != 0 {
+		t.Errorf("KeyHashBackfill with none left = %d, %v; want 0 (the DER that does not parse is not read again)", hashed, err)
+	}
+	// A key blocked now finds them.
+	res, err = s.KeyBlock(ctx, store.BlockedKey{SPKIHash: otherKey, Why: "reported", Actor: "cli:bob"})
+	if err != nil || len(res.Revoked) != 1 || res.Revoked[0].Serial != "01d3" {
+		t.Errorf("KeyBlock of the other key after the backfill = %+v, %v; want 01d3 revoked", res, err)
 	}
 }

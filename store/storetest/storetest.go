@@ -92,8 +92,9 @@ func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
 		{"KeyCompromise", testKeyCompromise},                               // blockedkeys.go
 		{"KeyCompromiseAfterRevocation", testKeyCompromiseAfterRevocation}, // blockedkeys.go
 		{"KeyBlocked", testKeyBlocked},                                     // blockedkeys.go
-		{"KeySweep", testKeySweep},                                         // blockedkeys.go
-		{"UndeliveredRecord", testUndeliveredRecord},                       // undelivered.go
+		{"KeySweep", testKeySweep},
+		{"KeyHashBackfill", testKeyHashBackfill},     // blockedkeys.go                                         // blockedkeys.go
+		{"UndeliveredRecord", testUndeliveredRecord}, // undelivered.go
 		{"CRLMonotonic", testCRLMonotonic},
 		{"Leases", testLeases},
 		{"RateCounts", testRateCounts},
