@@ -186,6 +186,23 @@ func legoScenarios(t *testing.T, c cell, l legoRunner) {
 		wantProblem(t, out, err, "badPublicKey")
 	})
 
+	// A key compromise reported after the certificate was revoked as
+	// superseded (as Boulder re-revokes): lego's second revocation is
+	// answered 200, the CRL lists the certificate as keyCompromise, and
+	// the key is refused from then on.
+	c.scenario(t, "revoke/compromise-later", func(t *testing.T) {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		name := "rerevoked.lego.test"
+		l.mustRun(t, append(append([]string{"--csr", csrFile(t, key, name)}, l.http()...), "run")...)
+		leaf := ca.verifyChain(t, l.certPath(name), name)
+		l.mustRun(t, "--domains", name, "revoke", "--keep", "--reason", "4")
+		ca.waitRevoked(t, leaf, 4)
+		l.mustRun(t, "--domains", name, "revoke", "--reason", "1")
+		ca.waitRevoked(t, leaf, 1)
+		out, err := l.run(t, append(append([]string{"--csr", csrFile(t, key, "again.rerevoked.lego.test")}, l.http()...), "run")...)
+		wantProblem(t, out, err, "badPublicKey")
+	})
+
 	// Failures a user can cause, and the problem lego must show them.
 	c.scenario(t, "fail/wrong-http-01", func(t *testing.T) {
 		// lego's webroot mode writes the answer where we never serve it;
