@@ -33,6 +33,10 @@ func browser(t *testing.T) context.Context {
 		chromedp.NoFirstRun,
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 1000),
+		// Chromium makes a directory of its own in TMPDIR
+		// (org.chromium.Chromium.*) and leaves it when stopped: one more
+		// in /tmp each run. Under the test's directory it goes with it.
+		chromedp.Env("TMPDIR="+t.TempDir()),
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx)
