@@ -277,15 +277,9 @@ func (s *Store) KeySweep(ctx context.Context, since time.Time, margin time.Durat
 					late = append(late, c)
 				}
 			}
-			actor := k.Actor
-			k.Actor = "housekeeping"
-			revoked, queued, err := s.revokeOfKey(ctx, t, k, late,
-				fmt.Sprintf("blocked at %s (by %s) while the certificate was being issued", k.BlockedAt.UTC().Format(time.RFC3339), actor))
-			if err != nil {
+			if err := s.housekeepingRevoke(ctx, t, k, late, "while the certificate was being issued", &out); err != nil {
 				return err
 			}
-			out.Revoked = append(out.Revoked, revoked...)
-			out.Queued = append(out.Queued, queued...)
 		}
 		return nil
 	})
@@ -293,6 +287,23 @@ func (s *Store) KeySweep(ctx context.Context, since time.Time, margin time.Durat
 		return store.KeyBlockResult{}, fmt.Errorf("sweeping the certificates of keys blocked lately: %w", err)
 	}
 	return out, nil
+}
+
+// housekeepingRevoke revokes certs, certificates of blocked key k that its
+// block could not find, as housekeeping (KeySweep, KeyHashBackfill), each
+// audited as reported by k's block at its time and by its actor, "when"
+// the block could not see them; and adds them to out.
+func (s *Store) housekeepingRevoke(ctx context.Context, t *txn, k store.BlockedKey, certs []*store.Certificate, when string, out *store.KeyBlockResult) error {
+	actor := k.Actor
+	k.Actor = "housekeeping"
+	revoked, queued, err := s.revokeOfKey(ctx, t, k, certs,
+		fmt.Sprintf("blocked at %s (by %s) %s", k.BlockedAt.UTC().Format(time.RFC3339), actor, when))
+	if err != nil {
+		return err
+	}
+	out.Revoked = append(out.Revoked, revoked...)
+	out.Queued = append(out.Queued, queued...)
+	return nil
 }
 
 // unhashedSQL is the work list of KeyHashBackfill: certificates with no key
@@ -345,15 +356,9 @@ func (s *Store) KeyHashBackfill(ctx context.Context, limit int) (int, store.KeyB
 			if err != nil {
 				return err
 			}
-			actor := k.Actor
-			k.Actor = "housekeeping"
-			revoked, queued, err := s.revokeOfKey(ctx, t, *k, siblings,
-				fmt.Sprintf("blocked at %s (by %s), before this certificate, stored before migration 0012, had its key recorded", k.BlockedAt.UTC().Format(time.RFC3339), actor))
-			if err != nil {
+			if err := s.housekeepingRevoke(ctx, t, *k, siblings, "before this certificate, stored before migration 0012, had its key recorded", &out); err != nil {
 				return err
 			}
-			out.Revoked = append(out.Revoked, revoked...)
-			out.Queued = append(out.Queued, queued...)
 		}
 		return nil
 	})
