@@ -27,13 +27,8 @@ func load(t *testing.T, body string) (config.Config, error) {
 	return config.Load(path)
 }
 
-func TestBackendsConfig(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		name, body string
-		wantErr    []string // each must appear; none means valid
-	}{
-		{"pkcs11 valid", hsmProfile + `
+// tokenBackend is a valid pkcs11 backend, [backends.token].
+const tokenBackend = `
 [backends.token]
 type = "pkcs11"
 module = "/usr/lib/softhsm/libsofthsm2.so"
@@ -41,7 +36,15 @@ token_label = "ca"
 pin_env = "HSM_PIN"
 key_label = "issuer"
 cert = "hsm.pem"
-`, nil},
+`
+
+func TestBackendsConfig(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, body string
+		wantErr    []string // each must appear; none means valid
+	}{
+		{"pkcs11 valid", hsmProfile + tokenBackend, nil},
 		{"pkcs11 valid, a short job timeout", hsmProfile + `
 [worker]
 job_timeout_ms = 8000
@@ -49,25 +52,8 @@ rescue_after_ms = 15000
 
 [challenge]
 timeout_ms = 7000
-
-[backends.token]
-type = "pkcs11"
-module = "/usr/lib/softhsm/libsofthsm2.so"
-token_label = "ca"
-pin_env = "HSM_PIN"
-key_label = "issuer"
-cert = "hsm.pem"
-`, nil},
-		{"pkcs11 timeout beyond the job's", hsmProfile + `
-[backends.token]
-type = "pkcs11"
-module = "/usr/lib/softhsm/libsofthsm2.so"
-token_label = "ca"
-pin_env = "HSM_PIN"
-key_label = "issuer"
-cert = "hsm.pem"
-timeout_ms = 60000
-`, []string{"backends.token.timeout_ms: must be shorter than worker.job_timeout_ms"}},
+` + tokenBackend, nil},
+		{"pkcs11 timeout beyond the job's", hsmProfile + tokenBackend + "timeout_ms = 60000\n", []string{"backends.token.timeout_ms: must be shorter than worker.job_timeout_ms"}},
 		{"pkcs11 missing pieces", hsmProfile + `
 [backends.token]
 type = "pkcs11"

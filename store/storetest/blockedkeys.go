@@ -27,15 +27,21 @@ func testKey(name string) []byte {
 // of a, by issuer, expiring at notAfter.
 func issueKeyed(t *testing.T, s store.Store, a *store.Account, serial, issuer string, key []byte, notAfter time.Time) {
 	t.Helper()
+	issueDER(t, s, a, serial, issuer, []byte{0x30, 0x01}, key, notAfter)
+}
+
+// issueDER stores certificate der (key hash key, nil for none) for a new
+// ready order of a, by issuer, expiring at notAfter.
+func issueDER(t *testing.T, s store.Store, a *store.Account, serial, issuer string, der, key []byte, notAfter time.Time) {
+	t.Helper()
 	ctx := ctxT(t)
 	o := readyOrder(t, s, a, serial+".keys.example.com")
 	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), key); err != nil || !claimed {
 		t.Fatalf("OrderFinalizeBegin: claimed=%v err=%v", claimed, err)
 	}
-	now := dbNow(t, s)
 	if err := s.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{
-		Serial: serial, IssuerID: issuer, DER: []byte{0x30, 0x01}, ChainPEM: []byte("-----BEGIN CERTIFICATE-----\n"),
-		Names: []string{serial + ".keys.example.com"}, NotBefore: now.Add(-2 * time.Hour), NotAfter: notAfter, SPKIHash: key,
+		Serial: serial, IssuerID: issuer, DER: der, ChainPEM: []byte("-----BEGIN CERTIFICATE-----\n"),
+		Names: []string{serial + ".keys.example.com"}, NotBefore: dbNow(t, s).Add(-2 * time.Hour), NotAfter: notAfter, SPKIHash: key,
 	}}); err != nil {
 		t.Fatalf("issuing %s: %v", serial, err)
 	}
@@ -426,23 +432,6 @@ func testKeyCompromiseAfterRevocation(t *testing.T, s store.Store, x Extras) {
 	}
 }
 
-// issueOld stores a certificate as one stored before migration 0012 was:
-// its DER is der and it has no key hash.
-func issueOld(t *testing.T, s store.Store, a *store.Account, serial, issuer string, der []byte, notAfter time.Time) {
-	t.Helper()
-	ctx := ctxT(t)
-	o := readyOrder(t, s, a, serial+".old.example.com")
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil || !claimed {
-		t.Fatalf("OrderFinalizeBegin: claimed=%v err=%v", claimed, err)
-	}
-	if err := s.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{
-		Serial: serial, IssuerID: issuer, DER: der, ChainPEM: []byte("-----BEGIN CERTIFICATE-----\n"),
-		Names: []string{serial + ".old.example.com"}, NotBefore: notAfter.Add(-90 * 24 * time.Hour), NotAfter: notAfter,
-	}}); err != nil {
-		t.Fatalf("issuing %s: %v", serial, err)
-	}
-}
-
 // selfSigned is a certificate's DER for a new P-256 key, and its key hash.
 func selfSigned(t *testing.T) ([]byte, []byte) {
 	t.Helper()
@@ -473,10 +462,10 @@ func testKeyHashBackfill(t *testing.T, s store.Store, x Extras) {
 	live := dbNow(t, s).Add(30 * 24 * time.Hour)
 	blockedDER, blockedKey := selfSigned(t)
 	otherDER, otherKey := selfSigned(t)
-	issueOld(t, s, a, "01d1", "issuer-1", blockedDER, live)
-	issueOld(t, s, a, "01d2", "relay:up", blockedDER, live)
-	issueOld(t, s, a, "01d3", "issuer-1", otherDER, live)
-	issueOld(t, s, a, "01d4", "issuer-1", []byte{0x30, 0x01}, live)
+	issueDER(t, s, a, "01d1", "issuer-1", blockedDER, nil, live) // stored before migration 0012: no key hash
+	issueDER(t, s, a, "01d2", "relay:up", blockedDER, nil, live)
+	issueDER(t, s, a, "01d3", "issuer-1", otherDER, nil, live)
+	issueDER(t, s, a, "01d4", "issuer-1", []byte{0x30, 0x01}, nil, live)
 	before := jobCount(t, x, jobs.KindSignerRevoke)
 
 	// Blocked while they have no hash: the block's own search misses them.
