@@ -39,10 +39,13 @@ func init() {
 	}
 	inner := db.Driver()
 	_ = db.Close()
-	sql.Register(driverName, cachingDriver{inner: inner})
+	sql.Register(driverName, cachingDriver{inner: inner, qpsg: true})
 }
 
-type cachingDriver struct{ inner driver.Driver }
+type cachingDriver struct {
+	inner driver.Driver
+	qpsg  bool // turn on the query planner stability guarantee (qpsg.go)
+}
 
 // innerConn is what the cache needs of modernc's connection; Open refuses
 // a connection without it rather than silently losing an interface.
@@ -66,6 +69,11 @@ func (d cachingDriver) Open(name string) (driver.Conn, error) {
 	if !ok {
 		_ = c.Close()
 		return nil, fmt.Errorf("the SQLite driver's connection (%s) lacks an interface the statement cache forwards", reflect.TypeOf(c))
+	}
+	// Before any statement is prepared on it, so that none is planned
+	// with the values first bound to it (qpsg.go).
+	if d.qpsg {
+		enableQPSG(c)
 	}
 	return &cachingConn{innerConn: ic, stmts: map[string]*cachedStmt{}}, nil
 }
