@@ -83,11 +83,11 @@ func (s *Server) newAccount(w http.ResponseWriter, p *post) error {
 	if req.OnlyReturnExisting {
 		return acme.New(acme.ProblemAccountDoesNotExist, "no account exists for this key; to create one, send newAccount without onlyReturnExisting")
 	}
-	// A key reported compromised makes no new account (badPublicKey, as
-	// Boulder refuses a blocked key): whoever holds it may not be its
-	// owner. One read, only for a key with no account yet: the key the
-	// request was verified with.
-	if err := s.jwkBlocked(ctx, p.jwk, "this account key"); err != nil {
+	// A key reported compromised, or one anyone can factor, makes no new
+	// account (badPublicKey, as Boulder refuses both): whoever holds it may
+	// not be its owner. One read, only for a key with no account yet: the
+	// key the request was verified with.
+	if err := s.accountKeyRefused(ctx, p.jwk, "this account key"); err != nil {
 		return err
 	}
 	// RFC 8555 §7.3.4; a binding sent when none is required is verified and
@@ -309,8 +309,9 @@ func (s *Server) keyChange(w http.ResponseWriter, p *post) error {
 		return acme.Malformed("the new key is the account's current key")
 	}
 	ctx := p.r.Context()
-	// The new key must not be one reported compromised (badPublicKey).
-	if err := s.jwkBlocked(ctx, inner.JWK.Key, "the new account key"); err != nil {
+	// The new key must not be one reported compromised or one anyone can
+	// factor (badPublicKey).
+	if err := s.accountKeyRefused(ctx, inner.JWK.Key, "the new account key"); err != nil {
 		return err
 	}
 	// "If there is an existing account with the new key provided, then the

@@ -1,6 +1,8 @@
 package protocol_test
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/goodkey/goodkeytest"
 )
 
 type accountJSON struct {
@@ -199,6 +202,40 @@ func TestAccountOrdersPagination(t *testing.T) {
 	})
 }
 
+// unsafeAccount is an account key anyone can factor from its public half:
+// RSA-2048 whose primes are neighbours (goodkeytest).
+func unsafeAccount(t *testing.T) *account {
+	t.Helper()
+	k, err := goodkeytest.NeighbourPrimes(2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &account{key: k, alg: jose.RS256}
+}
+
+// TestNewAccountRefusesUnsafeKey: newAccount with a key anyone can factor
+// is badPublicKey, saying why, and makes no account; the same request with
+// a sound key of the same kind succeeds.
+func TestNewAccountRefusesUnsafeKey(t *testing.T) {
+	t.Parallel()
+	withStores(t, nil, func(t *testing.T, e *env) {
+		a := unsafeAccount(t)
+		r := e.post(t, a, e.base+"/acme/new-account", map[string]any{"termsOfServiceAgreed": true})
+		p := wantProblem(t, e, r, acme.ProblemBadPublicKey, http.StatusBadRequest)
+		if want := "this account key is unsafe: the RSA modulus's two prime factors are so close together"; !strings.HasPrefix(p.Detail, want) {
+			t.Errorf("detail %q, want it to start %q", p.Detail, want)
+		}
+		r = e.post(t, a, e.base+"/acme/new-account", map[string]any{"onlyReturnExisting": true})
+		wantProblem(t, e, r, acme.ProblemAccountDoesNotExist, http.StatusBadRequest)
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = e.post(t, &account{key: k, alg: jose.RS256}, e.base+"/acme/new-account", map[string]any{"termsOfServiceAgreed": true})
+		wantStatus(t, r, http.StatusCreated)
+	})
+}
+
 func TestKeyChange(t *testing.T) {
 	t.Parallel()
 	withStores(t, nil, func(t *testing.T, e *env) {
@@ -208,7 +245,7 @@ func TestKeyChange(t *testing.T) {
 		pub := func(k *account) jose.JSONWebKey { return jose.JSONWebKey{Key: k.key.Public()} }
 		inner := func(newKey *account, payload map[string]any, innerURL string) []byte {
 			raw, _ := json.Marshal(payload)
-			signer, err := jose.NewSigner(jose.SigningKey{Algorithm: newKey.alg, Key: newKey.key},
+			signer, err := jose.NewSigner(jose.SigningKey{Algorithm: newKey.alg, Key: newKey.joseKey()},
 				&jose.SignerOptions{EmbedJWK: true, ExtraHeaders: map[jose.HeaderKey]any{"url": innerURL}})
 			if err != nil {
 				t.Fatal(err)
@@ -229,6 +266,11 @@ func TestKeyChange(t *testing.T) {
 		r = e.post(t, a, url, inner(next, map[string]any{"account": a.kid, "oldKey": pub(other)}, url))
 		if p := wantProblem(t, e, r, acme.ProblemUnauthorized, 403); !strings.Contains(p.Detail, "oldKey is not the account's current key") {
 			t.Errorf("oldKey of another account: %q", p.Detail)
+		}
+		// A new key anyone can factor (goodkey): badPublicKey, saying why.
+		r = e.post(t, a, url, inner(unsafeAccount(t), map[string]any{"account": a.kid, "oldKey": pub(a)}, url))
+		if p := wantProblem(t, e, r, acme.ProblemBadPublicKey, 400); !strings.HasPrefix(p.Detail, "the new account key is unsafe: the RSA modulus's two prime factors are so close together") {
+			t.Errorf("unsafe new key: %q", p.Detail)
 		}
 		// The new key belongs to another account: 409 with its Location.
 		r = e.post(t, a, url, inner(other, map[string]any{"account": a.kid, "oldKey": pub(a)}, url))

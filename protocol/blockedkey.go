@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/goodkey"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -26,8 +27,15 @@ func (s *Server) keyBlocked(ctx context.Context, keyHash []byte, what string) er
 	return acme.New(acme.ProblemBadPublicKey, "%s", b.Problem(what))
 }
 
-// jwkBlocked is keyBlocked for an account key: a JWK's public key.
-func (s *Server) jwkBlocked(ctx context.Context, pub any, what string) error {
+// accountKeyRefused is badPublicKey for a key that may not become an
+// account's (newAccount, keyChange): one whose private half anyone can
+// compute from the public half (goodkey: whoever did could act as the
+// account), or one reported compromised. Checked once, when the key is
+// first offered, not on every request it signs.
+func (s *Server) accountKeyRefused(ctx context.Context, pub any, what string) error {
+	if err := goodkey.Check(pub); err != nil {
+		return acme.New(acme.ProblemBadPublicKey, "%s is unsafe: %v; generate a new key", what, err)
+	}
 	h, err := store.PublicKeyHash(pub)
 	if err != nil {
 		return acme.Internal(fmt.Errorf("hashing the account key: %w", err))

@@ -2,6 +2,7 @@ package protocol_test
 
 import (
 	"context"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -16,46 +17,64 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/goodkey/goodkeytest"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
-// TestFinalizeRefusesAccountKey: a CSR whose public key is the account's
-// own key is refused with badCSR (as Boulder refuses it), whatever the
-// key's type, and nothing is queued. On PostgreSQL the folded finalize
-// refuses it before its transaction (no fold reaches the store), and the
-// ordinary path answers; the order stays ready.
-func TestFinalizeRefusesAccountKey(t *testing.T) {
+// TestFinalizeRefusesKey: a CSR whose key must not be certified is refused
+// with badCSR at finalize, with a detail saying why, whatever the
+// account's key type, and nothing is queued: the account's own key (as
+// Boulder refuses it), and an RSA key anyone can factor from its public
+// half (goodkey; before, the worker's lint refused the certificate later
+// with serverInternal). On PostgreSQL the folded finalize refuses it
+// before its transaction (no fold reaches the store), and the ordinary
+// path answers; the order stays ready.
+func TestFinalizeRefusesKey(t *testing.T) {
 	t.Parallel()
+	rsaAccount := func(t *testing.T) *account {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &account{key: k, alg: jose.RS256}
+	}
+	accountKey := func(_ *testing.T, a *account) crypto.Signer { return a.key }
+	neighbours := func(t *testing.T, _ *account) crypto.Signer {
+		k, err := goodkeytest.NeighbourPrimes(2048)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	const (
+		sameKey = "the CSR's public key is the account key; the certificate's key must not be the account key: generate a new key for the certificate"
+		unsafe  = "the CSR's key is unsafe to certify: the RSA modulus's two prime factors are so close together that they can be computed from it"
+	)
 	withFoldWatch(t, func(t *testing.T, e *env, watch *foldWatch, pg bool) {
 		for _, tc := range []struct {
-			name string
-			key  func(t *testing.T) *account
+			name    string
+			account func(t *testing.T) *account
+			csrKey  func(t *testing.T, a *account) crypto.Signer
+			detail  string // the problem's detail, or its start
 		}{
-			{"p256 account key", newKey},
-			{"rsa account key", func(t *testing.T) *account {
-				k, err := rsa.GenerateKey(rand.Reader, 2048)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return &account{key: k, alg: jose.RS256}
-			}},
+			{"p256 account key", newKey, accountKey, sameKey},
+			{"rsa account key", rsaAccount, accountKey, sameKey},
+			{"rsa key with neighbouring primes", newKey, neighbours, unsafe},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				a := tc.key(t)
+				a := tc.account(t)
 				r := e.post(t, a, e.base+"/acme/new-account", map[string]any{"termsOfServiceAgreed": true})
 				wantStatus(t, r, http.StatusCreated)
 				a.kid = r.header.Get("Location")
-				names := []string{"same-key.example"}
+				names := []string{"refused-key.example"}
 				o, loc := e.newOrder(t, a, dnsIDs(names...)) // the frontend learns the key: the next finalize may fold
 				e.validate(t, a, o)
 				jobs := e.jobCount(t, "signer_issue")
 				watch.reset()
-				r = e.post(t, a, o.Finalize, map[string]any{"csr": b64(csrFor(t, a.key, names...))})
+				r = e.post(t, a, o.Finalize, map[string]any{"csr": b64(csrFor(t, tc.csrKey(t, a), names...))})
 				p := wantProblem(t, e, r, acme.ProblemBadCSR, http.StatusBadRequest)
-				want := acme.Problem{Type: acme.ProblemBadCSR, Status: http.StatusBadRequest,
-					Detail: "the CSR's public key is the account key; the certificate's key must not be the account key: generate a new key for the certificate"}
-				if p.Detail != want.Detail || p.Identifier != nil || len(p.Subproblems) != 0 {
-					t.Errorf("problem = %+v, want %+v", p, want)
+				if !strings.HasPrefix(p.Detail, tc.detail) || p.Identifier != nil || len(p.Subproblems) != 0 {
+					t.Errorf("problem = %+v, want badCSR with detail %q", p, tc.detail)
 				}
 				watch.wantUnfolded(t, false)
 				if n := e.jobCount(t, "signer_issue") - jobs; n != 0 {

@@ -5,8 +5,11 @@ import (
 	"context"
 	"crypto"
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"database/sql"
@@ -213,6 +216,33 @@ type account struct {
 	kid string
 }
 
+// joseKey is a's key as go-jose signs with it: the key itself for the
+// types go-jose knows, else through its OpaqueSigner (a key crypto/rsa will
+// not sign with, goodkeytest's).
+func (a *account) joseKey() any {
+	switch a.key.(type) {
+	case *ecdsa.PrivateKey, *rsa.PrivateKey, ed25519.PrivateKey:
+		return a.key
+	}
+	return opaqueKey{a.key, a.alg}
+}
+
+// opaqueKey signs RS256 with any crypto.Signer.
+type opaqueKey struct {
+	s   crypto.Signer
+	alg jose.SignatureAlgorithm
+}
+
+func (o opaqueKey) Public() *jose.JSONWebKey        { return &jose.JSONWebKey{Key: o.s.Public()} }
+func (o opaqueKey) Algs() []jose.SignatureAlgorithm { return []jose.SignatureAlgorithm{o.alg} }
+func (o opaqueKey) SignPayload(payload []byte, alg jose.SignatureAlgorithm) ([]byte, error) {
+	if alg != jose.RS256 {
+		return nil, fmt.Errorf("opaqueKey signs RS256 only, not %s", alg)
+	}
+	h := sha256.Sum256(payload)
+	return o.s.Sign(rand.Reader, h[:], crypto.SHA256)
+}
+
 func newKey(t *testing.T) *account {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -248,7 +278,7 @@ func (e *env) sign(t *testing.T, a *account, url string, payload []byte, o signO
 	} else {
 		so.ExtraHeaders["kid"] = kid
 	}
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: a.alg, Key: a.key}, so)
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: a.alg, Key: a.joseKey()}, so)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -367,6 +367,9 @@ type lintCase struct {
 	hook      func(*x509.Certificate) // the test-only seam: corrupts the template
 	pub       crypto.PublicKey        // the subscriber's key; nil: a fresh P-256 key
 	wantLints []string                // substrings of failed lint names
+	// problem is the refusal's type: serverInternal (the zero value
+	// here) for the CA's fault, badCSR for the subscriber's key's.
+	problem acme.ProblemType
 }
 
 // smallScalarKey is the P-256 public key whose private scalar is d: anyone
@@ -412,7 +415,7 @@ func TestIssueLintRefusal(t *testing.T) {
 			wantLints: []string{"e_sub_cert_eku_missing"}},
 		// A subscriber key anyone can recover from its public half.
 		{name: "subscriber key with a tiny private scalar", profile: defaultProfile(), names: []acme.Identifier{dns("a.example.com")},
-			pub: smallScalarKey(t, 7), wantLints: []string{"e_ecdsa_small_private_key"}},
+			pub: smallScalarKey(t, 7), wantLints: []string{"e_ecdsa_small_private_key"}, problem: acme.ProblemBadCSR},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -424,7 +427,11 @@ func TestIssueLintRefusal(t *testing.T) {
 				pub = testKey(t, "p256").Public()
 			}
 			_, err := iss.Issue(context.Background(), request(tc.profile, pub, tc.names...))
-			assertProblem(t, err, acme.ProblemServerInternal)
+			want := tc.problem
+			if want == "" {
+				want = acme.ProblemServerInternal
+			}
+			assertProblem(t, err, want)
 			var le *LintError
 			if !errors.As(err, &le) {
 				t.Fatalf("got %v, want a *LintError cause", err)

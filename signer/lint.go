@@ -107,9 +107,9 @@ func lintRegistry() (lint.Registry, error) {
 	return lintRegistryVal, lintRegistryErr
 }
 
-// LintError is the Cause of the serverInternal error Issue and SignCRL return
-// when zlint finds an Error or Fatal result: nothing was signed with the
-// issuer's key.
+// LintError is the Cause of the error Issue and SignCRL return when zlint
+// finds an Error or Fatal result (serverInternal; badCSR when only lints of
+// the subscriber's key failed): nothing was signed with the issuer's key.
 type LintError struct {
 	// Lints maps each failed lint's name to its status and details.
 	Lints map[string]string
@@ -148,10 +148,42 @@ func lintFailure(what string, res *zlint.ResultSet) error {
 	if len(failed) == 0 {
 		return nil
 	}
+	le := &LintError{Lints: failed}
+	if keyOnly(failed) {
+		// Nothing the CA did: the subscriber's key is one anyone can work
+		// out the private half of. The frontend refuses most such keys at
+		// finalize (protocol/goodkey); what only the lint finds (an ECDSA
+		// key with a tiny private scalar) fails the order as the CSR's
+		// fault, which the client can act on, not as the CA's.
+		return &acme.Error{
+			Problem: acme.Problem{Type: acme.ProblemBadCSR, Detail: "the CSR's key is unsafe to certify, " + le.Error() + "; generate a new key"},
+			Cause:   le,
+		}
+	}
 	return &acme.Error{
 		Problem: acme.Problem{Type: acme.ProblemServerInternal, Detail: what + " failed the CA's pre-signing checks and was not signed; the CA operator has been told"},
-		Cause:   &LintError{Lints: failed},
+		Cause:   le,
 	}
+}
+
+// subscriberKeyLints are the lints that judge the certificate's public
+// key alone, which is the CSR's: their failure is the requester's key's.
+var subscriberKeyLints = map[string]bool{
+	"e_ecdsa_small_private_key":       true,
+	"e_rsa_fermat_factorization":      true,
+	"e_rsa_public_exponent_not_odd":   true,
+	"e_rsa_public_exponent_too_small": true,
+	"e_rsa_exp_negative":              true,
+	"e_rsa_mod_less_than_2048_bits":   true,
+}
+
+func keyOnly(failed map[string]string) bool {
+	for name := range failed {
+		if !subscriberKeyLints[name] {
+			return false
+		}
+	}
+	return true
 }
 
 // The to-be-signed encoding is built once, for the issuer itself, and used

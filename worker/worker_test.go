@@ -367,23 +367,52 @@ func TestRequestedNotBeforeAfterAWait(t *testing.T) {
 	}
 }
 
-// TestIssueRefusedKeyIsAVerdict: a key the profile does not allow (a
-// backstop: the frontend checks it too) makes the order invalid with
-// badCSR — terminal, not retried.
+// TestIssueRefusedKeyIsAVerdict: a CSR key the worker refuses makes the
+// order invalid with badCSR — terminal, not retried — and nothing is
+// signed: a key type the profile does not allow (a backstop: the frontend
+// checks it too), and an ECDSA key with a tiny private scalar, which only
+// the lint finds (before, the order failed with serverInternal, the CA's
+// fault as far as the client could tell).
 func TestIssueRefusedKeyIsAVerdict(t *testing.T) {
 	p := config.Default().Profiles["default"]
 	p.KeyTypes = []string{"p256"}
 	r := newRig(t, rigOpts{profiles: map[string]config.Profile{"ecdsa-only": p}})
 	acct := r.account(t)
-	o := r.order(t, acct, "ecdsa-only", "rsa.worker.test")
-	r.ready(t, o)
-	key, _ := rsa.GenerateKey(rand.Reader, 2048)
-	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, "rsa.worker.test"), nil); err != nil {
-		t.Fatal(err)
+	tiny := func(t *testing.T) crypto.Signer {
+		// d = 7: anyone can find it from the public key by trying.
+		k := &ecdsa.PrivateKey{PublicKey: ecdsa.PublicKey{Curve: elliptic.P256()}, D: big.NewInt(7)}
+		k.X, k.Y = elliptic.P256().ScalarBaseMult(k.D.Bytes())
+		return k
 	}
-	o = r.waitOrder(t, o.ID, acme.StatusInvalid)
-	if o.Error == nil || o.Error.Type != acme.ProblemBadCSR {
-		t.Fatalf("order error %+v, want badCSR", o.Error)
+	for i, tc := range []struct {
+		name   string
+		key    func(t *testing.T) crypto.Signer
+		detail string
+	}{
+		{"a key type the profile does not allow", func(t *testing.T) crypto.Signer {
+			k, err := rsa.GenerateKey(rand.Reader, 2048)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return k
+		}, "rsa2048"},
+		{"an ECDSA key with a tiny private scalar", tiny, "e_ecdsa_small_private_key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("refused%d.worker.test", i)
+			o := r.order(t, acct, "ecdsa-only", name)
+			r.ready(t, o)
+			if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, tc.key(t), name), nil); err != nil {
+				t.Fatal(err)
+			}
+			o = r.waitOrder(t, o.ID, acme.StatusInvalid)
+			if o.Error == nil || o.Error.Type != acme.ProblemBadCSR || !strings.Contains(o.Error.Detail, tc.detail) {
+				t.Fatalf("order error %+v, want badCSR naming %q", o.Error, tc.detail)
+			}
+			if o.CertSerial != "" {
+				t.Errorf("the order has certificate %s", o.CertSerial)
+			}
+		})
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -17,6 +18,7 @@ import (
 	cbasn1 "golang.org/x/crypto/cryptobyte/asn1"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/goodkey"
 )
 
 // MinRSABits is the smallest RSA key ever accepted, whatever a profile says.
@@ -115,12 +117,15 @@ func checkKey(pub any, allowed []string) error {
 	if err != nil {
 		return err
 	}
-	for _, a := range allowed {
-		if strings.EqualFold(a, kt) {
-			return nil
-		}
+	if !slices.ContainsFunc(allowed, func(a string) bool { return strings.EqualFold(a, kt) }) {
+		return badCSR("the CSR's key is %s, which this profile does not accept; use one of: %s", kt, strings.Join(allowed, ", "))
 	}
-	return badCSR("the CSR's key is %s, which this profile does not accept; use one of: %s", kt, strings.Join(allowed, ", "))
+	// A key whose private half can be computed from the CSR: refused here,
+	// where the client can act on it, rather than by the worker's lint.
+	if err := goodkey.Check(pub); err != nil {
+		return badCSR("the CSR's key is unsafe to certify: %v; generate a new key", err)
+	}
+	return nil
 }
 
 func checkExtensions(req *x509.CertificateRequest) error {

@@ -11,7 +11,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/asn1"
 	"errors"
-	"math/big"
 	"net"
 	"net/url"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/goodkey/goodkeytest"
 )
 
 var testKeys = sync.OnceValue(func() map[string]crypto.Signer {
@@ -29,6 +29,7 @@ var testKeys = sync.OnceValue(func() map[string]crypto.Signer {
 	r2048, _ := rsa.GenerateKey(rand.Reader, 2048)
 	_, ed, _ := ed25519.GenerateKey(rand.Reader)
 	m["p256"], m["p384"], m["p521"], m["rsa2048"], m["ed25519"], m["rsa1024"] = p256, p384, p521, r2048, ed, weakRSA()
+	m["rsa2048close"], _ = goodkeytest.NeighbourPrimes(2048)
 	return m
 })
 
@@ -37,19 +38,9 @@ func weakRSA() *rsa.PrivateKey {
 	for {
 		p, _ := rand.Prime(rand.Reader, 512)
 		q, _ := rand.Prime(rand.Reader, 512)
-		n := new(big.Int).Mul(p, q)
-		if n.BitLen() != 1024 || p.Cmp(q) == 0 {
-			continue
+		if k := goodkeytest.FromPrimes(p, q); k != nil && k.N.BitLen() == 1024 {
+			return k
 		}
-		one := big.NewInt(1)
-		phi := new(big.Int).Mul(new(big.Int).Sub(p, one), new(big.Int).Sub(q, one))
-		d := new(big.Int).ModInverse(big.NewInt(65537), phi)
-		if d == nil {
-			continue
-		}
-		k := &rsa.PrivateKey{PublicKey: rsa.PublicKey{N: n, E: 65537}, D: d, Primes: []*big.Int{p, q}}
-		k.Precompute()
-		return k
 	}
 }
 
@@ -156,6 +147,10 @@ func TestCheck(t *testing.T) {
 		{"rsa2048", func() []byte {
 			return mkCSR(t, ks["rsa2048"], x509.CertificateRequest{DNSNames: []string{"a.example"}})
 		}, dns("a.example"), defaultTypes, "", ""},
+
+		{"RSA key with neighbouring primes", func() []byte {
+			return mkCSR(t, ks["rsa2048close"], x509.CertificateRequest{DNSNames: []string{"a.example"}})
+		}, dns("a.example"), defaultTypes, acme.ProblemBadCSR, "unsafe to certify: the RSA modulus's two prime factors are so close together"},
 
 		{"missing name", func() []byte {
 			return mkCSR(t, p256, x509.CertificateRequest{DNSNames: []string{"a.example"}})
