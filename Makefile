@@ -54,6 +54,7 @@ fuzz: ## run each fuzzer for a minute
 	$(GO) test ./protocol/jws -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 60s
 	$(GO) test ./protocol/jws -run '^$$' -fuzz '^FuzzMembers$$' -fuzztime 60s
 	$(GO) test ./protocol/csr -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime 60s
+	$(GO) test ./protocol/goodkey -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime 60s
 	$(GO) test ./protocol/policy -run '^$$' -fuzz '^FuzzPolicy$$' -fuzztime 60s
 	$(GO) test ./worker/validate -run '^$$' -fuzz '^FuzzParseIssueValue$$' -fuzztime 60s
 	$(GO) test ./worker/validate -run '^$$' -fuzz '^FuzzALPNExtensions$$' -fuzztime 60s
