@@ -42,8 +42,9 @@ var ErrBackupElsewhere = errors.New("hallmark backup copies the embedded SQLite 
 
 // Open connects to url ("postgres://..." or "postgresql://...", or
 // "sqlite:<path>", whose directory is created). maxConns bounds a
-// PostgreSQL pool (0: postgres.DefaultConns); SQLite always has one
-// connection. It
+// PostgreSQL pool (0: postgres.DefaultConns); SQLite always writes on one
+// connection and reads outside transactions on a small read-only pool
+// (sqlite.OpenReaders). It
 // refuses (store.ErrTooNew) a database migrated by a newer Hallmark.
 func Open(ctx context.Context, url string, maxConns int) (*DB, error) {
 	db, err := open(ctx, url, maxConns)
@@ -75,7 +76,12 @@ func open(ctx context.Context, url string, maxConns int) (*DB, error) {
 		if err != nil {
 			return nil, err
 		}
-		return fromSQL(db, path), nil
+		readers, err := sqlite.OpenReaders(path)
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		return fromSQL(db, readers, path), nil
 	}
 	return nil, fmt.Errorf("opening the database: URL %q is neither postgres://... nor sqlite:<path>", redact(url))
 }
@@ -92,10 +98,10 @@ func fromPool(pool *pgxpool.Pool) *DB {
 	}
 }
 
-func fromSQL(db *sql.DB, path string) *DB {
+func fromSQL(db, readers *sql.DB, path string) *DB {
 	q := jobs.NewSQLiteRunner(db, func() (*sql.DB, error) { return sqlite.OpenJobRunner(path) })
 	return &DB{
-		Store:   sqlite.New(db, q.Inserter()),
+		Store:   sqlite.NewWithReaders(db, readers, q.Inserter()),
 		Queue:   q,
 		Dialect: sqlstore.SQLite.Name,
 		conn:    sqlite.Conn(db),

@@ -7,9 +7,10 @@ import (
 	"github.com/hallmark-ca/hallmark/store/sqlstore"
 )
 
-// Autocommit runs fn's statements on the handle outside a transaction, so
-// a read takes only a WAL read lock instead of queuing for the write lock
-// that BEGIN IMMEDIATE takes (sqlstore.Autocommitter).
+// Autocommit runs fn's statements outside a transaction, so a read takes
+// only a WAL read lock instead of queuing for the write lock that BEGIN
+// IMMEDIATE takes (sqlstore.Autocommitter); its SELECTs run on the
+// read-only pool where the store has one (readers.go).
 func (c conn) Autocommit(ctx context.Context, fn func(sqlstore.Tx) error) error {
 	return fn(sqlAuto{c})
 }
@@ -25,7 +26,11 @@ func (t sqlAuto) Exec(ctx context.Context, q string, args ...any) (int64, error)
 }
 
 func (t sqlAuto) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
-	rows, err := t.c.db.QueryContext(ctx, q, args...)
+	h := t.c.db
+	if t.c.rd != nil && readOnly(q) {
+		h = t.c.rd // readers.go
+	}
+	rows, err := h.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -149,7 +149,8 @@ func Conn(db *sql.DB) sqlstore.Conn { return conn{db: db, g: newGroup(db)} }
 
 type conn struct {
 	db *sql.DB
-	g  *group // this store's write transactions, which share commits (group.go)
+	rd *sql.DB // the read-only pool for autocommitted SELECTs (readers.go); nil: db
+	g  *group  // this store's write transactions, which share commits (group.go)
 }
 
 func (c conn) InTx(ctx context.Context, fn func(sqlstore.Tx) error) error {
@@ -172,7 +173,12 @@ func inTx(ctx context.Context, begin func(context.Context, *sql.TxOptions) (*sql
 
 func (c conn) Ping(ctx context.Context) error { return c.db.PingContext(ctx) }
 
-func (c conn) Close() error { return c.db.Close() }
+func (c conn) Close() error {
+	if c.rd != nil {
+		_ = c.rd.Close()
+	}
+	return c.db.Close()
+}
 
 func (c conn) Classify(err error) sqlstore.ErrorKind {
 	if errors.Is(err, errGroupAborted) {
