@@ -37,10 +37,13 @@ func init() {
 	if err != nil {
 		panic("modernc.org/sqlite is not registered: " + err.Error())
 	}
-	inner := db.Driver()
+	moderncDriver = db.Driver()
 	_ = db.Close()
-	sql.Register(driverName, cachingDriver{inner: inner, qpsg: true})
+	sql.Register(driverName, cachingDriver{inner: moderncDriver, qpsg: true})
 }
+
+// moderncDriver is the driver cachingDriver wraps.
+var moderncDriver driver.Driver
 
 type cachingDriver struct {
 	inner driver.Driver

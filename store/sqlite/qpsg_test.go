@@ -25,14 +25,7 @@ var registerWithoutQPSG sync.Once
 // connection, as Open does.
 func openWith(t testing.TB, name string) *sql.DB {
 	t.Helper()
-	registerWithoutQPSG.Do(func() {
-		db, err := sql.Open("sqlite", "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		sql.Register(withoutQPSG, cachingDriver{inner: db.Driver()})
-		_ = db.Close()
-	})
+	registerWithoutQPSG.Do(func() { sql.Register(withoutQPSG, cachingDriver{inner: moderncDriver}) })
 	db, err := sql.Open(name, DSN(filepath.Join(t.TempDir(), "qpsg.db")))
 	if err != nil {
 		t.Fatal(err)

@@ -36,17 +36,8 @@ func maxReaders() int { return max(4, runtime.NumCPU()) }
 // query_only makes a write sent here fail rather than take the write lock
 // outside the store's ordering (readOnly routes only SELECTs here).
 func OpenReaders(path string) (*sql.DB, error) {
-	db, err := sql.Open(driverName, dsn(path, synchronous)+"&_pragma=query_only(1)")
+	db, err := openPool(dsn(path, synchronous)+"&_pragma=query_only(1)", maxReaders())
 	if err != nil {
-		return nil, fmt.Errorf("opening SQLite database %s to read: %w", path, err)
-	}
-	n := maxReaders()
-	db.SetMaxOpenConns(n)
-	db.SetMaxIdleConns(n)
-	db.SetConnMaxLifetime(0)
-	db.SetConnMaxIdleTime(0)
-	if err := db.Ping(); err != nil {
-		db.Close()
 		return nil, fmt.Errorf("opening SQLite database %s to read: %w", path, err)
 	}
 	return db, nil

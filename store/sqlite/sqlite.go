@@ -89,17 +89,28 @@ func open(path, sync string) (*sql.DB, error) {
 	if err := createPrivate(path); err != nil {
 		return nil, fmt.Errorf("creating SQLite database %s: %w", path, err)
 	}
-	db, err := sql.Open(driverName, dsn(path, sync)) // driver.go: modernc's, keeping statements prepared
+	db, err := openPool(dsn(path, sync), 1)
 	if err != nil {
 		return nil, fmt.Errorf("opening SQLite database %s: %w", path, err)
 	}
-	db.SetMaxOpenConns(1)
-	db.SetMaxIdleConns(1)
+	return db, nil
+}
+
+// openPool opens a handle of n connections on the data source, kept open
+// for good (each holds its prepared statements, driver.go), and checks
+// that one connects.
+func openPool(dataSource string, n int) (*sql.DB, error) {
+	db, err := sql.Open(driverName, dataSource) // driver.go: modernc's, keeping statements prepared
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
 	if err := db.Ping(); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("opening SQLite database %s: %w", path, err)
+		return nil, err
 	}
 	return db, nil
 }
