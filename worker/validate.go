@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
@@ -88,4 +89,22 @@ func problemType(p *acme.Problem) string {
 		return ""
 	}
 	return string(p.Type)
+}
+
+// dialRules is the dial policy of cfg: policy.deny_ip_ranges, the opt-out
+// of the built-in refusals and the CA's own listeners.
+func dialRules(cfg config.Config) (validate.DialRules, error) {
+	deny, err := config.ParseIPRanges("policy.deny_ip_ranges", cfg.Policy.DenyIPRanges)
+	if err != nil {
+		return validate.DialRules{}, err
+	}
+	allow, err := config.ParseIPRanges("challenge.allow_reserved_ranges", cfg.Challenge.AllowReservedRanges)
+	if err != nil {
+		return validate.DialRules{}, err
+	}
+	r := validate.DialRules{Deny: deny, AllowReserved: allow}
+	for _, l := range cfg.Listeners() {
+		r.Listeners = append(r.Listeners, validate.Listener{Key: l.Key, Addr: l.Addr})
+	}
+	return r, nil
 }

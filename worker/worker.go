@@ -82,6 +82,10 @@ func New(cfg config.Config, st store.Store, opts Options) (*Worker, error) {
 	// A job may run job_timeout, then River takes rescue_after to call it
 	// lost: a subject processing longer, with no job, was stranded.
 	stranded := time.Duration(cfg.Worker.JobTimeoutMS+cfg.Worker.RescueAfterMS) * time.Millisecond
+	dial, err := dialRules(cfg)
+	if err != nil {
+		return nil, err
+	}
 	w := &Worker{
 		id:    cfg.Worker.ID,
 		store: st,
@@ -92,6 +96,7 @@ func New(cfg config.Config, st store.Store, opts Options) (*Worker, error) {
 			TLSALPNPort:   cfg.Challenge.TLSALPNPort,
 			Timeout:       time.Duration(cfg.Challenge.TimeoutMS) * time.Millisecond,
 			CAAIdentities: cfg.Server.CAAIdentities,
+			Dial:          dial,
 		}),
 		mounts:      map[string]mount{},
 		issuers:     map[string]*signer.Issuer{},

@@ -113,6 +113,11 @@ type Challenge struct {
 	HTTPPort    int      `toml:"http_port"`
 	TLSALPNPort int      `toml:"tls_alpn_port"`
 	HTTPSPort   int      `toml:"https_port"` // where a redirect to https:// goes
+	// AllowReservedRanges lifts the built-in refusals of where validation
+	// connects (link-local and cloud metadata addresses, unspecified,
+	// multicast, broadcast, the CA's own listeners) for these CIDR ranges.
+	// policy.deny_ip_ranges still applies. Empty, the default, lifts none.
+	AllowReservedRanges []string `toml:"allow_reserved_ranges"`
 }
 
 // Policy is the identifier allow/deny list.
@@ -391,11 +396,7 @@ func (c Config) Validate() error {
 	if c.Challenge.TimeoutMS >= c.Worker.JobTimeoutMS {
 		add("challenge.timeout_ms", "must be shorter than worker.job_timeout_ms (%d)", c.Worker.JobTimeoutMS)
 	}
-	for _, cidr := range append(append([]string{}, c.Policy.AllowIPRanges...), c.Policy.DenyIPRanges...) {
-		if _, _, err := net.ParseCIDR(cidr); err != nil {
-			add("policy.*_ip_ranges", "%q is not a CIDR", cidr)
-		}
-	}
+	c.validateIPRanges(add)
 	if len(c.Profiles) == 0 {
 		add("profiles", "at least one profile is needed")
 	}

@@ -36,10 +36,10 @@ func New(cfg config.Policy) (*Policy, error) {
 	if p.denyDomains, err = domains("policy.deny_domains", cfg.DenyDomains); err != nil {
 		return nil, err
 	}
-	if p.allowIPs, err = prefixes("policy.allow_ip_ranges", cfg.AllowIPRanges); err != nil {
+	if p.allowIPs, err = config.ParseIPRanges("policy.allow_ip_ranges", cfg.AllowIPRanges); err != nil {
 		return nil, err
 	}
-	if p.denyIPs, err = prefixes("policy.deny_ip_ranges", cfg.DenyIPRanges); err != nil {
+	if p.denyIPs, err = config.ParseIPRanges("policy.deny_ip_ranges", cfg.DenyIPRanges); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -59,26 +59,6 @@ func domains(key string, in []string) ([]string, error) {
 		out = append(out, n)
 	}
 	return out, nil
-}
-
-func prefixes(key string, in []string) ([]netip.Prefix, error) {
-	out := make([]netip.Prefix, 0, len(in))
-	for _, c := range in {
-		pfx, err := netip.ParsePrefix(strings.TrimSpace(c))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %q is not a CIDR range: %w", key, c, err)
-		}
-		out = append(out, netip.PrefixFrom(pfx.Addr().Unmap(), unmappedBits(pfx)).Masked())
-	}
-	return out, nil
-}
-
-// unmappedBits keeps "::ffff:10.0.0.0/104" meaning 10.0.0.0/8.
-func unmappedBits(p netip.Prefix) int {
-	if p.Addr().Is4In6() && p.Bits() >= 96 {
-		return p.Bits() - 96
-	}
-	return p.Bits()
 }
 
 // Check validates and normalises an order's identifiers for profile: DNS

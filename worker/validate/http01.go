@@ -31,7 +31,13 @@ func (v *Validator) http01(ctx context.Context, r Request) ([]Attempt, *acme.Pro
 	}
 	var record []Attempt
 	for redirects := 0; ; redirects++ {
-		att, resp, p, err := v.fetch(ctx, u)
+		// A refused address is the identifier's own fault only on the first
+		// hop to an IP identifier; a redirect's target is the responder's.
+		refused := acme.ProblemConnection
+		if redirects == 0 && r.Identifier.Type == acme.IdentifierIP {
+			refused = acme.ProblemRejectedIdentifier
+		}
+		att, resp, p, err := v.fetch(ctx, u, refused)
 		record = append(record, att)
 		if p != nil || err != nil {
 			return record, p, err
@@ -51,6 +57,9 @@ func (v *Validator) http01(ctx context.Context, r Request) ([]Attempt, *acme.Pro
 			continue
 		}
 		defer resp.Body.Close()
+		if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+			return record, problem(acme.ProblemUnauthorized, "%s: Invalid response: HTTP status %d; only 301, 302, 307 and 308 redirects are followed (CA/Browser Forum BR 3.2.2.4.19)", where, resp.StatusCode), nil
+		}
 		if resp.StatusCode != http.StatusOK {
 			return record, problem(acme.ProblemUnauthorized, "%s: Invalid response: HTTP status %d (want 200 with the key authorization as the body)", where, resp.StatusCode), nil
 		}
@@ -74,9 +83,11 @@ func (v *Validator) http01(ctx context.Context, r Request) ([]Attempt, *acme.Pro
 
 // fetch makes one GET to u, resolving its host through our resolvers and
 // dialing the address itself, so nothing else (system resolver, proxy,
-// keep-alive pool) is involved. A non-nil response has an open body. An
-// error means the host's addresses could not be looked up at all.
-func (v *Validator) fetch(ctx context.Context, u *url.URL) (Attempt, *http.Response, *acme.Problem, error) {
+// keep-alive pool) is involved; the dial policy refuses an address before
+// any connection, with a problem of type refused. A non-nil response has an
+// open body. An error means the host's addresses could not be looked up at
+// all.
+func (v *Validator) fetch(ctx context.Context, u *url.URL, refused acme.ProblemType) (Attempt, *http.Response, *acme.Problem, error) {
 	host := u.Hostname()
 	port := v.cfg.HTTPPort
 	if u.Scheme == "https" {
@@ -106,10 +117,9 @@ func (v *Validator) fetch(ctx context.Context, u *url.URL) (Attempt, *http.Respo
 	}
 	att.AddressesResolved = addrStrings(addrs)
 
-	conn, used, tried, err := dial(ctx, addrs, port)
-	att.AddressUsed = used.String()
-	if len(tried) > 0 {
-		att.AddressesTried = addrStrings(tried)
+	conn, used, err := v.dial(ctx, host, addrs, port, &att)
+	if re, ok := asRefused(err); ok {
+		return att, nil, problem(refused, "%s: %v", where, re), nil
 	}
 	if err != nil {
 		return att, nil, connectionProblem(used.String()+": "+where, err), nil
@@ -204,9 +214,11 @@ func (v *Validator) checkRedirect(cur *url.URL, loc string) (next *url.URL, why 
 	return next, ""
 }
 
+// isRedirect reports whether code is a redirect http-01 follows: 301, 302,
+// 307 and 308 only (CA/Browser Forum BR 3.2.2.4.19; not 303 or 300).
 func isRedirect(code int) bool {
 	switch code {
-	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+	case http.StatusMovedPermanently, http.StatusFound,
 		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
 		return true
 	}

@@ -320,23 +320,40 @@ func (r *resolver) lookupIPs(ctx context.Context, name string) ([]netip.Addr, er
 }
 
 // dial connects to port at the first IPv6 address of addrs and, if that
-// fails, at the first IPv4 one (Boulder's order and fallback). When an IPv4
-// address remains to be tried, the IPv6 attempt gets at most half the time
-// left, so an IPv6 address that drops packets leaves time for IPv4. used is
-// the address connected to or, when every attempt failed, the last one
-// tried, and err is its failure; tried lists the addresses that failed
-// before used.
-func dial(ctx context.Context, addrs []netip.Addr, port int) (conn net.Conn, used netip.Addr, tried []netip.Addr, err error) {
+// fails, at the first IPv4 one (Boulder's order and fallback), never at an
+// address the dial policy refuses: those are skipped, before any packet,
+// and listed in att.AddressesRefused. When an IPv4 address remains to be
+// tried, the IPv6 attempt gets at most half the time left, so an IPv6
+// address that drops packets leaves time for IPv4. used is the address
+// connected to or, when every attempt failed, the last one tried, and err
+// is its failure (a *refusedError, with used invalid, when every address
+// was refused); att.AddressesTried lists the addresses that failed before
+// used.
+func (v *Validator) dial(ctx context.Context, host string, addrs []netip.Addr, port int, att *Attempt) (conn net.Conn, used netip.Addr, err error) {
+	allowed, refused, reasons := v.dialer.split(addrs, port)
+	if len(refused) > 0 {
+		att.AddressesRefused = addrStrings(refused)
+	}
+	if len(allowed) == 0 {
+		return nil, netip.Addr{}, &refusedError{host: host, reasons: reasons}
+	}
 	var try []netip.Addr
 	for _, want6 := range []bool{true, false} {
-		for _, a := range addrs {
+		for _, a := range allowed {
 			if a.Is6() == want6 {
 				try = append(try, a)
 				break
 			}
 		}
 	}
-	var d net.Dialer
+	d := net.Dialer{Control: v.dialer.control}
+	var tried []netip.Addr
+	defer func() {
+		att.AddressUsed = used.String()
+		if len(tried) > 0 {
+			att.AddressesTried = addrStrings(tried)
+		}
+	}()
 	for i, a := range try {
 		if i > 0 {
 			tried = append(tried, used)
@@ -349,13 +366,13 @@ func dial(ctx context.Context, addrs []netip.Addr, port int) (conn net.Conn, use
 		conn, err = d.DialContext(dctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
 		cancel()
 		if err == nil {
-			return conn, used, tried, nil
+			return conn, used, nil
 		}
 		if ended(ctx) != nil {
 			break // no time left: used is the address that took it
 		}
 	}
-	return nil, used, tried, err
+	return nil, used, err
 }
 
 func addrStrings(addrs []netip.Addr) []string {

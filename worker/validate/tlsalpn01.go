@@ -69,12 +69,17 @@ func (v *Validator) tlsALPN01(ctx context.Context, r Request) ([]Attempt, *acme.
 	}
 	att.AddressesResolved = addrStrings(addrs)
 
-	conn, used, tried, err := dial(ctx, addrs, port)
-	att.AddressUsed = used.String()
-	if len(tried) > 0 {
-		att.AddressesTried = addrStrings(tried)
-	}
+	conn, used, err := v.dial(ctx, r.Identifier.Value, addrs, port, &att)
 	record := []Attempt{att}
+	if re, ok := asRefused(err); ok {
+		// An IP identifier refused is the identifier itself; a name is
+		// refused for where it points now.
+		typ := acme.ProblemConnection
+		if r.Identifier.Type == acme.IdentifierIP {
+			typ = acme.ProblemRejectedIdentifier
+		}
+		return record, problem(typ, "Connecting to %s on port %d with TLS: %v", r.Identifier.Value, port, re), nil
+	}
 	where := fmt.Sprintf("Connecting to %s with TLS (SNI %q, ALPN %q)", netip.AddrPortFrom(used, uint16(port)), att.ServerName, acmeTLSProtocol)
 	if err != nil {
 		return record, connectionProblem(where, err), nil

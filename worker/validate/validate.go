@@ -38,12 +38,14 @@ type Config struct {
 	TLSALPNPort   int           // port for tls-alpn-01 (443 in production)
 	Timeout       time.Duration // bounds one whole attempt, challenge and CAA (challenge.timeout_ms)
 	CAAIdentities []string      // issuer domain names this CA answers to in CAA issue/issuewild records
+	Dial          DialRules     // where http-01 and tls-alpn-01 may connect (dialpolicy.go)
 }
 
 // Validator runs challenges and CAA checks. It is safe for concurrent use.
 type Validator struct {
-	cfg Config
-	res *resolver
+	cfg    Config
+	res    *resolver
+	dialer *dialPolicy
 }
 
 // New builds a Validator. Zero ports and timeout take the production
@@ -63,7 +65,7 @@ func New(cfg Config) *Validator {
 	}
 	cfg.Resolvers = append([]string(nil), cfg.Resolvers...)
 	cfg.CAAIdentities = append([]string(nil), cfg.CAAIdentities...)
-	return &Validator{cfg: cfg, res: &resolver{servers: cfg.Resolvers}}
+	return &Validator{cfg: cfg, res: &resolver{servers: cfg.Resolvers}, dialer: newDialPolicy(cfg.Dial)}
 }
 
 // Request describes one challenge attempt.
@@ -87,6 +89,7 @@ type Attempt struct {
 	AddressesResolved []string `json:"addressesResolved,omitempty"` // what the resolvers returned for Hostname
 	AddressUsed       string   `json:"addressUsed,omitempty"`       // the address connected to (or last tried)
 	AddressesTried    []string `json:"addressesTried,omitempty"`    // addresses that failed before AddressUsed (an IPv6 one, then IPv4 was used)
+	AddressesRefused  []string `json:"addressesRefused,omitempty"`  // resolved addresses the dial policy refused: never connected to
 }
 
 // Result is the verdict of one attempt: Problem is nil on success. Record

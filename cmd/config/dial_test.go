@@ -1,0 +1,78 @@
+package config_test
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hallmark-ca/hallmark/cmd/config"
+)
+
+// TestParseIPRanges: one reading of CIDR ranges for the frontend's
+// identifier policy and the worker's dial policy: a mapped range is its
+// IPv4 range, host bits are dropped, and an error names the key.
+func TestParseIPRanges(t *testing.T) {
+	t.Parallel()
+	got, err := config.ParseIPRanges("policy.deny_ip_ranges", []string{"::ffff:10.0.0.0/104", " 192.168.1.7/16 ", "fd00::/8", "::ffff:127.9.0.2/128"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{
+		netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.0.0/16"),
+		netip.MustParsePrefix("fd00::/8"), netip.MustParsePrefix("127.9.0.2/32"),
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if _, err := config.ParseIPRanges("challenge.allow_reserved_ranges", []string{"169.254.169.254"}); err == nil ||
+		!strings.Contains(err.Error(), `challenge.allow_reserved_ranges: "169.254.169.254" is not a CIDR range`) {
+		t.Errorf("an address without a length: %v, want an error naming the key", err)
+	}
+}
+
+// TestValidateDialRanges: check-config refuses a range that does not
+// parse, naming its key, and an opt-out that deny_ip_ranges overrides.
+func TestValidateDialRanges(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		body, want string
+	}{
+		{"[challenge]\nallow_reserved_ranges = [\"169.254.169.254/32\", \"fe80::/10\"]\n", ""},
+		{"[challenge]\nallow_reserved_ranges = [\"169.254.0.0/16\"]\n[policy]\ndeny_ip_ranges = [\"169.254.169.254/32\", \"10.0.0.0/8\"]\n", ""},
+		{"[challenge]\nallow_reserved_ranges = [\"metadata\"]\n", `challenge.allow_reserved_ranges: "metadata" is not a CIDR range`},
+		{"[challenge]\nallow_reserved_ranges = [\"169.254.169.254/32\"]\n[policy]\ndeny_ip_ranges = [\"169.254.0.0/16\"]\n",
+			"challenge.allow_reserved_ranges: 169.254.169.254/32 lies in policy.deny_ip_ranges 169.254.0.0/16, which wins"},
+		{"[policy]\ndeny_ip_ranges = [\"10.0.0.0/33\"]\n", `policy.deny_ip_ranges: "10.0.0.0/33" is not a CIDR range`},
+		{"[policy]\nallow_ip_ranges = [\"10.0.0.0\"]\n", `policy.allow_ip_ranges: "10.0.0.0" is not a CIDR range`},
+	} {
+		_, err := load(t, tc.body)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q refused: %v", tc.body, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q: error %v, want one containing %q", tc.body, err, tc.want)
+		}
+	}
+}
+
+// TestListeners: the CA's own listeners, each with its key, that the
+// worker's dial policy refuses; unset ones are left out.
+func TestListeners(t *testing.T) {
+	t.Parallel()
+	c, err := load(t, "[server]\nlisten = \"0.0.0.0:443\"\npprof_listen = \"127.0.0.1:6060\"\n[worker]\nhealth_listen = \"127.0.0.1:9090\"\n"+
+		"[admin]\nlisten = \"127.0.0.1:14090\"\ntoken_file = \"admin.token\"\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []config.Listener{
+		{Key: "server.listen", Addr: "0.0.0.0:443"},
+		{Key: "server.public_http_listen", Addr: "127.0.0.1:14080"},
+		{Key: "server.pprof_listen", Addr: "127.0.0.1:6060"},
+		{Key: "admin.listen", Addr: "127.0.0.1:14090"},
+		{Key: "worker.health_listen", Addr: "127.0.0.1:9090"},
+	}
+	if got := c.Listeners(); !slices.Equal(got, want) {
+		t.Errorf("listeners %v, want %v", got, want)
+	}
+}
