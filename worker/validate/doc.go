@@ -8,8 +8,9 @@
 // bounded (one deadline for the whole attempt, at most 10 redirects, a small
 // body, a short CNAME chain, bounded DNS messages), names are resolved only
 // through the configured resolvers (never the system resolver, never an
-// environment proxy), and every problem it reports says what was tried so the
-// client's operator can act on it.
+// environment proxy), every address is checked against one dial policy
+// (dialpolicy.go) before anything connects to it, and every problem it
+// reports says what was tried so the client's operator can act on it.
 //
 // It must never import signer/ (no key material next to untrusted input) or
 // store/ (it decides; the worker records the verdict). It depends on
