@@ -28,9 +28,8 @@ func (s *Server) unavailable(r *http.Request, err error) *acme.Error {
 		cause = err
 	}
 	if errors.Is(err, store.ErrUnavailable) {
-		wait := max(int(s.retry.Round(time.Second)/time.Second), 1)
 		return &acme.Error{Problem: acme.Problem{Type: acme.ProblemServerInternal, Status: http.StatusServiceUnavailable,
-			Detail: fmt.Sprintf("the CA's database is unavailable; retry after %d seconds", wait)}, RetryAfter: s.retry, Cause: cause}
+			Detail: fmt.Sprintf("the CA's database is unavailable; retry after %s seconds", retryAfter(s.retry))}, RetryAfter: s.retry, Cause: cause}
 	}
 	if ae.Problem.Type != acme.ProblemServerInternal || ae.Problem.HTTPStatus() != http.StatusInternalServerError {
 		return nil

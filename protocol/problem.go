@@ -14,8 +14,8 @@ import (
 // *acme.Error renders its Problem with the status from acme's one table and
 // its Retry-After; a database outage or a deadline that passed renders 503
 // with Retry-After (unavailable); anything else renders serverInternal
-// with a fixed detail and is logged with its cause. The Replay-Nonce and Link rel="index"
-// headers were set by instrument before the handler ran.
+// with a fixed detail and is logged with its cause. The Replay-Nonce and
+// Link rel="index" headers were set by instrument before the handler ran.
 func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	ae := s.unavailable(r, err)
 	if ae == nil {
