@@ -95,18 +95,26 @@ func withWrappedStores(t *testing.T, mutate func(*config.Config), wrap func(stor
 
 func newEnv(t *testing.T, kind string, mutate func(*config.Config), wrap func(store.Store) store.Store, logs io.Writer) *env {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	var url string
 	if kind == "postgres" {
 		url = testdb.Postgres(t)
 	} else {
 		url = testdb.SQLite(t)
 	}
+	return newEnvVia(t, kind, url, url, mutate, wrap, logs)
+}
+
+// newEnvVia is newEnv on the database at url, which the frontend's store
+// reaches at via (a testdb.Link's URL, for an outage) and the test's own
+// checks at url.
+func newEnvVia(t *testing.T, kind, url, via string, mutate func(*config.Config), wrap func(store.Store) store.Store, logs io.Writer) *env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	if err := open.Migrate(ctx, url); err != nil {
 		t.Fatalf("migrating %s: %v", kind, err)
 	}
-	db, err := open.Open(ctx, url, 4)
+	db, err := open.Open(ctx, via, 4)
 	if err != nil {
 		t.Fatalf("opening %s: %v", kind, err)
 	}

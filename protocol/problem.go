@@ -4,23 +4,35 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
 )
 
 // problem is the one renderer of errors (RFC 8555 §6.7, RFC 7807): an
 // *acme.Error renders its Problem with the status from acme's one table and
-// its Retry-After; anything else renders serverInternal with a fixed detail
-// and is logged with its cause. The Replay-Nonce and Link rel="index"
-// headers were set by instrument before the handler ran.
+// its Retry-After; a database outage or a deadline that passed renders 503
+// with Retry-After (unavailable); anything else renders serverInternal
+// with a fixed detail and is logged with its cause. The Replay-Nonce and
+// Link rel="index" headers were set by instrument before the handler ran.
 func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
-	ae := acme.AsError(err)
+	ae := s.unavailable(r, err)
+	if ae == nil {
+		ae = acme.AsError(err)
+	}
 	p := ae.Problem
 	status := p.HTTPStatus()
 	p.Status = status
-	if p.Type == acme.ProblemServerInternal && ae.Cause != nil {
+	switch {
+	case errors.Is(err, store.ErrUnavailable):
+		if log, quiet := s.outages.note(time.Now()); log {
+			s.log.Warn("acme request refused: the database is unavailable", "method", r.Method, "path", r.URL.Path,
+				"status", status, "refused_since_last_line", quiet, "err", ae.Cause)
+		}
+	case p.Type == acme.ProblemServerInternal && ae.Cause != nil:
 		s.log.Error("acme request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", ae.Cause)
-	} else {
+	default:
 		s.log.Debug("acme request refused", "method", r.Method, "path", r.URL.Path, "type", p.Type, "detail", p.Detail)
 	}
 	h := w.Header()

@@ -81,6 +81,7 @@ type Server struct {
 	permits chan struct{}
 	timeout time.Duration
 	retry   time.Duration
+	outages outageLog // requests refused for a database outage (outage.go)
 	gather  prometheus.Gatherer
 	metrics metrics
 	handler http.Handler
@@ -550,16 +551,14 @@ func (s *Server) accountKey(kid string, acct *store.Account) (*publicKey, error)
 	return key, nil
 }
 
-// storeErr turns a store failure into what the client sees: a deadline that
-// ran out is a 503 to retry, anything else a logged serverInternal.
+// storeErr names what a failed store call was doing, for the log. The
+// renderer decides what the client sees (problem): a database outage or a
+// deadline that ran out is a 503 to retry, anything else a logged
+// serverInternal.
 func (s *Server) storeErr(err error, doing string) error {
 	var ae *acme.Error
 	if errors.As(err, &ae) {
 		return err
-	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return &acme.Error{Problem: acme.Problem{Type: acme.ProblemServerInternal, Status: http.StatusServiceUnavailable,
-			Detail: "the request ran out of time; retry shortly"}, RetryAfter: s.retry, Cause: fmt.Errorf("%s: %w", doing, err)}
 	}
 	return acme.Internal(fmt.Errorf("%s: %w", doing, err))
 }

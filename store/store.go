@@ -37,6 +37,14 @@ var (
 	// while it was signed: the caller fails the order (OrderFail, with
 	// what OrderToIssue reads), and the certificate is not delivered.
 	ErrUnauthorized = errors.New("store: the order's account or an authorization of it is no longer valid, or its key was reported compromised")
+	// ErrUnavailable is the database failing for a while rather than for
+	// the request: unreachable, restarting or shutting down, out of
+	// connections, or (SQLite) locked beyond its busy timeout or failing
+	// I/O. The dialects decide which errors are such (sqlstore.Conn's
+	// Classify). The call did not complete, or a commit's outcome is
+	// unknown; the caller tries again later (the frontend answers 503
+	// with Retry-After, a job is retried).
+	ErrUnavailable = errors.New("store: the database is unavailable")
 )
 
 // ToIssue is what the issuing worker reads of an order (OrderToIssue).

@@ -83,6 +83,9 @@ func (c conn) Close() error {
 }
 
 func (c conn) Classify(err error) sqlstore.ErrorKind {
+	if unavailable(err) {
+		return sqlstore.ErrUnavailable
+	}
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		return sqlstore.ErrOther

@@ -199,13 +199,27 @@ func (c conn) Classify(err error) sqlstore.ErrorKind {
 	if !errors.As(err, &se) {
 		return sqlstore.ErrOther
 	}
-	switch se.Code() {
+	return classifyCode(se.Code())
+}
+
+// classifyCode is Classify for an SQLite result code (extended or primary).
+// A busy database is retried (and once the retries run out the store
+// reports it unavailable); the file locked, unreadable, unwritable or full
+// is unavailable at once: the request was sound, the CA cannot serve it
+// now. Corruption is no outage: it stays a logged internal error.
+func classifyCode(code int) sqlstore.ErrorKind {
+	switch code {
 	case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
 		return sqlstore.ErrUnique
 	case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
 		return sqlstore.ErrForeignKey
-	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_BUSY_SNAPSHOT:
+	}
+	switch code & 0xff {
+	case sqlite3.SQLITE_BUSY:
 		return sqlstore.ErrRetry
+	case sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN,
+		sqlite3.SQLITE_PROTOCOL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_NOMEM:
+		return sqlstore.ErrUnavailable
 	}
 	return sqlstore.ErrOther
 }

@@ -24,5 +24,5 @@ func (s *Store) autocommit(ctx context.Context, fn func(t *txn) error) error {
 	if !ok {
 		return s.inTx(ctx, fn)
 	}
-	return ac.Autocommit(ctx, func(raw Tx) error { return fn(&txn{raw: raw, d: s.d, c: s.c}) })
+	return s.outage(ac.Autocommit(ctx, func(raw Tx) error { return fn(&txn{raw: raw, d: s.d, c: s.c}) }))
 }

@@ -22,7 +22,9 @@ type Conn interface {
 	InTx(ctx context.Context, fn func(Tx) error) error
 	Ping(ctx context.Context) error
 	Close() error
-	// Classify names the constraint an error violated, if any.
+	// Classify names the constraint an error violated, if any, or says
+	// the database is unavailable (the one place each dialect decides
+	// which of its errors are an outage).
 	Classify(err error) ErrorKind
 }
 
@@ -31,11 +33,12 @@ type Conn interface {
 type ErrorKind int
 
 const (
-	ErrOther      ErrorKind = iota
-	ErrUnique               // a unique or primary key: store.ErrConflict
-	ErrForeignKey           // a referenced row is missing: store.ErrNotFound
-	ErrRetry                // a deadlock or serialization failure: run the transaction again
-	ErrSwapLost             // a compare-and-swap made to fail when it moves nothing (mustMove) moved nothing
+	ErrOther       ErrorKind = iota
+	ErrUnique                // a unique or primary key: store.ErrConflict
+	ErrForeignKey            // a referenced row is missing: store.ErrNotFound
+	ErrRetry                 // a deadlock or serialization failure: run the transaction again
+	ErrSwapLost              // a compare-and-swap made to fail when it moves nothing (mustMove) moved nothing
+	ErrUnavailable           // the database is unreachable or failing for a while: store.ErrUnavailable
 )
 
 // Tx is an open transaction.

@@ -79,7 +79,7 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	return now, err
 }
 
-func (s *Store) Ping(ctx context.Context) error { return s.c.Ping(ctx) }
+func (s *Store) Ping(ctx context.Context) error { return s.outage(s.c.Ping(ctx)) }
 
 // Close closes the database handle the store was built on.
 func (s *Store) Close() error { return s.c.Close() }

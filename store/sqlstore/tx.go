@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -302,8 +303,23 @@ func (s *Store) retrying(ctx context.Context, run func(context.Context, func(Tx)
 	for attempt := 0; attempt < 3; attempt++ {
 		err = run(ctx, func(raw Tx) error { return fn(&txn{raw: raw, d: s.d, c: s.c}) })
 		if err == nil || s.c.Classify(err) != ErrRetry {
-			return err
+			return s.outage(err)
 		}
+	}
+	return s.outage(err)
+}
+
+// outage marks err store.ErrUnavailable when the Conn classes it as the
+// database being unavailable, or as contention (busy, deadlock) still
+// there when the retries ran out: the caller can only try again later.
+// Every store call returns through it (retrying, autocommit, Ping).
+func (s *Store) outage(err error) error {
+	if err == nil || errors.Is(err, store.ErrUnavailable) {
+		return err
+	}
+	switch s.c.Classify(err) {
+	case ErrUnavailable, ErrRetry:
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	return err
 }

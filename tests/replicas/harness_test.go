@@ -7,6 +7,7 @@
 package replicas
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -81,6 +82,19 @@ type cluster struct {
 	holeConns atomic.Int64             // black-holed validations started
 	holeOpen  atomic.Int64             // black-holed validations still hanging
 	legoExtra []string                 // extra lego flags for every run
+	refusals  []refusal                // every answer through the proxy that was not 2xx
+}
+
+// refusal is one answer the proxy passed on (or made) that was not 2xx:
+// what the clients saw instead of success.
+type refusal struct {
+	at          time.Time
+	method      string
+	path        string
+	status      int
+	retryAfter  string
+	contentType string
+	body        string
 }
 
 func startCluster(t *testing.T, dbURL string, o options) *cluster {
@@ -219,6 +233,21 @@ func (c *cluster) startProxy(port int) {
 			r.Out.Host = r.In.Host
 		},
 		ErrorLog: nil,
+		ModifyResponse: func(res *http.Response) error {
+			if res.StatusCode < 300 {
+				return nil
+			}
+			body, err := io.ReadAll(res.Body)
+			res.Body.Close()
+			res.Body = io.NopCloser(bytes.NewReader(body))
+			c.refuse(refusal{at: time.Now(), method: res.Request.Method, path: res.Request.URL.Path, status: res.StatusCode,
+				retryAfter: res.Header.Get("Retry-After"), contentType: res.Header.Get("Content-Type"), body: string(body)})
+			return err
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			c.refuse(refusal{at: time.Now(), method: r.Method, path: r.URL.Path, status: http.StatusBadGateway, body: err.Error()})
+			w.WriteHeader(http.StatusBadGateway)
+		},
 	}
 	ln, err := tls.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port), &tls.Config{Certificates: []tls.Certificate{cert}})
 	if err != nil {
@@ -264,6 +293,19 @@ func (c *cluster) serveChallenges() int {
 	go func() { _ = srv.Serve(ln) }()
 	c.t.Cleanup(func() { _ = srv.Close() })
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func (c *cluster) refuse(r refusal) {
+	c.mu.Lock()
+	c.refusals = append(c.refusals, r)
+	c.mu.Unlock()
+}
+
+// refused is the answers that were not 2xx so far.
+func (c *cluster) refused() []refusal {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]refusal(nil), c.refusals...)
 }
 
 func (c *cluster) slow(host string, d time.Duration) {
