@@ -963,7 +963,7 @@ func (s *Store) verdict(ctx context.Context, t *txn, challengeID string, status 
 	// A semi-join on the orders left that choice to the planner: on
 	// tables never analysed (a fresh database, autovacuum behind) it
 	// walked every pending order through orders_status_idx to move one
-	// (docs/performance.md, round 13; TestVerdictPlans: 20,000 read).
+	// (TestVerdictPlans: 20,000 read).
 	var b batch
 	b.exec("", verdictLockSQL, challengeID)
 	var moved string
