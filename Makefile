@@ -25,7 +25,7 @@ test: ## run every test (PostgreSQL tests skip loudly without a database, fail i
 	@cat $(BIN)/interop-matrix.txt 2>/dev/null || true # go test hides a passing package's output
 
 # The load benchmark at the issue's targets' conditions (docs/performance.md,
-# "Against the targets"): c=1 polling every 5 ms, c=8, and c=32 with at
+# "The targets"): c=1 polling every 5 ms, c=8, and c=32 with at
 # least 1,000 issuances.
 # Pebble, the reference every figure is set beside, is built from the module
 # proxy into bin/ the first time (the version tests/pebble runs).

@@ -22,7 +22,6 @@ require (
 	github.com/zmap/zlint/v3 v3.7.3
 	golang.org/x/crypto v0.58.0
 	golang.org/x/net v0.60.0
-	modernc.org/libc v1.80.1
 	modernc.org/sqlite v1.62.0
 )
 
@@ -60,6 +59,7 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )

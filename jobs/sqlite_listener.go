@@ -61,9 +61,8 @@ func (d sqliteDriver) GetListener(p *riverdriver.GetListenenerParams) riverdrive
 // rechecksSQLite times: the event arrives when the writer appends its
 // commit to the WAL, and the commit shows only once the writer has synced
 // the file and published it in the WAL index, which writes no file event
-// (the index is shared memory). One recheck 1 ms later missed every commit
-// whose sync took longer, on a disk where an idle fdatasync took ~1 ms:
-// those jobs waited for the 50 ms poll (round 10 of docs/performance.md).
+// (the index is shared memory). A single recheck would miss every commit
+// whose sync took longer than it, leaving that job to the 50 ms poll.
 type sqliteListener struct {
 	riverdriver.Listener
 	db        *sql.DB
@@ -88,11 +87,9 @@ type sqliteListener struct {
 }
 
 // After a write with no visible commit: checks 0.25, 0.5, 1, 2, 4, 8 and
-// 16 ms apart (31.75 ms in all, under the 50 ms poll). Starting at 1 ms
-// (checks 1, 3, 7... ms after the write) saw a commit whose sync took a
-// little over a millisecond, as most took at one request at a time, only
-// at 3 ms: the first check after the write that published it comes at
-// most twice its sync's time later now (docs/performance.md, round 21).
+// 16 ms apart (31.75 ms in all, under the 50 ms poll), so the first check
+// after the commit is published comes at most twice its sync's time later,
+// however long the sync took.
 const (
 	recheckSQLite  = 250 * time.Microsecond
 	rechecksSQLite = 7

@@ -29,10 +29,8 @@ import (
 //
 // The read made ahead is not trusted until the request is verified: the
 // handler takes it (aheadOr) only then, and checks ownership as before; a
-// request that fails verification throws it away. Before round 6 of
-// docs/performance.md it was a second store call on a second connection,
-// in parallel with the nonce's: a round trip per request that the batch
-// now saves.
+// request that fails verification throws it away. Riding in the nonce's
+// batch saves the round trip a separate store call would make.
 
 // guessed is a signature check made with an account's previous key.
 type guessed struct {

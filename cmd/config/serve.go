@@ -17,7 +17,7 @@ import (
 // over the live heap between collections, in percent) that the frontend
 // and the worker run with unless the operator sets GOGC. Go's default,
 // 100, spent 8% of each process's CPU more at concurrency 32 for ~10-15 MiB
-// less memory each (docs/performance.md, round 11): their live heaps are
+// less memory each: their live heaps are
 // small, and a CA's frontend and worker are better off trading a little
 // memory for the CPU. GOMEMLIMIT, if set, still bounds the heap.
 const DefaultGOGC = 400

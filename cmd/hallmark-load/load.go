@@ -26,9 +26,9 @@ type loadSpec struct {
 	Count       int
 	Timeout     time.Duration
 	// Stall ends the run early when no issuance has finished, well or
-	// badly, for this long: a server that stopped answering (Pebble's lock
-	// inversion, see docs/performance.md) would otherwise hold the run to
-	// Timeout and leave no rate to compare with. Zero never stops.
+	// badly, for this long: a server that stopped answering (Pebble
+	// deadlocks under load) would otherwise hold the run to Timeout and
+	// leave no rate to compare with. Zero never stops.
 	Stall      time.Duration
 	Poll       time.Duration
 	Responders *responders

@@ -138,7 +138,7 @@ func cmdBench(ctx context.Context, args []string) error {
 	profDir := fs.String("profile-dir", "", "serve pprof from Hallmark's frontend and worker and save a CPU profile of each run here")
 	profSecs := fs.Int("profile-seconds", 10, "length of each CPU profile")
 	batches := fs.Int("batches", 1, "drive each server this many times in a row, against the same database, reporting each batch: does a figure drift as the database grows")
-	pebbleAttempts := fs.Int("pebble-attempts", 3, "run Pebble again, fresh, after a run that stalls, up to this many runs at each concurrency (it deadlocks under load; see docs/performance.md)")
+	pebbleAttempts := fs.Int("pebble-attempts", 3, "run Pebble again, fresh, after a run that stalls, up to this many runs at each concurrency (it deadlocks under load)")
 	_ = fs.Parse(args)
 	// The servers run with their own working directory; a relative --bin or
 	// --pebble would not resolve there.
@@ -180,7 +180,7 @@ func cmdBench(ctx context.Context, args []string) error {
 		}
 		fmt.Println(settings)
 		if *batches > 1 && autovacuumOff {
-			fmt.Println("note: with autovacuum off, dead row versions pile up from batch to batch and each costs more than the last (docs/performance.md, round 13)")
+			fmt.Println("note: with autovacuum off, dead row versions pile up from batch to batch and each costs more than the last")
 		}
 	}
 	var results []*result

@@ -119,7 +119,7 @@ func diffSwitches(before, after procSample) map[string]int64 {
 // procSwitches is how many times pid's live threads have been switched
 // out, voluntarily (waiting: a round trip, a lock, an idle thread parking)
 // or not (preempted). On a hypervisor where a switch is dear it is what a
-// round trip between processes costs (docs/performance.md, rounds 5 and 6).
+// round trip between processes costs.
 func procSwitches(pid int) int64 {
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/[0-9]*/status", pid))
 	var n int64
@@ -189,9 +189,9 @@ func procStatusKiB(pid int, key string) int64 {
 // of each group's processes every period until ctx ends, and returns the
 // highest sum seen per group, in KiB, once it has stopped. Peak RSS
 // (VmHWM) also counts the pages of the binary's file, and the kernel may
-// map a freshly written binary in 2 MiB pages that count whole: the same
-// worker read 61 MiB freshly linked and 57 as a copy (docs/performance.md,
-// round 22). Linux keeps no peak of RssAnon, hence the sampling.
+// map a freshly written binary in 2 MiB pages that count whole (the same
+// worker reads 61 MiB freshly linked, 57 as a copy). Linux keeps no peak of
+// RssAnon, hence the sampling.
 func (p procSet) anonPeaks(ctx context.Context, period time.Duration) func() map[string]int64 {
 	out := map[string]int64{}
 	done := make(chan struct{})

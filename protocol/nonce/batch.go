@@ -18,8 +18,8 @@ import (
 // own goroutine, and checks its signature while the database works
 // (store.NoncesMeanwhile). Handing the round trip to a new flusher
 // goroutine instead wakes a second thread, and on a virtual machine whose
-// other CPU has gone idle that wake-up took as long as the signature
-// check it was meant to overlap (docs/performance.md, round 12).
+// other CPU has gone idle that wake-up takes as long as the signature
+// check it was meant to overlap.
 const (
 	maxFlushes   = 2   // flushes in flight at once; more would only queue on the database
 	maxBatch     = 256 // uses per flush

@@ -37,7 +37,7 @@ func Advice(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
 		out = append(out, "PostgreSQL commits Hallmark's transactions with synchronous_commit = off: a crash can lose orders and certificates already answered to clients; set it to on (the default) for Hallmark's role and database")
 	}
 	if autovacuum == "off" {
-		out = append(out, "PostgreSQL's autovacuum is off: River's job table and Hallmark's orders and authorizations keep every dead row version and their indexes grow, so each issuance costs more than the last (docs/performance.md, round 13); set autovacuum = on, or run VACUUM ANALYZE on a schedule")
+		out = append(out, "PostgreSQL's autovacuum is off: River's job table and Hallmark's orders and authorizations keep every dead row version and their indexes grow, so each issuance costs more than the last; set autovacuum = on, or run VACUUM ANALYZE on a schedule")
 	}
 	// A table can also be left out on its own; said even when the server's
 	// switch is off too, as turning that on would not cover it. The option

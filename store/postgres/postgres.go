@@ -48,9 +48,8 @@ func Connect(ctx context.Context, url string, maxConns int) (*pgxpool.Pool, erro
 // connection is a PostgreSQL backend process, and more backends busy at
 // once than the machine has cores to run them make PostgreSQL spend its
 // CPU switching between them: on two cores, 20 connections per process
-// against 8 cost 13–16 ms of PostgreSQL CPU per certificate against 11,
-// and a third of the throughput (docs/performance.md, round 5). A request
-// waiting for a connection costs less than that.
+// instead of 8 cost a third of the throughput. A request waiting for a
+// connection costs less than that.
 func DefaultConns() int { return 4 * runtime.GOMAXPROCS(0) }
 
 // Conn adapts pool to sqlstore's executor (for the migration runner).

@@ -25,7 +25,7 @@ import (
 // arriving after the COMMIT, is not sent again); a verdict is two (BEGIN,
 // the lock of the orders and the challenge's swap, then the rest with
 // COMMIT); storing the certificate is one. Each round trip at one request
-// at a time costs a process wake-up (docs/performance.md, round 4).
+// at a time costs a process wake-up.
 func TestWriteRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -39,15 +39,15 @@ func init() {
 	}
 	moderncDriver = db.Driver()
 	_ = db.Close()
-	sql.Register(driverName, cachingDriver{inner: moderncDriver, qpsg: true})
+	sql.Register(driverName, cachingDriver{inner: moderncDriver, opaqueLimits: true})
 }
 
 // moderncDriver is the driver cachingDriver wraps.
 var moderncDriver driver.Driver
 
 type cachingDriver struct {
-	inner driver.Driver
-	qpsg  bool // turn on the query planner stability guarantee (qpsg.go)
+	inner        driver.Driver
+	opaqueLimits bool // prepare with each bound LIMIT hidden from the planner (limit.go)
 }
 
 // innerConn is what the cache needs of modernc's connection; Open refuses
@@ -73,12 +73,7 @@ func (d cachingDriver) Open(name string) (driver.Conn, error) {
 		_ = c.Close()
 		return nil, fmt.Errorf("the SQLite driver's connection (%s) lacks an interface the statement cache forwards", reflect.TypeOf(c))
 	}
-	// Before any statement is prepared on it, so that none is planned
-	// with the values first bound to it (qpsg.go).
-	if d.qpsg {
-		enableQPSG(c)
-	}
-	return &cachingConn{innerConn: ic, stmts: map[string]*cachedStmt{}}, nil
+	return &cachingConn{innerConn: ic, stmts: map[string]*cachedStmt{}, opaqueLimits: d.opaqueLimits}, nil
 }
 
 type cachingConn struct {
@@ -86,6 +81,8 @@ type cachingConn struct {
 	mu       sync.Mutex
 	stmts    map[string]*cachedStmt
 	prepares int // statements prepared for the cache, for tests
+
+	opaqueLimits bool // cachingDriver's
 
 	// uninterrupted: a statement whose caller's context ends while it runs
 	// runs to its end. Set while a group of transactions shares this
@@ -131,7 +128,11 @@ func (c *cachingConn) take(ctx context.Context, q string) *cachedStmt {
 	if len(c.stmts) >= maxCachedStmts {
 		return nil
 	}
-	ds, err := c.innerConn.PrepareContext(ctx, q)
+	prepared := q
+	if c.opaqueLimits {
+		prepared = opaqueLimits(q)
+	}
+	ds, err := c.innerConn.PrepareContext(ctx, prepared)
 	if err != nil {
 		return nil // unprepared, it fails again with the error its caller sees
 	}

@@ -15,10 +15,9 @@ import (
 // transactions run one after another, and each commit waits for a sync of
 // the WAL (synchronous=FULL) while holding SQLite's write lock, which the
 // other process (frontend or worker) then waits for. With many requests at
-// once those syncs were what a busy SQLite CA waited on: at 32 concurrent
-// issuances, turning the sync off in the frontend alone took throughput
-// from 75 to 99 certificates/s (docs/performance.md, round 16). Durability
-// stays; the syncs are shared instead. Transactions that queue while
+// once those syncs are what a busy SQLite CA waits on (a quarter of the
+// throughput at 32 concurrent issuances). Durability stays; the syncs are
+// shared instead. Transactions that queue while
 // another commits run together, the next time the connection is free, in
 // one transaction with one commit and one sync, each inside a savepoint of
 // its own so that one that fails is undone alone (PostgreSQL does the same

@@ -12,20 +12,13 @@ import (
 )
 
 // Readers. A process's store writes on one connection (Open's), which is
-// what makes BEGIN IMMEDIATE order its writers; its reads outside a
-// transaction used to queue for that same connection, behind whole groups
-// of write transactions and their syncs (group.go). In WAL mode a reader
-// needs no lock a writer holds, so the store's autocommitted SELECTs run
-// on a pool of read-only connections instead, each seeing every commit
-// made before it starts, on this connection or any other.
-//
-// At 32 concurrent issuances the worker's store connection had 2.5-3.7
-// callers waiting for it at any time, ~10 ms each (database/sql's
-// WaitDuration, logged every 2 s by a throw-away build): its validations
-// read their challenge and its issuances their order behind the verdicts
-// and certificates being written. With the readers: 131-140 -> 159-162
-// certificates/s, CPU 7.9-8.6 -> 6.9-7.1 ms a certificate
-// (docs/performance.md, round 25).
+// what makes BEGIN IMMEDIATE order its writers. Its reads outside a
+// transaction would queue for that connection behind whole groups of write
+// transactions and their syncs (group.go): at 32 concurrent issuances a
+// job's first read (its challenge, its order) waited ~10 ms there. In WAL
+// mode a reader needs no lock a writer holds, so the store's autocommitted
+// SELECTs run on a pool of read-only connections instead, each seeing every
+// commit made before it starts, on this connection or any other.
 
 // maxReaders bounds the read-only pool: reads are CPU work, so a few
 // connections past the CPUs only cover the moments one waits on the disk.

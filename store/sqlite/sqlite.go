@@ -71,10 +71,9 @@ func Open(path string) (*sql.DB, error) { return open(path, synchronous) }
 //     forgets River's bookkeeping only together with everything after it;
 //   - jobs are inserted in the store's transactions, on the store's handle.
 //
-// At one job at a time the fetch's sync was on the path from a claim to
-// its verdict: ~1 ms of the ~6 in which a challenge POST's validation
-// was recorded, so a third of the clients' first polls came too early
-// (docs/performance.md, round 21).
+// A synced fetch would be on the path from a claim to its verdict: at one
+// job at a time ~1 ms of the ~6 a validation takes to be recorded, enough
+// to make a client's first poll come too early.
 func OpenJobRunner(path string) (*sql.DB, error) { return open(path, "NORMAL") }
 
 func open(path, sync string) (*sql.DB, error) {

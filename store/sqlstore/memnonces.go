@@ -10,11 +10,10 @@ import (
 // process that consumes nonces (the frontend), under an epoch of that
 // process's own, instead of in a table.
 //
-// Why: on SQLite every request's nonce was a write transaction on the
-// process's one connection (eight statements with the synchronous
-// setting lowered and restored), taken by every request, reads included,
-// and contending with the worker for the file's one write lock.
-// docs/performance.md, round 7, measures what that cost.
+// Why: in a table, every request's nonce is a write transaction on the
+// process's one connection (eight statements with the synchronous setting
+// lowered and restored), taken by every request, reads included, and
+// contending with the worker for the file's one write lock.
 //
 // Why it is safe (RFC 8555 §6.5: a nonce is accepted once):
 //   - A nonce is accepted only under the epoch it was minted in, and this

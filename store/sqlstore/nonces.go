@@ -284,8 +284,8 @@ const nonceGCGrace = time.Minute
 
 // NonceGC forgets consumed nonces past their expiry. On SQLite the set in
 // this process's memory is swept (the frontend also sweeps its own as it
-// goes: memNonces), and rows a version before round 7 of
-// docs/performance.md left in the table are deleted.
+// goes: memNonces), and rows left in the table by versions that kept the
+// set there are deleted.
 //
 // A consumed nonce is remembered nonceGCGrace past its expiry: a frontend
 // checks expiry on its own clock, which may run behind the database's by

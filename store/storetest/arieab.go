@@ -88,16 +88,25 @@ func testOrderReplaces(t *testing.T, s store.Store, _ Extras) {
 // Creating a key records its audit event in the same transaction; a
 // refused one records none. An unused key can be deleted; a bound one not.
 func testEABBindOnce(t *testing.T, s store.Store, _ Extras) {
-	ctx := ctxT(t)
-	audited := func() []store.AuditEvent {
-		t.Helper()
-		evs, _, err := s.AuditList(ctx, store.Page{Limit: 100})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return evs
+	k, bound := eabBoundOnce(t, s)
+	eabDeleted(t, s, k, bound)
+}
+
+// auditLog is the newest 100 events of s's audit log.
+func auditLog(t *testing.T, s store.Store) []store.AuditEvent {
+	t.Helper()
+	evs, _, err := s.AuditList(ctxT(t), store.Page{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
 	}
-	before := len(audited())
+	return evs
+}
+
+// eabBoundOnce: a key created with its audit event binds one account, and
+// only one; it returns the key and the account it bound.
+func eabBoundOnce(t *testing.T, s store.Store) (*store.EABKey, *store.Account) {
+	ctx := ctxT(t)
+	before := len(auditLog(t, s))
 	id := "k-" + rnd(4)
 	k, err := s.EABCreate(ctx, store.EABKey{ID: id, MACKey: []byte("secret-mac-key-0123456789abcdef"), Label: "team",
 		AllowedDomains: []string{"team.example"}, PreValidated: true},
@@ -105,12 +114,12 @@ func testEABBindOnce(t *testing.T, s store.Store, _ Extras) {
 	if err != nil || !k.PreValidated || k.AccountID != "" || !slices.Equal(k.AllowedDomains, []string{"team.example"}) {
 		t.Fatalf("EABCreate = %+v, %v", k, err)
 	}
-	if evs := audited(); len(evs) != before+1 || evs[0].Action != "eab.create" || evs[0].Subject != id {
+	if evs := auditLog(t, s); len(evs) != before+1 || evs[0].Action != "eab.create" || evs[0].Subject != id {
 		t.Errorf("after EABCreate the audit log holds %d events (was %d), newest %+v; want its eab.create", len(evs), before, evs[0])
 	}
 	_, err = s.EABCreate(ctx, store.EABKey{ID: k.ID, MACKey: []byte("x")}, store.AuditEvent{Actor: "cli:test", Action: "eab.create", Subject: k.ID})
 	wantErr(t, "EABCreate twice", err, store.ErrConflict)
-	if n := len(audited()); n != before+1 {
+	if n := len(auditLog(t, s)); n != before+1 {
 		t.Errorf("the refused EABCreate left an audit event: %d events, want %d", n, before+1)
 	}
 
@@ -139,10 +148,14 @@ func testEABBindOnce(t *testing.T, s store.Store, _ Extras) {
 	if err != nil || len(keys) != 1 || keys[0].AccountID != got.ID {
 		t.Errorf("EABList = %+v, %v", keys, err)
 	}
+	return k, got
+}
 
-	// Deleting: a bound key stays (its limits are its account's), with no
-	// audit event; an unused one goes, audited, and can bind nothing.
-	before = len(audited())
+// eabDeleted: a bound key stays (its limits are its account's), with no
+// audit event; an unused one goes, audited, and can bind nothing.
+func eabDeleted(t *testing.T, s store.Store, k *store.EABKey, got *store.Account) {
+	ctx := ctxT(t)
+	before := len(auditLog(t, s))
 	del := func(id string) error {
 		return s.EABDelete(ctx, id, store.AuditEvent{Actor: "cli:test", Action: "eab.delete", Subject: id})
 	}
@@ -151,7 +164,7 @@ func testEABBindOnce(t *testing.T, s store.Store, _ Extras) {
 		t.Errorf("after refusing to delete it, AccountEAB = %+v, %v", kb, err)
 	}
 	wantErr(t, "deleting a missing key", del("no-such-key"), store.ErrNotFound)
-	if n := len(audited()); n != before {
+	if n := len(auditLog(t, s)); n != before {
 		t.Errorf("refused deletions left %d audit events", n-before)
 	}
 	unused := "k-" + rnd(4)
@@ -162,10 +175,10 @@ func testEABBindOnce(t *testing.T, s store.Store, _ Extras) {
 	if err := del(unused); err != nil {
 		t.Fatalf("deleting an unused key: %v", err)
 	}
-	if evs := audited(); evs[0].Action != "eab.delete" || evs[0].Subject != unused {
+	if evs := auditLog(t, s); evs[0].Action != "eab.delete" || evs[0].Subject != unused {
 		t.Errorf("newest audit event after the deletion: %+v, want its eab.delete", evs[0])
 	}
-	_, err = s.EABByID(ctx, unused)
+	_, err := s.EABByID(ctx, unused)
 	wantErr(t, "reading a deleted key", err, store.ErrNotFound)
 	_, err = s.AccountCreateBound(ctx, &store.Account{KeyJWK: []byte(`{"kty":"OKP"}`), Thumbprint: rnd(32)}, unused)
 	wantErr(t, "binding a deleted key", err, store.ErrNotFound)

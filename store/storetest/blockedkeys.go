@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -57,12 +58,34 @@ func issueDER(t *testing.T, s store.Store, a *store.Account, serial, issuer stri
 // any other reason are left alone (CA/B Forum BR §4.9.1.1, §6.1.1.3).
 func testKeyCompromise(t *testing.T, s store.Store, x Extras) {
 	ev := store.AuditEvent{Actor: "acme:reporter", Action: "revoke", Detail: "via test"}
-	for _, tc := range []struct {
-		name     string
-		reporter string // the certificate revoked: "a" (issuer-1) or "c" (relay:up)
-		reason   int
-		revoke   func(s store.Store, serial string, reason int) error
-	}{
+	for _, tc := range keyCompromiseCases(t, ev) {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newKeyFamily(t, s, x)
+			reporter := f.p + tc.reporter
+			if err := tc.revoke(s, reporter, tc.reason); err != nil {
+				t.Fatalf("revoking %s with reason %d: %v", reporter, tc.reason, err)
+			}
+			if tc.reason != store.ReasonKeyCompromise {
+				f.notBlocked(t, tc)
+				return
+			}
+			f.blocked(t, reporter, ev)
+			f.siblingsRevoked(t, tc)
+			f.audited(t, tc, reporter, ev)
+		})
+	}
+}
+
+// keyCompromiseCase is one way of revoking a certificate of the key.
+type keyCompromiseCase struct {
+	name     string
+	reporter string // the certificate revoked: "a" (issuer-1) or "c" (relay:up)
+	reason   int
+	revoke   func(s store.Store, serial string, reason int) error
+}
+
+func keyCompromiseCases(t *testing.T, ev store.AuditEvent) []keyCompromiseCase {
+	return []keyCompromiseCase{
 		{"Revoke", "a", 1, func(s store.Store, serial string, reason int) error {
 			_, err := s.Revoke(ctxT(t), serial, reason, ev)
 			return err
@@ -87,109 +110,131 @@ func testKeyCompromise(t *testing.T, s store.Store, x Extras) {
 		{"RevokeRecorded superseded", "c", 4, func(s store.Store, serial string, reason int) error {
 			return s.RevokeRecorded(ctxT(t), serial, reason, ev)
 		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := ctxT(t)
-			p := rnd(6) + "-" // serials of this case
-			key, other := testKey(p), testKey(p+"other")
-			acct := newAccount(t, s)
-			now := dbNow(t, s)
-			live := now.Add(90 * 24 * time.Hour)
-			issueKeyed(t, s, acct, p+"a", "issuer-1", key, live)
-			issueKeyed(t, s, acct, p+"b", "issuer-2", key, live)
-			issueKeyed(t, s, acct, p+"c", "relay:up", key, live)
-			issueKeyed(t, s, acct, p+"expired", "issuer-2", key, now.Add(-time.Hour))
-			issueKeyed(t, s, acct, p+"other", "issuer-2", other, live)
-			remoteBefore := jobCount(t, x, jobs.KindSignerRevoke)
-			crlBefore := x.Int(t, "SELECT count(*) FROM river_job WHERE kind = '"+jobs.KindCRLGenerate+"' AND queue = '"+jobs.IssuerQueue("issuer-2")+"'")
+	}
+}
 
-			reporter := p + tc.reporter
-			if err := tc.revoke(s, reporter, tc.reason); err != nil {
-				t.Fatalf("revoking %s with reason %d: %v", reporter, tc.reason, err)
-			}
+// keyFamily is one key's certificates (serials p+"a", "b" and "expired"
+// by Hallmark's issuers, "c" by a relay) and another key's ("other"), with
+// the signer_revoke and issuer-2 crl_generate jobs counted before.
+type keyFamily struct {
+	s            store.Store
+	x            Extras
+	ctx          context.Context
+	p            string // the serials' prefix
+	key, other   []byte
+	remoteBefore int64
+	crlBefore    int64
+}
 
-			blocked, err := s.KeyBlockedBy(ctx, key)
-			if tc.reason != store.ReasonKeyCompromise {
-				if !errors.Is(err, store.ErrNotFound) {
-					t.Errorf("KeyBlockedBy after a revocation with reason %d = %+v, %v; want ErrNotFound (only keyCompromise blocks)", tc.reason, blocked, err)
-				}
-				for _, sr := range []string{"a", "b", "c"} {
-					if sr == tc.reporter {
-						continue
-					}
-					if c, _ := s.CertificateBySerial(ctx, p+sr); c.RevokedAt != nil {
-						t.Errorf("%s was revoked by a revocation of %s with reason %d", sr, tc.reporter, tc.reason)
-					}
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("KeyBlockedBy after a keyCompromise revocation: %v; want the key blocked", err)
-			}
-			if blocked.Serial != reporter || blocked.Actor != ev.Actor || !strings.Contains(blocked.Why, reporter) {
-				t.Errorf("blocked key = %+v; want serial %s, actor %s and a why naming it", blocked, reporter, ev.Actor)
-			}
-			if _, err := s.KeyBlockedBy(ctx, other); !errors.Is(err, store.ErrNotFound) {
-				t.Errorf("KeyBlockedBy(another key) = %v, want ErrNotFound", err)
-			}
+func newKeyFamily(t *testing.T, s store.Store, x Extras) keyFamily {
+	p := rnd(6) + "-" // serials of this case
+	f := keyFamily{s: s, x: x, ctx: ctxT(t), p: p, key: testKey(p), other: testKey(p + "other")}
+	acct := newAccount(t, s)
+	now := dbNow(t, s)
+	live := now.Add(90 * 24 * time.Hour)
+	issueKeyed(t, s, acct, p+"a", "issuer-1", f.key, live)
+	issueKeyed(t, s, acct, p+"b", "issuer-2", f.key, live)
+	issueKeyed(t, s, acct, p+"c", "relay:up", f.key, live)
+	issueKeyed(t, s, acct, p+"expired", "issuer-2", f.key, now.Add(-time.Hour))
+	issueKeyed(t, s, acct, p+"other", "issuer-2", f.other, live)
+	f.remoteBefore = jobCount(t, x, jobs.KindSignerRevoke)
+	f.crlBefore = f.issuer2CRLJobs(t)
+	return f
+}
 
-			// Hallmark's own siblings: revoked with reason 1 and listed by
-			// their issuer's next CRL; the relay's: asked of its backend.
-			queued := tc.name == "RevokeQueue" // the reporter waits on its backend
-			wantRevoked := map[string]bool{"a": true, "b": true, "c": tc.reporter == "c" && !queued, "expired": false, "other": false}
-			for sr, want := range wantRevoked {
-				c, err := s.CertificateBySerial(ctx, p+sr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got := c.RevokedAt != nil; got != want || (got && c.RevocationReason != store.ReasonKeyCompromise) {
-					t.Errorf("certificate %s: revoked=%v reason %d, want revoked=%v with reason 1", sr, got, c.RevocationReason, want)
-				}
+func (f keyFamily) issuer2CRLJobs(t *testing.T) int64 {
+	return f.x.Int(t, "SELECT count(*) FROM river_job WHERE kind = '"+jobs.KindCRLGenerate+"' AND queue = '"+jobs.IssuerQueue("issuer-2")+"'")
+}
+
+// notBlocked: a revocation with another reason blocks nothing and
+// revokes no sibling.
+func (f keyFamily) notBlocked(t *testing.T, tc keyCompromiseCase) {
+	if blocked, err := f.s.KeyBlockedBy(f.ctx, f.key); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("KeyBlockedBy after a revocation with reason %d = %+v, %v; want ErrNotFound (only keyCompromise blocks)", tc.reason, blocked, err)
+	}
+	for _, sr := range []string{"a", "b", "c"} {
+		if sr == tc.reporter {
+			continue
+		}
+		if c, _ := f.s.CertificateBySerial(f.ctx, f.p+sr); c.RevokedAt != nil {
+			t.Errorf("%s was revoked by a revocation of %s with reason %d", sr, tc.reporter, tc.reason)
+		}
+	}
+}
+
+// blocked: the key is blocked by the reporting certificate, and only it.
+func (f keyFamily) blocked(t *testing.T, reporter string, ev store.AuditEvent) {
+	blocked, err := f.s.KeyBlockedBy(f.ctx, f.key)
+	if err != nil {
+		t.Fatalf("KeyBlockedBy after a keyCompromise revocation: %v; want the key blocked", err)
+	}
+	if blocked.Serial != reporter || blocked.Actor != ev.Actor || !strings.Contains(blocked.Why, reporter) {
+		t.Errorf("blocked key = %+v; want serial %s, actor %s and a why naming it", blocked, reporter, ev.Actor)
+	}
+	if _, err := f.s.KeyBlockedBy(f.ctx, f.other); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("KeyBlockedBy(another key) = %v, want ErrNotFound", err)
+	}
+}
+
+// siblingsRevoked: Hallmark's own siblings are revoked with reason 1 and
+// listed by their issuer's next CRL; the relay's is asked of its backend.
+func (f keyFamily) siblingsRevoked(t *testing.T, tc keyCompromiseCase) {
+	queued := tc.name == "RevokeQueue" // the reporter waits on its backend
+	wantRevoked := map[string]bool{"a": true, "b": true, "c": tc.reporter == "c" && !queued, "expired": false, "other": false}
+	for sr, want := range wantRevoked {
+		c, err := f.s.CertificateBySerial(f.ctx, f.p+sr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.RevokedAt != nil; got != want || (got && c.RevocationReason != store.ReasonKeyCompromise) {
+			t.Errorf("certificate %s: revoked=%v reason %d, want revoked=%v with reason 1", sr, got, c.RevocationReason, want)
+		}
+	}
+	if n := f.x.Int(t, "SELECT count(*) FROM revocations WHERE serial = '"+f.p+"b' AND reason = 1"); n != 1 {
+		t.Errorf("revocation rows of sibling b = %d, want 1 (its issuer's CRL lists it)", n)
+	}
+	if got := f.issuer2CRLJobs(t); got != f.crlBefore+1 {
+		t.Errorf("crl_generate jobs of issuer-2 = %d, want %d (one for sibling b)", got, f.crlBefore+1)
+	}
+	if tc.reporter == "a" || queued {
+		if n := jobCount(t, f.x, jobs.KindSignerRevoke); n != f.remoteBefore+1 {
+			t.Errorf("signer_revoke jobs = %d, want %d (one for the relay's c)", n, f.remoteBefore+1)
+		}
+	}
+}
+
+// audited: one audit event per sibling, naming the reporter; one for the
+// block.
+func (f keyFamily) audited(t *testing.T, tc keyCompromiseCase, reporter string, ev store.AuditEvent) {
+	events, _, err := f.s.AuditList(f.ctx, store.Page{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, e := range events {
+		if !strings.HasPrefix(e.Subject, f.p) && e.Subject != (store.BlockedKey{SPKIHash: f.key}).Hex() {
+			continue
+		}
+		switch e.Action {
+		case store.ActionKeyRevoke:
+			if !strings.Contains(e.Detail, reporter) || e.Actor != ev.Actor {
+				t.Errorf("audit event %+v does not name the reporting certificate %s and its actor", e, reporter)
 			}
-			if n := x.Int(t, "SELECT count(*) FROM revocations WHERE serial = '"+p+"b' AND reason = 1"); n != 1 {
-				t.Errorf("revocation rows of sibling b = %d, want 1 (its issuer's CRL lists it)", n)
-			}
-			if got := x.Int(t, "SELECT count(*) FROM river_job WHERE kind = '"+jobs.KindCRLGenerate+"' AND queue = '"+jobs.IssuerQueue("issuer-2")+"'"); got != crlBefore+1 {
-				t.Errorf("crl_generate jobs of issuer-2 = %d, want %d (one for sibling b)", got, crlBefore+1)
-			}
-			if tc.reporter == "a" || queued {
-				if n := jobCount(t, x, jobs.KindSignerRevoke); n != remoteBefore+1 {
-					t.Errorf("signer_revoke jobs = %d, want %d (one for the relay's c)", n, remoteBefore+1)
-				}
-			}
-			// One audit event per sibling, naming the reporter; one for
-			// the block.
-			events, _, err := s.AuditList(ctx, store.Page{Limit: 100})
-			if err != nil {
-				t.Fatal(err)
-			}
-			seen := map[string]int{}
-			for _, e := range events {
-				if !strings.HasPrefix(e.Subject, p) && e.Subject != (store.BlockedKey{SPKIHash: key}).Hex() {
-					continue
-				}
-				switch e.Action {
-				case store.ActionKeyRevoke:
-					if !strings.Contains(e.Detail, reporter) || e.Actor != ev.Actor {
-						t.Errorf("audit event %+v does not name the reporting certificate %s and its actor", e, reporter)
-					}
-					seen[strings.TrimPrefix(e.Subject, p)]++
-				case store.ActionKeyBlock:
-					seen["block"]++
-				}
-			}
-			want := map[string]int{"block": 1, "a": 1, "b": 1, "c": 1}
-			delete(want, tc.reporter)
-			if len(seen) != len(want) {
-				t.Errorf("audit events: %v, want %v", seen, want)
-			}
-			for k, n := range want {
-				if seen[k] != n {
-					t.Errorf("audit events: %v, want %v", seen, want)
-					break
-				}
-			}
-		})
+			seen[strings.TrimPrefix(e.Subject, f.p)]++
+		case store.ActionKeyBlock:
+			seen["block"]++
+		}
+	}
+	want := map[string]int{"block": 1, "a": 1, "b": 1, "c": 1}
+	delete(want, tc.reporter)
+	if len(seen) != len(want) {
+		t.Errorf("audit events: %v, want %v", seen, want)
+	}
+	for k, n := range want {
+		if seen[k] != n {
+			t.Errorf("audit events: %v, want %v", seen, want)
+			break
+		}
 	}
 }
 
@@ -218,45 +263,8 @@ func testKeyBlocked(t *testing.T, s store.Store, x Extras) {
 	if err != nil || !again.Already || again.Key.Actor != "cli:alice" {
 		t.Errorf("KeyBlock again = %+v, %v; want Already, keeping cli:alice's report", again, err)
 	}
-	// The operator's list: the latest block first, once each, bounded.
-	later := testKey(rnd(6))
-	if _, err := s.KeyBlock(ctx, store.BlockedKey{SPKIHash: later, Why: "reported later", Actor: "cli:carol"}); err != nil {
-		t.Fatal(err)
-	}
-	list, err := s.KeysBlocked(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pos := map[string]int{}
-	for i, b := range list {
-		if _, dup := pos[b.Hex()]; dup {
-			t.Errorf("KeysBlocked lists %s twice", b.Hex())
-		}
-		pos[b.Hex()] = i
-	}
-	k1, ok1 := pos[(store.BlockedKey{SPKIHash: key}).Hex()]
-	k2, ok2 := pos[(store.BlockedKey{SPKIHash: later}).Hex()]
-	if !ok1 || !ok2 || k2 > k1 || list[k1].Actor != "cli:alice" {
-		t.Errorf("KeysBlocked = %+v; want both keys, the later first, the first keeping cli:alice's report", list)
-	}
-	if one, err := s.KeysBlocked(ctx, 1); err != nil || len(one) != 1 {
-		t.Errorf("KeysBlocked(1) = %d keys, %v; want 1", len(one), err)
-	}
-
-	ready := readyOrder(t, s, acct, "after.blocked.example.com")
-	jobsBefore := jobCount(t, x, jobs.KindSignerIssue)
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, ready.ID, ready.Profile, []byte("csr"), key); err != nil || claimed {
-		t.Errorf("OrderFinalizeBegin with a blocked key: claimed=%v err=%v; want not claimed", claimed, err)
-	}
-	if o := order(t, s, ready.ID); o.Status != acme.StatusReady {
-		t.Errorf("order finalized with a blocked key is %s, want still ready", o.Status)
-	}
-	if got := jobCount(t, x, jobs.KindSignerIssue); got != jobsBefore {
-		t.Errorf("signer_issue jobs = %d after a refused finalize, want %d", got, jobsBefore)
-	}
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, ready.ID, ready.Profile, []byte("csr"), testKey("fresh")); err != nil || !claimed {
-		t.Errorf("OrderFinalizeBegin with a new key: claimed=%v err=%v; want claimed", claimed, err)
-	}
+	keysBlockedListed(t, s, key)
+	ready := blockedKeyRefused(t, s, x, acct, key)
 
 	ti, err := s.OrderToIssue(ctx, before.ID, 7*time.Hour)
 	if err != nil {
@@ -280,6 +288,56 @@ func testKeyBlocked(t *testing.T, s store.Store, x Extras) {
 	if o := order(t, s, before.ID); o.Status != acme.StatusProcessing || o.CertSerial != "" {
 		t.Errorf("order after the refused store: %s with certificate %q, want processing with none", o.Status, o.CertSerial)
 	}
+}
+
+// keysBlockedListed: the operator's list has the latest block first, each
+// key once, bounded; key was blocked by cli:alice.
+func keysBlockedListed(t *testing.T, s store.Store, key []byte) {
+	ctx := ctxT(t)
+	later := testKey(rnd(6))
+	if _, err := s.KeyBlock(ctx, store.BlockedKey{SPKIHash: later, Why: "reported later", Actor: "cli:carol"}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := s.KeysBlocked(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := map[string]int{}
+	for i, b := range list {
+		if _, dup := pos[b.Hex()]; dup {
+			t.Errorf("KeysBlocked lists %s twice", b.Hex())
+		}
+		pos[b.Hex()] = i
+	}
+	k1, ok1 := pos[(store.BlockedKey{SPKIHash: key}).Hex()]
+	k2, ok2 := pos[(store.BlockedKey{SPKIHash: later}).Hex()]
+	if !ok1 || !ok2 || k2 > k1 || list[k1].Actor != "cli:alice" {
+		t.Errorf("KeysBlocked = %+v; want both keys, the later first, the first keeping cli:alice's report", list)
+	}
+	if one, err := s.KeysBlocked(ctx, 1); err != nil || len(one) != 1 {
+		t.Errorf("KeysBlocked(1) = %d keys, %v; want 1", len(one), err)
+	}
+}
+
+// blockedKeyRefused: a finalize with blocked key claims nothing and queues
+// nothing; with a fresh key it claims the order, which it returns.
+func blockedKeyRefused(t *testing.T, s store.Store, x Extras, acct *store.Account, key []byte) *store.Order {
+	ctx := ctxT(t)
+	ready := readyOrder(t, s, acct, "after.blocked.example.com")
+	jobsBefore := jobCount(t, x, jobs.KindSignerIssue)
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, ready.ID, ready.Profile, []byte("csr"), key); err != nil || claimed {
+		t.Errorf("OrderFinalizeBegin with a blocked key: claimed=%v err=%v; want not claimed", claimed, err)
+	}
+	if o := order(t, s, ready.ID); o.Status != acme.StatusReady {
+		t.Errorf("order finalized with a blocked key is %s, want still ready", o.Status)
+	}
+	if got := jobCount(t, x, jobs.KindSignerIssue); got != jobsBefore {
+		t.Errorf("signer_issue jobs = %d after a refused finalize, want %d", got, jobsBefore)
+	}
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, ready.ID, ready.Profile, []byte("csr"), testKey("fresh")); err != nil || !claimed {
+		t.Errorf("OrderFinalizeBegin with a new key: claimed=%v err=%v; want claimed", claimed, err)
+	}
+	return ready
 }
 
 // testKeySweep: a certificate stored after its key was blocked, which the

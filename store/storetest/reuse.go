@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -115,5 +117,145 @@ func testExpirePendingUnusableAuthz(t *testing.T, s store.Store, x Extras) {
 		if c.invalid && (o.Error == nil || o.Error.Type != acme.ProblemUnauthorized) {
 			t.Errorf("%s order with a %s authorization: error %+v, want an unauthorized problem", orders[i].Status, c.authz, o.Error)
 		}
+	}
+}
+
+func testOrderReusesAuthz(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	first := readyOrder(t, s, a, "reuse.example.com")
+	spec := orderSpec(t, s, a, "reuse.example.com")
+	spec.Authzs = []*store.Authorization{{ID: first.AuthzIDs[0]}}
+	second, err := s.OrderCreate(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Status != acme.StatusReady || !slices.Equal(second.AuthzIDs, first.AuthzIDs) {
+		t.Fatalf("order reusing a valid authorization = %+v, want ready with %v", second, first.AuthzIDs)
+	}
+	// Another account cannot borrow it.
+	other := newAccount(t, s)
+	spec.AccountID = other.ID
+	_, err = s.OrderCreate(ctx, spec)
+	wantErr(t, "reusing another account's authorization", err, store.ErrNotFound)
+}
+
+func testAuthzReusable(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	o := readyOrder(t, s, a, "*.wild.example.com")
+	az := authz(t, s, o.AuthzIDs[0])
+	id := acme.Identifier{Type: acme.IdentifierDNS, Value: "wild.example.com"}
+	got, err := reusable(ctx, s, a.ID, id, true, az.Expires.Add(-time.Minute))
+	if err != nil || got.ID != az.ID || len(got.Challenges) != 2 {
+		t.Fatalf("AuthzReusable = %+v, %v", got, err)
+	}
+	for name, call := range map[string]func() error{
+		"past minExpiry": func() error {
+			_, err := reusable(ctx, s, a.ID, id, true, az.Expires.Add(time.Minute))
+			return err
+		},
+		"not wildcard": func() error { _, err := reusable(ctx, s, a.ID, id, false, time.Time{}); return err },
+		"other account": func() error {
+			_, err := reusable(ctx, s, newAccount(t, s).ID, id, true, time.Time{})
+			return err
+		},
+	} {
+		wantErr(t, "AuthzReusable "+name, call(), store.ErrNotFound)
+	}
+
+	// Several keys in one read: each answered in its place, a key asked
+	// twice answered twice, the authorization with its challenges, and
+	// more keys than one statement takes (reusableChunk) answered all
+	// the same.
+	o2 := readyOrder(t, s, a, "plain.example.com")
+	az2 := authz(t, s, o2.AuthzIDs[0])
+	plain := acme.Identifier{Type: acme.IdentifierDNS, Value: "plain.example.com"}
+	keys := []store.AuthzKey{
+		{Identifier: plain},
+		{Identifier: id},                 // the wildcard's base name, not a wildcard: none
+		{Identifier: id, Wildcard: true}, // the wildcard
+		{Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: "nothing.example.com"}},
+		{Identifier: plain},
+	}
+	for len(keys) < 1205 {
+		keys = append(keys, store.AuthzKey{Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: fmt.Sprintf("n%d.example.com", len(keys))}})
+	}
+	keys = append(keys, store.AuthzKey{Identifier: plain})
+	found, err := s.AuthzsReusable(ctx, a.ID, keys, nil, az.Expires.Add(-time.Minute))
+	if err != nil || len(found) != len(keys) {
+		t.Fatalf("AuthzsReusable = %d answers, %v; want %d", len(found), err, len(keys))
+	}
+	want := map[int]*store.Authorization{0: az2, 2: az, 4: az2, len(keys) - 1: az2}
+	for i, got := range found {
+		w := want[i]
+		if w == nil && got != nil || w != nil && (got == nil || got.ID != w.ID || len(got.Challenges) != len(w.Challenges)) {
+			t.Errorf("AuthzsReusable key %d (%+v) = %+v, want %+v", i, keys[i], got, w)
+		}
+	}
+	if found, err := s.AuthzsReusable(ctx, a.ID, nil, nil, time.Time{}); err != nil || len(found) != 0 {
+		t.Errorf("AuthzsReusable of no keys = %v, %v", found, err)
+	}
+}
+
+// testAuthzReusableByMethod: with methods, AuthzsReusable counts only an
+// authorization validated by a challenge of one of them (an order's
+// profile reuses only what a method it offers validated), or one born
+// valid with no challenge; among those it still chooses the longest-lived.
+// nil methods count any.
+func testAuthzReusableByMethod(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	byHTTP := authz(t, s, readyOrder(t, s, a, "method.example.com").AuthzIDs[0]) // validate answers the first challenge, http-01
+	// A later one for the same name, validated by dns-01: it lives longer.
+	later := newOrder(t, s, a, "method.example.com")
+	byDNS := authz(t, s, later.AuthzIDs[0])
+	c, claimed, err := s.ChallengeClaim(ctx, byDNS.Challenges[1].ID)
+	if err != nil || !claimed || c.Type != acme.ChallengeDNS01 {
+		t.Fatalf("claiming the dns-01 challenge: %+v claimed=%v %v", c, claimed, err)
+	}
+	if err := s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: c.ID, Status: acme.StatusValid}); err != nil {
+		t.Fatal(err)
+	}
+	byDNS = authz(t, s, byDNS.ID)
+	if !byDNS.Expires.After(byHTTP.Expires) {
+		t.Fatalf("the dns-01 authorization expires %v, not after the http-01 one's %v", byDNS.Expires, byHTTP.Expires)
+	}
+	// Born valid: no challenge (a binding pre-validated it).
+	spec := orderSpec(t, s, a, "born.example.com")
+	spec.Authzs[0].Status, spec.Authzs[0].Challenges = acme.StatusValid, nil
+	o, err := s.OrderCreate(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	born := authz(t, s, o.AuthzIDs[0])
+	// Pending, whatever the method: never reused.
+	pending := authz(t, s, newOrder(t, s, a, "pending.example.com").AuthzIDs[0])
+
+	keys := []store.AuthzKey{{Identifier: byHTTP.Identifier}, {Identifier: born.Identifier}, {Identifier: pending.Identifier}}
+	for _, tc := range []struct {
+		name    string
+		methods []acme.ChallengeType
+		want    []*store.Authorization
+	}{
+		{"any method", nil, []*store.Authorization{byDNS, born, nil}},
+		{"http-01", []acme.ChallengeType{acme.ChallengeHTTP01}, []*store.Authorization{byHTTP, born, nil}},
+		{"dns-01", []acme.ChallengeType{acme.ChallengeDNS01}, []*store.Authorization{byDNS, born, nil}},
+		{"http-01 or dns-01", []acme.ChallengeType{acme.ChallengeHTTP01, acme.ChallengeDNS01}, []*store.Authorization{byDNS, born, nil}},
+		{"tls-alpn-01", []acme.ChallengeType{acme.ChallengeTLSALPN01}, []*store.Authorization{nil, born, nil}},
+		{"no method", []acme.ChallengeType{}, []*store.Authorization{nil, born, nil}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			found, err := s.AuthzsReusable(ctx, a.ID, keys, tc.methods, time.Time{})
+			if err != nil || len(found) != len(keys) {
+				t.Fatalf("AuthzsReusable = %d answers, %v; want %d", len(found), err, len(keys))
+			}
+			for i, got := range found {
+				w := tc.want[i]
+				if w == nil && got != nil || w != nil && (got == nil || got.ID != w.ID || len(got.Challenges) != len(w.Challenges)) {
+					t.Errorf("key %s: got %+v, want %+v", keys[i].Identifier.Value, got, w)
+				}
+			}
+		})
 	}
 }

@@ -40,86 +40,89 @@ type Extras struct {
 	ProcessNonces bool
 }
 
+// contract is the suite: each case runs on a fresh store of its own, in
+// parallel with the others.
+var contract = []struct {
+	name string
+	fn   func(t *testing.T, s store.Store, x Extras)
+}{
+	{"Now", testNow},
+	{"NotFound", testNotFound},
+	{"NonceKey", testNonceKey},
+	{"NonceConsumedOnce", testNonceConsumedOnce},
+	{"NonceBatch", testNonceBatch},
+	{"NonceLookups", testNonceLookups},
+	{"NonceMeanwhile", testNonceMeanwhile},
+	{"NonceEpochReset", testNonceEpochReset},
+	{"NonceGC", testNonceGC},
+	{"AccountLifecycle", testAccountLifecycle},
+	{"AccountThumbprintUnique", testAccountThumbprintUnique},
+	{"AccountDeactivate", testAccountDeactivate},
+	{"AccountsListPages", testAccountsListPages},
+	{"OrderHappyPath", testOrderHappyPath},
+	{"OrderReusesAuthz", testOrderReusesAuthz},
+	{"OrderReuseRefusesUnusableAuthz", testOrderReuseRefusesUnusableAuthz},
+	{"StaleValidations", testStaleValidations},
+	{"IssueLapsed", testIssueLapsed},
+	{"AuthzReusable", testAuthzReusable},
+	{"AuthzReusableByMethod", testAuthzReusableByMethod},
+	{"InvalidVerdict", testInvalidVerdict},
+	{"VerdictIsTerminal", testVerdictIsTerminal},
+	{"LateVerdict", testLateVerdict},
+	{"ConcurrentVerdicts", testConcurrentVerdicts},
+	{"VerdictLeavesItsJob", testVerdictLeavesItsJob},
+	{"ChallengeClaimConcurrent", testChallengeClaimConcurrent},
+	{"SignedClaims", testSignedClaims},
+	{"SignedOrders", testSignedOrders},
+	{"OrderFinalizeConcurrent", testOrderFinalizeConcurrent},
+	{"ClaimEnqueueAtomic", testClaimEnqueueAtomic},
+	{"ClaimsAtOnce", testClaimsAtOnce},
+	{"ClaimExpiredAuthz", testClaimExpiredAuthz},
+	{"OrderFail", testOrderFail},
+	{"CertificateSerialUnique", testCertificateSerialUnique},
+	{"CertificatesList", testCertificatesList},
+	{"OrdersList", testOrdersList},
+	{"AuthzDeactivate", testAuthzDeactivate},
+	{"Revoke", testRevoke},
+	{"RevokeMany", testRevokeMany},
+	{"RevokeManyConcurrent", testRevokeManyConcurrent},
+	{"RevokeQueue", testRevokeQueue},
+	{"RevokeRecorded", testRevokeRecorded},
+	{"KeyCompromise", testKeyCompromise},
+	{"KeyCompromiseAfterRevocation", testKeyCompromiseAfterRevocation},
+	{"KeyBlocked", testKeyBlocked},
+	{"KeySweep", testKeySweep},
+	{"KeyHashBackfill", testKeyHashBackfill},
+	{"UndeliveredRecord", testUndeliveredRecord},
+	{"CRLMonotonic", testCRLMonotonic},
+	{"Leases", testLeases},
+	{"RateCounts", testRateCounts},
+	{"RateCertificatesByDomain", testRateCertificatesByDomain},
+	{"Audit", testAudit},
+	{"IssuerPublish", testIssuerPublish},
+	{"IssuersListed", testIssuersListed},
+	{"IssuersMigrated", testIssuersMigrated},
+	{"AdminViews", testAdminViews},
+	{"AdminSessions", testAdminSessions},
+	{"ExpirePending", testExpirePending},
+	{"ExpirePendingUnusableAuthz", testExpirePendingUnusableAuthz},
+	{"StrandedChallenge", testStrandedChallenge},
+	{"StrandedOrder", testStrandedOrder},
+	{"RenewalMove", testRenewalMove},
+	{"OrderReplaces", testOrderReplaces},
+	{"UpstreamRenewals", testUpstreamRenewals},
+	{"UpstreamOrders", testUpstreamOrders},
+	{"UpstreamOrdersConcurrent", testUpstreamOrdersConcurrent},
+	{"EABBindOnce", testEABBindOnce},
+	{"AuthzCreate", testAuthzCreate},
+	{"MigrationsIdempotent", testMigrationsIdempotent},
+	{"MigrationsRefuseNewer", testMigrationsRefuseNewer},
+}
+
 // Run runs the contract suite. newStore returns a store on a fresh database
 // to which Hallmark's and River's migrations have been applied.
 func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s store.Store, x Extras)
-	}{
-		{"Now", testNow},
-		{"NotFound", testNotFound},
-		{"NonceKey", testNonceKey},
-		{"NonceConsumedOnce", testNonceConsumedOnce},
-		{"NonceBatch", testNonceBatch},
-		{"NonceLookups", testNonceLookups},
-		{"NonceMeanwhile", testNonceMeanwhile},
-		{"NonceEpochReset", testNonceEpochReset},
-		{"NonceGC", testNonceGC},
-		{"AccountLifecycle", testAccountLifecycle},
-		{"AccountThumbprintUnique", testAccountThumbprintUnique},
-		{"AccountDeactivate", testAccountDeactivate},
-		{"AccountsListPages", testAccountsListPages},
-		{"OrderHappyPath", testOrderHappyPath},
-		{"OrderReusesAuthz", testOrderReusesAuthz},
-		{"OrderReuseRefusesUnusableAuthz", testOrderReuseRefusesUnusableAuthz}, // reuse.go
-		{"StaleValidations", testStaleValidations},
-		{"IssueLapsed", testIssueLapsed},
-		{"AuthzReusable", testAuthzReusable},
-		{"AuthzReusableByMethod", testAuthzReusableByMethod},
-		{"InvalidVerdict", testInvalidVerdict},
-		{"VerdictIsTerminal", testVerdictIsTerminal},
-		{"LateVerdict", testLateVerdict},
-		{"ConcurrentVerdicts", testConcurrentVerdicts},
-		{"VerdictLeavesItsJob", testVerdictLeavesItsJob},
-		{"ChallengeClaimConcurrent", testChallengeClaimConcurrent},
-		{"SignedClaims", testSignedClaims},
-		{"SignedOrders", testSignedOrders},
-		{"OrderFinalizeConcurrent", testOrderFinalizeConcurrent},
-		{"ClaimEnqueueAtomic", testClaimEnqueueAtomic},
-		{"ClaimsAtOnce", testClaimsAtOnce},
-		{"ClaimExpiredAuthz", testClaimExpiredAuthz},
-		{"OrderFail", testOrderFail},
-		{"CertificateSerialUnique", testCertificateSerialUnique},
-		{"CertificatesList", testCertificatesList},
-		{"OrdersList", testOrdersList},
-		{"AuthzDeactivate", testAuthzDeactivate},
-		{"Revoke", testRevoke},
-		{"RevokeMany", testRevokeMany},                     // revoke_many.go
-		{"RevokeManyConcurrent", testRevokeManyConcurrent}, // revoke_many.go
-		{"RevokeQueue", testRevokeQueue},
-		{"RevokeRecorded", testRevokeRecorded},
-		{"KeyCompromise", testKeyCompromise},                               // blockedkeys.go
-		{"KeyCompromiseAfterRevocation", testKeyCompromiseAfterRevocation}, // blockedkeys.go
-		{"KeyBlocked", testKeyBlocked},                                     // blockedkeys.go
-		{"KeySweep", testKeySweep},
-		{"KeyHashBackfill", testKeyHashBackfill},     // blockedkeys.go                                         // blockedkeys.go
-		{"UndeliveredRecord", testUndeliveredRecord}, // undelivered.go
-		{"CRLMonotonic", testCRLMonotonic},
-		{"Leases", testLeases},
-		{"RateCounts", testRateCounts},
-		{"RateCertificatesByDomain", testRateCertificatesByDomain}, // ratelimit.go
-		{"Audit", testAudit},
-		{"IssuerPublish", testIssuerPublish},
-		{"IssuersListed", testIssuersListed},     // issuers.go
-		{"IssuersMigrated", testIssuersMigrated}, // issuers.go
-		{"AdminViews", testAdminViews},
-		{"AdminSessions", testAdminSessions}, // adminsessions.go
-		{"ExpirePending", testExpirePending},
-		{"ExpirePendingUnusableAuthz", testExpirePendingUnusableAuthz}, // reuse.go
-		{"StrandedChallenge", testStrandedChallenge},
-		{"StrandedOrder", testStrandedOrder},
-		{"RenewalMove", testRenewalMove},                           // arieab.go
-		{"OrderReplaces", testOrderReplaces},                       // arieab.go
-		{"UpstreamRenewals", testUpstreamRenewals},                 // upstream.go
-		{"UpstreamOrders", testUpstreamOrders},                     // upstreamorders.go
-		{"UpstreamOrdersConcurrent", testUpstreamOrdersConcurrent}, // upstreamorders.go
-		{"EABBindOnce", testEABBindOnce},                           // arieab.go
-		{"AuthzCreate", testAuthzCreate},                           // arieab.go
-		{"MigrationsIdempotent", testMigrationsIdempotent},
-		{"MigrationsRefuseNewer", testMigrationsRefuseNewer},
-	}
-	for _, tc := range tests {
+	for _, tc := range contract {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s, x := newStore(t)

@@ -81,13 +81,20 @@ func testUpstreamOrders(t *testing.T, s store.Store, _ Extras) {
 	err = s.UpstreamOrderRecord(ctx, store.UpstreamOrder{OrderID: "no-such-order", Backend: "corp", AccountURL: first.AccountURL, OrderURL: "https://up.example/order/5"}, "")
 	wantErr(t, "UpstreamOrderRecord for an order that does not exist", err, store.ErrNotFound)
 
-	// The operator's view of an order lists each backend's row, by name.
+	upstreamOrdersListed(t, s, acct, o.ID, other.ID, byOther)
+	upstreamReplacementAudited(t, s, o.ID, first, byOther)
+}
+
+// upstreamOrdersListed: the operator's view of an order lists each
+// backend's row, by name.
+func upstreamOrdersListed(t *testing.T, s store.Store, acct *store.Account, oID, otherID string, byOther store.UpstreamOrder) {
+	ctx := ctxT(t)
 	for _, c := range []struct {
 		orderID string
 		want    []string // backend order URL
 	}{
-		{o.ID, []string{"another https://other.example/order/1", "corp " + byOther.OrderURL}},
-		{other.ID, []string{"corp https://up.example/order/4"}},
+		{oID, []string{"another https://other.example/order/1", "corp " + byOther.OrderURL}},
+		{otherID, []string{"corp https://up.example/order/4"}},
 		{newOrder(t, s, acct, "never-relayed.example.com").ID, nil},
 	} {
 		list, err := s.UpstreamOrdersOf(ctx, c.orderID)
@@ -105,22 +112,26 @@ func testUpstreamOrders(t *testing.T, s store.Store, _ Extras) {
 			t.Errorf("UpstreamOrdersOf(%s) = %q, want %q", c.orderID, got, c.want)
 		}
 	}
+}
 
-	// The one replacement that happened is in the audit log with the
-	// order and account it replaced (the refused ones are not).
+// upstreamReplacementAudited: the one replacement that happened is in the
+// audit log with the order and account it replaced (the refused ones are
+// not).
+func upstreamReplacementAudited(t *testing.T, s store.Store, oID string, first, byOther store.UpstreamOrder) {
+	ctx := ctxT(t)
 	events, _, err := s.AuditList(ctx, store.Page{Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var replaced []store.AuditEvent
 	for _, ev := range events {
-		if ev.Action == "upstream_order.replaced" && ev.Subject == o.ID {
+		if ev.Action == "upstream_order.replaced" && ev.Subject == oID {
 			replaced = append(replaced, ev)
 		}
 	}
 	if len(replaced) != 1 || !strings.Contains(replaced[0].Detail, first.OrderURL) || !strings.Contains(replaced[0].Detail, first.AccountURL) ||
 		!strings.Contains(replaced[0].Detail, byOther.OrderURL) || replaced[0].Actor != "relay:corp" {
-		t.Errorf("upstream_order.replaced events for order %s: %+v; want one, by relay:corp, naming %s (%s) and %s", o.ID, replaced, first.OrderURL, first.AccountURL, byOther.OrderURL)
+		t.Errorf("upstream_order.replaced events for order %s: %+v; want one, by relay:corp, naming %s (%s) and %s", oID, replaced, first.OrderURL, first.AccountURL, byOther.OrderURL)
 	}
 }
 

@@ -575,7 +575,7 @@ func postAccountLookup(t *testing.T, c *cluster, f *proc) (int, string) {
 // TestSettingsAdvice: a frontend and a worker started against a database
 // where a table Hallmark depends on is left out of autovacuum say so in
 // their logs, naming the table, so the operator learns it before issuance
-// slows as dead rows pile up (docs/performance.md, round 13).
+// slows as dead rows pile up.
 func TestSettingsAdvice(t *testing.T) {
 	c := startCluster(t, testdb.Postgres(t), options{frontends: 1, workers: 1, deferWorkers: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
