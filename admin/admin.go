@@ -6,7 +6,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/store"
 )
@@ -42,9 +42,9 @@ type Options struct {
 	// RevokeWait bounds how long a revocation through a relay/custom
 	// backend is waited on before the page says it is queued.
 	RevokeWait time.Duration
-	// Profiles (config.Config.Profiles) give a certificate's default
+	// Profiles ([profiles]) give a certificate's default
 	// renewal window; a profile not named has the default fractions.
-	Profiles map[string]config.Profile
+	Profiles map[string]profile.Profile
 	Logger   *slog.Logger
 }
 
@@ -57,7 +57,7 @@ type Server struct {
 	limit   *limiter // failed token checks per client address
 	crlBase string
 	wait    time.Duration
-	profs   map[string]config.Profile
+	profs   map[string]profile.Profile
 	log     *slog.Logger
 	pages   map[string]*template.Template
 	mux     *http.ServeMux

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/hallmark-ca/hallmark/admin"
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/open"
@@ -44,7 +44,7 @@ func panelOn(t *testing.T, kind string) (*httptest.Server, store.Store) {
 func serve(t *testing.T, db *open.DB) *httptest.Server {
 	t.Helper()
 	p, err := admin.New(admin.Options{Store: db.Store, Queue: db.Queue, Token: token,
-		Revoker: revocation.New(db.Store, config.Default().Profiles)})
+		Revoker: revocation.New(db.Store, map[string]profile.Profile{"default": profile.Default()})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,10 +13,11 @@ import (
 	"time"
 
 	"github.com/hallmark-ca/hallmark/admin"
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/signer/custom"
+	"github.com/hallmark-ca/hallmark/signer/signerconf"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
@@ -37,8 +38,7 @@ func TestRevokeRelayCertificate(t *testing.T) {
 	ctx := context.Background()
 	db := testdb.Open(t, "sqlite")
 	st := db.Store
-	profiles := config.Default().Profiles
-	profiles["upstream"] = config.Profile{Backend: "relay", Signer: "corp"}
+	profiles := map[string]profile.Profile{"default": profile.Default(), "upstream": {Backend: "relay", Signer: "corp"}}
 	srv := servedWith(t, db, profiles)
 
 	issuedCert(t, st, "e1", "relayed.example.com", "relay:corp", "upstream")
@@ -90,13 +90,12 @@ func TestRevokeRefusedByTheBackend(t *testing.T) {
 	if err := os.WriteFile(hook, []byte(`cat > /dev/null; echo '{"error": {"type": "unauthorized", "detail": "certificate is under legal hold"}}'`), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	hooks, err := custom.New(custom.Config{Name: "hooks", IssueCommand: []string{"false"}, RevokeCommand: []string{"sh", hook}, Timeout: 5 * time.Second})
+	hooks, err := custom.New(custom.Config{Name: "hooks", Timeout: 5 * time.Second,
+		Custom: signerconf.Custom{IssueCommand: []string{"false"}, RevokeCommand: []string{"sh", hook}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := config.Default()
-	cfg.Profiles["hooked"] = config.Profile{Backend: "custom", Signer: "hooks", ValidityHours: 240}
-	cfg.Challenge.Resolvers = []string{"127.0.0.1:1"}
+	cfg := testworker.Config(map[string]profile.Profile{"hooked": {Backend: "custom", Signer: "hooks", ValidityHours: 240}}, "127.0.0.1:1")
 	w, err := worker.New(cfg, st, worker.Options{Backends: map[string]worker.Backend{"hooked": hooks}})
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +119,7 @@ func TestRevokeRefusedByTheBackend(t *testing.T) {
 
 // servedWith serves a panel on db whose revocations know profiles' backends
 // and are waited on for up to 10 s, with CRLs linked under crl.example.
-func servedWith(t *testing.T, db *open.DB, profiles map[string]config.Profile) *httptest.Server {
+func servedWith(t *testing.T, db *open.DB, profiles map[string]profile.Profile) *httptest.Server {
 	t.Helper()
 	p, err := admin.New(admin.Options{Store: db.Store, Queue: db.Queue, Token: token, CRLBase: "http://crl.example",
 		Revoker: revocation.New(db.Store, profiles), RevokeWait: 10 * time.Second, Profiles: profiles})

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
@@ -58,7 +58,7 @@ func throttlePanel(t *testing.T) (*Server, *fakeClock, *syncBuffer) {
 	db := testdb.Open(t, "sqlite")
 	logs := &syncBuffer{}
 	s, err := New(Options{Store: db.Store, Queue: db.Queue, Token: throttleToken,
-		Revoker: revocation.New(db.Store, config.Default().Profiles),
+		Revoker: revocation.New(db.Store, map[string]profile.Profile{"default": profile.Default()}),
 		Logger:  slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)

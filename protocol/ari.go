@@ -106,7 +106,7 @@ func (s *Server) renewalInfo(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Retry-After", retryAfter(s.cfg.RenewalInfoRetryAfter()))
+	w.Header().Set("Retry-After", retryAfter(s.cfg.Server.RenewalInfoRetryAfter()))
 	return writeJSON(w, http.StatusOK, doc)
 }
 

@@ -18,7 +18,7 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
 )
@@ -134,7 +134,7 @@ func TestRenewalInfo(t *testing.T) {
 // TestRenewalWindowPerProfile: a profile's configured fractions.
 func TestRenewalWindowPerProfile(t *testing.T) {
 	t.Parallel()
-	withStores(t, func(c *config.Config) {
+	withStores(t, func(c *protocol.Config) {
 		p := c.Profiles["default"]
 		p.RenewalWindowStart, p.RenewalWindowEnd = 0.5, 0.75
 		c.Profiles["default"] = p
@@ -255,7 +255,7 @@ func eabBinding(t *testing.T, acct *account, kid string, mac []byte, url string,
 // the binding's identifier limits and pre-validated names.
 func TestExternalAccountBinding(t *testing.T) {
 	t.Parallel()
-	withStores(t, func(c *config.Config) { c.Server.ExternalAccountRequired = true }, func(t *testing.T, e *env) {
+	withStores(t, func(c *protocol.Config) { c.Server.ExternalAccountRequired = true }, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		url := e.base + "/acme/new-account"
 		mac := make([]byte, 32)
@@ -378,7 +378,7 @@ func (e *env) registerBound(t *testing.T, kid string) *account {
 // at once, and so was a name the binding no longer pre-validates.
 func TestPreValidatedReuse(t *testing.T) {
 	t.Parallel()
-	withStores(t, func(c *config.Config) {
+	withStores(t, func(c *protocol.Config) {
 		def := c.Profiles["default"]
 		httpOnly, dnsOnly := def, def
 		httpOnly.Challenges = []string{"http-01"} // wildcards allowed, but no dns-01 to validate one
@@ -481,7 +481,7 @@ func TestNewAuthz(t *testing.T) {
 // TestNewAuthzAllowed: pre-authorization reused by a later order.
 func TestNewAuthzAllowed(t *testing.T) {
 	t.Parallel()
-	withStores(t, func(c *config.Config) {
+	withStores(t, func(c *protocol.Config) {
 		p := c.Profiles["default"]
 		p.AllowPreAuthorization = true
 		c.Profiles["default"] = p
@@ -582,7 +582,7 @@ func TestDeactivateWithOrdersInFlight(t *testing.T) {
 // were refused.
 func TestPreValidatedNotPending(t *testing.T) {
 	t.Parallel()
-	withStores(t, func(c *config.Config) { c.Limits.PendingAuthorizationsPerAccount = 2 }, func(t *testing.T, e *env) {
+	withStores(t, func(c *protocol.Config) { c.Limits.PendingAuthorizationsPerAccount = 2 }, func(t *testing.T, e *env) {
 		name := func(v string) acme.Identifier { return acme.Identifier{Type: acme.IdentifierDNS, Value: v} }
 		ids := []acme.Identifier{name("a.team-a.example"), name("b.team-a.example"), name("c.team-a.example")}
 		cases := []struct {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 )
 
@@ -69,7 +69,7 @@ func TestDirectory(t *testing.T) {
 
 func TestDirectoryExternalAccountRequired(t *testing.T) {
 	t.Parallel()
-	withStores(t, func(c *config.Config) { c.Server.ExternalAccountRequired = true }, func(t *testing.T, e *env) {
+	withStores(t, func(c *protocol.Config) { c.Server.ExternalAccountRequired = true }, func(t *testing.T, e *env) {
 		r := e.get(t, http.MethodGet, "/directory")
 		if !strings.Contains(string(r.body), `"externalAccountRequired":true`) {
 			t.Errorf("directory meta does not say externalAccountRequired: %s", r.body)

@@ -14,8 +14,8 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -205,7 +205,7 @@ func preValidated(k *store.EABKey, id acme.Identifier) bool {
 // as if the earlier order had never been made. An authorization a
 // challenge validated needs nothing more: AuthzsReusable kept only those
 // validated by a method prof offers, which can validate the name.
-func reusableBy(found []*store.Authorization, ids []acme.Identifier, prof config.Profile, bind *store.EABKey) []*store.Authorization {
+func reusableBy(found []*store.Authorization, ids []acme.Identifier, prof profile.Profile, bind *store.EABKey) []*store.Authorization {
 	for i, a := range found {
 		if a != nil && len(a.Challenges) == 0 && i < len(ids) &&
 			(!preValidated(bind, ids[i]) || len(challengeTypes(ids[i], prof)) == 0) {

@@ -30,9 +30,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/protocol"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/policy"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
+	"github.com/hallmark-ca/hallmark/protocol/serverconf"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
@@ -47,7 +49,7 @@ type env struct {
 	st   store.Store
 	srv  *protocol.Server
 	base string
-	cfg  config.Config
+	cfg  protocol.Config
 	hc   *http.Client
 
 	caKey  *ecdsa.PrivateKey
@@ -56,8 +58,9 @@ type env struct {
 
 // testConfig is the configuration every test starts from: a local profile
 // (the default), a relay profile, and one that honours notBefore/notAfter.
-func testConfig() config.Config {
-	cfg := config.Default()
+func testConfig() protocol.Config {
+	cfg := protocol.Config{Server: serverconf.DefaultServer(), Policy: policy.Config{MaxIdentifiers: policy.DefaultMaxIdentifiers},
+		Profiles: map[string]profile.Profile{"default": profile.Default()}, DefaultProfile: "default"}
 	cfg.Server.TermsOfService = "https://hallmark.example/terms"
 	cfg.Server.Website = "https://hallmark.example/"
 	cfg.Server.RequestTimeoutMS = 5000
@@ -76,14 +79,14 @@ func testConfig() config.Config {
 
 // withStores runs f against a fresh SQLite file and a fresh PostgreSQL
 // database, as subtests /sqlite and /postgres.
-func withStores(t *testing.T, mutate func(*config.Config), f func(t *testing.T, e *env)) {
+func withStores(t *testing.T, mutate func(*protocol.Config), f func(t *testing.T, e *env)) {
 	t.Helper()
 	withWrappedStores(t, mutate, nil, nil, f)
 }
 
 // withWrappedStores is withStores with the store wrapped (to inject one
 // fault) and the server's log captured.
-func withWrappedStores(t *testing.T, mutate func(*config.Config), wrap func(store.Store) store.Store, logs io.Writer, f func(t *testing.T, e *env)) {
+func withWrappedStores(t *testing.T, mutate func(*protocol.Config), wrap func(store.Store) store.Store, logs io.Writer, f func(t *testing.T, e *env)) {
 	t.Helper()
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
@@ -93,7 +96,7 @@ func withWrappedStores(t *testing.T, mutate func(*config.Config), wrap func(stor
 	}
 }
 
-func newEnv(t *testing.T, kind string, mutate func(*config.Config), wrap func(store.Store) store.Store, logs io.Writer) *env {
+func newEnv(t *testing.T, kind string, mutate func(*protocol.Config), wrap func(store.Store) store.Store, logs io.Writer) *env {
 	t.Helper()
 	var url string
 	if kind == "postgres" {
@@ -107,7 +110,7 @@ func newEnv(t *testing.T, kind string, mutate func(*config.Config), wrap func(st
 // newEnvVia is newEnv on the database at url, which the frontend's store
 // reaches at via (a testdb.Link's URL, for an outage) and the test's own
 // checks at url.
-func newEnvVia(t *testing.T, kind, url, via string, mutate func(*config.Config), wrap func(store.Store) store.Store, logs io.Writer) *env {
+func newEnvVia(t *testing.T, kind, url, via string, mutate func(*protocol.Config), wrap func(store.Store) store.Store, logs io.Writer) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

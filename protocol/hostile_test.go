@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/jws"
 )
@@ -137,7 +137,7 @@ func (s *slowBody) Read(p []byte) (int, error) {
 
 func TestAdmission(t *testing.T) {
 	t.Parallel()
-	withStores(t, func(c *config.Config) { c.Server.MaxConcurrentRequests = 1 }, func(t *testing.T, e *env) {
+	withStores(t, func(c *protocol.Config) { c.Server.MaxConcurrentRequests = 1 }, func(t *testing.T, e *env) {
 		held := &slowBody{first: []byte(`{"protected":"`), release: make(chan struct{})}
 		req, _ := http.NewRequest(http.MethodPost, e.base+"/acme/new-account", held)
 		req.Header.Set("Content-Type", "application/jose+json")

@@ -15,7 +15,7 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store/open"
 )
@@ -222,7 +222,7 @@ func TestAccountKeysStoredWithExtraMembers(t *testing.T) {
 // and creates no account.
 func TestOversizedJWKRefused(t *testing.T) {
 	t.Parallel()
-	withStores(t, func(c *config.Config) { c.Server.MaxBodyBytes = 64 << 10 }, func(t *testing.T, e *env) {
+	withStores(t, func(c *protocol.Config) { c.Server.MaxBodyBytes = 64 << 10 }, func(t *testing.T, e *env) {
 		a := newKey(t)
 		url := e.base + "/acme/new-account"
 		k := jose.JSONWebKey{Key: a.key, KeyID: strings.Repeat("k", 45<<10)}

@@ -14,9 +14,9 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/jws"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -155,7 +155,7 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 
 // orderRequest is a newOrder payload's profile, checked, and its
 // identifiers as the policy allows them.
-func (s *Server) orderRequest(req newOrderReq) (name string, prof config.Profile, ids []acme.Identifier, err error) {
+func (s *Server) orderRequest(req newOrderReq) (name string, prof profile.Profile, ids []acme.Identifier, err error) {
 	if len(req.Identifiers) == 0 {
 		return "", prof, nil, acme.Malformed("the order has no identifiers")
 	}
@@ -175,7 +175,7 @@ func (s *Server) orderRequest(req newOrderReq) (name string, prof config.Profile
 // database's clock: its validity, its expiry, and for each identifier the
 // authorization in reusable (found[i] for ids[i], nil for none) or else a
 // new one, born valid when bind pre-validates it.
-func (s *Server) draftOrder(acctID string, req newOrderReq, name string, prof config.Profile, ids []acme.Identifier,
+func (s *Server) draftOrder(acctID string, req newOrderReq, name string, prof profile.Profile, ids []acme.Identifier,
 	bind *store.EABKey, now time.Time, reusable []*store.Authorization) (store.NewOrder, error) {
 	nb, na, err := validityRequest(req, prof, name, now)
 	if err != nil {
@@ -317,7 +317,7 @@ func (s *Server) newOrderAhead(_ *http.Request, msg *jws.Message, acctID string)
 // order of a profile that offers only dns-01 would be ready on an http-01
 // validation the profile was set up to refuse. Never nil, which would
 // reuse whatever validated it.
-func offered(prof config.Profile) []acme.ChallengeType {
+func offered(prof profile.Profile) []acme.ChallengeType {
 	out := make([]acme.ChallengeType, len(prof.Challenges))
 	for i, c := range prof.Challenges {
 		out[i] = acme.ChallengeType(c)
@@ -360,7 +360,7 @@ func (s *Server) reusable(p *post, keys []store.AuthzKey, methods []acme.Challen
 
 // authzFor is reusable, the account's valid authorization for id that
 // outlives the order, or else a new pending one with its challenges.
-func authzFor(reusable *store.Authorization, acctID string, id acme.Identifier, prof config.Profile, profName string,
+func authzFor(reusable *store.Authorization, acctID string, id acme.Identifier, prof profile.Profile, profName string,
 	now time.Time, life time.Duration) (*store.Authorization, error) {
 	if reusable != nil {
 		return reusable, nil
@@ -385,7 +385,7 @@ func authzFor(reusable *store.Authorization, acctID string, id acme.Identifier, 
 // challengeTypes are the profile's challenge types that can validate id:
 // wildcards only by dns-01 (RFC 8555 §7.1.3), IP addresses only by http-01
 // and tls-alpn-01 (RFC 8738 §7).
-func challengeTypes(id acme.Identifier, prof config.Profile) []acme.ChallengeType {
+func challengeTypes(id acme.Identifier, prof profile.Profile) []acme.ChallengeType {
 	var out []acme.ChallengeType
 	for _, c := range prof.Challenges {
 		t := acme.ChallengeType(c)
@@ -412,7 +412,7 @@ func token() (string, error) {
 
 // validityRequest honours notBefore/notAfter only for a profile that allows
 // it, and only within its validity.
-func validityRequest(req newOrderReq, prof config.Profile, name string, now time.Time) (*time.Time, *time.Time, error) {
+func validityRequest(req newOrderReq, prof profile.Profile, name string, now time.Time) (*time.Time, *time.Time, error) {
 	if req.NotBefore == "" && req.NotAfter == "" {
 		return nil, nil, nil
 	}
@@ -448,13 +448,13 @@ func validityRequest(req newOrderReq, prof config.Profile, name string, now time
 	case na != nil && !na.After(now):
 		return nil, nil, acme.Malformed("notAfter is in the past")
 	// A notBefore already past when the order is placed asks for
-	// backdating, which the CA does by config.MaxBackdate only. The signer
+	// backdating, which the CA does by profile.MaxBackdate only. The signer
 	// issues the notBefore requested (RFC 8555 §7.4: "MUST NOT issue a
 	// certificate with contents other than those requested"), so one it
 	// will not honour is refused here, when the client can still ask
 	// again, not failed at signing.
-	case nb != nil && nb.Before(now.Add(-config.MaxBackdate)):
-		return nil, nil, acme.Malformed("notBefore %s is in the past: this CA backdates a certificate by at most %s when the order is placed; leave notBefore out, or ask for a time from now on", rfc3339(*nb), config.MaxBackdate)
+	case nb != nil && nb.Before(now.Add(-profile.MaxBackdate)):
+		return nil, nil, acme.Malformed("notBefore %s is in the past: this CA backdates a certificate by at most %s when the order is placed; leave notBefore out, or ask for a time from now on", rfc3339(*nb), profile.MaxBackdate)
 	case nb != nil && nb.After(now.Add(max)):
 		return nil, nil, acme.Malformed("notBefore is too far in the future")
 	// notAfter is inclusive (RFC 5280 §4.1.2.5), as the signer counts it:

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
 )
@@ -361,7 +361,7 @@ func TestRequestsNeverWaitForWork(t *testing.T) {
 
 // TestNewOrderRequestedNotBefore: a profile that honours notBefore refuses
 // one further in the past than the signer backdates a certificate
-// (config.MaxBackdate), which it would otherwise move (RFC 8555 §7.4: the
+// (profile.MaxBackdate), which it would otherwise move (RFC 8555 §7.4: the
 // server MUST NOT issue other contents than requested, and MUST say when
 // it cannot fulfil the request); one within the backdate, or ahead, is
 // taken and echoed.
@@ -426,7 +426,7 @@ func (e *env) validateBy(t *testing.T, a *account, u, typ string) {
 // reused, whatever the profile.)
 func TestAuthzReuseByProfile(t *testing.T) {
 	t.Parallel()
-	dnsOnly := func(c *config.Config) {
+	dnsOnly := func(c *protocol.Config) {
 		def := c.Profiles["default"]
 		def.AllowPreAuthorization = true
 		c.Profiles["default"] = def

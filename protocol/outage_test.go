@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
@@ -102,7 +102,7 @@ func TestDatabaseOutagePostgres(t *testing.T) {
 // reads go on (WAL).
 func TestDatabaseOutageSQLite(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, "sqlite", func(c *config.Config) { c.Server.RequestTimeoutMS = 1500 }, nil, nil)
+	e := newEnv(t, "sqlite", func(c *protocol.Config) { c.Server.RequestTimeoutMS = 1500 }, nil, nil)
 	a := e.register(t)
 	o, orderURL := e.newOrder(t, a, dnsIDs("pending.outage.example"))
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
 )
@@ -38,7 +38,7 @@ func wantLimited(t *testing.T, e *env, r *response, lo, hi int, names string) {
 // not affected.
 func TestRateLimitOrdersPerAccount(t *testing.T) {
 	t.Parallel()
-	withStores(t, func(c *config.Config) {
+	withStores(t, func(c *protocol.Config) {
 		c.Limits.OrdersPerAccount, c.Limits.OrdersWindowSeconds = 2, 600
 	}, func(t *testing.T, e *env) {
 		a, b := e.register(t), e.register(t)
@@ -55,7 +55,7 @@ func TestRateLimitOrdersPerAccount(t *testing.T) {
 // share example.co.uk; other.co.uk is its own.
 func TestRateLimitCertificatesPerDomain(t *testing.T) {
 	t.Parallel()
-	withStores(t, func(c *config.Config) {
+	withStores(t, func(c *protocol.Config) {
 		c.Limits.CertificatesPerDomain, c.Limits.CertificatesWindowSeconds = 1, 3600
 	}, func(t *testing.T, e *env) {
 		a := e.register(t)
@@ -78,7 +78,7 @@ func TestRateLimitCertificatesPerDomain(t *testing.T) {
 // account's next order and challenge for it are refused for the hour.
 func TestRateLimitFailedValidations(t *testing.T) {
 	t.Parallel()
-	withStores(t, func(c *config.Config) { c.Limits.FailedValidationsPerHour = 1 }, func(t *testing.T, e *env) {
+	withStores(t, func(c *protocol.Config) { c.Limits.FailedValidationsPerHour = 1 }, func(t *testing.T, e *env) {
 		a, b := e.register(t), e.register(t)
 		pending, _ := e.newOrder(t, a, dnsIDs("flaky.example"))
 		o, _ := e.newOrder(t, a, dnsIDs("flaky.example", "fine.example"))
@@ -106,7 +106,7 @@ func TestRateLimitFailedValidations(t *testing.T) {
 // pre-authorization counts like an order's.
 func TestRateLimitPendingAuthorizations(t *testing.T) {
 	t.Parallel()
-	withStores(t, func(c *config.Config) {
+	withStores(t, func(c *protocol.Config) {
 		c.Limits.PendingAuthorizationsPerAccount = 2
 		p := c.Profiles["default"]
 		p.AllowPreAuthorization = true
@@ -149,7 +149,7 @@ func (failingLimits) RateOrders(context.Context, string, time.Duration) (store.R
 func TestRateLimitUnreadableAllows(t *testing.T) {
 	t.Parallel()
 	var logs syncBuffer
-	withWrappedStores(t, func(c *config.Config) { c.Limits.OrdersPerAccount = 1 },
+	withWrappedStores(t, func(c *protocol.Config) { c.Limits.OrdersPerAccount = 1 },
 		func(s store.Store) store.Store { return failingLimits{s} }, &logs, func(t *testing.T, e *env) {
 			a := e.register(t)
 			e.newOrder(t, a, dnsIDs("x1.example"))
@@ -172,7 +172,7 @@ func TestRateLimitPendingAuthorizationsRedraft(t *testing.T) {
 	var armed atomic.Bool
 	armed.Store(true) // every reuse is deactivated as its order is written
 	wrap := func(s store.Store) store.Store { return deactivatingReuse{s, &armed} }
-	withWrappedStores(t, func(c *config.Config) { c.Limits.PendingAuthorizationsPerAccount = 3 }, wrap, nil, func(t *testing.T, e *env) {
+	withWrappedStores(t, func(c *protocol.Config) { c.Limits.PendingAuthorizationsPerAccount = 3 }, wrap, nil, func(t *testing.T, e *env) {
 		const lo, hi = 29 * 24 * 3600, 30 * 24 * 3600
 		cases := []struct {
 			name string

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
 )
@@ -181,7 +181,7 @@ func b2i(b bool) int {
 // newOrder off the fold (newOrderFolded), which reads nothing ahead.
 func TestReuseAheadOutlivesOrder(t *testing.T) {
 	t.Parallel()
-	hour := func(c *config.Config) {
+	hour := func(c *protocol.Config) {
 		c.Server.OrderLifetimeHours, c.Server.AuthzLifetimeHours = 1, 1
 		c.Limits.OrdersPerAccount = 1000
 	}

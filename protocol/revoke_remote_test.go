@@ -12,10 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/protocol"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/signer/custom"
+	"github.com/hallmark-ca/hallmark/signer/signerconf"
 	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/tests/testworker"
 	"github.com/hallmark-ca/hallmark/worker"
@@ -50,9 +51,8 @@ func newHook(t *testing.T) (hookDir, *custom.Backend) {
 	if err := os.WriteFile(script, []byte(revokeHook), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	b, err := custom.New(custom.Config{Name: "hooks", IssueCommand: []string{"false"},
-		RevokeCommand: []string{"sh", script, dir}, Timeout: 10 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	b, err := custom.New(custom.Config{Name: "hooks", Timeout: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Custom: signerconf.Custom{IssueCommand: []string{"false"}, RevokeCommand: []string{"sh", script, dir}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,9 +91,8 @@ func startRevokeWorker(t *testing.T, e *env, b worker.Backend) {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	cfg := e.cfg
+	cfg := testworker.Config(e.cfg.Profiles, "127.0.0.1:1")
 	cfg.Worker.ID = "revoke-test-worker"
-	cfg.Challenge.Resolvers = []string{"127.0.0.1:1"}
 	cfg.Worker.JobTimeoutMS, cfg.Worker.RescueAfterMS = 10000, 30000
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	w, err := worker.New(cfg, db.Store, worker.Options{Logger: log, Backends: map[string]worker.Backend{"hooked": b}})
@@ -118,7 +117,7 @@ func (e *env) revokeJobs(t *testing.T, serial string) int {
 
 // hookedProfile adds a profile whose backend is the custom backend "hooks",
 // and a request deadline that leaves revokeCert 2 s to wait.
-func hookedProfile(cfg *config.Config) {
+func hookedProfile(cfg *protocol.Config) {
 	p := cfg.Profiles["default"]
 	p.Description, p.Backend, p.Signer = "signed by the operator's hooks", "custom", "hooks"
 	cfg.Profiles["hooked"] = p

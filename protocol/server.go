@@ -17,11 +17,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/jws"
 	"github.com/hallmark-ca/hallmark/protocol/nonce"
 	"github.com/hallmark-ca/hallmark/protocol/policy"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
+	"github.com/hallmark-ca/hallmark/protocol/serverconf"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -55,9 +56,19 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 }
 
+// Config is what New builds the frontend from: [server], [limits],
+// [policy], [profiles] and default_profile of the configuration file.
+type Config struct {
+	Server         serverconf.Server
+	Limits         serverconf.Limits
+	Policy         policy.Config
+	Profiles       map[string]profile.Profile
+	DefaultProfile string // used when newOrder names none
+}
+
 // Server is the ACME frontend. It is safe for concurrent use.
 type Server struct {
-	cfg     config.Config
+	cfg     Config
 	base    string // server.base_url without a trailing slash
 	st      store.Store
 	nonces  *nonce.Service
@@ -96,7 +107,7 @@ type metrics struct {
 
 // New builds the frontend for cfg on st. It loads the shared nonce key from
 // the store, so the store must be migrated and reachable.
-func New(cfg config.Config, st store.Store, opts Options) (*Server, error) {
+func New(cfg Config, st store.Store, opts Options) (*Server, error) {
 	base := strings.TrimRight(cfg.Server.BaseURL, "/")
 	if !strings.HasPrefix(base, "https://") && !strings.HasPrefix(base, "http://") {
 		return nil, fmt.Errorf("server.base_url must be an absolute http(s) URL, got %q", cfg.Server.BaseURL)
@@ -110,7 +121,7 @@ func New(cfg config.Config, st store.Store, opts Options) (*Server, error) {
 		s.log = slog.Default()
 	}
 	s.cfg.Server.BaseURL = base
-	s.timeout = cfg.RequestTimeout()
+	s.timeout = cfg.Server.RequestTimeout()
 	if s.timeout <= 0 {
 		s.timeout = 10 * time.Second
 	}
@@ -582,7 +593,7 @@ func (s *Server) authzURL(id string) string    { return s.base + pathAuthz + id 
 func (s *Server) challURL(id string) string    { return s.base + pathChallenge + id }
 func (s *Server) certURL(serial string) string { return s.base + pathCert + serial }
 
-func (s *Server) profile(name string) (config.Profile, bool) {
+func (s *Server) profile(name string) (profile.Profile, bool) {
 	p, ok := s.cfg.Profiles[name]
 	return p, ok
 }

@@ -9,7 +9,7 @@
 //
 // Only hallmark-worker imports this package (tests/layering enforces it): the
 // internet-facing frontend and the CLI never hold key material. It must never
-// import store or protocol beyond protocol/acme (errors) and cmd/config
-// (config.Profile), and it never reads anything from a CSR but the public key:
+// import store or protocol beyond protocol/acme (errors) and protocol/profile
+// (profile.Profile), and it never reads anything from a CSR but the public key:
 // the order's identifiers are the only source of names.
 package signer

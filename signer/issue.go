@@ -22,13 +22,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 )
 
 // Request is one issuance.
 type Request struct {
-	Profile     config.Profile
+	Profile     profile.Profile
 	ProfileName string
 	// OrderID is the Hallmark order the certificate is for: a backend
 	// that starts work elsewhere for it (a relay's upstream order)
@@ -57,10 +57,6 @@ type Issued struct {
 	NotBefore, NotAfter time.Time
 }
 
-// maxBackdate bounds how far NotBefore is set before the moment of signing
-// (config.MaxBackdate, which the frontend holds a requested notBefore to).
-const maxBackdate = config.MaxBackdate
-
 // maxRequestedBackdate bounds how far before the moment of signing a
 // notBefore the client asked for is still honoured. The frontend accepted
 // it when the order was placed (no earlier than a minute before then), but
@@ -85,9 +81,9 @@ var extKeyUsageByName = map[string]x509.ExtKeyUsage{
 }
 
 // CheckProfile reports the problems in a profile's signing settings that
-// config.Validate does not know about (key and extended key usage names), so
+// profile.Validate does not know about (key and extended key usage names), so
 // the worker can refuse to start instead of failing every order.
-func CheckProfile(name string, p config.Profile) error {
+func CheckProfile(name string, p profile.Profile) error {
 	var errs []error
 	for _, u := range p.KeyUsages {
 		if _, ok := keyUsageByName[u]; !ok {
@@ -114,7 +110,7 @@ func CheckProfile(name string, p config.Profile) error {
 	return errors.Join(errs...)
 }
 
-// KeyType names a public key the way config.Profile.KeyTypes does: "rsa2048",
+// KeyType names a public key the way profile.Profile.KeyTypes does: "rsa2048",
 // "rsa3072", "rsa4096", "p256", "p384" or "ed25519". Other keys are an error.
 func KeyType(pub crypto.PublicKey) (string, error) {
 	switch k := pub.(type) {
@@ -382,7 +378,8 @@ func validity(r Request, now time.Time) (time.Time, time.Time, error) {
 	if maxValidity <= 0 {
 		return time.Time{}, time.Time{}, acme.Internal(fmt.Errorf("profiles.%s.validity_hours must be at least 1", r.ProfileName))
 	}
-	earliest := now.Add(-maxBackdate)
+	// The frontend holds a requested notBefore to the same bound.
+	earliest := now.Add(-profile.MaxBackdate)
 	notBefore := earliest
 	var notAfter time.Time
 	asked := r.Profile.AllowValidityRequest && r.NotBefore != nil

@@ -21,8 +21,8 @@ import (
 	"github.com/zmap/zlint/v3"
 	"github.com/zmap/zlint/v3/lint"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 )
 
 const (
@@ -33,9 +33,9 @@ const (
 func dns(v string) acme.Identifier { return acme.Identifier{Type: acme.IdentifierDNS, Value: v} }
 func ip(v string) acme.Identifier  { return acme.Identifier{Type: acme.IdentifierIP, Value: v} }
 
-func defaultProfile() config.Profile { return config.Default().Profiles["default"] }
+func defaultProfile() profile.Profile { return profile.Default() }
 
-func request(p config.Profile, pub any, names ...acme.Identifier) Request {
+func request(p profile.Profile, pub any, names ...acme.Identifier) Request {
 	return Request{Profile: p, ProfileName: "test", Names: names, PublicKey: pub, IssuerURL: testIssuerURL, CRLURL: testCRLURL}
 }
 
@@ -202,7 +202,7 @@ func TestIssueValidity(t *testing.T) {
 	weekLong.ValidityHours = 7 * 24
 	tests := []struct {
 		name                string
-		profile             config.Profile
+		profile             profile.Profile
 		notBefore, notAfter *time.Time
 		want                time.Duration // NotAfter-NotBefore+1s
 		wantProblem         acme.ProblemType
@@ -328,7 +328,7 @@ func TestIssueRefuses(t *testing.T) {
 	encipherOnly.KeyUsages = []string{"keyEncipherment"}
 	tests := []struct {
 		name    string
-		profile config.Profile
+		profile profile.Profile
 		key     string
 		names   []acme.Identifier
 		want    acme.ProblemType
@@ -362,7 +362,7 @@ func TestIssueRefuses(t *testing.T) {
 
 type lintCase struct {
 	name      string
-	profile   config.Profile
+	profile   profile.Profile
 	names     []acme.Identifier
 	hook      func(*x509.Certificate) // the test-only seam: corrupts the template
 	pub       crypto.PublicKey        // the subscriber's key; nil: a fresh P-256 key

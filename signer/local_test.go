@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 )
 
 func TestInitLocalThenLoadLocal(t *testing.T) {
@@ -71,7 +71,7 @@ func TestInitLocalThenLoadLocal(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(root)
 	out, err := iss.Issue(context.Background(), Request{
-		Profile: config.Default().Profiles["default"], ProfileName: "default",
+		Profile: profile.Default(), ProfileName: "default",
 		Names:     []acme.Identifier{{Type: acme.IdentifierDNS, Value: "app.example.com"}},
 		PublicKey: testKey(t, "p256").Public(),
 		IssuerURL: "http://127.0.0.1:14000/issuer/" + iss.ID, CRLURL: "http://127.0.0.1:14000/crl/" + iss.ID,

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/signer/custom"
+	"github.com/hallmark-ca/hallmark/signer/signerconf"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/worker"
 )
@@ -27,15 +28,15 @@ func TestRevokeGoesToTheIssuingBackend(t *testing.T) {
 	dir := t.TempDir()
 	hookLog := filepath.Join(dir, "revoked")
 	// The revoke hook appends each request to hookLog and says revoked.
-	hooks, err := custom.New(custom.Config{Name: "hooks", IssueCommand: []string{"false"},
-		RevokeCommand: []string{"sh", "-c", `cat >> "$0"; echo >> "$0"; echo '{"status": "revoked"}'`, hookLog}, Timeout: 5 * time.Second})
+	hooks, err := custom.New(custom.Config{Name: "hooks", Timeout: 5 * time.Second,
+		Custom: signerconf.Custom{IssueCommand: []string{"false"}, RevokeCommand: []string{"sh", "-c", `cat >> "$0"; echo >> "$0"; echo '{"status": "revoked"}'`, hookLog}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	def := config.Default().Profiles["default"]
+	def := profile.Default()
 	hooked := def
 	hooked.Backend, hooked.Signer = "custom", "hooks"
-	r := newRig(t, rigOpts{profiles: map[string]config.Profile{"hooked": hooked}, backends: map[string]worker.Backend{"hooked": hooks}})
+	r := newRig(t, rigOpts{profiles: map[string]profile.Profile{"hooked": hooked}, backends: map[string]worker.Backend{"hooked": hooks}})
 	ctx := context.Background()
 	acct := r.account(t)
 	queue := func(serial, profile string) {

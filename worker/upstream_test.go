@@ -22,10 +22,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
+	"github.com/hallmark-ca/hallmark/protocol/serverconf"
 	"github.com/hallmark-ca/hallmark/signer/relay"
+	"github.com/hallmark-ca/hallmark/signer/signerconf"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/tests/pebble"
 	"github.com/hallmark-ca/hallmark/worker"
@@ -163,18 +165,18 @@ func TestUpstreamRenewalWindows(t *testing.T) {
 	ctx := context.Background()
 	withARI, noARI := &upstreamProxy{base: p.Transport}, &upstreamProxy{base: p.Transport, noARI: true}
 	newRelay := func(st store.Store, name string, tr http.RoundTripper) *relay.Backend {
-		b, err := relay.New(relay.Config{Name: name, DirectoryURL: p.DirectoryURL, Transport: tr, RenewalInfoPerRun: 2,
-			AccountKey: filepath.Join(t.TempDir(), name+".key"), Timeout: 4 * time.Second, Journal: st})
+		b, err := relay.New(relay.Config{Name: name, Transport: tr, Timeout: 4 * time.Second, Journal: st,
+			Relay: signerconf.Relay{DirectoryURL: p.DirectoryURL, RenewalInfoPerRun: 2, AccountKey: filepath.Join(t.TempDir(), name+".key")}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b
 	}
-	def := config.Default().Profiles["default"]
+	def := profile.Default()
 	relayed, plainProfile := def, def
 	relayed.Backend, relayed.Signer = "relay", "up"
 	plainProfile.Backend, plainProfile.Signer = "relay", "plain"
-	r := newRig(t, rigOpts{profiles: map[string]config.Profile{"upstream": relayed, "plain": plainProfile},
+	r := newRig(t, rigOpts{profiles: map[string]profile.Profile{"upstream": relayed, "plain": plainProfile},
 		backendsOn: func(st store.Store) map[string]worker.Backend {
 			return map[string]worker.Backend{"upstream": newRelay(st, "up", withARI), "plain": newRelay(st, "plain", noARI)}
 		}})
@@ -192,7 +194,7 @@ func TestUpstreamRenewalWindows(t *testing.T) {
 
 	// Hallmark's frontend, on the same database.
 	ts := httptest.NewUnstartedServer(http.NotFoundHandler())
-	fcfg := r.cfg
+	fcfg := protocol.Config{Server: serverconf.DefaultServer(), Profiles: r.cfg.Profiles, DefaultProfile: "default"}
 	fcfg.Server.BaseURL = "http://" + ts.Listener.Addr().String()
 	srv, err := protocol.New(fcfg, r.st, protocol.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

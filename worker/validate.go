@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/policy"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/worker/validate"
 )
@@ -93,18 +93,14 @@ func problemType(p *acme.Problem) string {
 
 // dialRules is the dial policy of cfg: policy.deny_ip_ranges, the opt-out
 // of the built-in refusals and the CA's own listeners.
-func dialRules(cfg config.Config) (validate.DialRules, error) {
-	deny, err := config.ParseIPRanges("policy.deny_ip_ranges", cfg.Policy.DenyIPRanges)
+func dialRules(cfg Config) (validate.DialRules, error) {
+	deny, err := policy.ParseIPRanges("policy.deny_ip_ranges", cfg.DenyIPRanges)
 	if err != nil {
 		return validate.DialRules{}, err
 	}
-	allow, err := config.ParseIPRanges("challenge.allow_reserved_ranges", cfg.Challenge.AllowReservedRanges)
+	allow, err := policy.ParseIPRanges("challenge.allow_reserved_ranges", cfg.Challenge.AllowReservedRanges)
 	if err != nil {
 		return validate.DialRules{}, err
 	}
-	r := validate.DialRules{Deny: deny, AllowReserved: allow}
-	for _, l := range cfg.Listeners() {
-		r.Listeners = append(r.Listeners, validate.Listener{Key: l.Key, Addr: l.Addr})
-	}
-	return r, nil
+	return validate.DialRules{Deny: deny, AllowReserved: allow, Listeners: cfg.Listeners}, nil
 }

@@ -11,16 +11,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/signer"
+	"github.com/hallmark-ca/hallmark/signer/signerconf"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/worker/validate"
+	"github.com/hallmark-ca/hallmark/worker/workerconf"
 )
 
 // mount is a profile this worker can sign for.
 type mount struct {
-	profile config.Profile
+	profile profile.Profile
 	backend Backend
 	issuer  *signer.Issuer // local and pkcs11 only: this worker signs its CRLs
 }
@@ -53,9 +55,26 @@ type Worker struct {
 	// handler hangs until River gives it up, attempt after attempt) would
 	// otherwise leave its client polling forever.
 	giveUpAfter time.Duration
-	conf        config.Worker // [worker], for the job runner's settings
+	conf        workerconf.Worker // [worker], for the job runner's settings
 	log         *slog.Logger
 	signed      prometheus.Counter
+}
+
+// Config is what New builds a worker from: its own sections, [worker] and
+// [challenge], and what it reads of the others.
+type Config struct {
+	Worker    workerconf.Worker
+	Challenge workerconf.Challenge
+	CA        signerconf.CA // url_base and crl_validity_hours, for CRLs
+	Profiles  map[string]profile.Profile
+	// BaseURL is server.base_url: account URIs, for CAA accounturi.
+	BaseURL string
+	// CAAIdentities is server.caa_identities, the CA's CAA domains.
+	CAAIdentities []string
+	// DenyIPRanges is policy.deny_ip_ranges: validation never connects there.
+	DenyIPRanges []string
+	// Listeners are the CA's own, which validation never connects to.
+	Listeners []workerconf.Listener
 }
 
 // Options are what main hands the worker beyond the configuration.
@@ -71,11 +90,11 @@ type Options struct {
 }
 
 // New builds a worker for cfg over st.
-func New(cfg config.Config, st store.Store, opts Options) (*Worker, error) {
+func New(cfg Config, st store.Store, opts Options) (*Worker, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if err := cfg.ValidateWorker(); err != nil {
+	if err := cfg.Challenge.ValidateResolvers(); err != nil {
 		// Without resolvers every validation and CAA check could not run.
 		return nil, err
 	}
@@ -95,13 +114,13 @@ func New(cfg config.Config, st store.Store, opts Options) (*Worker, error) {
 			HTTPSPort:     cfg.Challenge.HTTPSPort,
 			TLSALPNPort:   cfg.Challenge.TLSALPNPort,
 			Timeout:       time.Duration(cfg.Challenge.TimeoutMS) * time.Millisecond,
-			CAAIdentities: cfg.Server.CAAIdentities,
+			CAAIdentities: cfg.CAAIdentities,
 			Dial:          dial,
 		}),
 		mounts:      map[string]mount{},
 		issuers:     map[string]*signer.Issuer{},
 		crlTurn:     map[string]chan struct{}{},
-		baseURL:     cfg.Server.BaseURL,
+		baseURL:     cfg.BaseURL,
 		urlBase:     cfg.CA.URLBase,
 		crlValidity: time.Duration(cfg.CA.CRLValidityHours) * time.Hour,
 		// A live holder's job is cancelled at job_timeout, so it cannot store

@@ -26,15 +26,16 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/signer"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/store/sqlite"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 	"github.com/hallmark-ca/hallmark/tests/testdns"
+	"github.com/hallmark-ca/hallmark/tests/testworker"
 	"github.com/hallmark-ca/hallmark/worker"
 )
 
@@ -46,7 +47,7 @@ type rig struct {
 	path   string // the SQLite file, for SQL of a test's own
 	mount  []string
 	runner jobs.Runner // the first worker's
-	cfg    config.Config
+	cfg    worker.Config
 	issuer *signer.Issuer
 	dns    *testdns.Server
 	// wrap, when set, is what the next workers started see of the store.
@@ -63,7 +64,7 @@ type rigOpts struct {
 	kind     string // "postgres", or SQLite ("" or "sqlite")
 	httpPort int
 	mount    []string // profiles this worker mounts; nil = all
-	profiles map[string]config.Profile
+	profiles map[string]profile.Profile
 	backends map[string]worker.Backend
 	// backendsOn, if set, builds the backends on the rig's store, for
 	// those that keep records there (a relay journals its upstream
@@ -85,19 +86,14 @@ func newRig(t *testing.T, o rigOpts) *rig {
 		o.backends = o.backendsOn(db.Store)
 	}
 
-	cfg := config.Default()
-	cfg.Worker.ID = "test-worker"
-	cfg.Challenge.Resolvers = nil
 	dns := testdns.Start(t)
-	cfg.Challenge.Resolvers = []string{dns.Addr}
+	cfg := testworker.Config(o.profiles, dns.Addr)
+	cfg.Worker.ID = "test-worker"
 	cfg.Challenge.HTTPPort = o.httpPort
 	cfg.Challenge.TimeoutMS = 2000
 	cfg.CA.URLBase = "http://127.0.0.1:1"
-	cfg.Server.CAAIdentities = []string{"hallmark.test"}
+	cfg.CAAIdentities = []string{"hallmark.test"}
 	cfg.Worker.JobTimeoutMS, cfg.Worker.RescueAfterMS = 5000, 30000
-	for name, p := range o.profiles {
-		cfg.Profiles[name] = p
-	}
 	iss := o.issuer
 	if iss == nil {
 		iss = localIssuer(t, "Worker Test")
@@ -318,11 +314,11 @@ func TestIssue(t *testing.T) {
 // than 48 hours, or issue it already expired, fails with malformed rather
 // than being issued with another notBefore.
 func TestRequestedNotBeforeAfterAWait(t *testing.T) {
-	p := config.Default().Profiles["default"]
+	p := profile.Default()
 	p.AllowValidityRequest, p.ValidityHours = true, 7*24
 	short := p
 	short.ValidityHours = 24
-	r := newRig(t, rigOpts{profiles: map[string]config.Profile{"requestable": p, "requestable-short": short}})
+	r := newRig(t, rigOpts{profiles: map[string]profile.Profile{"requestable": p, "requestable-short": short}})
 	acct := r.account(t)
 	now, err := r.st.Now(context.Background())
 	if err != nil {
@@ -374,9 +370,9 @@ func TestRequestedNotBeforeAfterAWait(t *testing.T) {
 // the lint finds (before, the order failed with serverInternal, the CA's
 // fault as far as the client could tell).
 func TestIssueRefusedKeyIsAVerdict(t *testing.T) {
-	p := config.Default().Profiles["default"]
+	p := profile.Default()
 	p.KeyTypes = []string{"p256"}
-	r := newRig(t, rigOpts{profiles: map[string]config.Profile{"ecdsa-only": p}})
+	r := newRig(t, rigOpts{profiles: map[string]profile.Profile{"ecdsa-only": p}})
 	acct := r.account(t)
 	tiny := func(t *testing.T) crypto.Signer {
 		// d = 7: anyone can find it from the public key by trying.
@@ -419,8 +415,8 @@ func TestIssueRefusedKeyIsAVerdict(t *testing.T) {
 // TestUnmountedProfileIsLeft: a worker that does not mount a profile never
 // takes its signing job; the order stays processing for a worker that does.
 func TestUnmountedProfileIsLeft(t *testing.T) {
-	p := config.Default().Profiles["default"]
-	r := newRig(t, rigOpts{mount: []string{"default"}, profiles: map[string]config.Profile{"hsm": p}})
+	p := profile.Default()
+	r := newRig(t, rigOpts{mount: []string{"default"}, profiles: map[string]profile.Profile{"hsm": p}})
 	acct := r.account(t)
 	o := r.order(t, acct, "hsm", "hsm.worker.test")
 	r.ready(t, o)
@@ -683,7 +679,7 @@ func TestCRLAfterWorkerDiesSigning(t *testing.T) {
 // worker River elects its leader; before, only the leader's issuers had
 // CRLs signed on schedule, and the other's expired with nothing to renew it.
 func TestCRLForEveryIssuer(t *testing.T) {
-	r := newRig(t, rigOpts{mount: []string{"default"}, profiles: map[string]config.Profile{"other": config.Default().Profiles["default"]}})
+	r := newRig(t, rigOpts{mount: []string{"default"}, profiles: map[string]profile.Profile{"other": profile.Default()}})
 	r.stopFirst(t)
 	other := localIssuer(t, "Other Issuer")
 	r.scheduled = true
@@ -1133,9 +1129,7 @@ func TestResolverDownIsNoVerdict(t *testing.T) {
 // not validate or check CAA at all (it never asks the system's resolver);
 // it refuses to start, naming the setting, rather than retry every job.
 func TestNewRefusesNoResolvers(t *testing.T) {
-	cfg := config.Default()
-	cfg.Challenge.Resolvers = nil
-	_, err := worker.New(cfg, nil, worker.Options{})
+	_, err := worker.New(testworker.Config(nil), nil, worker.Options{})
 	if err == nil || !strings.Contains(err.Error(), "challenge.resolvers") {
 		t.Fatalf("worker.New = %v, want an error naming challenge.resolvers", err)
 	}

@@ -3,22 +3,24 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"github.com/hallmark-ca/hallmark/admin"
 )
 
 func TestValidateAdmin(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name    string
-		admin   Admin
+		admin   admin.Config
 		wantKey string // "" means valid
 	}{
-		{"disabled", Admin{}, ""},
-		{"own listener with a token file", Admin{Listen: "127.0.0.1:14090", TokenFile: "admin.token"}, ""},
-		{"own listener with a token env", Admin{Listen: "127.0.0.1:14090", TokenEnv: "HALLMARK_ADMIN_TOKEN"}, ""},
-		{"the public ACME listener", Admin{Listen: "127.0.0.1:14000", TokenFile: "t"}, "admin.listen"},
-		{"the public CRL listener", Admin{Listen: "127.0.0.1:14080", TokenFile: "t"}, "admin.listen"},
-		{"not host:port", Admin{Listen: "14090", TokenFile: "t"}, "admin.listen"},
-		{"no token", Admin{Listen: "127.0.0.1:14090"}, "admin.token_file"},
+		{"disabled", admin.Config{}, ""},
+		{"own listener with a token file", admin.Config{Listen: "127.0.0.1:14090", TokenFile: "admin.token"}, ""},
+		{"own listener with a token env", admin.Config{Listen: "127.0.0.1:14090", TokenEnv: "HALLMARK_ADMIN_TOKEN"}, ""},
+		{"the public ACME listener", admin.Config{Listen: "127.0.0.1:14000", TokenFile: "t"}, "admin.listen"},
+		{"the public CRL listener", admin.Config{Listen: "127.0.0.1:14080", TokenFile: "t"}, "admin.listen"},
+		{"not host:port", admin.Config{Listen: "14090", TokenFile: "t"}, "admin.listen"},
+		{"no token", admin.Config{Listen: "127.0.0.1:14090"}, "admin.token_file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Default()

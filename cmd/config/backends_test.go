@@ -132,19 +132,3 @@ pin = "1234"
 		})
 	}
 }
-
-func TestPINFromEnvAndFile(t *testing.T) {
-	t.Setenv("HALLMARK_TEST_PIN", "1234")
-	if pin, err := (config.Backend{PINEnv: "HALLMARK_TEST_PIN"}).PIN(); err != nil || pin != "1234" {
-		t.Fatalf("PIN from env = %q, %v", pin, err)
-	}
-	f := filepath.Join(t.TempDir(), "pin")
-	os.WriteFile(f, []byte("5678\n"), 0o600)
-	if pin, err := (config.Backend{PINFile: f}).PIN(); err != nil || pin != "5678" {
-		t.Fatalf("PIN from file = %q, %v", pin, err)
-	}
-	_, err := (config.Backend{PINEnv: "HALLMARK_TEST_PIN_UNSET"}).PIN()
-	if err == nil || strings.Contains(err.Error(), "1234") {
-		t.Fatalf("missing env: %v", err)
-	}
-}

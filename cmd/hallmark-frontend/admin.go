@@ -10,6 +10,7 @@ import (
 
 	"github.com/hallmark-ca/hallmark/admin"
 	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/cmd/internal/process"
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/store/open"
 )
@@ -45,7 +46,7 @@ func serveAdmin(ctx context.Context, cfg config.Config, db *open.DB, log *slog.L
 		WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 32 << 10,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	go func() {
-		if err := config.Serve(ctx, hs, ln, "", "", 5*time.Second); err != nil {
+		if err := process.Serve(ctx, hs, ln, "", "", 5*time.Second); err != nil {
 			log.Error("admin listener", "err", err)
 		}
 	}()

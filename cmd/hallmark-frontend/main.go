@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/cmd/internal/process"
 	"github.com/hallmark-ca/hallmark/protocol"
 	"github.com/hallmark-ca/hallmark/store/open"
 )
@@ -51,9 +52,9 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	log := config.Logger("frontend")
-	log.Debug("garbage collector target", "gogc", config.TuneGC()) // cmd/config/serve.go
-	ctx, stop := config.SignalContext()
+	log := process.Logger("frontend")
+	log.Debug("garbage collector target", "gogc", process.TuneGC()) // cmd/internal/process
+	ctx, stop := process.SignalContext()
 	defer stop()
 
 	db, err := open.Open(ctx, cfg.Database.URL, cfg.Database.MaxConns)
@@ -61,11 +62,12 @@ func run(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	config.LogAdvice(ctx, db, log)
+	process.LogAdvice(ctx, db, log)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	srv, err := protocol.New(cfg, db.Store, protocol.Options{Logger: log, Registry: reg, Gatherer: reg})
+	srv, err := protocol.New(protocol.Config{Server: cfg.Server, Limits: cfg.Limits, Policy: cfg.Policy,
+		Profiles: cfg.Profiles, DefaultProfile: cfg.DefaultProfile}, db.Store, protocol.Options{Logger: log, Registry: reg, Gatherer: reg})
 	if err != nil {
 		return err
 	}
@@ -76,8 +78,8 @@ func run(c *cli.Context) error {
 	hs := &http.Server{
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       cfg.RequestTimeout(),
-		WriteTimeout:      cfg.RequestTimeout() + 5*time.Second,
+		ReadTimeout:       cfg.Server.RequestTimeout(),
+		WriteTimeout:      cfg.Server.RequestTimeout() + 5*time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    32 << 10,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
@@ -93,18 +95,18 @@ func run(c *cli.Context) error {
 		}
 		ps := &http.Server{Handler: srv.PublicHandler(), ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute}
 		go func() {
-			if err := config.Serve(ctx, ps, pln, "", "", 5*time.Second); err != nil {
+			if err := process.Serve(ctx, ps, pln, "", "", 5*time.Second); err != nil {
 				log.Error("public http listener", "err", err)
 			}
 		}()
 		log.Info("CRLs and issuer certificates over plain http", "url", cfg.CA.URLBase)
 	}
-	if err := config.ServeProfiling(ctx, cfg.Server.PprofListen, log); err != nil {
+	if err := process.ServeProfiling(ctx, cfg.Server.PprofListen, log); err != nil {
 		return err
 	}
 	if err := serveAdmin(ctx, cfg, db, log); err != nil {
 		return err
 	}
 	log.Info("ACME directory", "url", cfg.Server.BaseURL+"/directory", "listen", ln.Addr().String(), "tls", cert != "")
-	return config.Serve(ctx, hs, ln, cert, key, 10*time.Second)
+	return process.Serve(ctx, hs, ln, cert, key, 10*time.Second)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,7 +35,7 @@ func mountToken(cfg config.Config, name string) (*signer.Issuer, error) {
 		return iss, nil
 	}
 	b := cfg.Backends[name]
-	pc, err := pkcs11Config(b)
+	pc, err := pkcs11.ConfigFor(b.PKCS11, b.Timeout())
 	if err != nil {
 		return nil, fmt.Errorf("backends.%s: %w", name, err)
 	}
@@ -73,12 +72,9 @@ func mountBackends(cfg config.Config, log *slog.Logger, journal relay.Journal) (
 		var err error
 		switch p.Backend {
 		case "relay":
-			b, err = relay.New(relay.Config{Name: p.Signer, DirectoryURL: bc.DirectoryURL, AccountKey: bc.AccountKey,
-				Contact: bc.Contact, CACert: bc.CACert, Challenge: bc.Challenge, RenewalInfoPerRun: bc.RenewalInfoPerRun,
-				Timeout: time.Duration(bc.TimeoutMS) * time.Millisecond, Logger: log, Journal: journal})
+			b, err = relay.New(relay.Config{Relay: bc.Relay, Name: p.Signer, Timeout: bc.Timeout(), Logger: log, Journal: journal})
 		case "custom":
-			b, err = custom.New(custom.Config{Name: p.Signer, IssueCommand: bc.IssueCommand, RevokeCommand: bc.RevokeCommand,
-				Timeout: time.Duration(bc.TimeoutMS) * time.Millisecond, Logger: log})
+			b, err = custom.New(custom.Config{Custom: bc.Custom, Name: p.Signer, Timeout: bc.Timeout(), Logger: log})
 		}
 		if err != nil {
 			return nil, fmt.Errorf("profiles.%s: %w", name, err)
@@ -86,23 +82,6 @@ func mountBackends(cfg config.Config, log *slog.Logger, journal relay.Journal) (
 		byName[p.Signer], out[name] = b, b
 	}
 	return out, nil
-}
-
-// pkcs11Config turns [backends.<name>] into the token's config, reading
-// the PIN from its environment variable or file.
-func pkcs11Config(b config.Backend) (pkcs11.Config, error) {
-	pin, err := b.PIN()
-	if err != nil {
-		return pkcs11.Config{}, err
-	}
-	var id []byte
-	if b.KeyID != "" {
-		if id, err = hex.DecodeString(b.KeyID); err != nil {
-			return pkcs11.Config{}, fmt.Errorf("key_id: %w", err)
-		}
-	}
-	return pkcs11.Config{Module: b.Module, TokenLabel: b.TokenLabel, Slot: b.Slot, PIN: pin,
-		KeyLabel: b.KeyLabel, KeyID: id, MaxSessions: b.MaxSessions, SignTimeout: time.Duration(b.TimeoutMS) * time.Millisecond}, nil
 }
 
 // initPKCS11 generates the key of [backends.<name>] on its token and writes
@@ -113,7 +92,7 @@ func initPKCS11(c *cli.Context, cfg config.Config, name string) error {
 	if !ok || b.Type != "pkcs11" {
 		return cli.Exit(fmt.Sprintf("--pkcs11 %s: there is no [backends.%s] of type pkcs11", name, name), 2)
 	}
-	pc, err := pkcs11Config(b)
+	pc, err := pkcs11.ConfigFor(b.PKCS11, b.Timeout())
 	if err != nil {
 		return fmt.Errorf("backends.%s: %w", name, err)
 	}

@@ -25,7 +25,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/cmd/internal/process"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/signer"
 	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/worker"
@@ -124,7 +126,7 @@ func issueTLS(ctx context.Context, cfg config.Config, iss *signer.Issuer, names 
 		return err
 	}
 	issued, err := iss.Issue(ctx, signer.Request{
-		Profile: config.Profile{
+		Profile: profile.Profile{
 			ValidityHours: 180 * 24, KeyTypes: []string{"p256"}, IdentifierTypes: []string{"dns", "ip"},
 			KeyUsages: []string{"digitalSignature"}, ExtKeyUsages: []string{"serverAuth"},
 		},
@@ -207,9 +209,9 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	log := config.Logger("worker").With("worker", cfg.Worker.ID)
-	log.Debug("garbage collector target", "gogc", config.TuneGC()) // cmd/config/serve.go
-	ctx, stop := config.SignalContext()
+	log := process.Logger("worker").With("worker", cfg.Worker.ID)
+	log.Debug("garbage collector target", "gogc", process.TuneGC()) // cmd/internal/process
+	ctx, stop := process.SignalContext()
 	defer stop()
 
 	issuers, unavailable := mountAvailable(cfg, log)
@@ -222,7 +224,7 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	config.LogAdvice(ctx, db, log)
+	process.LogAdvice(ctx, db, log)
 
 	// The frontend serves issuer certificates at the AIA URL but never sees
 	// the CA's files: publish them.
@@ -234,7 +236,9 @@ func run(c *cli.Context) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	w, err := worker.New(cfg, db.Store, worker.Options{Logger: log, Registry: reg, Issuers: issuers, Backends: backends})
+	w, err := worker.New(worker.Config{Worker: cfg.Worker, Challenge: cfg.Challenge, CA: cfg.CA, Profiles: cfg.Profiles,
+		BaseURL: cfg.Server.BaseURL, CAAIdentities: cfg.Server.CAAIdentities, DenyIPRanges: cfg.Policy.DenyIPRanges,
+		Listeners: cfg.Listeners()}, db.Store, worker.Options{Logger: log, Registry: reg, Issuers: issuers, Backends: backends})
 	if err != nil {
 		return err
 	}
@@ -243,12 +247,12 @@ func run(c *cli.Context) error {
 		return err
 	}
 	settings := w.JobSettings()
-	settings.Logger = config.QuietLogger("worker").With("worker", cfg.Worker.ID)
+	settings.Logger = process.QuietLogger("worker").With("worker", cfg.Worker.ID)
 	runner, err := db.Queue.Start(ctx, handlers, settings)
 	if err != nil {
 		return err
 	}
-	if err := config.ServeProfiling(ctx, cfg.Worker.PprofListen, log); err != nil {
+	if err := process.ServeProfiling(ctx, cfg.Worker.PprofListen, log); err != nil {
 		return err
 	}
 	log.Info("worker started", "queues", w.Queues())
@@ -265,7 +269,7 @@ func run(c *cli.Context) error {
 			return fmt.Errorf("listening on worker.health_listen %s: %w", cfg.Worker.HealthListen, err)
 		}
 		go func() {
-			_ = config.Serve(ctx, &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln, "", "", time.Second)
+			_ = process.Serve(ctx, &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln, "", "", time.Second)
 		}()
 	}
 

@@ -18,6 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/cmd/internal/process"
 	"github.com/hallmark-ca/hallmark/store/open"
 )
 
@@ -95,7 +96,7 @@ func up(c *cli.Context) error {
 			}
 		}
 	}
-	ctx, stop := config.SignalContext()
+	ctx, stop := process.SignalContext()
 	defer stop()
 
 	if err := open.Migrate(ctx, cfg.Database.URL); err != nil {

@@ -1,14 +1,15 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
 
 	"golang.org/x/net/idna"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 )
 
 // DefaultMaxIdentifiers applies when the configuration sets no maximum.
@@ -21,10 +22,55 @@ type Policy struct {
 	max                       int
 }
 
+// Config is the identifier allow and deny lists, [policy].
+type Config struct {
+	AllowDomains   []string `toml:"allow_domains"` // suffixes; empty allows any
+	DenyDomains    []string `toml:"deny_domains"`
+	AllowIPRanges  []string `toml:"allow_ip_ranges"` // CIDRs; empty allows any
+	DenyIPRanges   []string `toml:"deny_ip_ranges"`
+	MaxIdentifiers int      `toml:"max_identifiers"`
+}
+
+// Validate reports every range of [policy] that does not parse, naming its key.
+func (c Config) Validate() error {
+	var errs []error
+	for _, k := range []struct {
+		key string
+		in  []string
+	}{{"policy.allow_ip_ranges", c.AllowIPRanges}, {"policy.deny_ip_ranges", c.DenyIPRanges}} {
+		for _, r := range k.in {
+			if _, err := ParseIPRanges(k.key, []string{r}); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %q is not a CIDR range (e.g. \"10.0.0.0/8\", \"fd00::/8\")", k.key, r))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ParseIPRanges parses the CIDR ranges of an *_ranges key. An IPv4-mapped
+// range ("::ffff:10.0.0.0/104") means its IPv4 range (10.0.0.0/8), so a
+// range matches an address whichever way either is written; host bits are
+// dropped. key names the setting in the error.
+func ParseIPRanges(key string, in []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(in))
+	for _, c := range in {
+		pfx, err := netip.ParsePrefix(strings.TrimSpace(c))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q is not a CIDR range: %w", key, c, err)
+		}
+		bits := pfx.Bits()
+		if pfx.Addr().Is4In6() && bits >= 96 {
+			bits -= 96
+		}
+		out = append(out, netip.PrefixFrom(pfx.Addr().Unmap(), bits).Masked())
+	}
+	return out, nil
+}
+
 // New parses cfg. Domain entries are suffixes matched on label boundaries
 // ("example.com" covers "a.example.com" but not "evilexample.com"); a
 // leading "*." or "." on an entry is ignored. IP entries are CIDRs.
-func New(cfg config.Policy) (*Policy, error) {
+func New(cfg Config) (*Policy, error) {
 	p := &Policy{max: cfg.MaxIdentifiers}
 	if p.max <= 0 {
 		p.max = DefaultMaxIdentifiers
@@ -36,10 +82,10 @@ func New(cfg config.Policy) (*Policy, error) {
 	if p.denyDomains, err = domains("policy.deny_domains", cfg.DenyDomains); err != nil {
 		return nil, err
 	}
-	if p.allowIPs, err = config.ParseIPRanges("policy.allow_ip_ranges", cfg.AllowIPRanges); err != nil {
+	if p.allowIPs, err = ParseIPRanges("policy.allow_ip_ranges", cfg.AllowIPRanges); err != nil {
 		return nil, err
 	}
-	if p.denyIPs, err = config.ParseIPRanges("policy.deny_ip_ranges", cfg.DenyIPRanges); err != nil {
+	if p.denyIPs, err = ParseIPRanges("policy.deny_ip_ranges", cfg.DenyIPRanges); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -69,7 +115,7 @@ func domains(key string, in []string) ([]string, error) {
 // inside the deny list, and too many identifiers are rejectedIdentifier.
 // Several failures are one problem whose subproblems name each identifier
 // (RFC 8555 §6.7.1); its type is theirs when they agree, else compound.
-func (p *Policy) Check(ids []acme.Identifier, profile config.Profile) ([]acme.Identifier, error) {
+func (p *Policy) Check(ids []acme.Identifier, prof profile.Profile) ([]acme.Identifier, error) {
 	if len(ids) == 0 {
 		return nil, acme.Malformed("an order must name at least one identifier")
 	}
@@ -77,7 +123,7 @@ func (p *Policy) Check(ids []acme.Identifier, profile config.Profile) ([]acme.Id
 	seen := make(map[acme.Identifier]bool, len(ids))
 	var probs []acme.Problem
 	for _, id := range ids {
-		norm, prob := p.checkOne(id, profile)
+		norm, prob := p.checkOne(id, prof)
 		if prob != nil {
 			probs = append(probs, *prob)
 			continue
@@ -125,8 +171,8 @@ func problem(t acme.ProblemType, id acme.Identifier, format string, args ...any)
 	return &acme.Problem{Type: t, Detail: fmt.Sprintf(format, args...), Identifier: &id}
 }
 
-func allowsType(profile config.Profile, t acme.IdentifierType) bool {
-	types := profile.IdentifierTypes
+func allowsType(prof profile.Profile, t acme.IdentifierType) bool {
+	types := prof.IdentifierTypes
 	if len(types) == 0 {
 		// RFC 8555's baseline; IP identifiers (RFC 8738) are opt-in.
 		types = []string{string(acme.IdentifierDNS)}
@@ -139,15 +185,15 @@ func allowsType(profile config.Profile, t acme.IdentifierType) bool {
 	return false
 }
 
-func (p *Policy) checkOne(id acme.Identifier, profile config.Profile) (acme.Identifier, *acme.Problem) {
+func (p *Policy) checkOne(id acme.Identifier, prof profile.Profile) (acme.Identifier, *acme.Problem) {
 	switch id.Type {
 	case acme.IdentifierDNS:
-		if !allowsType(profile, id.Type) {
+		if !allowsType(prof, id.Type) {
 			return id, problem(acme.ProblemUnsupportedIdentifier, id, "this profile does not issue for DNS names")
 		}
-		return p.checkDNS(id, profile)
+		return p.checkDNS(id, prof)
 	case acme.IdentifierIP:
-		if !allowsType(profile, id.Type) {
+		if !allowsType(prof, id.Type) {
 			return id, problem(acme.ProblemUnsupportedIdentifier, id, "this profile does not issue for IP addresses")
 		}
 		return p.checkIP(id)
@@ -155,7 +201,7 @@ func (p *Policy) checkOne(id acme.Identifier, profile config.Profile) (acme.Iden
 	return id, problem(acme.ProblemUnsupportedIdentifier, id, "identifier type %q is not supported; use \"dns\" or \"ip\"", id.Type)
 }
 
-func (p *Policy) checkDNS(id acme.Identifier, profile config.Profile) (acme.Identifier, *acme.Problem) {
+func (p *Policy) checkDNS(id acme.Identifier, prof profile.Profile) (acme.Identifier, *acme.Problem) {
 	name := strings.TrimSuffix(strings.ToLower(id.Value), ".")
 	norm := acme.Identifier{Type: acme.IdentifierDNS, Value: name}
 	if reason := dnsSyntax(name, false); reason != "" {
@@ -163,7 +209,7 @@ func (p *Policy) checkDNS(id acme.Identifier, profile config.Profile) (acme.Iden
 	}
 	base := name
 	if wild := strings.HasPrefix(name, "*."); wild {
-		if !profile.AllowWildcards {
+		if !prof.AllowWildcards {
 			return id, problem(acme.ProblemRejectedIdentifier, norm, "this profile does not issue wildcard certificates")
 		}
 		base = name[2:]

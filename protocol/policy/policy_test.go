@@ -6,20 +6,20 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 )
 
 func d(v string) acme.Identifier  { return acme.Identifier{Type: acme.IdentifierDNS, Value: v} }
 func ip(v string) acme.Identifier { return acme.Identifier{Type: acme.IdentifierIP, Value: v} }
 
 var (
-	both     = config.Profile{IdentifierTypes: []string{"dns", "ip"}, AllowWildcards: true}
-	noWild   = config.Profile{IdentifierTypes: []string{"dns", "ip"}}
-	dnsOnly  = config.Profile{IdentifierTypes: []string{"dns"}, AllowWildcards: true}
-	openPol  = config.Policy{MaxIdentifiers: 5}
-	mappedPo = config.Policy{AllowIPRanges: []string{"::ffff:10.0.0.0/104"}}
-	strictPo = config.Policy{
+	both     = profile.Profile{IdentifierTypes: []string{"dns", "ip"}, AllowWildcards: true}
+	noWild   = profile.Profile{IdentifierTypes: []string{"dns", "ip"}}
+	dnsOnly  = profile.Profile{IdentifierTypes: []string{"dns"}, AllowWildcards: true}
+	openPol  = Config{MaxIdentifiers: 5}
+	mappedPo = Config{AllowIPRanges: []string{"::ffff:10.0.0.0/104"}}
+	strictPo = Config{
 		AllowDomains:  []string{"example.com", "Corp.Test."},
 		DenyDomains:   []string{"secret.example.com"},
 		AllowIPRanges: []string{"10.0.0.0/8", "2001:db8::/32"},
@@ -32,8 +32,8 @@ func TestCheck(t *testing.T) {
 	name253 := strings.Repeat(strings.Repeat("a", 63)+".", 3) + strings.Repeat("a", 57) + ".com"
 	tests := []struct {
 		name    string
-		pol     config.Policy
-		profile config.Profile
+		pol     Config
+		profile profile.Profile
 		in      []acme.Identifier
 		want    []acme.Identifier // on success
 		problem acme.ProblemType  // "" means success
@@ -76,8 +76,8 @@ func TestCheck(t *testing.T) {
 		{"unspecified IP", openPol, both, []acme.Identifier{ip("0.0.0.0")}, nil, acme.ProblemRejectedIdentifier, "unspecified"},
 		{"multicast IP", openPol, both, []acme.Identifier{ip("ff02::1")}, nil, acme.ProblemRejectedIdentifier, "multicast"},
 		{"IP when profile is DNS-only", openPol, dnsOnly, []acme.Identifier{ip("192.0.2.1")}, nil, acme.ProblemUnsupportedIdentifier, "IP addresses"},
-		{"IP when profile names no types", openPol, config.Profile{}, []acme.Identifier{ip("192.0.2.1")}, nil, acme.ProblemUnsupportedIdentifier, "IP addresses"},
-		{"DNS when profile is IP-only", openPol, config.Profile{IdentifierTypes: []string{"ip"}}, []acme.Identifier{d("a.example.com")}, nil, acme.ProblemUnsupportedIdentifier, "DNS"},
+		{"IP when profile names no types", openPol, profile.Profile{}, []acme.Identifier{ip("192.0.2.1")}, nil, acme.ProblemUnsupportedIdentifier, "IP addresses"},
+		{"DNS when profile is IP-only", openPol, profile.Profile{IdentifierTypes: []string{"ip"}}, []acme.Identifier{d("a.example.com")}, nil, acme.ProblemUnsupportedIdentifier, "DNS"},
 		{"unknown type", openPol, both, []acme.Identifier{{Type: "email", Value: "a@example.com"}}, nil, acme.ProblemUnsupportedIdentifier, "email"},
 		{"allow list suffix", strictPo, both, []acme.Identifier{d("a.b.example.com"), d("example.com"), d("x.corp.test")}, []acme.Identifier{d("a.b.example.com"), d("example.com"), d("x.corp.test")}, "", ""},
 		{"allow list label boundary", strictPo, both, []acme.Identifier{d("evilexample.com")}, nil, acme.ProblemRejectedIdentifier, "only for names under"},
@@ -169,7 +169,7 @@ func TestSeveralFailures(t *testing.T) {
 
 func TestNewRefusesBadConfig(t *testing.T) {
 	t.Parallel()
-	for _, pol := range []config.Policy{
+	for _, pol := range []Config{
 		{AllowDomains: []string{""}},
 		{DenyDomains: []string{"a_b.example"}},
 		{AllowIPRanges: []string{"10.0.0.1"}},

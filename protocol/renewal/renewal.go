@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -54,7 +54,7 @@ type Window struct {
 // a move is into the past to have clients renew now, and an upstream
 // window ending sooner is the upstream's deadline, which no move of
 // Hallmark's can push back.
-func Suggested(ctx context.Context, st Store, c *store.Certificate, prof config.Profile) (Window, error) {
+func Suggested(ctx context.Context, st Store, c *store.Certificate, prof profile.Profile) (Window, error) {
 	moved, err := st.RenewalWindowBySerial(ctx, c.Serial)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return Window{}, fmt.Errorf("reading the renewal window of %s: %w", c.Serial, err)
@@ -91,7 +91,7 @@ func upstream(ctx context.Context, st Store, c *store.Certificate) (*store.Upstr
 }
 
 // Default is prof's window over c's validity period.
-func Default(c *store.Certificate, prof config.Profile) (start, end time.Time) {
+func Default(c *store.Certificate, prof profile.Profile) (start, end time.Time) {
 	fs, fe := prof.RenewalWindow()
 	life := c.NotAfter.Sub(c.NotBefore)
 	start = c.NotBefore.Add(time.Duration(float64(life) * fs)).Truncate(time.Second)

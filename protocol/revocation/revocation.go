@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -57,13 +57,13 @@ const selectPage = 1000
 // Service revokes certificates. It is safe for concurrent use.
 type Service struct {
 	st       Store
-	profiles map[string]config.Profile
+	profiles map[string]profile.Profile
 	page     int // selectPage; smaller in tests
 }
 
-// New builds the service over st; profiles (config.Config.Profiles) say
+// New builds the service over st; profiles ([profiles] of the configuration) say
 // which backend issued a certificate of each profile.
-func New(st Store, profiles map[string]config.Profile) *Service {
+func New(st Store, profiles map[string]profile.Profile) *Service {
 	return &Service{st: st, profiles: profiles, page: selectPage}
 }
 
@@ -143,7 +143,7 @@ func remoteIssuer(issuerID string) (kind, name string, ok bool) {
 // does; none is an error saying what to configure.
 func (s *Service) queueProfile(c *store.Certificate) (string, error) {
 	kind, name, _ := remoteIssuer(c.IssuerID)
-	same := func(p config.Profile) bool { return p.Backend == kind && p.Signer == name }
+	same := func(p profile.Profile) bool { return p.Backend == kind && p.Signer == name }
 	if p, ok := s.profiles[c.Profile]; ok && same(p) {
 		return c.Profile, nil
 	}

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/open"
@@ -113,7 +113,7 @@ func issued(t *testing.T, st store.Store, accountID, profile, issuer, serial, na
 	return c
 }
 
-var profiles = map[string]config.Profile{"default": {Backend: "local"}, "hsm": {Backend: "pkcs11", Signer: "token"},
+var profiles = map[string]profile.Profile{"default": {Backend: "local"}, "hsm": {Backend: "pkcs11", Signer: "token"},
 	"up": {Backend: "relay", Signer: "corp"}, "up2": {Backend: "relay", Signer: "corp"}, "hooks": {Backend: "custom", Signer: "hooks"}}
 
 // TestRevokeLocal: the revocation is recorded at once with the audit event,

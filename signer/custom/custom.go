@@ -20,6 +20,7 @@ import (
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/signer"
+	"github.com/hallmark-ca/hallmark/signer/signerconf"
 )
 
 // Version is the contract's version, sent in every request.
@@ -28,13 +29,13 @@ const Version = 1
 // maxOutput bounds what is read from a hook's stdout and kept of its stderr.
 const maxOutput = 1 << 20
 
-// Config is one [backends.<name>] of type custom.
+// Config is one [backends.<name>] of type custom: its hooks from the file
+// and what the worker adds.
 type Config struct {
-	Name          string
-	IssueCommand  []string
-	RevokeCommand []string
-	Timeout       time.Duration
-	Logger        *slog.Logger
+	signerconf.Custom
+	Name    string
+	Timeout time.Duration
+	Logger  *slog.Logger
 }
 
 // Backend runs the hooks.

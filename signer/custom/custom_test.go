@@ -19,10 +19,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/signer"
 	"github.com/hallmark-ca/hallmark/signer/custom"
+	"github.com/hallmark-ca/hallmark/signer/signerconf"
 )
 
 // When HALLMARK_TEST_HOOK is set, this test binary is the hook: a real
@@ -76,7 +77,7 @@ func hook(mode string) int {
 			names = append(names, acme.Identifier{Type: acme.IdentifierDNS, Value: "extra.example.test"})
 		}
 		issued, err := iss.Issue(context.Background(), signer.Request{
-			Profile:   config.Profile{ValidityHours: req.ValidityHours, KeyUsages: []string{"digitalSignature"}, ExtKeyUsages: []string{"serverAuth"}},
+			Profile:   profile.Profile{ValidityHours: req.ValidityHours, KeyUsages: []string{"digitalSignature"}, ExtKeyUsages: []string{"serverAuth"}},
 			Names:     names,
 			PublicKey: csr.PublicKey,
 			IssuerURL: "http://127.0.0.1:1/issuer", CRLURL: "http://127.0.0.1:1/crl",
@@ -116,8 +117,8 @@ func backend(t *testing.T, mode string, timeout time.Duration) (*custom.Backend,
 	if _, err := signer.InitLocal(dir, "Hook CA"); err != nil {
 		t.Fatal(err)
 	}
-	b, err := custom.New(custom.Config{Name: "hooks", IssueCommand: []string{hookScript(t, dir, mode)},
-		RevokeCommand: []string{hookScript(t, dir, "revoke")}, Timeout: timeout})
+	b, err := custom.New(custom.Config{Name: "hooks", Timeout: timeout,
+		Custom: signerconf.Custom{IssueCommand: []string{hookScript(t, dir, mode)}, RevokeCommand: []string{hookScript(t, dir, "revoke")}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func order(t *testing.T, names ...string) (signer.Request, *x509.CertificateRequ
 	for _, n := range names {
 		ids = append(ids, acme.Identifier{Type: acme.IdentifierDNS, Value: n})
 	}
-	return signer.Request{Profile: config.Profile{ValidityHours: 48}, ProfileName: "hooks", Names: ids, PublicKey: key.Public()}, csr
+	return signer.Request{Profile: profile.Profile{ValidityHours: 48}, ProfileName: "hooks", Names: ids, PublicKey: key.Public()}, csr
 }
 
 func TestIssueAndRevokeThroughHooks(t *testing.T) {
@@ -229,7 +230,8 @@ func scriptBackend(t *testing.T, body string, timeout time.Duration) *custom.Bac
 	if err := os.WriteFile(script, []byte("#!/bin/sh\ncat >/dev/null\n"+body), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	b, err := custom.New(custom.Config{Name: "script", IssueCommand: []string{script}, RevokeCommand: []string{script}, Timeout: timeout})
+	b, err := custom.New(custom.Config{Name: "script", Timeout: timeout,
+		Custom: signerconf.Custom{IssueCommand: []string{script}, RevokeCommand: []string{script}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,8 +302,8 @@ func TestHookRetryIsOneIssuance(t *testing.T) {
 	}
 	// The retry, as a restarted worker makes it: the same hook CA, a
 	// hook that answers.
-	retry, err := custom.New(custom.Config{Name: "hooks", IssueCommand: []string{hookScript(t, dir, "issue")},
-		RevokeCommand: []string{hookScript(t, dir, "revoke")}, Timeout: 10 * time.Second})
+	retry, err := custom.New(custom.Config{Name: "hooks", Timeout: 10 * time.Second,
+		Custom: signerconf.Custom{IssueCommand: []string{hookScript(t, dir, "issue")}, RevokeCommand: []string{hookScript(t, dir, "revoke")}}})
 	if err != nil {
 		t.Fatal(err)
 	}

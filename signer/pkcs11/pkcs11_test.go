@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/signer"
 	"github.com/hallmark-ca/hallmark/signer/pkcs11"
 )
@@ -72,7 +72,7 @@ func leafRequest(t testing.TB, iss *signer.Issuer, name string) signer.Request {
 		t.Fatal(err)
 	}
 	return signer.Request{
-		Profile: config.Profile{ValidityHours: 72, KeyTypes: []string{"p256"}, IdentifierTypes: []string{"dns"},
+		Profile: profile.Profile{ValidityHours: 72, KeyTypes: []string{"p256"}, IdentifierTypes: []string{"dns"},
 			KeyUsages: []string{"digitalSignature"}, ExtKeyUsages: []string{"serverAuth"}},
 		ProfileName: "short",
 		Names:       []acme.Identifier{{Type: acme.IdentifierDNS, Value: name}},

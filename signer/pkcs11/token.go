@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"github.com/ThalesGroup/crypto11"
 
 	"github.com/hallmark-ca/hallmark/signer"
+	"github.com/hallmark-ca/hallmark/signer/signerconf"
 )
 
 // Config selects a key on a token.
@@ -36,6 +40,49 @@ type Config struct {
 // signature takes on any token (SoftHSM2: well under a millisecond), far
 // below what a client polling an order waits.
 const DefaultSignTimeout = 10 * time.Second
+
+// ConfigFor turns a [backends.<name>] of type pkcs11 into the token's
+// Config, reading the PIN from its environment variable or file; signTimeout
+// is the backend's timeout_ms.
+func ConfigFor(s signerconf.PKCS11, signTimeout time.Duration) (Config, error) {
+	pin, err := readPIN(s)
+	if err != nil {
+		return Config{}, err
+	}
+	var id []byte
+	if s.KeyID != "" {
+		if id, err = hex.DecodeString(s.KeyID); err != nil {
+			return Config{}, fmt.Errorf("key_id: %w", err)
+		}
+	}
+	return Config{Module: s.Module, TokenLabel: s.TokenLabel, Slot: s.Slot, PIN: pin,
+		KeyLabel: s.KeyLabel, KeyID: id, MaxSessions: s.MaxSessions, SignTimeout: signTimeout}, nil
+}
+
+// readPIN reads the PIN from the environment variable or the file (a
+// trailing newline is dropped). It is never part of the configuration file,
+// so it is never printed with it.
+func readPIN(s signerconf.PKCS11) (string, error) {
+	switch {
+	case s.PINEnv != "":
+		v, ok := os.LookupEnv(s.PINEnv)
+		if !ok || v == "" {
+			return "", fmt.Errorf("pin_env: the environment variable %s is not set", s.PINEnv)
+		}
+		return v, nil
+	case s.PINFile != "":
+		data, err := os.ReadFile(s.PINFile)
+		if err != nil {
+			return "", fmt.Errorf("pin_file: %w", err)
+		}
+		pin := strings.TrimRight(string(data), "\r\n")
+		if pin == "" {
+			return "", fmt.Errorf("pin_file: %s is empty", s.PINFile)
+		}
+		return pin, nil
+	}
+	return "", fmt.Errorf("neither pin_env nor pin_file is set")
+}
 
 func (c Config) signTimeout() time.Duration {
 	if c.SignTimeout <= 0 {

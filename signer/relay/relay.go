@@ -23,6 +23,7 @@ import (
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/signer"
+	"github.com/hallmark-ca/hallmark/signer/signerconf"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -39,23 +40,18 @@ type Journal interface {
 	UpstreamOrderFor(ctx context.Context, orderID, backend string) (*store.UpstreamOrder, error)
 }
 
-// Config is one [backends.<name>] of type relay.
+// Config is one [backends.<name>] of type relay: its settings from the
+// file (DirectoryURL, AccountKey, Contact, CACert, Challenge,
+// RenewalInfoPerRun) and what the worker adds.
 type Config struct {
-	Name         string
-	DirectoryURL string
-	AccountKey   string // PEM file; created (P-256, 0600) if missing
-	Contact      []string
-	CACert       string // extra PEM trust anchors for the upstream's TLS
-	Challenge    string // accepted on pending upstream authorizations
-	Timeout      time.Duration
-	Logger       *slog.Logger
+	signerconf.Relay
+	Name    string
+	Timeout time.Duration
+	Logger  *slog.Logger
 	// Transport, if set, carries the requests to the upstream instead of
 	// one built with CACert: tests put a fault between the relay and
 	// Pebble with it.
 	Transport http.RoundTripper
-	// RenewalInfoPerRun bounds how many certificates one refresh of the
-	// upstream's renewal windows asks about (DefaultRenewalInfoPerRun).
-	RenewalInfoPerRun int
 	// Journal records the upstream orders placed (required).
 	Journal Journal
 }

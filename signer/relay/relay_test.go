@@ -19,10 +19,11 @@ import (
 
 	xacme "golang.org/x/crypto/acme"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/signer"
 	"github.com/hallmark-ca/hallmark/signer/relay"
+	"github.com/hallmark-ca/hallmark/signer/signerconf"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/tests/pebble"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
@@ -64,7 +65,7 @@ func order(t *testing.T, st store.Store, names ...string) (signer.Request, *x509
 	if err != nil {
 		t.Fatal(err)
 	}
-	return signer.Request{Profile: config.Profile{ValidityHours: 48}, ProfileName: "upstream", OrderID: o.ID,
+	return signer.Request{Profile: profile.Profile{ValidityHours: 48}, ProfileName: "upstream", OrderID: o.ID,
 		Names: no.Identifiers, PublicKey: key.Public()}, csr
 }
 
@@ -73,8 +74,8 @@ func order(t *testing.T, st store.Store, names ...string) (signer.Request, *x509
 func TestRelayIssueRevokeWithPebble(t *testing.T) {
 	p := pebble.Start(t)
 	st := journal(t)
-	b, err := relay.New(relay.Config{Name: "up", DirectoryURL: p.DirectoryURL, CACert: p.CACert, Journal: st,
-		AccountKey: filepath.Join(t.TempDir(), "account.key"), Contact: []string{"ops@example.test"}, Timeout: 30 * time.Second})
+	b, err := relay.New(relay.Config{Name: "up", Journal: st, Timeout: 30 * time.Second,
+		Relay: signerconf.Relay{DirectoryURL: p.DirectoryURL, CACert: p.CACert, AccountKey: filepath.Join(t.TempDir(), "account.key"), Contact: []string{"ops@example.test"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,8 +107,8 @@ func TestRelayIssueRevokeWithPebble(t *testing.T) {
 func TestRelayUpstreamDownIsRetried(t *testing.T) {
 	t.Parallel()
 	st := journal(t)
-	b, err := relay.New(relay.Config{Name: "down", DirectoryURL: "https://127.0.0.1:1/dir", Journal: st,
-		AccountKey: filepath.Join(t.TempDir(), "account.key"), Timeout: 3 * time.Second})
+	b, err := relay.New(relay.Config{Name: "down", Journal: st, Timeout: 3 * time.Second,
+		Relay: signerconf.Relay{DirectoryURL: "https://127.0.0.1:1/dir", AccountKey: filepath.Join(t.TempDir(), "account.key")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,8 +127,8 @@ func TestRelayUpstreamDownIsRetried(t *testing.T) {
 // upstream: an internal error, not a retry.
 func TestRelayNeedsItsJournal(t *testing.T) {
 	t.Parallel()
-	cfg := relay.Config{Name: "nojournal", DirectoryURL: "https://127.0.0.1:1/dir",
-		AccountKey: filepath.Join(t.TempDir(), "account.key"), Timeout: 3 * time.Second}
+	cfg := relay.Config{Name: "nojournal", Timeout: 3 * time.Second,
+		Relay: signerconf.Relay{DirectoryURL: "https://127.0.0.1:1/dir", AccountKey: filepath.Join(t.TempDir(), "account.key")}}
 	if _, err := relay.New(cfg); err == nil || !strings.Contains(err.Error(), "backends.nojournal") {
 		t.Errorf("New without a journal: %v, want an error naming backends.nojournal", err)
 	}
@@ -239,8 +240,8 @@ func TestRelayRetryResumesTheUpstreamOrder(t *testing.T) {
 			fault := newFault()
 			st, key := journal(t), filepath.Join(t.TempDir(), "account.key")
 			newBackend := func() *relay.Backend {
-				b, err := relay.New(relay.Config{Name: "resume", DirectoryURL: p.DirectoryURL, Transport: fault, Journal: st,
-					AccountKey: key, Timeout: 30 * time.Second})
+				b, err := relay.New(relay.Config{Name: "resume", Transport: fault, Journal: st, Timeout: 30 * time.Second,
+					Relay: signerconf.Relay{DirectoryURL: p.DirectoryURL, AccountKey: key}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -280,9 +281,8 @@ func TestRelayResumeByAnotherAccount(t *testing.T) {
 	fault, st := newFault(), journal(t)
 	var logs bytes.Buffer
 	newBackend := func(keyFile string) *relay.Backend {
-		b, err := relay.New(relay.Config{Name: "resume", DirectoryURL: p.DirectoryURL, Transport: fault, Journal: st,
-			AccountKey: filepath.Join(t.TempDir(), keyFile), Timeout: 30 * time.Second,
-			Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		b, err := relay.New(relay.Config{Name: "resume", Transport: fault, Journal: st, Timeout: 30 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+			Relay: signerconf.Relay{DirectoryURL: p.DirectoryURL, AccountKey: filepath.Join(t.TempDir(), keyFile)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -340,8 +340,8 @@ func TestRelayResumeByAnotherAccount(t *testing.T) {
 func TestRelayResumeOfAnOrderTheUpstreamForgot(t *testing.T) {
 	p, newFault := upstream(t)
 	fault, st := newFault(), journal(t)
-	b, err := relay.New(relay.Config{Name: "forgot", DirectoryURL: p.DirectoryURL, Transport: fault, Journal: st,
-		AccountKey: filepath.Join(t.TempDir(), "account.key"), Timeout: 30 * time.Second})
+	b, err := relay.New(relay.Config{Name: "forgot", Transport: fault, Journal: st, Timeout: 30 * time.Second,
+		Relay: signerconf.Relay{DirectoryURL: p.DirectoryURL, AccountKey: filepath.Join(t.TempDir(), "account.key")}})
 	if err != nil {
 		t.Fatal(err)
 	}

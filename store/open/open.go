@@ -16,6 +16,30 @@ import (
 	"github.com/hallmark-ca/hallmark/store/sqlstore"
 )
 
+// Config names the database, [database]. URL is "postgres://..." or
+// "sqlite:<path>"; HALLMARK_DATABASE_URL, if set, replaces it.
+type Config struct {
+	URL string `toml:"url"`
+	// MaxConns bounds each process's PostgreSQL pool; 0, the default, is
+	// four per CPU the process may use (store/postgres.DefaultConns).
+	MaxConns int `toml:"max_conns"`
+}
+
+// Validate reports every problem of [database], each naming its key.
+func (c Config) Validate() error {
+	var errs []error
+	switch {
+	case strings.HasPrefix(c.URL, "postgres://"), strings.HasPrefix(c.URL, "postgresql://"):
+	case strings.HasPrefix(c.URL, "sqlite:") && len(c.URL) > len("sqlite:"):
+	default:
+		errs = append(errs, fmt.Errorf("database.url: must be postgres://... or sqlite:<path>, got %q", c.URL))
+	}
+	if c.MaxConns < 0 {
+		errs = append(errs, errors.New("database.max_conns: must not be negative (0 picks the driver's default)"))
+	}
+	return errors.Join(errs...)
+}
+
 // MigrationStatus is where a database stands against this binary's
 // migrations (Hallmark's own; River tracks its own).
 type MigrationStatus = sqlstore.MigrationStatus

@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/signer/custom"
+	"github.com/hallmark-ca/hallmark/signer/signerconf"
 	"github.com/hallmark-ca/hallmark/tests/testworker"
 	"github.com/hallmark-ca/hallmark/worker"
 )
@@ -254,14 +255,12 @@ func TestRevokeRefusedByTheBackend(t *testing.T) {
 // store their certificates themselves).
 func startHookWorker(t *testing.T, c *ca, script, dir string) {
 	t.Helper()
-	hooks, err := custom.New(custom.Config{Name: "hooks", IssueCommand: []string{"/bin/false"},
-		RevokeCommand: []string{"/bin/sh", script, dir}, Timeout: 5 * time.Second})
+	hooks, err := custom.New(custom.Config{Name: "hooks", Timeout: 5 * time.Second,
+		Custom: signerconf.Custom{IssueCommand: []string{"/bin/false"}, RevokeCommand: []string{"/bin/sh", script, dir}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := config.Default()
-	cfg.Profiles["hooked"] = config.Profile{Backend: "custom", Signer: "hooks", ValidityHours: 2160}
-	cfg.Challenge.Resolvers = []string{"127.0.0.1:1"}
+	cfg := testworker.Config(map[string]profile.Profile{"hooked": {Backend: "custom", Signer: "hooks", ValidityHours: 2160}}, "127.0.0.1:1")
 	cfg.Worker.ID = "cli-test-worker"
 	w, err := worker.New(cfg, c.st(), worker.Options{Backends: map[string]worker.Backend{"hooked": hooks}})
 	if err != nil {

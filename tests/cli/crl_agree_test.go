@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/hallmark-ca/hallmark/admin"
-	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/tests/harness"
@@ -33,7 +33,7 @@ type crlView struct {
 func (c *ca) panelCRLs(path string) map[string]crlView {
 	c.t.Helper()
 	p, err := admin.New(admin.Options{Store: c.st(), Queue: c.db.Queue, Token: panelToken,
-		Revoker: revocation.New(c.st(), config.Default().Profiles)})
+		Revoker: revocation.New(c.st(), map[string]profile.Profile{"default": profile.Default()})})
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -6,12 +6,27 @@ package testworker
 
 import (
 	"context"
+	"maps"
 	"testing"
 	"time"
 
 	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
+	"github.com/hallmark-ca/hallmark/signer/signerconf"
 	"github.com/hallmark-ca/hallmark/worker"
+	"github.com/hallmark-ca/hallmark/worker/workerconf"
 )
+
+// Config is a worker's configuration for a test: [worker], [challenge]
+// and [ca] as shipped, the built-in profile "default" and profiles, and
+// resolvers as challenge.resolvers, which a worker requires.
+func Config(profiles map[string]profile.Profile, resolvers ...string) worker.Config {
+	c := worker.Config{Worker: workerconf.DefaultWorker(), Challenge: workerconf.DefaultChallenge(), CA: signerconf.DefaultCA(),
+		Profiles: map[string]profile.Profile{"default": profile.Default()}}
+	maps.Copy(c.Profiles, profiles)
+	c.Challenge.Resolvers = resolvers
+	return c
+}
 
 // Serve runs w's handlers on q for queues only, with w's own settings
 // (worker.JobSettings, as hallmark-worker starts them) less its periodic

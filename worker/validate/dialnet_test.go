@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/worker/workerconf"
 )
 
 // secretReply is what a refused listener would answer: it must never
@@ -88,7 +89,7 @@ func TestHTTP01DialPolicy(t *testing.T) {
 		serve     func(port int) http.Handler // on 127.0.0.1; nil: nothing listens there
 		dns       []string
 		deny      []string
-		listeners func(port int) []Listener
+		listeners func(port int) []workerconf.Listener
 		id        acme.Identifier
 		denied    []string // addresses where a counting listener runs on the port
 		accepts   int64    // what each of them accepts
@@ -106,8 +107,10 @@ func TestHTTP01DialPolicy(t *testing.T) {
 			id: dnsID("example.test"), denied: []string{"127.9.0.2"}, want: acme.ProblemConnection,
 			mentions: []string{"Fetching http://meta.test:", "127.9.0.2 is in policy.deny_ip_ranges 127.9.0.0/16"}, refused: []string{"127.9.0.2"}},
 		{name: "redirect to the CA's own listener", serve: redirect("127.0.0.3"), dns: []string{"example.test. A 127.0.0.1"},
-			listeners: func(port int) []Listener { return []Listener{{"admin.listen", "127.0.0.3:" + strconv.Itoa(port)}} },
-			id:        dnsID("example.test"), denied: []string{"127.0.0.3"}, want: acme.ProblemConnection,
+			listeners: func(port int) []workerconf.Listener {
+				return []workerconf.Listener{{Key: "admin.listen", Addr: "127.0.0.3:" + strconv.Itoa(port)}}
+			},
+			id: dnsID("example.test"), denied: []string{"127.0.0.3"}, want: acme.ProblemConnection,
 			mentions: []string{"is the CA's own listener (admin.listen)", "challenge.allow_reserved_ranges"}, refused: []string{"127.0.0.3"}},
 		{name: "identifier resolving to a denied address", dns: []string{"evil.test. A 127.9.0.2"}, deny: deny,
 			id: dnsID("evil.test"), denied: []string{"127.9.0.2"}, want: acme.ProblemConnection,

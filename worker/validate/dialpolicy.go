@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/hallmark-ca/hallmark/worker/workerconf"
 )
 
 // DialRules say where validation may connect on a client's behalf, on top
@@ -20,14 +22,7 @@ type DialRules struct {
 	AllowReserved []netip.Prefix
 	// Listeners are the CA's own; a wildcard or host-name host means every
 	// local address (loopback included) on that port.
-	Listeners []Listener
-}
-
-// Listener is one of the CA's own listeners: the key that sets it and its
-// host:port as configured.
-type Listener struct {
-	Key  string
-	Addr string
+	Listeners []workerconf.Listener
 }
 
 // reservedRanges are refused unless challenge.allow_reserved_ranges lifts
@@ -63,7 +58,7 @@ type dialPolicy struct {
 	localAddrs func() []netip.Addr
 }
 
-// ownListener is a parsed Listener; an invalid addr means any local one.
+// ownListener is a parsed workerconf.Listener; an invalid addr means any local one.
 type ownListener struct {
 	key  string
 	addr netip.Addr

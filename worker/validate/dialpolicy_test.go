@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/hallmark-ca/hallmark/worker/workerconf"
 )
 
 func prefixes(t *testing.T, cidrs ...string) []netip.Prefix {
@@ -22,7 +24,7 @@ func TestDialPolicy(t *testing.T) {
 	t.Parallel()
 	type rules struct {
 		deny, allow []string
-		listeners   []Listener
+		listeners   []workerconf.Listener
 	}
 	// This host's addresses, as wildcard listeners see them.
 	local := []netip.Addr{netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")}
@@ -64,26 +66,26 @@ func TestDialPolicy(t *testing.T) {
 		{name: "mapped private", dial: "[::ffff:10.0.0.1]:80"},
 		{name: "public", dial: "192.0.2.1:80"},
 
-		{name: "the CA's own listener", rules: rules{listeners: []Listener{{"server.listen", "127.0.0.1:14000"}}}, dial: "127.0.0.1:14000",
+		{name: "the CA's own listener", rules: rules{listeners: []workerconf.Listener{{Key: "server.listen", Addr: "127.0.0.1:14000"}}}, dial: "127.0.0.1:14000",
 			want: []string{"127.0.0.1:14000 is the CA's own listener (server.listen)", "challenge.allow_reserved_ranges"}},
-		{name: "the listener's address on another port", rules: rules{listeners: []Listener{{"server.listen", "127.0.0.1:14000"}}}, dial: "127.0.0.1:80"},
-		{name: "the listener's port on another address", rules: rules{listeners: []Listener{{"server.listen", "127.0.0.1:14000"}}}, dial: "127.0.0.2:14000"},
-		{name: "wildcard listener: loopback", rules: rules{listeners: []Listener{{"server.listen", "0.0.0.0:443"}}}, dial: "127.0.0.7:443",
+		{name: "the listener's address on another port", rules: rules{listeners: []workerconf.Listener{{Key: "server.listen", Addr: "127.0.0.1:14000"}}}, dial: "127.0.0.1:80"},
+		{name: "the listener's port on another address", rules: rules{listeners: []workerconf.Listener{{Key: "server.listen", Addr: "127.0.0.1:14000"}}}, dial: "127.0.0.2:14000"},
+		{name: "wildcard listener: loopback", rules: rules{listeners: []workerconf.Listener{{Key: "server.listen", Addr: "0.0.0.0:443"}}}, dial: "127.0.0.7:443",
 			want: []string{"127.0.0.7:443 is the CA's own listener (server.listen)"}},
-		{name: "wildcard listener: v6 loopback", rules: rules{listeners: []Listener{{"admin.listen", "[::]:8443"}}}, dial: "[::1]:8443",
+		{name: "wildcard listener: v6 loopback", rules: rules{listeners: []workerconf.Listener{{Key: "admin.listen", Addr: "[::]:8443"}}}, dial: "[::1]:8443",
 			want: []string{"[::1]:8443 is the CA's own listener (admin.listen)"}},
-		{name: "wildcard listener: a local address", rules: rules{listeners: []Listener{{"worker.health_listen", ":9090"}}}, dial: "192.0.2.10:9090",
+		{name: "wildcard listener: a local address", rules: rules{listeners: []workerconf.Listener{{Key: "worker.health_listen", Addr: ":9090"}}}, dial: "192.0.2.10:9090",
 			want: []string{"192.0.2.10:9090 is the CA's own listener (worker.health_listen)"}},
-		{name: "wildcard listener: a local v6 address", rules: rules{listeners: []Listener{{"server.listen", "0.0.0.0:443"}}}, dial: "[2001:db8::10]:443",
+		{name: "wildcard listener: a local v6 address", rules: rules{listeners: []workerconf.Listener{{Key: "server.listen", Addr: "0.0.0.0:443"}}}, dial: "[2001:db8::10]:443",
 			want: []string{"[2001:db8::10]:443 is the CA's own listener"}},
-		{name: "wildcard listener: another host", rules: rules{listeners: []Listener{{"server.listen", "0.0.0.0:443"}}}, dial: "192.0.2.11:443"},
-		{name: "host-name listener counts as every local address", rules: rules{listeners: []Listener{{"server.public_http_listen", "localhost:http"}}}, dial: "127.0.0.1:80",
+		{name: "wildcard listener: another host", rules: rules{listeners: []workerconf.Listener{{Key: "server.listen", Addr: "0.0.0.0:443"}}}, dial: "192.0.2.11:443"},
+		{name: "host-name listener counts as every local address", rules: rules{listeners: []workerconf.Listener{{Key: "server.public_http_listen", Addr: "localhost:http"}}}, dial: "127.0.0.1:80",
 			want: []string{"127.0.0.1:80 is the CA's own listener (server.public_http_listen)"}},
 
 		{name: "opt-out of metadata", rules: rules{allow: []string{"169.254.169.254/32"}}, dial: "169.254.169.254:80"},
 		{name: "opt-out is only its range", rules: rules{allow: []string{"169.254.169.254/32"}}, dial: "169.254.169.253:80", want: []string{"link-local"}},
 		{name: "opt-out of link-local v6", rules: rules{allow: []string{"fe80::/10"}}, dial: "[fe80::1]:80"},
-		{name: "opt-out of a listener", rules: rules{allow: []string{"127.0.0.1/32"}, listeners: []Listener{{"server.listen", "127.0.0.1:14000"}}}, dial: "127.0.0.1:14000"},
+		{name: "opt-out of a listener", rules: rules{allow: []string{"127.0.0.1/32"}, listeners: []workerconf.Listener{{Key: "server.listen", Addr: "127.0.0.1:14000"}}}, dial: "127.0.0.1:14000"},
 		{name: "opt-out does not lift deny_ip_ranges", rules: rules{allow: []string{"169.254.0.0/16"}, deny: []string{"169.254.169.254/32"}}, dial: "169.254.169.254:80",
 			want: []string{"169.254.169.254 is in policy.deny_ip_ranges 169.254.169.254/32"}},
 	}

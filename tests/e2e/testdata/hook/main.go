@@ -12,8 +12,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/signer"
 )
 
@@ -40,7 +40,7 @@ func main() {
 			fail(err)
 		}
 		out, err := iss.Issue(context.Background(), signer.Request{
-			Profile:   config.Profile{ValidityHours: req.Validity, KeyUsages: []string{"digitalSignature"}, ExtKeyUsages: []string{"serverAuth"}},
+			Profile:   profile.Profile{ValidityHours: req.Validity, KeyUsages: []string{"digitalSignature"}, ExtKeyUsages: []string{"serverAuth"}},
 			Names:     req.Identifiers,
 			PublicKey: csr.PublicKey,
 			IssuerURL: "http://127.0.0.1:1/hook-issuer", CRLURL: "http://127.0.0.1:1/hook-crl",

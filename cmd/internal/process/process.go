@@ -1,11 +1,17 @@
-package config
+// Package process is what every Hallmark binary does as a process: its
+// logger, its signals, its garbage collector target, serving an HTTP
+// listener until shutdown and the optional runtime-profile listener. It is
+// internal to cmd/, which the compiler enforces.
+package process
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -104,4 +110,32 @@ func LogAdvice(ctx context.Context, db advisor, log *slog.Logger) {
 	for _, a := range advice {
 		log.Warn("database setting", "advice", a)
 	}
+}
+
+// ServeProfiling serves Go's runtime profiles (net/http/pprof) on addr
+// until ctx ends; empty addr does nothing. It is for measuring (see
+// docs/performance.md), off by default, and the configuration keeps it on
+// loopback: a profile shows memory contents and costs CPU to take.
+func ServeProfiling(ctx context.Context, addr string, log *slog.Logger) error {
+	if addr == "" {
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening for profiles on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := Serve(ctx, srv, ln, "", "", time.Second); err != nil {
+			log.Error("profiling listener", "err", err)
+		}
+	}()
+	log.Info("serving runtime profiles", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
+	return nil
 }

@@ -1,4 +1,4 @@
-package config
+package process
 
 import (
 	"runtime/debug"

@@ -1,0 +1,151 @@
+// Package signerconf is the signer's sections of the configuration file,
+// [ca] and each type of [backends.<name>], with their checks. It is a
+// standard-library leaf apart from the signer packages because every
+// binary checks the whole file, while the frontend and the CLI may link no
+// signer/ code that holds keys (tests/layering exempts this leaf only).
+// signer/pkcs11, signer/relay and signer/custom build their Configs from it.
+package signerconf
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// CA configures the local issuing CA (backend "local"), [ca].
+type CA struct {
+	Dir string `toml:"dir"` // holds root.pem, intermediate.pem, intermediate.key
+	// URLBase is where relying parties fetch CRLs and the issuer
+	// certificate: plain http, as RFC 5280 and the Baseline Requirements
+	// expect for CRL distribution points and AIA caIssuers. Default:
+	// "http://" + server.public_http_listen.
+	URLBase          string `toml:"url_base"`
+	CRLValidityHours int    `toml:"crl_validity_hours"`
+}
+
+// DefaultCA is [ca] when the file sets nothing.
+func DefaultCA() CA { return CA{Dir: "hallmark-data/ca", CRLValidityHours: 24 * 7} }
+
+// Validate reports every problem of [ca], each naming its key.
+func (c CA) Validate() error {
+	var errs []error
+	if !strings.HasPrefix(c.URLBase, "http://") {
+		errs = append(errs, fmt.Errorf("ca.url_base: must be an http:// URL (CRLs and AIA are fetched over plain http), got %q; set it or server.public_http_listen", c.URLBase))
+	}
+	if c.CRLValidityHours < 1 {
+		errs = append(errs, errors.New("ca.crl_validity_hours: must be at least 1"))
+	}
+	return errors.Join(errs...)
+}
+
+// problems collects one backend's problems, each naming its key.
+type problems []error
+
+func (p *problems) add(key, format string, args ...any) {
+	*p = append(*p, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+}
+
+// PKCS11 is a [backends.<name>] of type pkcs11: the module, the token
+// (label or slot), the PIN (from an environment variable or a file, never
+// inline), the key (label or hex id) and the issuing certificate (the
+// token's key's certificate first, then any further intermediates, PEM; the
+// root is in ca.dir/root.pem). signer/pkcs11 reads the PIN.
+type PKCS11 struct {
+	Module      string `toml:"module"`
+	TokenLabel  string `toml:"token_label"`
+	Slot        *int   `toml:"slot"`
+	PINEnv      string `toml:"pin_env"`
+	PINFile     string `toml:"pin_file"`
+	KeyLabel    string `toml:"key_label"`
+	KeyID       string `toml:"key_id"`
+	Cert        string `toml:"cert"`
+	MaxSessions int    `toml:"max_sessions"` // default worker.concurrency + 2
+}
+
+// Validate reports every problem of the pkcs11 backend at key
+// ("backends.<name>"), each naming its key.
+func (b PKCS11) Validate(key string) error {
+	var p problems
+	if b.Module == "" {
+		p.add(key+".module", "the path of the PKCS#11 module (.so) is required")
+	}
+	if (b.TokenLabel == "") == (b.Slot == nil) {
+		p.add(key+".token_label", "set exactly one of token_label and slot")
+	}
+	if (b.PINEnv == "") == (b.PINFile == "") {
+		p.add(key+".pin_env", "set exactly one of pin_env and pin_file (the PIN is never written in the configuration)")
+	}
+	if (b.KeyLabel == "") == (b.KeyID == "") {
+		p.add(key+".key_label", "set exactly one of key_label and key_id")
+	}
+	if b.KeyID != "" {
+		if _, err := hex.DecodeString(b.KeyID); err != nil {
+			p.add(key+".key_id", "must be hex: %v", err)
+		}
+	}
+	if b.Cert == "" {
+		p.add(key+".cert", "the issuing certificate (PEM) of the token's key is required; `hallmark-worker ca init --pkcs11` writes it")
+	}
+	if b.MaxSessions < 2 {
+		p.add(key+".max_sessions", "must be at least 2 (one session stays logged in)")
+	}
+	return errors.Join(p...)
+}
+
+// Relay is a [backends.<name>] of type relay: the upstream ACME CA's
+// directory, the account key (PEM, created on first start if missing),
+// contact addresses, an extra PEM trust anchor for the upstream's TLS
+// certificate, and the challenge type the relay accepts on upstream
+// authorizations that are still pending.
+type Relay struct {
+	DirectoryURL string   `toml:"directory_url"`
+	AccountKey   string   `toml:"account_key"`
+	Contact      []string `toml:"contact"`
+	CACert       string   `toml:"ca_cert"`
+	Challenge    string   `toml:"challenge"`
+	// RenewalInfoPerRun bounds how many certificates one refresh of the
+	// upstream's renewal windows (RFC 9773) asks the upstream about; 0 is
+	// relay.DefaultRenewalInfoPerRun.
+	RenewalInfoPerRun int `toml:"renewal_info_per_run"`
+}
+
+// Validate reports every problem of the relay backend at key
+// ("backends.<name>"), each naming its key.
+func (b Relay) Validate(key string) error {
+	var p problems
+	if u, err := url.Parse(b.DirectoryURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		p.add(key+".directory_url", "must be the upstream CA's ACME directory URL, got %q", b.DirectoryURL)
+	}
+	if b.AccountKey == "" {
+		p.add(key+".account_key", "the path of the upstream account key (PEM) is required; it is created if missing")
+	}
+	if b.Challenge != "http-01" && b.Challenge != "dns-01" && b.Challenge != "tls-alpn-01" {
+		p.add(key+".challenge", "must be http-01, dns-01 or tls-alpn-01, got %q", b.Challenge)
+	}
+	if b.RenewalInfoPerRun < 0 {
+		p.add(key+".renewal_info_per_run", "must be positive (0 takes the default, 100), got %d", b.RenewalInfoPerRun)
+	}
+	return errors.Join(p...)
+}
+
+// Custom is a [backends.<name>] of type custom: the operator's executables
+// (argv; the first element is the program) for issue and revoke.
+type Custom struct {
+	IssueCommand  []string `toml:"issue_command"`
+	RevokeCommand []string `toml:"revoke_command"`
+}
+
+// Validate reports every problem of the custom backend at key
+// ("backends.<name>"), each naming its key.
+func (b Custom) Validate(key string) error {
+	var p problems
+	if len(b.IssueCommand) == 0 {
+		p.add(key+".issue_command", "the issue hook (argv) is required")
+	}
+	if len(b.RevokeCommand) == 0 {
+		p.add(key+".revoke_command", "the revoke hook (argv) is required")
+	}
+	return errors.Join(p...)
+}

@@ -1,0 +1,133 @@
+// Package workerconf is the worker's own sections of the configuration
+// file, [worker] and [challenge], with their checks. It is a leaf of the
+// standard library, apart from package worker, because every binary checks
+// the whole file and the CLI may not link worker/ code that runs jobs
+// (tests/layering lets it link this leaf only); worker.Config holds them.
+package workerconf
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// Worker configures hallmark-worker, [worker].
+type Worker struct {
+	ID string `toml:"id"`
+	// Concurrency is how many jobs of each queue run at once: signing,
+	// revocation and maintenance, which are CPU- or HSM-bound.
+	Concurrency int `toml:"concurrency"`
+	// ValidationConcurrency is how many validations run at once. Each
+	// waits on the network, up to challenge.timeout_ms for a target that
+	// never answers, so it is many more than Concurrency: a handful of
+	// silent targets must not hold up every other client's validation.
+	ValidationConcurrency int    `toml:"validation_concurrency"`
+	JobTimeoutMS          int    `toml:"job_timeout_ms"`
+	RescueAfterMS         int    `toml:"rescue_after_ms"`
+	HealthListen          string `toml:"health_listen"`
+	CRLIntervalMinutes    int    `toml:"crl_interval_minutes"`
+	// Profiles lists the profiles this worker mounts; empty means all.
+	Profiles []string `toml:"profiles"`
+	// PprofListen serves net/http/pprof (cmd/internal/process); empty,
+	// the default, disables it.
+	PprofListen string `toml:"pprof_listen"`
+}
+
+// Challenge configures validation, [challenge].
+type Challenge struct {
+	TimeoutMS   int      `toml:"timeout_ms"`
+	Resolvers   []string `toml:"resolvers"` // host:port of DNS resolvers
+	HTTPPort    int      `toml:"http_port"`
+	TLSALPNPort int      `toml:"tls_alpn_port"`
+	HTTPSPort   int      `toml:"https_port"` // where a redirect to https:// goes
+	// AllowReservedRanges lifts the built-in refusals of where validation
+	// connects (link-local and cloud metadata addresses, unspecified,
+	// multicast, broadcast, the CA's own listeners) for these CIDR ranges.
+	// policy.deny_ip_ranges still applies. Empty, the default, lifts none.
+	AllowReservedRanges []string `toml:"allow_reserved_ranges"`
+}
+
+// Listener is one of the CA's own listening addresses and the key that
+// sets it: validation never connects to it on a client's behalf.
+type Listener struct {
+	Key  string
+	Addr string // host:port as configured
+}
+
+// DefaultWorker is [worker] when the file sets nothing.
+func DefaultWorker() Worker {
+	return Worker{Concurrency: 8, ValidationConcurrency: 100, JobTimeoutMS: 30000, RescueAfterMS: 60000, CRLIntervalMinutes: 60}
+}
+
+// DefaultChallenge is [challenge] when the file sets nothing: no
+// resolvers, which a worker refuses (ValidateResolvers).
+func DefaultChallenge() Challenge {
+	return Challenge{TimeoutMS: 10000, HTTPPort: 80, TLSALPNPort: 443, HTTPSPort: 443}
+}
+
+// Validate reports every problem of [worker], each naming its key.
+func (w Worker) Validate() error {
+	var errs []error
+	if w.CRLIntervalMinutes < 1 {
+		errs = append(errs, errors.New("worker.crl_interval_minutes: must be at least 1"))
+	}
+	if w.Concurrency < 1 {
+		errs = append(errs, errors.New("worker.concurrency: must be at least 1"))
+	}
+	if w.ValidationConcurrency < 1 {
+		errs = append(errs, errors.New("worker.validation_concurrency: must be at least 1"))
+	}
+	if w.JobTimeoutMS >= w.RescueAfterMS {
+		errs = append(errs, fmt.Errorf("worker.job_timeout_ms: must be shorter than worker.rescue_after_ms (%d), or a live job is rescued", w.RescueAfterMS))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate reports every problem of [challenge] that matters to every
+// binary, each naming its key; ValidateResolvers adds the worker's own.
+func (c Challenge) Validate() error {
+	var errs []error
+	for _, port := range []struct {
+		key string
+		v   int
+	}{
+		{"challenge.http_port", c.HTTPPort},
+		{"challenge.tls_alpn_port", c.TLSALPNPort},
+		{"challenge.https_port", c.HTTPSPort},
+	} {
+		if port.v < 1 || port.v > 65535 {
+			errs = append(errs, fmt.Errorf("%s: must be a port, 1 to 65535; got %d", port.key, port.v))
+		}
+	}
+	if c.TimeoutMS < 100 {
+		errs = append(errs, errors.New("challenge.timeout_ms: must be at least 100"))
+	}
+	for _, r := range c.AllowReservedRanges {
+		if _, err := netip.ParsePrefix(strings.TrimSpace(r)); err != nil {
+			errs = append(errs, fmt.Errorf("challenge.allow_reserved_ranges: %q is not a CIDR range (e.g. \"10.0.0.0/8\", \"fd00::/8\")", r))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateResolvers reports the problems of challenge.resolvers, which only
+// hallmark-worker needs: a worker without resolvers can neither validate a
+// challenge nor check CAA (it never asks the system's resolver), so it would
+// retry every validation and issuance until each was abandoned. The
+// frontend and the CLI never look anything up, so they do not insist.
+func (c Challenge) ValidateResolvers() error {
+	var errs []error
+	if len(c.Resolvers) == 0 {
+		errs = append(errs, errors.New(`challenge.resolvers: the worker needs at least one DNS resolver (host:port, e.g. ["10.0.0.53:53"]) to validate challenges and check CAA; it never uses the system's`))
+	}
+	for _, r := range c.Resolvers {
+		host, port, err := net.SplitHostPort(r)
+		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			errs = append(errs, errors.New(`challenge.resolvers: `+strconv.Quote(r)+` is not host:port (e.g. "10.0.0.53:53")`))
+		}
+	}
+	return errors.Join(errs...)
+}
