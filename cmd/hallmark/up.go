@@ -18,6 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/redact"
 	"github.com/hallmark-ca/hallmark/store/open"
 )
 
@@ -99,7 +100,7 @@ func up(c *cli.Context) error {
 	defer stop()
 
 	if err := open.Migrate(ctx, cfg.Database.URL); err != nil {
-		return fmt.Errorf("migrating %s: %w", cfg.Database.URL, err)
+		return fmt.Errorf("migrating %s: %w", redact.URL(cfg.Database.URL), err)
 	}
 	self, err := os.Executable()
 	if err != nil {
