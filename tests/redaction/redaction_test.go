@@ -181,6 +181,11 @@ var argsFor = map[string][]string{
 // longRunning are commands run in tests of their own.
 var longRunning = map[string]bool{"hallmark up": true}
 
+// onSQLite are commands that do their work only on SQLite (PostgreSQL has
+// its own tools): they are also run, and must succeed, on an SQLite
+// database.
+var onSQLite = map[string]bool{"hallmark backup": true}
+
 // fill replaces the placeholders of args with vals.
 func fill(args []string, vals map[string]string) []string {
 	out := make([]string, len(args))
@@ -236,6 +241,13 @@ func TestNoOutputShowsThePassword(t *testing.T) {
 	for _, bin := range []string{"hallmark", "hallmark-frontend", "hallmark-worker"} {
 		all = append(all, commands(t, bin)...)
 	}
+	sqliteConfig := filepath.Join(t.TempDir(), "sqlite.toml")
+	if err := os.WriteFile(sqliteConfig, []byte(fmt.Sprintf("[database]\nurl = %q\n", testdb.SQLite(t))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := o.run(dir, nil, "hallmark", "--config", sqliteConfig, "migrate"); got.code != 0 {
+		t.Fatalf("migrating the SQLite database: exit %d\n%s", got.code, got.text)
+	}
 	down := strings.Replace(dbURL, "127.0.0.1:5432", fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t)), 1)
 	dsn := "host=127.0.0.1 user=postgres password=" + password + " dbname=postgres"
 	for _, path := range all {
@@ -255,6 +267,12 @@ func TestNoOutputShowsThePassword(t *testing.T) {
 		}
 		o.run(dir, []string{"HALLMARK_DATABASE_URL=" + down}, words[0], argv...)
 		o.run(dir, []string{"HALLMARK_DATABASE_URL=" + dsn}, words[0], argv...)
+		if onSQLite[path] {
+			argv[1] = sqliteConfig
+			if got := o.run(dir, nil, words[0], argv...); got.code != 0 {
+				t.Errorf("%s on SQLite: exit %d\n%s", got.what, got.code, got.text)
+			}
+		}
 	}
 	// The unreachable URL is printed, masked, where the testers saw it.
 	if got := o.run(dir, []string{"HALLMARK_DATABASE_URL=" + down}, "hallmark", "migrate"); got.code != 1 || !strings.Contains(got.text, "postgres://postgres:xxxxx@127.0.0.1:") {
