@@ -42,7 +42,10 @@ func (l *lockedBuffer) String() string {
 // data directory, shows the password or the admin token up created.
 func TestUpNeverPrintsThePassword(t *testing.T) {
 	dbURL := withPassword(t, testdb.Postgres(t))
-	data := t.TempDir()
+	data := filepath.Join(t.TempDir(), "data") // t.TempDir is 0755, which up refuses
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	port := func() int { return harness.FreePort(t) }
 	dns := fmt.Sprintf("127.0.0.1:%d", port())
 	conf := fmt.Sprintf(`[database]
