@@ -40,7 +40,9 @@ type newAccountReq struct {
 	ExternalAccountBinding json.RawMessage `json:"externalAccountBinding"`
 }
 
-// decodePayload reads a JSON object payload.
+// decodePayload reads a JSON object payload. A member named twice at any
+// depth, or twice but for letter case, is refused (jws.UniqueMembers):
+// encoding/json would keep the last, another parser the first.
 func decodePayload(p *post, what string, v any) error {
 	trimmed := bytes.TrimSpace(p.payload)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
@@ -48,6 +50,9 @@ func decodePayload(p *post, what string, v any) error {
 	}
 	if err := json.Unmarshal(trimmed, v); err != nil {
 		return acme.Malformed("the %s payload is not valid: %v", what, jsonErr(err))
+	}
+	if err := jws.UniqueMembers(trimmed); err != nil {
+		return acme.Malformed("the %s payload is not valid: %v; send each member once", what, err)
 	}
 	return nil
 }
@@ -278,6 +283,9 @@ func (s *Server) keyChange(w http.ResponseWriter, p *post) error {
 	var req keyChangeInner
 	if err := json.Unmarshal(innerPayload, &req); err != nil {
 		return acme.Malformed("the inner JWS payload must be {\"account\": ..., \"oldKey\": ...}: %v", jsonErr(err))
+	}
+	if err := jws.UniqueMembers(innerPayload); err != nil {
+		return acme.Malformed("the inner JWS payload is not valid: %v; send each member once", err)
 	}
 	// "Check that the "account" field of the keyChange object contains the
 	// URL for the account matching the old key (i.e., the "kid" field in

@@ -65,6 +65,10 @@ func TestNewAccount(t *testing.T) {
 			{"display name", map[string]any{"termsOfServiceAgreed": true, "contact": []string{"mailto:Bob <b@hallmark.example>"}}, acme.ProblemInvalidContact, 400},
 			{"payload not an object", []byte(`["x"]`), acme.ProblemMalformed, 400},
 			{"payload not JSON", []byte(`{"contact":`), acme.ProblemMalformed, 400},
+			// Members named twice, which encoding/json would read as the last.
+			{"a member twice", []byte(`{"termsOfServiceAgreed":true,"contact":["mailto:a@hallmark.example"],"contact":["mailto:b@hallmark.example"]}`), acme.ProblemMalformed, 400},
+			{"a member twice but for case", []byte(`{"termsOfServiceAgreed":false,"TermsOfServiceAgreed":true}`), acme.ProblemMalformed, 400},
+			{"a member twice in the binding", []byte(`{"termsOfServiceAgreed":true,"externalAccountBinding":{"protected":"e30","payload":"","signature":"AA","signature":"AB"}}`), acme.ProblemMalformed, 400},
 		}
 		for _, c := range cases {
 			r := e.post(t, newKey(t), url, c.payload)
