@@ -9,64 +9,11 @@ import (
 	"io"
 	"net/url"
 	"regexp"
-	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 )
 
 // Mask is what a secret is replaced with.
 const Mask = "xxxxx"
-
-// MinSecret is the shortest value Add registers: a shorter one (a
-// four-digit PIN) would mask every number that happens to contain it.
-// Such values are still masked where their shape gives them away
-// (pin=..., a URL's password).
-const MinSecret = 6
-
-var (
-	mu       sync.Mutex
-	secrets  []string
-	replacer atomic.Pointer[strings.Replacer]
-)
-
-// Add registers values that must never be printed; Text masks them
-// wherever they appear. Values shorter than MinSecret are left to the
-// structural rules.
-func Add(values ...string) {
-	mu.Lock()
-	defer mu.Unlock()
-	for _, v := range values {
-		if len(v) >= MinSecret && !slices.Contains(secrets, v) {
-			secrets = append(secrets, v)
-		}
-	}
-	// Longest first, so a secret that contains another is masked whole.
-	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
-	pairs := make([]string, 0, 2*len(secrets))
-	for _, s := range secrets {
-		pairs = append(pairs, s, Mask)
-	}
-	replacer.Store(strings.NewReplacer(pairs...))
-}
-
-// AddURL registers the password of a database URL (its userinfo and its
-// password and sslpassword query parameters): config.Load calls it, so the
-// password is masked even where it appears without its URL around it.
-func AddURL(s string) {
-	u, err := url.Parse(s)
-	if err != nil {
-		return
-	}
-	if p, ok := u.User.Password(); ok {
-		Add(p)
-	}
-	for k, vs := range u.Query() {
-		if secretKey(k) {
-			Add(vs...)
-		}
-	}
-}
 
 // secretKey says whether a query or DSN key names a secret.
 func secretKey(k string) bool {
@@ -133,9 +80,7 @@ var pemRE = regexp.MustCompile(`(?s)-----BEGIN ([A-Z0-9 ]*PRIVATE KEY)-----.*?(?
 // password=, sslpassword=, pin=, secret= and token= values, and PEM private
 // key blocks.
 func Text(s string) string {
-	if r := replacer.Load(); r != nil {
-		s = r.Replace(s)
-	}
+	s = maskRegistered(s)
 	s = maskUserinfo(s)
 	s = kvRE.ReplaceAllString(s, "${1}"+Mask)
 	return pemRE.ReplaceAllString(s, "-----BEGIN ${1}----- "+Mask+" -----END ${1}-----")

@@ -66,15 +66,21 @@ func TestText(t *testing.T) {
 	}
 }
 
-// TestAdd: a registered value is masked wherever it appears, without the
-// shape that gives a URL's password away; a short one is not registered.
+// TestAdd: a registered value is masked wherever it stands on its own,
+// without the shape that gives a URL's password away; not inside a longer
+// run of letters and digits, and a short one is not registered.
 func TestAdd(t *testing.T) {
-	Add("correct-horse-battery", "1234")
+	Add("correct-horse-battery", "1234", "20252026")
 	AddURL("postgres://u:url-password-9@h/db?sslpassword=query-password-7")
+	AddURL("postgres://postgres:postgres@h/db")
 	for _, tc := range []struct{ in, want string }{
 		{"the PIN correct-horse-battery was refused", "the PIN xxxxx was refused"},
 		{"auth failed with url-password-9 and query-password-7", "auth failed with xxxxx and xxxxx"},
-		{"port 51234", "port 51234"},
+		{"pin 20252026, twice:20252026", "pin xxxxx, twice:xxxxx"},
+		{"20252026", "xxxxx"},
+		// A serial, a port, a user name: not the secrets.
+		{"serial=0a20252026ff port 51234", "serial=0a20252026ff port 51234"},
+		{"dialect postgres: schema version 12", "dialect postgres: schema version 12"},
 	} {
 		if got := Text(tc.in); got != tc.want {
 			t.Errorf("Text(%q) = %q, want %q", tc.in, got, tc.want)
