@@ -24,7 +24,7 @@ var secretKeyRE = regexp.MustCompile(`(?i)^[a-z0-9_]*(password|passwd|pin|secret
 
 // URL is a database URL ("postgres://user:pw@host/db?sslpassword=...") or a
 // keyword/value DSN ("host=h password='pw'") with every password masked; a
-// URL that parses keeps its form (net/url's Redacted for the userinfo).
+// URL that parses keeps its form, its userinfo as net/url.URL.Redacted writes it.
 func URL(s string) string {
 	if u, err := url.Parse(s); err == nil && strings.Contains(s, "://") {
 		changed := false

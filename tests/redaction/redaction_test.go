@@ -198,6 +198,33 @@ func fill(args []string, vals map[string]string) []string {
 	return out
 }
 
+// issue has lego obtain a certificate from ca and returns what argsFor's
+// placeholders stand for: its serial and file, its order, account and a
+// job, and a directory for files commands write.
+func issue(t *testing.T, legoBin string, ca *harness.CA, o *outputs) map[string]string {
+	t.Helper()
+	legoDir := t.TempDir()
+	name := "redaction.test"
+	l := harness.Lego{Bin: legoBin, Directory: ca.BaseURL + "/directory", Root: ca.Root, Email: "ops@hallmark.test", Path: legoDir}
+	if out, err := l.Run(context.Background(), "--domains", name, "--http", "--http.port", fmt.Sprintf("127.0.0.1:%d", ca.HTTPPort), "run"); err != nil {
+		t.Fatalf("lego run: %v\n%s", err, out)
+	}
+	certFile := filepath.Join(legoDir, "certificates", name+".crt")
+	vals := map[string]string{"dir": t.TempDir(), "cert": certFile,
+		"serial": hex.EncodeToString(harness.ReadCert(t, certFile).SerialNumber.Bytes())}
+	var orders []struct{ ID, Account string }
+	if err := json.Unmarshal([]byte(o.run(ca.Dir, nil, "hallmark", "--config", ca.Config, "orders", "list", "--json").text), &orders); err != nil || len(orders) == 0 {
+		t.Fatalf("orders list --json: %v %v", orders, err)
+	}
+	vals["order"], vals["account"] = orders[0].ID, orders[0].Account
+	var jobs []struct{ ID int64 }
+	if err := json.Unmarshal([]byte(o.run(ca.Dir, nil, "hallmark", "--config", ca.Config, "jobs", "list", "--json").text), &jobs); err != nil || len(jobs) == 0 {
+		t.Fatalf("jobs list --json: %v %v", jobs, err)
+	}
+	vals["job"] = fmt.Sprint(jobs[0].ID)
+	return vals
+}
+
 // TestNoOutputShowsThePassword starts a CA (frontend and worker, at debug
 // level) on a PostgreSQL URL with a password and an admin panel, issues a
 // certificate with lego, then runs every command of every binary three
@@ -216,26 +243,7 @@ func TestNoOutputShowsThePassword(t *testing.T) {
 	ca := harness.StartCA(t, dbURL, harness.Options{Dir: dir, Env: []string{"HALLMARK_DEBUG=1"},
 		Tables: fmt.Sprintf("[admin]\nlisten = \"127.0.0.1:%d\"\ntoken_file = %q\n", harness.FreePort(t), tokenFile)})
 	o := &outputs{t: t}
-
-	legoDir := t.TempDir()
-	name := "redaction.test"
-	l := harness.Lego{Bin: legoBin, Directory: ca.BaseURL + "/directory", Root: ca.Root, Email: "ops@hallmark.test", Path: legoDir}
-	if out, err := l.Run(context.Background(), "--domains", name, "--http", "--http.port", fmt.Sprintf("127.0.0.1:%d", ca.HTTPPort), "run"); err != nil {
-		t.Fatalf("lego run: %v\n%s", err, out)
-	}
-	certFile := filepath.Join(legoDir, "certificates", name+".crt")
-	vals := map[string]string{"dir": t.TempDir(), "cert": certFile,
-		"serial": hex.EncodeToString(harness.ReadCert(t, certFile).SerialNumber.Bytes())}
-	var orders []struct{ ID, Account string }
-	if err := json.Unmarshal([]byte(o.run(dir, nil, "hallmark", "--config", ca.Config, "orders", "list", "--json").text), &orders); err != nil || len(orders) == 0 {
-		t.Fatalf("orders list --json: %v %v", orders, err)
-	}
-	vals["order"], vals["account"] = orders[0].ID, orders[0].Account
-	var jobs []struct{ ID int64 }
-	if err := json.Unmarshal([]byte(o.run(dir, nil, "hallmark", "--config", ca.Config, "jobs", "list", "--json").text), &jobs); err != nil || len(jobs) == 0 {
-		t.Fatalf("jobs list --json: %v %v", jobs, err)
-	}
-	vals["job"] = fmt.Sprint(jobs[0].ID)
+	vals := issue(t, legoBin, ca, o)
 
 	var all []string
 	for _, bin := range []string{"hallmark", "hallmark-frontend", "hallmark-worker"} {

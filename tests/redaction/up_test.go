@@ -34,18 +34,11 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// TestUpNeverPrintsThePassword runs `hallmark up` on PostgreSQL through
-// HALLMARK_DATABASE_URL with a password, on free ports (its configuration
-// is written first, so up keeps it), until the CA is running, and stops it
-// with Ctrl-C. Up migrates, creates the CA with the worker binary and
-// starts the worker and the frontend: none of them, nor any file in the
-// data directory, shows the password or the admin token up created.
-func TestUpNeverPrintsThePassword(t *testing.T) {
-	dbURL := withPassword(t, testdb.Postgres(t))
-	data := filepath.Join(t.TempDir(), "data") // t.TempDir is 0755, which up refuses
-	if err := os.Mkdir(data, 0o700); err != nil {
-		t.Fatal(err)
-	}
+// writeUpConfig writes up's development configuration on free ports
+// into data, where up keeps it (it writes its own only when there is
+// none), and returns the dev DNS server's address.
+func writeUpConfig(t *testing.T, data string) string {
+	t.Helper()
 	port := func() int { return harness.FreePort(t) }
 	dns := fmt.Sprintf("127.0.0.1:%d", port())
 	conf := fmt.Sprintf(`[database]
@@ -71,6 +64,22 @@ token_file = "admin.token"
 	if err := os.WriteFile(filepath.Join(data, "hallmark.toml"), []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return dns
+}
+
+// TestUpNeverPrintsThePassword runs `hallmark up` on PostgreSQL through
+// HALLMARK_DATABASE_URL with a password, on free ports (its configuration
+// is written first, so up keeps it), until the CA is running, and stops it
+// with Ctrl-C. Up migrates, creates the CA with the worker binary and
+// starts the worker and the frontend: none of them, nor any file in the
+// data directory, shows the password or the admin token up created.
+func TestUpNeverPrintsThePassword(t *testing.T) {
+	dbURL := withPassword(t, testdb.Postgres(t))
+	data := filepath.Join(t.TempDir(), "data") // t.TempDir is 0755, which up refuses
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dns := writeUpConfig(t, data)
 	cmd := exec.Command(harness.Bin("hallmark"), "up", "--data", data, "--dns", dns)
 	cmd.Env = append(os.Environ(), "HALLMARK_CONFIG=", "HALLMARK_DEBUG=1", "HALLMARK_DATABASE_URL="+dbURL)
 	var out lockedBuffer
