@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hallmark-ca/hallmark/redact"
 )
 
 // target is a CA the orchestrator started: where its directory is, what
@@ -380,7 +382,7 @@ func waitDirectory(ctx context.Context, t *target) error {
 func createDatabase(ctx context.Context, admin string) (string, func(), error) {
 	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {
-		return "", nil, fmt.Errorf("connecting to PostgreSQL at %s (set --postgres): %w", admin, err)
+		return "", nil, fmt.Errorf("connecting to PostgreSQL at %s (set --postgres): %w", redact.URL(admin), err)
 	}
 	defer conn.Close(ctx)
 	b := make([]byte, 6)
