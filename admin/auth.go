@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
-	"github.com/hallmark-ca/hallmark/redact"
+	"github.com/hallmark-ca/hallmark/store/redact"
 )
 
 // MinTokenLength is the shortest operator token accepted: 16 bytes of

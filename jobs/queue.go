@@ -19,7 +19,6 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
-	"github.com/hallmark-ca/hallmark/redact"
 )
 
 // The defaults Settings falls back to. FetchCooldown is set explicitly
@@ -141,7 +140,7 @@ func (s Settings) withDefaults(maxWorkers int) Settings {
 		s.RetryMax = DefaultRetryMax
 	}
 	if s.Logger == nil {
-		s.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn, ReplaceAttr: redact.ReplaceAttr}))
+		s.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	return s
 }

@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/hallmark-ca/hallmark/redact"
+	"github.com/hallmark-ca/hallmark/store/redact"
 )
 
 // Backend is one named signing backend, `[backends.<name>]`, that profiles

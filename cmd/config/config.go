@@ -18,7 +18,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/hallmark-ca/hallmark/redact"
+	"github.com/hallmark-ca/hallmark/store/redact"
 )
 
 // Config is the whole file.

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/redact"
+	"github.com/hallmark-ca/hallmark/store/redact"
 )
 
 // DefaultGOGC is the garbage collector's target (GOGC, the heap's growth

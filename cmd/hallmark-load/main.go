@@ -26,8 +26,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/hallmark-ca/hallmark/redact"
 )
 
 func main() {
@@ -46,7 +44,7 @@ func main() {
 		usage()
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "hallmark-load:", redact.Text(err.Error()))
+		fmt.Fprintln(os.Stderr, "hallmark-load:", err)
 		os.Exit(1)
 	}
 }
@@ -142,7 +140,6 @@ func cmdBench(ctx context.Context, args []string) error {
 	batches := fs.Int("batches", 1, "drive each server this many times in a row, against the same database, reporting each batch: does a figure drift as the database grows")
 	pebbleAttempts := fs.Int("pebble-attempts", 3, "run Pebble again, fresh, after a run that stalls, up to this many runs at each concurrency (it deadlocks under load)")
 	_ = fs.Parse(args)
-	redact.AddURL(*pg)
 	// The servers run with their own working directory; a relative --bin or
 	// --pebble would not resolve there.
 	for _, p := range []*string{binDir, pebble} {

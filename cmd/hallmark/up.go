@@ -18,8 +18,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
-	"github.com/hallmark-ca/hallmark/redact"
 	"github.com/hallmark-ca/hallmark/store/open"
+	"github.com/hallmark-ca/hallmark/store/redact"
 )
 
 // devConfig is the configuration `hallmark up` writes on first run. Paths

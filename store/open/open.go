@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hallmark-ca/hallmark/jobs"
-	"github.com/hallmark-ca/hallmark/redact"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/postgres"
+	"github.com/hallmark-ca/hallmark/store/redact"
 	"github.com/hallmark-ca/hallmark/store/sqlite"
 	"github.com/hallmark-ca/hallmark/store/sqlstore"
 )

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/redact"
+	"github.com/hallmark-ca/hallmark/store/redact"
 	"github.com/hallmark-ca/hallmark/tests/harness"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 )

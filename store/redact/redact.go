@@ -2,7 +2,7 @@
 // logs it: passwords in database URLs and keyword/value DSNs, PEM private
 // keys, and the values a process registers with Add (the database
 // password, a PKCS#11 PIN, the admin token). It imports only the standard
-// library, so every binary, the load generator included, can link it.
+// library, so every binary can link it.
 package redact
 
 import (
