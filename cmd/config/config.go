@@ -97,11 +97,16 @@ type Worker struct {
 	// waits on the network, up to challenge.timeout_ms for a target that
 	// never answers, so it is many more than Concurrency: a handful of
 	// silent targets must not hold up every other client's validation.
-	ValidationConcurrency int    `toml:"validation_concurrency"`
-	JobTimeoutMS          int    `toml:"job_timeout_ms"`
-	RescueAfterMS         int    `toml:"rescue_after_ms"`
-	HealthListen          string `toml:"health_listen"`
-	CRLIntervalMinutes    int    `toml:"crl_interval_minutes"`
+	ValidationConcurrency int `toml:"validation_concurrency"`
+	// ValidationAccountShare is the fraction of ValidationConcurrency one
+	// account's validations may hold at once on a worker (at least one
+	// slot); the rest of its validations wait behind other accounts'.
+	// 1 lets one account take every slot.
+	ValidationAccountShare float64 `toml:"validation_account_share"`
+	JobTimeoutMS           int     `toml:"job_timeout_ms"`
+	RescueAfterMS          int     `toml:"rescue_after_ms"`
+	HealthListen           string  `toml:"health_listen"`
+	CRLIntervalMinutes     int     `toml:"crl_interval_minutes"`
 	// Backends lists the profiles this worker mounts; empty means all.
 	Profiles []string `toml:"profiles"`
 	// PprofListen serves net/http/pprof (pprof.go); empty, the default, disables it.
@@ -183,7 +188,7 @@ func Default() Config {
 			OrderLifetimeHours: 24 * 7, AuthzLifetimeHours: 24 * 30,
 			CAAIdentities: []string{"hallmark.invalid"},
 		},
-		Worker:    Worker{Concurrency: 8, ValidationConcurrency: 100, JobTimeoutMS: 30000, RescueAfterMS: 60000, CRLIntervalMinutes: 60},
+		Worker:    Worker{Concurrency: 8, ValidationConcurrency: 100, ValidationAccountShare: 0.1, JobTimeoutMS: 30000, RescueAfterMS: 60000, CRLIntervalMinutes: 60},
 		Challenge: Challenge{TimeoutMS: 10000, HTTPPort: 80, TLSALPNPort: 443, HTTPSPort: 443},
 		Policy:    Policy{MaxIdentifiers: 100},
 		CA:        CA{Dir: "hallmark-data/ca", CRLValidityHours: 24 * 7},
@@ -393,6 +398,9 @@ func (c Config) Validate() error {
 	}
 	if c.Worker.ValidationConcurrency < 1 {
 		add("worker.validation_concurrency", "must be at least 1")
+	}
+	if s := c.Worker.ValidationAccountShare; !(s > 0 && s <= 1) {
+		add("worker.validation_account_share", "must be more than 0 and at most 1 (a fraction of worker.validation_concurrency; 1 lets one account take every slot), got %g", s)
 	}
 	if c.Worker.JobTimeoutMS >= c.Worker.RescueAfterMS {
 		add("worker.job_timeout_ms", "must be shorter than worker.rescue_after_ms (%d), or a live job is rescued", c.Worker.RescueAfterMS)

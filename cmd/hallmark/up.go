@@ -49,6 +49,14 @@ tls_alpn_port = 5001
 [ca]
 dir = "ca"
 
+[limits]
+# What one account may ask of the CA (docs/operations.md, "Rate limits");
+# 0 is unlimited. A 429 rateLimited answer says which limit and when to retry.
+orders_per_account = 300                 # new orders per 3 hours
+pending_authorizations_per_account = 300 # validations one account can have waiting
+failed_validations_per_hour = 5          # per account and name
+# certificates_per_domain = 50           # per registered domain per 7 days
+
 [admin]
 # The operator panel, on its own loopback listener; sign in with the token
 # in admin.token (created on first run).
