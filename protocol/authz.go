@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -22,26 +21,6 @@ type authzDoc struct {
 	Expires    string          `json:"expires,omitempty"`
 	Challenges []challengeDoc  `json:"challenges"`
 	Wildcard   bool            `json:"wildcard,omitempty"`
-}
-
-// challengeDoc is the challenge object (RFC 8555 §7.1.5, §8).
-type challengeDoc struct {
-	Type             acme.ChallengeType `json:"type"`
-	URL              string             `json:"url"`
-	Status           acme.Status        `json:"status"`
-	Token            string             `json:"token"`
-	Validated        string             `json:"validated,omitempty"`
-	Error            *acme.Problem      `json:"error,omitempty"`
-	ValidationRecord json.RawMessage    `json:"validationRecord,omitempty"`
-}
-
-func (s *Server) challengeDoc(c *store.Challenge) challengeDoc {
-	d := challengeDoc{Type: c.Type, URL: s.challURL(c.ID), Status: c.Status, Token: c.Token,
-		Validated: rfc3339p(c.Validated), Error: c.Error}
-	if len(c.ValidationRecord) > 0 && json.Valid(c.ValidationRecord) {
-		d.ValidationRecord = c.ValidationRecord
-	}
-	return d
 }
 
 func (s *Server) authzDoc(a *store.Authorization) authzDoc {

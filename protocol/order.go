@@ -40,15 +40,6 @@ type orderDoc struct {
 	Replaces       string            `json:"replaces,omitempty"`
 }
 
-func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
-
-func rfc3339p(t *time.Time) string {
-	if t == nil {
-		return ""
-	}
-	return rfc3339(*t)
-}
-
 func (s *Server) orderDoc(o *store.Order) orderDoc {
 	d := orderDoc{
 		Status: o.Status, Expires: rfc3339(o.Expires), Identifiers: o.Identifiers,
@@ -530,10 +521,4 @@ func (s *Server) order(w http.ResponseWriter, p *post) error {
 		return err
 	}
 	return s.writeOrder(w, http.StatusOK, o)
-}
-
-// notFound is the problem for an unknown resource: malformed with 404.
-func notFound(what, id string) error {
-	return &acme.Error{Problem: acme.Problem{Type: acme.ProblemMalformed, Status: http.StatusNotFound,
-		Detail: fmt.Sprintf("there is no %s %q", what, id)}}
 }

@@ -59,18 +59,6 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	_, _ = w.Write(body)
 }
 
-// writeJSON answers a resource (RFC 8555 §7.1) with status.
-func writeJSON(w http.ResponseWriter, status int, v any) error {
-	body, err := json.Marshal(v)
-	if err != nil {
-		return acme.Internal(err)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
-	return nil
-}
-
 // withLocation is an error whose problem response names a resource in
 // Location (keyChange's 409 names the account that holds the key).
 type withLocation struct {

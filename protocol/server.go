@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -562,17 +561,6 @@ func (s *Server) storeErr(err error, doing string) error {
 	}
 	return acme.Internal(fmt.Errorf("%s: %w", doing, err))
 }
-
-// retryAfter formats a duration as Retry-After seconds, at least 1.
-func retryAfter(d time.Duration) string {
-	sec := int(math.Ceil(d.Seconds()))
-	if sec < 1 {
-		sec = 1
-	}
-	return strconv.Itoa(sec)
-}
-
-func link(url, rel string) string { return "<" + url + `>;rel="` + rel + `"` }
 
 // URL builders. Every URL the server emits is built from server.base_url.
 func (s *Server) accountURL(id string) string  { return s.base + pathAccount + id }
