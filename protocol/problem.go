@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -57,6 +58,18 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// storeErr names what a failed store call was doing, for the log. The
+// renderer decides what the client sees (problem): a database outage or a
+// deadline that ran out is a 503 to retry, anything else a logged
+// serverInternal.
+func (s *Server) storeErr(err error, doing string) error {
+	var ae *acme.Error
+	if errors.As(err, &ae) {
+		return err
+	}
+	return acme.Internal(fmt.Errorf("%s: %w", doing, err))
 }
 
 // withLocation is an error whose problem response names a resource in
