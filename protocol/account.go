@@ -311,7 +311,6 @@ func (s *Server) keyChange(w http.ResponseWriter, p *post) error {
 
 // keyInUse is keyChange's 409 Conflict naming the account that has the key.
 func (s *Server) keyInUse(w http.ResponseWriter, other *store.Account) error {
-	return withLocation{url: s.accountURL(other.ID), err: &acme.Error{Problem: acme.Problem{
-		Type: acme.ProblemMalformed, Status: http.StatusConflict,
-		Detail: "the new key is already the key of another account (see Location)"}}}
+	return withLocation{url: s.accountURL(other.ID),
+		err: malformedAs(http.StatusConflict, "the new key is already the key of another account (see Location)")}
 }

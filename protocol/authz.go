@@ -69,15 +69,9 @@ func listed(a *store.Authorization, c *store.Challenge) bool {
 
 // ownedAuthz loads an authorization and checks the signer owns it.
 func (s *Server) ownedAuthz(p *post, id string) (*store.Authorization, error) {
-	a, err := aheadOr[*store.Authorization](p, authzAhead, s.lookup)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFound("authorization", id)
-	}
+	a, err := owned(s, p, authzAhead, "authorization", id, s.authzURL(id), func(a *store.Authorization) string { return a.AccountID })
 	if err != nil {
-		return nil, s.storeErr(err, "reading the authorization")
-	}
-	if a.AccountID != p.acct.ID {
-		return nil, acme.Unauthorized("authorization %s belongs to another account", s.authzURL(id))
+		return nil, err
 	}
 	return authzAsSeen(a, p.now), nil
 }

@@ -27,16 +27,12 @@ type metrics struct {
 func (s *Server) registerMetrics(opts Options) error {
 	reg := opts.Registry
 	if reg == nil {
-		r := prometheus.NewRegistry()
-		reg, s.gather = r, r
+		reg = prometheus.NewRegistry()
 	}
-	if opts.Gatherer != nil {
-		s.gather = opts.Gatherer
-	} else if s.gather == nil {
+	if s.gather = opts.Gatherer; s.gather == nil {
+		s.gather = prometheus.DefaultGatherer
 		if g, ok := reg.(prometheus.Gatherer); ok {
 			s.gather = g
-		} else {
-			s.gather = prometheus.DefaultGatherer
 		}
 	}
 	s.metrics = metrics{
@@ -93,24 +89,53 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // deadline when admit is set, and rendering a returned error as a problem.
 func (s *Server) instrument(name string, admit bool, h func(http.ResponseWriter, *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		start := time.Now()
 		w := &statusWriter{ResponseWriter: rw}
-		defer s.observe(name, w, time.Now())
+		defer func() {
+			status := w.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			s.metrics.requests.WithLabelValues(name, strconv.Itoa(status)).Inc()
+			s.metrics.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
+		}()
+		// RFC 8555 §6.5: every response to a POST carries a Replay-Nonce,
+		// error responses too; we put one on every ACME response so a
+		// client never needs an extra newNonce round trip. Issue writes
+		// nothing to the database.
 		if name != "crl" {
-			s.acmeHeaders(w, name)
+			w.Header().Set("Replay-Nonce", s.nonces.Issue())
+			w.Header().Set("Cache-Control", "no-store")
+			if name != "directory" {
+				// RFC 8555 §7.1: "index" link on every resource but the directory.
+				w.Header().Add("Link", link(s.base+pathDirectory, "index"))
+			}
 		}
 		if admit {
-			var done func()
-			if r, done = s.admit(w, r); done == nil {
+			// At most max_concurrent_requests in handlers; beyond that the
+			// answer is an immediate 503, never a queue that grows without
+			// bound while clients time out.
+			select {
+			case s.permits <- struct{}{}:
+				s.metrics.inFlight.Inc()
+				defer func() { <-s.permits; s.metrics.inFlight.Dec() }()
+			default:
+				s.metrics.rejected.Inc()
+				s.problem(w, r, acme.Unavailable(s.retry, "the server is busy; retry in %d seconds", int(s.retry/time.Second)))
 				return
 			}
-			defer done()
+			ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+			defer cancel()
+			r = r.WithContext(ctx)
+			// The deadline covers reading the body too: a client that
+			// trickles its body does not hold a permit past it.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.timeout))
 		}
 		if !store.Storable(r.URL.Path) {
 			// No URL of ours has a NUL or invalid UTF-8 in it, and
 			// PostgreSQL refuses such text as a parameter: answered here,
 			// it never reaches the store as a read that fails with 500.
-			s.problem(w, r, &acme.Error{Problem: acme.Problem{Type: acme.ProblemMalformed, Status: http.StatusNotFound,
-				Detail: fmt.Sprintf("there is no resource at %q", r.URL.Path)}})
+			s.problem(w, r, malformedAs(http.StatusNotFound, "there is no resource at %q", r.URL.Path))
 			return
 		}
 		if err := h(w, r); err != nil {
@@ -124,47 +149,4 @@ func (s *Server) instrument(name string, admit bool, h func(http.ResponseWriter,
 			s.problem(w, r, err)
 		}
 	})
-}
-
-// observe counts a request answered by endpoint name, begun at start.
-func (s *Server) observe(name string, w *statusWriter, start time.Time) {
-	status := w.status
-	if status == 0 {
-		status = http.StatusOK
-	}
-	s.metrics.requests.WithLabelValues(name, strconv.Itoa(status)).Inc()
-	s.metrics.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
-}
-
-// acmeHeaders are the headers of every ACME response. RFC 8555 §6.5: every
-// response to a POST carries a Replay-Nonce, error responses too; we put
-// one on every ACME response so a client never needs an extra newNonce
-// round trip. Issue writes nothing to the database.
-func (s *Server) acmeHeaders(w http.ResponseWriter, name string) {
-	w.Header().Set("Replay-Nonce", s.nonces.Issue())
-	w.Header().Set("Cache-Control", "no-store")
-	if name != "directory" {
-		// RFC 8555 §7.1: "index" link on every resource but the directory.
-		w.Header().Add("Link", link(s.base+pathDirectory, "index"))
-	}
-}
-
-// admit takes an admission permit for r and puts its deadline on it; done
-// gives both back. At most max_concurrent_requests are in handlers; beyond
-// that the answer is an immediate 503 (done is nil), never a queue that
-// grows without bound while clients time out.
-func (s *Server) admit(w http.ResponseWriter, r *http.Request) (_ *http.Request, done func()) {
-	select {
-	case s.permits <- struct{}{}:
-		s.metrics.inFlight.Inc()
-	default:
-		s.metrics.rejected.Inc()
-		s.problem(w, r, acme.Unavailable(s.retry, "the server is busy; retry in %d seconds", int(s.retry/time.Second)))
-		return r, nil
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
-	// The deadline covers reading the body too: a client that trickles
-	// its body does not hold a permit past it.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.timeout))
-	return r.WithContext(ctx), func() { cancel(); <-s.permits; s.metrics.inFlight.Dec() }
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
@@ -43,7 +44,7 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	h.Set("Content-Type", "application/problem+json")
 	// Every problem points at the directory, even one from the directory
 	// URL itself (a wrong method), so a lost client can start over.
-	if idx := link(s.base+pathDirectory, "index"); !hasValue(h.Values("Link"), idx) {
+	if idx := link(s.base+pathDirectory, "index"); !slices.Contains(h.Values("Link"), idx) {
 		h.Add("Link", idx)
 	}
 	h.Del("Location")
@@ -72,6 +73,15 @@ func (s *Server) storeErr(err error, doing string) error {
 	return acme.Internal(fmt.Errorf("%s: %w", doing, err))
 }
 
+// readErr is a failed read of the what named id: notFound for none, else
+// storeErr.
+func (s *Server) readErr(err error, what, id string) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound(what, id)
+	}
+	return s.storeErr(err, "reading the "+what)
+}
+
 // withLocation is an error whose problem response names a resource in
 // Location (keyChange's 409 names the account that holds the key).
 type withLocation struct {
@@ -81,12 +91,3 @@ type withLocation struct {
 
 func (e withLocation) Error() string { return e.err.Error() }
 func (e withLocation) Unwrap() error { return e.err }
-
-func hasValue(vs []string, v string) bool {
-	for _, x := range vs {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}

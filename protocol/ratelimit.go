@@ -3,8 +3,9 @@ package protocol
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -174,10 +175,5 @@ func registeredDomains(ids []acme.Identifier) []string {
 		}
 		seen[v] = true
 	}
-	out := make([]string, 0, len(seen))
-	for d := range seen {
-		out = append(out, d)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(seen))
 }

@@ -2,15 +2,12 @@ package protocol
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/hallmark-ca/hallmark/protocol/acme"
 )
 
 // The paths the server serves, relative to server.base_url.
@@ -62,8 +59,7 @@ func (s *Server) publicRoutes(r *mux.Router) {
 func (s *Server) routes() http.Handler {
 	r := mux.NewRouter()
 	r.NotFoundHandler = s.instrument("not_found", false, func(w http.ResponseWriter, r *http.Request) error {
-		return &acme.Error{Problem: acme.Problem{Type: acme.ProblemMalformed, Status: http.StatusNotFound,
-			Detail: fmt.Sprintf("there is no ACME resource at %s; start from %s", r.URL.Path, s.base+pathDirectory)}}
+		return malformedAs(http.StatusNotFound, "there is no ACME resource at %s; start from %s", r.URL.Path, s.base+pathDirectory)
 	})
 
 	read := []string{http.MethodGet, http.MethodHead}
@@ -98,8 +94,22 @@ func (s *Server) routes() http.Handler {
 	// The CRL touches the store, so it takes a permit too.
 	s.publicRoutes(r)
 
-	r.HandleFunc("/healthz", healthz)
-	r.HandleFunc("/readyz", s.readyz)
+	r.Handle("/healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	}))
+	r.Handle("/readyz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+		defer cancel()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := s.Ready(ctx); err != nil {
+			s.log.Warn("not ready", "err", err)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "not ready: the store does not answer\n")
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	}))
 	r.Handle("/metrics", promhttp.HandlerFor(s.gather, promhttp.HandlerOpts{}))
 	return r
 }
@@ -115,27 +125,6 @@ func methodsOnly(methods []string, h func(http.ResponseWriter, *http.Request) er
 			}
 		}
 		w.Header().Set("Allow", allow)
-		return &acme.Error{Problem: acme.Problem{Type: acme.ProblemMalformed, Status: http.StatusMethodNotAllowed,
-			Detail: fmt.Sprintf("method %s is not allowed here; use %s", r.Method, allow)}}
+		return malformedAs(http.StatusMethodNotAllowed, "method %s is not allowed here; use %s", r.Method, allow)
 	}
-}
-
-// healthz says the process answers.
-func healthz(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = io.WriteString(w, "ok\n")
-}
-
-// readyz says whether the store answers (Ready), 503 if not.
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
-	defer cancel()
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if err := s.Ready(ctx); err != nil {
-		s.log.Warn("not ready", "err", err)
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = io.WriteString(w, "not ready: the store does not answer\n")
-		return
-	}
-	_, _ = io.WriteString(w, "ok\n")
 }

@@ -77,44 +77,45 @@ func New(cfg config.Config, st store.Store, opts Options) (*Server, error) {
 		s.log = slog.Default()
 	}
 	s.cfg.Server.BaseURL = base
-	s.setLimits()
-	var err error
-	if s.nonces, err = s.loadNonces(); err != nil {
-		return nil, err
+	s.timeout = cfg.RequestTimeout()
+	if s.timeout <= 0 {
+		s.timeout = 10 * time.Second
 	}
-	if s.policy, err = policy.New(cfg.Policy); err != nil {
+	s.retry = time.Duration(cfg.Server.RetryAfterSeconds) * time.Second
+	if s.retry <= 0 {
+		s.retry = time.Second
+	}
+	n := cfg.Server.MaxConcurrentRequests
+	if n < 1 {
+		n = 1
+	}
+	s.permits = make(chan struct{}, n)
+	if s.cfg.Server.MaxBodyBytes <= 0 {
+		s.cfg.Server.MaxBodyBytes = 64 << 10
+	}
+
+	lifetime := time.Duration(cfg.Server.NonceLifetimeSeconds) * time.Second
+	if lifetime <= 0 {
+		lifetime = time.Hour
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	ns, err := nonce.New(ctx, st, lifetime)
+	if err != nil {
+		return nil, fmt.Errorf("loading the nonce key: %w", err)
+	}
+	s.nonces = ns
+	pol, err := policy.New(cfg.Policy)
+	if err != nil {
 		return nil, fmt.Errorf("building the identifier policy: %w", err)
 	}
+	s.policy = pol
+
 	if err := s.registerMetrics(opts); err != nil {
 		return nil, err
 	}
 	s.handler = s.routes()
 	return s, nil
-}
-
-// setLimits sets the request deadline, Retry-After, admission permits and
-// body size limit from the configuration, or their defaults.
-func (s *Server) setLimits() {
-	s.timeout = s.cfg.RequestTimeout()
-	if s.timeout <= 0 {
-		s.timeout = 10 * time.Second
-	}
-	s.retry = seconds(s.cfg.Server.RetryAfterSeconds, time.Second)
-	s.permits = make(chan struct{}, max(s.cfg.Server.MaxConcurrentRequests, 1))
-	if s.cfg.Server.MaxBodyBytes <= 0 {
-		s.cfg.Server.MaxBodyBytes = 64 << 10
-	}
-}
-
-// loadNonces starts the nonce service with the key the store shares.
-func (s *Server) loadNonces() (*nonce.Service, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-	defer cancel()
-	ns, err := nonce.New(ctx, s.st, seconds(s.cfg.Server.NonceLifetimeSeconds, time.Hour))
-	if err != nil {
-		return nil, fmt.Errorf("loading the nonce key: %w", err)
-	}
-	return ns, nil
 }
 
 // Ready reports whether the server can answer requests: the store answers.

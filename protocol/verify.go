@@ -97,15 +97,13 @@ func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error
 func (s *Server) readJWS(w http.ResponseWriter, r *http.Request) (*jws.Message, error) {
 	ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || ct != "application/jose+json" {
-		return nil, &acme.Error{Problem: acme.Problem{Type: acme.ProblemMalformed, Status: http.StatusUnsupportedMediaType,
-			Detail: fmt.Sprintf("the Content-Type must be application/jose+json, got %q", r.Header.Get("Content-Type"))}}
+		return nil, malformedAs(http.StatusUnsupportedMediaType, "the Content-Type must be application/jose+json, got %q", r.Header.Get("Content-Type"))
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.Server.MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return nil, &acme.Error{Problem: acme.Problem{Type: acme.ProblemMalformed, Status: http.StatusRequestEntityTooLarge,
-				Detail: fmt.Sprintf("request body too large: the limit is %d bytes", s.cfg.Server.MaxBodyBytes)}}
+			return nil, malformedAs(http.StatusRequestEntityTooLarge, "request body too large: the limit is %d bytes", s.cfg.Server.MaxBodyBytes)
 		}
 		return nil, acme.Malformed("reading the request body: %v", err)
 	}
@@ -196,6 +194,20 @@ func byJWK(p *post, sg *signed) error {
 	p.jwk = sg.msg.JWK.Key
 	p.rawJWK, p.thumb, err = jwkIdentity(sg.msg.JWK)
 	return err
+}
+
+// owned is the route's first read for p (aheadOr): the what named id,
+// whose URL is url, if it is the signer's (acctOf says whose it is).
+func owned[T any](s *Server, p *post, ahead readAhead, what, id, url string, acctOf func(T) string) (T, error) {
+	v, err := aheadOr[T](p, ahead, s.lookup)
+	if err != nil {
+		return v, s.readErr(err, what, id)
+	}
+	if acctOf(v) != p.acct.ID {
+		var zero T
+		return zero, acme.Unauthorized("%s %s belongs to another account", what, url)
+	}
+	return v, nil
 }
 
 // kidAccountID is the account id a "kid" names (RFC 8555 §6.2: kid is the

@@ -79,8 +79,12 @@ func rfc3339p(t *time.Time) string {
 
 // notFound is the problem for an unknown resource: malformed with 404.
 func notFound(what, id string) error {
-	return &acme.Error{Problem: acme.Problem{Type: acme.ProblemMalformed, Status: http.StatusNotFound,
-		Detail: fmt.Sprintf("there is no %s %q", what, id)}}
+	return malformedAs(http.StatusNotFound, "there is no %s %q", what, id)
+}
+
+// malformedAs is malformed answered with status rather than 400.
+func malformedAs(status int, format string, args ...any) error {
+	return &acme.Error{Problem: acme.Problem{Type: acme.ProblemMalformed, Status: status, Detail: fmt.Sprintf(format, args...)}}
 }
 
 // challengeDoc is the challenge object (RFC 8555 §7.1.5, §8).
