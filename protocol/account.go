@@ -9,9 +9,11 @@ import (
 	"strings"
 
 	"github.com/gorilla/mux"
+	"golang.org/x/net/idna"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/jws"
+	"github.com/hallmark-ca/hallmark/protocol/policy"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -133,13 +135,28 @@ func checkContacts(contacts []string) error {
 		if err != nil || parsed.Address != addr || parsed.Name != "" {
 			return acme.New(acme.ProblemInvalidContact, "contact %q is not a valid email address", c)
 		}
-		at := strings.LastIndexByte(addr, '@')
-		domain := addr[at+1:]
-		if !strings.Contains(domain, ".") || strings.HasPrefix(domain, ".") || strings.HasSuffix(domain, ".") || strings.ContainsAny(domain, "[]") {
-			return acme.New(acme.ProblemInvalidContact, "contact %q must have a fully qualified domain", c)
+		if err := checkContactDomain(c, addr); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// checkContactDomain refuses a contact whose domain is not a DNS name as
+// Hallmark accepts one in an identifier (policy.DomainSyntax), as Let's
+// Encrypt does: a non-ASCII domain is refused, naming its A-label form
+// when it has one, rather than stored in a form mail servers may not take.
+func checkContactDomain(c, addr string) error {
+	at := strings.LastIndexByte(addr, '@')
+	domain := addr[at+1:]
+	why := policy.DomainSyntax(domain)
+	if why == "" {
+		return nil
+	}
+	if a, err := idna.Lookup.ToASCII(domain); err == nil && a != domain && policy.DomainSyntax(a) == "" {
+		return acme.New(acme.ProblemInvalidContact, "contact %q: its domain %s; write it as %q", c, why, "mailto:"+addr[:at+1]+a)
+	}
+	return acme.New(acme.ProblemInvalidContact, "contact %q: its domain %s", c, why)
 }
 
 // ownAccount checks that the account URL in the path is the signer's.
@@ -251,6 +268,9 @@ func (s *Server) keyChange(w http.ResponseWriter, p *post) error {
 	var req keyChangeInner
 	if err := json.Unmarshal(innerPayload, &req); err != nil {
 		return acme.Malformed("the inner JWS payload must be {\"account\": ..., \"oldKey\": ...}: %v", jsonErr(err))
+	}
+	if err := jws.UniqueMembers(innerPayload); err != nil {
+		return acme.Malformed("the inner JWS payload is not valid: %v; send each member once", err)
 	}
 	// "Check that the "account" field of the keyChange object contains the
 	// URL for the account matching the old key (i.e., the "kid" field in

@@ -11,13 +11,16 @@ import (
 	"time"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/jws"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
 // The wire: how payloads are read and how resources, times and header
 // values are written (RFC 8555 §6, §7.1).
 
-// decodePayload reads a JSON object payload.
+// decodePayload reads a JSON object payload. A member named twice at any
+// depth, or twice but for letter case, is refused (jws.UniqueMembers):
+// encoding/json would keep the last, another parser the first.
 func decodePayload(p *post, what string, v any) error {
 	trimmed := bytes.TrimSpace(p.payload)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
@@ -25,6 +28,9 @@ func decodePayload(p *post, what string, v any) error {
 	}
 	if err := json.Unmarshal(trimmed, v); err != nil {
 		return acme.Malformed("the %s payload is not valid: %v", what, jsonErr(err))
+	}
+	if err := jws.UniqueMembers(trimmed); err != nil {
+		return acme.Malformed("the %s payload is not valid: %v; send each member once", what, err)
 	}
 	return nil
 }

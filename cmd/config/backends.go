@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/hallmark-ca/hallmark/store/redact"
 )
 
 // Backend is one named signing backend, `[backends.<name>]`, that profiles
@@ -60,8 +62,16 @@ type Backend struct {
 
 // PIN reads the PKCS#11 PIN from the environment variable or the file (a
 // trailing newline is dropped). It is never part of the configuration file,
-// so it is never printed with it.
+// so it is never printed with it, and it is registered with redact.
 func (b Backend) PIN() (string, error) {
+	pin, err := b.readPIN()
+	if err == nil {
+		redact.Add(pin)
+	}
+	return pin, err
+}
+
+func (b Backend) readPIN() (string, error) {
 	switch {
 	case b.PINEnv != "":
 		v, ok := os.LookupEnv(b.PINEnv)

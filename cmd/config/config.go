@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/hallmark-ca/hallmark/store/redact"
 )
 
 // Config is the whole file.
@@ -275,11 +277,13 @@ func (c *Config) profileDefaults() {
 
 // databaseFromEnv applies HALLMARK_DATABASE_URL over database.url, with a
 // configuration file or without one: a container that sets only the
-// variable must not fall back to the embedded SQLite file.
+// variable must not fall back to the embedded SQLite file. The URL's
+// password is registered with redact, so no output of the process shows it.
 func (c *Config) databaseFromEnv() {
 	if env := os.Getenv("HALLMARK_DATABASE_URL"); env != "" {
 		c.Database.URL = env
 	}
+	redact.AddURL(c.Database.URL)
 }
 
 func rel(base, p string) string {
@@ -314,7 +318,7 @@ func (c Config) Validate() error {
 	case strings.HasPrefix(c.Database.URL, "postgres://"), strings.HasPrefix(c.Database.URL, "postgresql://"):
 	case strings.HasPrefix(c.Database.URL, "sqlite:") && len(c.Database.URL) > len("sqlite:"):
 	default:
-		add("database.url", "must be postgres://... or sqlite:<path>, got %q", c.Database.URL)
+		add("database.url", "must be postgres://... or sqlite:<path>, got %q", redact.URL(c.Database.URL))
 	}
 	if _, _, err := net.SplitHostPort(c.Server.Listen); err != nil {
 		add("server.listen", "must be host:port: %v", err)

@@ -18,6 +18,7 @@ import (
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/protocol"
 	"github.com/hallmark-ca/hallmark/store/open"
+	"github.com/hallmark-ca/hallmark/store/redact"
 )
 
 func main() {
@@ -40,8 +41,9 @@ func main() {
 			},
 		}},
 	}
+	cli.ErrWriter = config.MaskedStderr() // urfave/cli prints a cli.Exit's message itself
 	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "hallmark-frontend:", err)
+		fmt.Fprintln(os.Stderr, "hallmark-frontend:", redact.Text(err.Error()))
 		os.Exit(1)
 	}
 }

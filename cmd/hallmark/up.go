@@ -19,6 +19,7 @@ import (
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/store/open"
+	"github.com/hallmark-ca/hallmark/store/redact"
 )
 
 // devConfig is the configuration `hallmark up` writes on first run. Paths
@@ -69,9 +70,13 @@ func upCommand() *cli.Command {
 
 func up(c *cli.Context) error {
 	data := c.String("data")
-	// Owner only: it holds the CA's keys and the database.
+	// Owner only: it holds the CA's keys and the database. An existing
+	// directory others can reach is refused, not repaired (checkDataDir).
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return fmt.Errorf("creating %s: %w", data, err)
+	}
+	if err := checkDataDir(data); err != nil {
+		return err
 	}
 	cfgPath := filepath.Join(data, "hallmark.toml")
 	if _, err := os.Stat(cfgPath); errors.Is(err, os.ErrNotExist) {
@@ -83,6 +88,9 @@ func up(c *cli.Context) error {
 	cfg, err := config.LoadWorker(cfgPath) // it starts a worker
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
+	}
+	if err := checkKeyFiles(cfg, data); err != nil {
+		return err
 	}
 	if tf := cfg.Admin.TokenFile; tf != "" {
 		if _, err := os.Stat(tf); errors.Is(err, os.ErrNotExist) {
@@ -99,7 +107,7 @@ func up(c *cli.Context) error {
 	defer stop()
 
 	if err := open.Migrate(ctx, cfg.Database.URL); err != nil {
-		return fmt.Errorf("migrating %s: %w", cfg.Database.URL, err)
+		return fmt.Errorf("migrating %s: %w", redact.URL(cfg.Database.URL), err)
 	}
 	self, err := os.Executable()
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/postgres"
+	"github.com/hallmark-ca/hallmark/store/redact"
 	"github.com/hallmark-ca/hallmark/store/sqlite"
 	"github.com/hallmark-ca/hallmark/store/sqlstore"
 )
@@ -83,7 +84,7 @@ func open(ctx context.Context, url string, maxConns int) (*DB, error) {
 		}
 		return fromSQL(db, readers, path), nil
 	}
-	return nil, fmt.Errorf("opening the database: URL %q is neither postgres://... nor sqlite:<path>", redact(url))
+	return nil, fmt.Errorf("opening the database: URL %q is neither postgres://... nor sqlite:<path>", redact.URL(url))
 }
 
 func fromPool(pool *pgxpool.Pool) *DB {
@@ -173,14 +174,4 @@ func Status(ctx context.Context, url string) (MigrationStatus, error) {
 	}
 	defer db.Close()
 	return db.MigrationStatus(ctx)
-}
-
-// redact drops a password from a URL for an error message.
-func redact(url string) string {
-	if i := strings.Index(url, "@"); i >= 0 {
-		if j := strings.Index(url, "://"); j >= 0 && j < i {
-			return url[:j+3] + "…" + url[i:]
-		}
-	}
-	return url
 }
