@@ -14,6 +14,7 @@ import (
 	"github.com/hallmark-ca/hallmark/store"
 )
 
+// metrics are the frontend's request metrics (registerMetrics).
 type metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
