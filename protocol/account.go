@@ -1,10 +1,8 @@
 package protocol
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/mail"
 	"net/url"
@@ -40,36 +38,6 @@ type newAccountReq struct {
 	TermsOfServiceAgreed   bool            `json:"termsOfServiceAgreed"`
 	OnlyReturnExisting     bool            `json:"onlyReturnExisting"`
 	ExternalAccountBinding json.RawMessage `json:"externalAccountBinding"`
-}
-
-// decodePayload reads a JSON object payload. A member named twice at any
-// depth, or twice but for letter case, is refused (jws.UniqueMembers):
-// encoding/json would keep the last, another parser the first.
-func decodePayload(p *post, what string, v any) error {
-	trimmed := bytes.TrimSpace(p.payload)
-	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return acme.Malformed("the %s payload must be a JSON object", what)
-	}
-	if err := json.Unmarshal(trimmed, v); err != nil {
-		return acme.Malformed("the %s payload is not valid: %v", what, jsonErr(err))
-	}
-	if err := jws.UniqueMembers(trimmed); err != nil {
-		return acme.Malformed("the %s payload is not valid: %v; send each member once", what, err)
-	}
-	return nil
-}
-
-// jsonErr is a json error as a client may see it (no Go type names).
-func jsonErr(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return fmt.Sprintf("field %q has the wrong type", te.Field)
-	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Sprintf("JSON syntax error at offset %d", se.Offset)
-	}
-	return "invalid JSON"
 }
 
 // newAccount finds or creates the account of the JWS key (RFC 8555 §7.3,
@@ -363,7 +331,6 @@ func (s *Server) keyChange(w http.ResponseWriter, p *post) error {
 
 // keyInUse is keyChange's 409 Conflict naming the account that has the key.
 func (s *Server) keyInUse(w http.ResponseWriter, other *store.Account) error {
-	return withLocation{url: s.accountURL(other.ID), err: &acme.Error{Problem: acme.Problem{
-		Type: acme.ProblemMalformed, Status: http.StatusConflict,
-		Detail: "the new key is already the key of another account (see Location)"}}}
+	return withLocation{url: s.accountURL(other.ID),
+		err: malformedAs(http.StatusConflict, "the new key is already the key of another account (see Location)")}
 }
