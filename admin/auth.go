@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hallmark-ca/hallmark/store/redact"
 )
 
 // MinTokenLength is the shortest operator token accepted: 16 bytes of
@@ -54,6 +56,7 @@ func LoadToken(a Config) (string, error) {
 	if len(tok) < MinTokenLength {
 		return "", fmt.Errorf("the admin token is %d bytes; use at least %d (e.g. `openssl rand -hex 32`)", len(tok), MinTokenLength)
 	}
+	redact.Add(tok)
 	return tok, nil
 }
 

@@ -21,6 +21,10 @@
 //     jitter. Any other error, or a panic, means the handler is broken: the
 //     subject is abandoned with serverInternal and the job cancelled. Running
 //     out of attempts abandons too. Recover re-queues whatever is still left.
+//   - A job that must wait its turn returns Snooze(d): River runs it again
+//     after d and counts no attempt, so no number of snoozes abandons its
+//     subject (the worker snoozes a validation whose account holds its
+//     share of the validation slots).
 //   - A worker killed mid-job loses it to River's rescuer once it has run
 //     longer than RescueAfter. The rescuer runs on the elected leader every
 //     30 s (River's fixed interval; a new leader runs it at once, after the

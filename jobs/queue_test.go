@@ -36,6 +36,7 @@ func TestQueue(t *testing.T) {
 		{"BrokenHandlerAbandons", testBrokenHandlerAbandons},
 		{"RecoverRequeuesStranded", testRecover},
 		{"CouldNotRunRetriesWithBackoff", testCouldNotRunRetries},
+		{"SnoozeUsesNoAttempt", testSnoozeUsesNoAttempt},
 		{"StartRefusesWithoutSubjects", testStartRefusesWithoutSubjects},
 		{"AdminRetryAndCancel", testAdminRetryAndCancel},
 		{"PeriodicHousekeepingRuns", testPeriodicHousekeeping},

@@ -41,6 +41,8 @@ type Job[T any] struct {
 //   - CouldNotRun(err) when the attempt could not happen (the database was
 //     unreachable, this worker cannot do the job): River retries it with
 //     backoff, and abandons the subject once attempts run out;
+//   - Snooze(d) when the job must wait its turn: it runs again after d,
+//     and the run counts as no attempt;
 //   - any other error when the handler is broken: the subject is abandoned
 //     with a serverInternal problem and the job cancelled, never retried.
 type Handler[T river.JobArgs] func(ctx context.Context, job Job[T]) error
@@ -153,6 +155,8 @@ func (w *worker[T]) Work(ctx context.Context, rj *river.Job[T]) error {
 	}
 	var cnr *couldNotRunError
 	switch {
+	case isSnooze(err):
+		return err // River runs it again later; the attempt is not counted
 	case errors.Is(ctx.Err(), context.Canceled):
 		// The client is stopping or an operator cancelled the job: River
 		// puts it back (stop) or marks it cancelled. Not the handler's fault.

@@ -1,19 +1,19 @@
 package protocol
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/mail"
 	"net/url"
 	"strings"
 
 	"github.com/gorilla/mux"
+	"golang.org/x/net/idna"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/jws"
+	"github.com/hallmark-ca/hallmark/protocol/policy"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -38,31 +38,6 @@ type newAccountReq struct {
 	TermsOfServiceAgreed   bool            `json:"termsOfServiceAgreed"`
 	OnlyReturnExisting     bool            `json:"onlyReturnExisting"`
 	ExternalAccountBinding json.RawMessage `json:"externalAccountBinding"`
-}
-
-// decodePayload reads a JSON object payload.
-func decodePayload(p *post, what string, v any) error {
-	trimmed := bytes.TrimSpace(p.payload)
-	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return acme.Malformed("the %s payload must be a JSON object", what)
-	}
-	if err := json.Unmarshal(trimmed, v); err != nil {
-		return acme.Malformed("the %s payload is not valid: %v", what, jsonErr(err))
-	}
-	return nil
-}
-
-// jsonErr is a json error as a client may see it (no Go type names).
-func jsonErr(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return fmt.Sprintf("field %q has the wrong type", te.Field)
-	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Sprintf("JSON syntax error at offset %d", se.Offset)
-	}
-	return "invalid JSON"
 }
 
 // newAccount finds or creates the account of the JWS key (RFC 8555 §7.3,
@@ -160,13 +135,28 @@ func checkContacts(contacts []string) error {
 		if err != nil || parsed.Address != addr || parsed.Name != "" {
 			return acme.New(acme.ProblemInvalidContact, "contact %q is not a valid email address", c)
 		}
-		at := strings.LastIndexByte(addr, '@')
-		domain := addr[at+1:]
-		if !strings.Contains(domain, ".") || strings.HasPrefix(domain, ".") || strings.HasSuffix(domain, ".") || strings.ContainsAny(domain, "[]") {
-			return acme.New(acme.ProblemInvalidContact, "contact %q must have a fully qualified domain", c)
+		if err := checkContactDomain(c, addr); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// checkContactDomain refuses a contact whose domain is not a DNS name as
+// Hallmark accepts one in an identifier (policy.DomainSyntax), as Let's
+// Encrypt does: a non-ASCII domain is refused, naming its A-label form
+// when it has one, rather than stored in a form mail servers may not take.
+func checkContactDomain(c, addr string) error {
+	at := strings.LastIndexByte(addr, '@')
+	domain := addr[at+1:]
+	why := policy.DomainSyntax(domain)
+	if why == "" {
+		return nil
+	}
+	if a, err := idna.Lookup.ToASCII(domain); err == nil && a != domain && policy.DomainSyntax(a) == "" {
+		return acme.New(acme.ProblemInvalidContact, "contact %q: its domain %s; write it as %q", c, why, "mailto:"+addr[:at+1]+a)
+	}
+	return acme.New(acme.ProblemInvalidContact, "contact %q: its domain %s", c, why)
 }
 
 // ownAccount checks that the account URL in the path is the signer's.
@@ -279,6 +269,9 @@ func (s *Server) keyChange(w http.ResponseWriter, p *post) error {
 	if err := json.Unmarshal(innerPayload, &req); err != nil {
 		return acme.Malformed("the inner JWS payload must be {\"account\": ..., \"oldKey\": ...}: %v", jsonErr(err))
 	}
+	if err := jws.UniqueMembers(innerPayload); err != nil {
+		return acme.Malformed("the inner JWS payload is not valid: %v; send each member once", err)
+	}
 	// "Check that the "account" field of the keyChange object contains the
 	// URL for the account matching the old key (i.e., the "kid" field in
 	// the outer JWS)."
@@ -338,7 +331,6 @@ func (s *Server) keyChange(w http.ResponseWriter, p *post) error {
 
 // keyInUse is keyChange's 409 Conflict naming the account that has the key.
 func (s *Server) keyInUse(w http.ResponseWriter, other *store.Account) error {
-	return withLocation{url: s.accountURL(other.ID), err: &acme.Error{Problem: acme.Problem{
-		Type: acme.ProblemMalformed, Status: http.StatusConflict,
-		Detail: "the new key is already the key of another account (see Location)"}}}
+	return withLocation{url: s.accountURL(other.ID),
+		err: malformedAs(http.StatusConflict, "the new key is already the key of another account (see Location)")}
 }

@@ -63,12 +63,35 @@ func TestNewAccount(t *testing.T) {
 			{"two addresses", map[string]any{"termsOfServiceAgreed": true, "contact": []string{"mailto:a@hallmark.example,b@hallmark.example"}}, acme.ProblemInvalidContact, 400},
 			{"not an address", map[string]any{"termsOfServiceAgreed": true, "contact": []string{"mailto:nobody"}}, acme.ProblemInvalidContact, 400},
 			{"display name", map[string]any{"termsOfServiceAgreed": true, "contact": []string{"mailto:Bob <b@hallmark.example>"}}, acme.ProblemInvalidContact, 400},
+			// Domains as Let's Encrypt takes them: ASCII, valid A-labels.
+			{"non-ASCII domain", map[string]any{"termsOfServiceAgreed": true, "contact": []string{"mailto:a@bücher.example"}}, acme.ProblemInvalidContact, 400},
+			{"invalid A-label", map[string]any{"termsOfServiceAgreed": true, "contact": []string{"mailto:a@xn--a.example"}}, acme.ProblemInvalidContact, 400},
+			{"underscore in the domain", map[string]any{"termsOfServiceAgreed": true, "contact": []string{"mailto:a@mail_host.example"}}, acme.ProblemInvalidContact, 400},
+			{"wildcard domain", map[string]any{"termsOfServiceAgreed": true, "contact": []string{"mailto:a@*.example.com"}}, acme.ProblemInvalidContact, 400},
+			{"single-label domain", map[string]any{"termsOfServiceAgreed": true, "contact": []string{"mailto:a@localhost"}}, acme.ProblemInvalidContact, 400},
 			{"payload not an object", []byte(`["x"]`), acme.ProblemMalformed, 400},
 			{"payload not JSON", []byte(`{"contact":`), acme.ProblemMalformed, 400},
+			// Members named twice, which encoding/json would read as the last.
+			{"a member twice", []byte(`{"termsOfServiceAgreed":true,"contact":["mailto:a@hallmark.example"],"contact":["mailto:b@hallmark.example"]}`), acme.ProblemMalformed, 400},
+			{"a member twice but for case", []byte(`{"termsOfServiceAgreed":false,"TermsOfServiceAgreed":true}`), acme.ProblemMalformed, 400},
+			{"a member twice in the binding", []byte(`{"termsOfServiceAgreed":true,"externalAccountBinding":{"protected":"e30","payload":"","signature":"AA","signature":"AB"}}`), acme.ProblemMalformed, 400},
 		}
 		for _, c := range cases {
 			r := e.post(t, newKey(t), url, c.payload)
 			t.Run(c.name, func(t *testing.T) { wantProblem(t, e, r, c.typ, c.status) })
+		}
+		// A non-ASCII domain's refusal says how to write it; so written,
+		// the contact is accepted and kept as sent.
+		r = e.post(t, newKey(t), url, map[string]any{"termsOfServiceAgreed": true, "contact": []string{"mailto:a@Bücher.example"}})
+		if p := wantProblem(t, e, r, acme.ProblemInvalidContact, 400); !strings.Contains(p.Detail, `write it as "mailto:a@xn--bcher-kva.example"`) {
+			t.Errorf("non-ASCII domain: detail %q does not give the A-label form", p.Detail)
+		}
+		r = e.post(t, newKey(t), url, map[string]any{"termsOfServiceAgreed": true, "contact": []string{"mailto:a@xn--bcher-kva.example"}})
+		wantStatus(t, r, http.StatusCreated)
+		var idn accountJSON
+		r.json(t, &idn)
+		if len(idn.Contact) != 1 || idn.Contact[0] != "mailto:a@xn--bcher-kva.example" {
+			t.Errorf("A-label contact stored as %v", idn.Contact)
 		}
 
 		// newAccount must be signed with jwk, not kid.

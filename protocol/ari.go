@@ -64,11 +64,8 @@ func (s *Server) certificateByCertID(ctx context.Context, id certID) (*store.Cer
 		// A store serial written with %x has no leading zero nibble.
 		c, err = s.st.CertificateBySerial(ctx, strings.TrimPrefix(id.serial, "0"))
 	}
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFound("certificate", id.raw)
-	}
 	if err != nil {
-		return nil, s.storeErr(err, "reading the certificate")
+		return nil, s.readErr(err, "certificate", id.raw)
 	}
 	leaf, err := x509.ParseCertificate(c.DER)
 	if err != nil {

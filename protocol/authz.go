@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -22,26 +21,6 @@ type authzDoc struct {
 	Expires    string          `json:"expires,omitempty"`
 	Challenges []challengeDoc  `json:"challenges"`
 	Wildcard   bool            `json:"wildcard,omitempty"`
-}
-
-// challengeDoc is the challenge object (RFC 8555 §7.1.5, §8).
-type challengeDoc struct {
-	Type             acme.ChallengeType `json:"type"`
-	URL              string             `json:"url"`
-	Status           acme.Status        `json:"status"`
-	Token            string             `json:"token"`
-	Validated        string             `json:"validated,omitempty"`
-	Error            *acme.Problem      `json:"error,omitempty"`
-	ValidationRecord json.RawMessage    `json:"validationRecord,omitempty"`
-}
-
-func (s *Server) challengeDoc(c *store.Challenge) challengeDoc {
-	d := challengeDoc{Type: c.Type, URL: s.challURL(c.ID), Status: c.Status, Token: c.Token,
-		Validated: rfc3339p(c.Validated), Error: c.Error}
-	if len(c.ValidationRecord) > 0 && json.Valid(c.ValidationRecord) {
-		d.ValidationRecord = c.ValidationRecord
-	}
-	return d
 }
 
 func (s *Server) authzDoc(a *store.Authorization) authzDoc {
@@ -90,15 +69,9 @@ func listed(a *store.Authorization, c *store.Challenge) bool {
 
 // ownedAuthz loads an authorization and checks the signer owns it.
 func (s *Server) ownedAuthz(p *post, id string) (*store.Authorization, error) {
-	a, err := aheadOr[*store.Authorization](p, authzAhead, s.lookup)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFound("authorization", id)
-	}
+	a, err := owned(s, p, authzAhead, "authorization", id, s.authzURL(id), func(a *store.Authorization) string { return a.AccountID })
 	if err != nil {
-		return nil, s.storeErr(err, "reading the authorization")
-	}
-	if a.AccountID != p.acct.ID {
-		return nil, acme.Unauthorized("authorization %s belongs to another account", s.authzURL(id))
+		return nil, err
 	}
 	return authzAsSeen(a, p.now), nil
 }

@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/gorilla/mux"
@@ -21,15 +20,9 @@ func (s *Server) cert(w http.ResponseWriter, p *post) error {
 		return acme.Malformed("a certificate is read with POST-as-GET: send an empty payload")
 	}
 	serial := mux.Vars(p.r)["serial"]
-	c, err := aheadOr[*store.Certificate](p, certAhead, s.lookup)
-	if errors.Is(err, store.ErrNotFound) {
-		return notFound("certificate", serial)
-	}
+	c, err := owned(s, p, certAhead, "certificate", serial, s.certURL(serial), func(c *store.Certificate) string { return c.AccountID })
 	if err != nil {
-		return s.storeErr(err, "reading the certificate")
-	}
-	if c.AccountID != p.acct.ID {
-		return acme.Unauthorized("certificate %s belongs to another account", s.certURL(serial))
+		return err
 	}
 	w.Header().Set("Content-Type", "application/pem-certificate-chain")
 	w.WriteHeader(http.StatusOK)

@@ -26,17 +26,11 @@ func (s *Server) challenge(w http.ResponseWriter, p *post) error {
 	ctx := p.r.Context()
 	// The challenge and its authorization in one read: the worker's read
 	// before validating is the same question.
-	t, err := aheadOr[*store.ChallengeAuthz](p, challengeAhead, s.lookup)
-	if errors.Is(err, store.ErrNotFound) {
-		return notFound("challenge", id)
-	}
+	t, err := owned(s, p, challengeAhead, "challenge", id, s.challURL(id), func(t *store.ChallengeAuthz) string { return t.Authz.AccountID })
 	if err != nil {
-		return s.storeErr(err, "reading the challenge")
+		return err
 	}
 	c, a := &t.Challenge, &t.Authz
-	if a.AccountID != p.acct.ID {
-		return acme.Unauthorized("challenge %s belongs to another account", s.challURL(id))
-	}
 	if !p.isGet() {
 		var req map[string]any
 		if err := decodePayload(p, "challenge response", &req); err != nil {

@@ -49,11 +49,8 @@ func (s *Server) crl(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) issuerCert(w http.ResponseWriter, r *http.Request) error {
 	id := mux.Vars(r)["issuer"]
 	der, err := s.st.IssuerCert(r.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
-		return notFound("issuer certificate", id)
-	}
 	if err != nil {
-		return s.storeErr(err, "reading the issuer certificate")
+		return s.readErr(err, "issuer certificate", id)
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/pkix-cert")

@@ -1,8 +1,9 @@
 // Package protocol is Hallmark's ACME HTTP frontend (RFC 8555): one file per
 // resource (directory, nonce, account, order, authz, challenge, finalize,
-// cert, revoke, crl) and one problem renderer (problem.go). server.go holds
-// the router, the admission limit, the per-request deadline, the metrics and
-// the JWS checks every POST goes through.
+// cert, revoke, crl) and one problem renderer (problem.go). server.go builds
+// the Server; routes.go is the router, instrument.go the metrics, admission
+// limit and per-request deadline, verify.go the checks every POST goes
+// through, and wire.go how payloads are read and resources written.
 //
 // It owns the request path and nothing slow or privileged: a request parses
 // and checks, writes rows in one store transaction and, where work is needed,

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/jws"
 	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/store"
 )
@@ -50,6 +51,9 @@ func (s *Server) verifyEAB(ctx context.Context, raw json.RawMessage, p *post) (s
 	var hdr map[string]json.RawMessage
 	if err := json.Unmarshal(hdrJSON, &hdr); err != nil {
 		return "", acme.Malformed("externalAccountBinding: the protected header is not a JSON object")
+	}
+	if err := jws.UniqueMembers(hdrJSON); err != nil {
+		return "", acme.Malformed("externalAccountBinding: the protected header is not valid: %v; send each member once", err)
 	}
 	str := func(name string) string {
 		var v string
@@ -96,6 +100,9 @@ func (s *Server) verifyEAB(ctx context.Context, raw json.RawMessage, p *post) (s
 	payload, err := base64.RawURLEncoding.DecodeString(j.Payload)
 	if err != nil {
 		return "", acme.Malformed("externalAccountBinding: the payload is not base64url")
+	}
+	if err := jws.UniqueMembers(payload); err != nil {
+		return "", acme.Malformed("externalAccountBinding: the payload is not valid: %v; send each member once", err)
 	}
 	inner, err := parseKey(payload)
 	if err != nil {

@@ -55,6 +55,23 @@ func TestHostileRequests(t *testing.T) {
 			wantProblem(t, e, e.post(t, a, newOrder, []byte(`{"identifiers": [`)), acme.ProblemMalformed, 400)
 			wantProblem(t, e, e.post(t, a, newOrder, []byte(`{"identifiers": "dns:x.example"}`)), acme.ProblemMalformed, 400)
 		})
+		t.Run("a member named twice", func(t *testing.T) {
+			// encoding/json keeps the last of two members, even two that
+			// differ only in case; another parser may keep the first. Each
+			// is sent twice, so a request the frontend would fold into one
+			// transaction (fold.go) is refused as the ordinary one is.
+			for body, detail := range map[string]string{
+				`{"identifiers":[{"type":"dns","value":"one.example","value":"two.example"}]}`:                                `member "value" appears twice (in identifiers[0])`,
+				`{"identifiers":[{"type":"dns","value":"one.example"}],"Identifiers":[{"type":"dns","value":"two.example"}]}`: `members "identifiers" and "Identifiers" differ only in letter case`,
+			} {
+				for range 2 {
+					p := wantProblem(t, e, e.post(t, a, newOrder, []byte(body)), acme.ProblemMalformed, 400)
+					if !strings.Contains(p.Detail, detail) {
+						t.Errorf("detail %q does not say %q", p.Detail, detail)
+					}
+				}
+			}
+		})
 		t.Run("oversized body", func(t *testing.T) {
 			big := strings.Repeat("a", int(e.cfg.Server.MaxBodyBytes)+1)
 			p := wantProblem(t, e, e.post(t, a, newOrder, map[string]any{"identifiers": dnsIDs("x.example"), "pad": big}), acme.ProblemMalformed, http.StatusRequestEntityTooLarge)

@@ -80,13 +80,10 @@ func (s *Server) newAuthz(w http.ResponseWriter, p *post) error {
 	status := http.StatusOK
 	if a.ID == "" {
 		fresh := preValidated(bind, id)
-		if !fresh {
-			if err := s.limitNewAuthz(ctx, p.acct.ID, id); err != nil {
-				return err
-			}
-		}
 		if fresh {
 			bornValid(a)
+		} else if err := s.limitNewAuthz(ctx, p.acct.ID, id); err != nil {
+			return err
 		}
 		if a, err = s.st.AuthzCreate(ctx, a); err != nil {
 			return s.storeErr(err, "creating the authorization")

@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -38,15 +38,6 @@ type orderDoc struct {
 	Certificate    string            `json:"certificate,omitempty"`
 	Profile        string            `json:"profile,omitempty"`
 	Replaces       string            `json:"replaces,omitempty"`
-}
-
-func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
-
-func rfc3339p(t *time.Time) string {
-	if t == nil {
-		return ""
-	}
-	return rfc3339(*t)
 }
 
 func (s *Server) orderDoc(o *store.Order) orderDoc {
@@ -293,18 +284,10 @@ const aheadSkew = 10 * time.Minute
 // ahead: the handler refuses it after verifying it.
 func (s *Server) newOrderAhead(_ *http.Request, msg *jws.Message, acctID string) store.Lookup {
 	var req newOrderReq
-	if msg == nil || json.Unmarshal(msg.UnverifiedPayload(), &req) != nil || len(req.Identifiers) == 0 {
+	if msg == nil || json.Unmarshal(msg.UnverifiedPayload(), &req) != nil {
 		return store.Lookup{}
 	}
-	name := req.Profile
-	if name == "" {
-		name = s.cfg.DefaultProfile
-	}
-	prof, ok := s.profile(name)
-	if !ok {
-		return store.Lookup{}
-	}
-	ids, err := s.policy.Check(req.Identifiers, prof)
+	_, prof, ids, err := s.orderRequest(req)
 	if err != nil {
 		return store.Lookup{}
 	}
@@ -473,26 +456,15 @@ func hours(h, def int) time.Duration {
 }
 
 func (s *Server) profileNames() []string {
-	names := make([]string, 0, len(s.cfg.Profiles))
-	for n := range s.cfg.Profiles {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(s.cfg.Profiles))
 }
 
 // ownedOrder loads the order in the path and checks the signer owns it.
 func (s *Server) ownedOrder(p *post) (*store.Order, error) {
 	id := mux.Vars(p.r)["id"]
-	o, err := aheadOr[*store.Order](p, orderAhead, s.lookup)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFound("order", id)
-	}
+	o, err := owned(s, p, orderAhead, "order", id, s.orderURL(id), func(o *store.Order) string { return o.AccountID })
 	if err != nil {
-		return nil, s.storeErr(err, "reading the order")
-	}
-	if o.AccountID != p.acct.ID {
-		return nil, acme.Unauthorized("order %s belongs to another account", s.orderURL(id))
+		return nil, err
 	}
 	s.rememberOrder(o)
 	return asSeen(o, p.now), nil
@@ -530,10 +502,4 @@ func (s *Server) order(w http.ResponseWriter, p *post) error {
 		return err
 	}
 	return s.writeOrder(w, http.StatusOK, o)
-}
-
-// notFound is the problem for an unknown resource: malformed with 404.
-func notFound(what, id string) error {
-	return &acme.Error{Problem: acme.Problem{Type: acme.ProblemMalformed, Status: http.StatusNotFound,
-		Detail: fmt.Sprintf("there is no %s %q", what, id)}}
 }

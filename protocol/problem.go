@@ -3,7 +3,9 @@ package protocol
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
@@ -42,7 +44,7 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	h.Set("Content-Type", "application/problem+json")
 	// Every problem points at the directory, even one from the directory
 	// URL itself (a wrong method), so a lost client can start over.
-	if idx := link(s.base+pathDirectory, "index"); !hasValue(h.Values("Link"), idx) {
+	if idx := link(s.base+pathDirectory, "index"); !slices.Contains(h.Values("Link"), idx) {
 		h.Add("Link", idx)
 	}
 	h.Del("Location")
@@ -59,16 +61,25 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	_, _ = w.Write(body)
 }
 
-// writeJSON answers a resource (RFC 8555 §7.1) with status.
-func writeJSON(w http.ResponseWriter, status int, v any) error {
-	body, err := json.Marshal(v)
-	if err != nil {
-		return acme.Internal(err)
+// storeErr names what a failed store call was doing, for the log. The
+// renderer decides what the client sees (problem): a database outage or a
+// deadline that ran out is a 503 to retry, anything else a logged
+// serverInternal.
+func (s *Server) storeErr(err error, doing string) error {
+	var ae *acme.Error
+	if errors.As(err, &ae) {
+		return err
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
-	return nil
+	return acme.Internal(fmt.Errorf("%s: %w", doing, err))
+}
+
+// readErr is a failed read of the what named id: notFound for none, else
+// storeErr.
+func (s *Server) readErr(err error, what, id string) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound(what, id)
+	}
+	return s.storeErr(err, "reading the "+what)
 }
 
 // withLocation is an error whose problem response names a resource in
@@ -80,12 +91,3 @@ type withLocation struct {
 
 func (e withLocation) Error() string { return e.err.Error() }
 func (e withLocation) Unwrap() error { return e.err }
-
-func hasValue(vs []string, v string) bool {
-	for _, x := range vs {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}

@@ -3,8 +3,9 @@ package protocol
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,10 +45,13 @@ func limited(rc store.RateCount, opens time.Time, format string, args ...any) er
 	return acme.RateLimited(wait, "%s; retry after %s", fmt.Sprintf(format, args...), rfc3339(rc.Now.Add(wait)))
 }
 
-// limitUnread logs a limit the database could not count and lets the
-// request through.
-func (s *Server) limitUnread(limit string, err error) {
-	s.log.Warn("rate limit could not be read; allowing the request", "limit", limit, "err", err)
+// counted reports whether the database counted limit (err is nil); one it
+// could not count is logged, and lets the request through.
+func (s *Server) counted(limit string, err error) bool {
+	if err != nil {
+		s.log.Warn("rate limit could not be read; allowing the request", "limit", limit, "err", err)
+	}
+	return err == nil
 }
 
 // limitNewOrder applies the limits a new order meets: orders per account,
@@ -59,10 +63,7 @@ func (s *Server) limitNewOrder(ctx context.Context, acctID string, no store.NewO
 	if n := l.OrdersPerAccount; n > 0 {
 		window := seconds(l.OrdersWindowSeconds, defaultOrdersWindow)
 		rc, err := s.st.RateOrders(ctx, acctID, window)
-		switch {
-		case err != nil:
-			s.limitUnread("orders_per_account", err)
-		case rc.Count >= n:
+		if s.counted("orders_per_account", err) && rc.Count >= n {
 			return limited(rc, rc.Oldest.Add(window), "too many new orders: the limit is %d per account per %s", n, window)
 		}
 	}
@@ -112,10 +113,7 @@ func (s *Server) limitPendingAuthzs(ctx context.Context, acctID string, fresh in
 		return nil
 	}
 	rc, err := s.st.RatePendingAuthzs(ctx, acctID)
-	switch {
-	case err != nil:
-		s.limitUnread("pending_authorizations_per_account", err)
-	case rc.Count+fresh > n:
+	if s.counted("pending_authorizations_per_account", err) && rc.Count+fresh > n {
 		return limited(rc, rc.Oldest, "too many pending authorizations: the limit is %d per account, the account has %d and %s needs %d more; complete or deactivate pending ones",
 			n, rc.Count, what, fresh)
 	}
@@ -131,10 +129,7 @@ func (s *Server) limitFailedValidations(ctx context.Context, acctID string, id a
 	}
 	base := id.Base()
 	rc, err := s.st.RateFailedValidations(ctx, acctID, base, failedWindow)
-	switch {
-	case err != nil:
-		s.limitUnread("failed_validations_per_hour", err)
-	case rc.Count >= n:
+	if s.counted("failed_validations_per_hour", err) && rc.Count >= n {
 		return limited(rc, rc.Oldest.Add(failedWindow), "too many failed validations for %s: the limit is %d per account and name per hour", base.Value, n)
 	}
 	return nil
@@ -150,10 +145,7 @@ func (s *Server) limitCertificates(ctx context.Context, ids []acme.Identifier) e
 	window := seconds(s.cfg.Limits.CertificatesWindowSeconds, defaultCertsWindow)
 	for _, d := range registeredDomains(ids) {
 		rc, err := s.st.RateCertificates(ctx, d, window)
-		switch {
-		case err != nil:
-			s.limitUnread("certificates_per_domain", err)
-		case rc.Count >= n:
+		if s.counted("certificates_per_domain", err) && rc.Count >= n {
 			return limited(rc, rc.Oldest.Add(window), "too many certificates for the registered domain %s: the limit is %d per %s", d, n, window)
 		}
 	}
@@ -174,10 +166,5 @@ func registeredDomains(ids []acme.Identifier) []string {
 		}
 		seen[v] = true
 	}
-	out := make([]string, 0, len(seen))
-	for d := range seen {
-		out = append(out, d)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(seen))
 }

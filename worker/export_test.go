@@ -18,3 +18,16 @@ func (w *Worker) UpstreamRenewals() []jobs.UpstreamRenewalArgs { return w.upstre
 
 // CRLNumber is crlNumber.
 func CRLNumber(next int64, thisUpdate time.Time) int64 { return crlNumber(next, thisUpdate) }
+
+// AccountSlots is accountSlots, for tests of its cap and pacing.
+type AccountSlots struct{ a *accountSlots }
+
+func NewAccountSlots(share float64, slots int) AccountSlots {
+	return AccountSlots{newAccountSlots(share, slots)}
+}
+
+func (s AccountSlots) Take(account string, now time.Time) (time.Duration, bool) {
+	return s.a.take(account, now)
+}
+
+func (s AccountSlots) Give(account string, started, now time.Time) { s.a.give(account, started, now) }

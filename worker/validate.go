@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
@@ -22,7 +23,8 @@ type validator interface {
 
 // validateChallenge runs one challenge_validate job: it validates, then
 // records the verdict in one transaction; River completes the job once this
-// returns nil.
+// returns nil. A job whose account holds its share of this worker's
+// validation slots is snoozed instead (accountSlots).
 func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.ChallengeValidateArgs]) error {
 	args := job.Args
 	// One read: the challenge, its authorization and the account's
@@ -41,6 +43,11 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 		// nothing to do.
 		return nil
 	}
+	started := time.Now()
+	if wait, ok := w.slots.take(authz.AccountID, started); !ok {
+		return jobs.Snooze(wait)
+	}
+	defer func() { w.slots.give(authz.AccountID, started, time.Now()) }()
 	res := w.validator.Validate(ctx, validate.Request{
 		Identifier:       authz.Identifier,
 		Wildcard:         authz.Wildcard,

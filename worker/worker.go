@@ -32,6 +32,7 @@ type Worker struct {
 	id          string
 	store       store.Store
 	validator   validator
+	slots       *accountSlots             // each account's share of the validation slots
 	mounts      map[string]mount          // by profile name
 	issuers     map[string]*signer.Issuer // by issuer ID
 	baseURL     string                    // the ACME API, for account URIs (CAA accounturi)
@@ -117,6 +118,7 @@ func New(cfg Config, st store.Store, opts Options) (*Worker, error) {
 			CAAIdentities: cfg.CAAIdentities,
 			Dial:          dial,
 		}),
+		slots:       newAccountSlots(cfg.Worker.ValidationAccountShare, cfg.Worker.ValidationConcurrency),
 		mounts:      map[string]mount{},
 		issuers:     map[string]*signer.Issuer{},
 		crlTurn:     map[string]chan struct{}{},
@@ -137,8 +139,10 @@ func New(cfg Config, st store.Store, opts Options) (*Worker, error) {
 		}),
 	}
 	if opts.Registry != nil {
-		if err := opts.Registry.Register(w.signed); err != nil {
-			return nil, fmt.Errorf("registering worker metrics: %w", err)
+		for _, c := range []prometheus.Collector{w.signed, w.slots.deferred} {
+			if err := opts.Registry.Register(c); err != nil {
+				return nil, fmt.Errorf("registering worker metrics: %w", err)
+			}
 		}
 	}
 	for name, iss := range opts.Issuers {
@@ -217,7 +221,9 @@ func (w *Worker) issuerIDs() []string {
 // mostly wait on the network, up to challenge.timeout_ms for a target that
 // never answers, and at the others' concurrency a few such targets would
 // hold up every other client's validation that long
-// (TestSilentTargetsHoldNoOneUp).
+// (TestSilentTargetsHoldNoOneUp). Within it, one account holds at most
+// worker.validation_account_share of the slots (accountSlots,
+// TestBlackHoleAccountHoldsNoOneUp).
 func (w *Worker) JobSettings() jobs.Settings {
 	return jobs.Settings{
 		WorkerID:        w.id,

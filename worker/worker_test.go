@@ -993,8 +993,10 @@ func TestSilentTargetsHoldNoOneUp(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	acct := r.account(t)
-	claim := func(name string) string {
+	// The answering client is another account: one account's validations
+	// hold at most its share of the places (TestBlackHoleAccountHoldsNoOneUp).
+	silentAcct, answeringAcct := r.account(t), r.account(t)
+	claim := func(acct *store.Account, name string) string {
 		o := r.order(t, acct, "default", name)
 		az, err := r.st.AuthzByID(ctx, o.AuthzIDs[0])
 		if err != nil {
@@ -1011,9 +1013,9 @@ func TestSilentTargetsHoldNoOneUp(t *testing.T) {
 	}
 	var held []string
 	for i := range silent {
-		held = append(held, claim(fmt.Sprintf("silent-%d.worker.test", i)))
+		held = append(held, claim(silentAcct, fmt.Sprintf("silent-%d.worker.test", i)))
 	}
-	answering := claim("answers.worker.test")
+	answering := claim(answeringAcct, "answers.worker.test")
 
 	deadline := time.Now().Add(time.Duration(r.cfg.Challenge.TimeoutMS)*time.Millisecond + 20*time.Second)
 	for {

@@ -24,6 +24,7 @@ import (
 	"github.com/hallmark-ca/hallmark/protocol/serverconf"
 	"github.com/hallmark-ca/hallmark/signer/signerconf"
 	"github.com/hallmark-ca/hallmark/store/open"
+	"github.com/hallmark-ca/hallmark/store/redact"
 	"github.com/hallmark-ca/hallmark/worker/workerconf"
 )
 
@@ -150,11 +151,13 @@ func (c *Config) profileDefaults() {
 
 // databaseFromEnv applies HALLMARK_DATABASE_URL over database.url, with a
 // configuration file or without one: a container that sets only the
-// variable must not fall back to the embedded SQLite file.
+// variable must not fall back to the embedded SQLite file. The URL's
+// password is registered with redact, so no output of the process shows it.
 func (c *Config) databaseFromEnv() {
 	if env := os.Getenv("HALLMARK_DATABASE_URL"); env != "" {
 		c.Database.URL = env
 	}
+	redact.AddURL(c.Database.URL)
 }
 
 func rel(base, p string) string {

@@ -43,6 +43,44 @@ func TestWorkerConcurrency(t *testing.T) {
 	}
 }
 
+// TestValidationAccountShare: one account may hold a tenth of a worker's
+// validation slots unless configured otherwise; the share is a fraction
+// above 0 and at most 1 (every slot).
+func TestValidationAccountShare(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, body string
+		share      float64
+		wantErr    string
+	}{
+		{"default", ``, 0.1, ""},
+		{"set", "[worker]\nvalidation_account_share = 0.25\n", 0.25, ""},
+		{"every slot", "[worker]\nvalidation_account_share = 1.0\n", 1, ""},
+		{"none", "[worker]\nvalidation_account_share = 0.0\n", 0, "worker.validation_account_share: must be more than 0 and at most 1"},
+		{"over one", "[worker]\nvalidation_account_share = 1.5\n", 0, "worker.validation_account_share: must be more than 0 and at most 1"},
+		{"a slot count", "[worker]\nvalidation_account_share = 10\n", 0, "worker.validation_account_share: must be more than 0 and at most 1"},
+		{"negative", "[worker]\nvalidation_account_share = -0.1\n", 0, "worker.validation_account_share: must be more than 0 and at most 1"},
+		{"nan", "[worker]\nvalidation_account_share = nan\n", 0, "worker.validation_account_share: must be more than 0 and at most 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := load(t, tc.body)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got %v, want an error containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Worker.ValidationAccountShare != tc.share {
+				t.Fatalf("validation_account_share %g, want %g", cfg.Worker.ValidationAccountShare, tc.share)
+			}
+		})
+	}
+}
+
 // TestWorkerNeedsResolvers: the worker never uses the system's resolver,
 // so without challenge.resolvers it could neither validate nor check CAA.
 // The worker's configuration check (LoadWorker, ValidateWorker: its

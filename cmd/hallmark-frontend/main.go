@@ -19,6 +19,7 @@ import (
 	"github.com/hallmark-ca/hallmark/cmd/internal/process"
 	"github.com/hallmark-ca/hallmark/protocol"
 	"github.com/hallmark-ca/hallmark/store/open"
+	"github.com/hallmark-ca/hallmark/store/redact"
 )
 
 func main() {
@@ -41,8 +42,9 @@ func main() {
 			},
 		}},
 	}
+	cli.ErrWriter = process.MaskedStderr() // urfave/cli prints a cli.Exit's message itself
 	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "hallmark-frontend:", err)
+		fmt.Fprintln(os.Stderr, "hallmark-frontend:", redact.Text(err.Error()))
 		os.Exit(1)
 	}
 }

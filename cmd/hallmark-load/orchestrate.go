@@ -380,7 +380,7 @@ func waitDirectory(ctx context.Context, t *target) error {
 func createDatabase(ctx context.Context, admin string) (string, func(), error) {
 	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {
-		return "", nil, fmt.Errorf("connecting to PostgreSQL at %s (set --postgres): %w", admin, err)
+		return "", nil, fmt.Errorf("connecting to PostgreSQL at %s (set --postgres): %w", maskedURL(admin), err)
 	}
 	defer conn.Close(ctx)
 	b := make([]byte, 6)
@@ -548,4 +548,13 @@ func pgSettings(ctx context.Context, admin string) (line string, autovacuumOff b
 	}
 	line = fmt.Sprintf("PostgreSQL %s: autovacuum %s, synchronous_commit %s, fsync %s, shared_buffers %s", version, autovacuum, syncCommit, fsync, buffers)
 	return line, autovacuum == "off", nil
+}
+
+// maskedURL is admin with its password masked, for messages.
+func maskedURL(admin string) string {
+	u, err := url.Parse(admin)
+	if err != nil {
+		return "the --postgres URL"
+	}
+	return u.Redacted()
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/signer"
 	"github.com/hallmark-ca/hallmark/store/open"
+	"github.com/hallmark-ca/hallmark/store/redact"
 	"github.com/hallmark-ca/hallmark/worker"
 )
 
@@ -71,8 +72,9 @@ func main() {
 			},
 		},
 	}
+	cli.ErrWriter = process.MaskedStderr() // urfave/cli prints a cli.Exit's message itself
 	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "hallmark-worker:", err)
+		fmt.Fprintln(os.Stderr, "hallmark-worker:", redact.Text(err.Error()))
 		os.Exit(1)
 	}
 }

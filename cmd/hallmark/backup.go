@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hallmark-ca/hallmark/store/open"
+	"github.com/hallmark-ca/hallmark/store/redact"
 )
 
 func backupCommand() *cli.Command {
@@ -52,7 +53,7 @@ func backup(ctx context.Context, s *session, c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	rep := backupReport{Database: s.cfg.Database.URL, File: b.Path, Bytes: b.Bytes, SchemaVersion: b.SchemaVersion, At: b.At.UTC()}
+	rep := backupReport{Database: redact.URL(s.cfg.Database.URL), File: b.Path, Bytes: b.Bytes, SchemaVersion: b.SchemaVersion, At: b.At.UTC()}
 	if s.json {
 		return s.emit(rep)
 	}

@@ -13,7 +13,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/cmd/internal/process"
 	"github.com/hallmark-ca/hallmark/store/open"
+	"github.com/hallmark-ca/hallmark/store/redact"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -42,14 +44,14 @@ func main() {
 						err = db.Migrate(c.Context)
 					}
 					if err != nil {
-						return cli.Exit(fmt.Sprintf("migrating %s: %v", cfg.Database.URL, err), 1)
+						return cli.Exit(fmt.Sprintf("migrating %s: %v", redact.URL(cfg.Database.URL), err), 1)
 					}
 					fmt.Println("database is up to date")
 					// The operator setting up the database is the one to
 					// tell; the frontend and the worker log the same.
 					advice, err := db.Advice(c.Context)
 					if err != nil {
-						fmt.Fprintf(os.Stderr, "warning: could not review the database's settings: %v\n", err)
+						fmt.Fprintf(os.Stderr, "warning: could not review the database's settings: %s\n", redact.Text(err.Error()))
 					}
 					for _, a := range advice {
 						fmt.Fprintf(os.Stderr, "warning: %s\n", a)
@@ -103,6 +105,7 @@ func main() {
 			},
 		},
 	}
+	cli.ErrWriter = process.MaskedStderr()
 	app.ExitErrHandler = printExit
 	app.OnUsageError = usageError
 	app.CommandNotFound = commandNotFound
@@ -110,13 +113,14 @@ func main() {
 		onUsage(c)
 	}
 	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "hallmark:", err)
+		fmt.Fprintln(os.Stderr, "hallmark:", redact.Text(err.Error()))
 		os.Exit(1)
 	}
 }
 
-// printExit prints an action's error as one line on stderr and exits with
-// its code (docs/cli.md lists them): 1 unless the error carries another.
+// printExit prints an action's error as one line on stderr, secrets masked,
+// and exits with its code (docs/cli.md lists them): 1 unless the error
+// carries another.
 func printExit(_ *cli.Context, err error) {
 	if err == nil {
 		return
@@ -126,7 +130,7 @@ func printExit(_ *cli.Context, err error) {
 	if errors.As(err, &ec) {
 		code = ec.ExitCode()
 	}
-	if msg := err.Error(); msg != "" {
+	if msg := redact.Text(err.Error()); msg != "" {
 		fmt.Fprintln(os.Stderr, "hallmark:", msg)
 	}
 	os.Exit(code)

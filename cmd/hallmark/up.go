@@ -20,6 +20,7 @@ import (
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/cmd/internal/process"
 	"github.com/hallmark-ca/hallmark/store/open"
+	"github.com/hallmark-ca/hallmark/store/redact"
 )
 
 // devConfig is the configuration `hallmark up` writes on first run. Paths
@@ -49,6 +50,14 @@ tls_alpn_port = 5001
 [ca]
 dir = "ca"
 
+[limits]
+# What one account may ask of the CA (docs/operations.md, "Rate limits");
+# 0 is unlimited. A 429 rateLimited answer says which limit and when to retry.
+orders_per_account = 300                 # new orders per 3 hours
+pending_authorizations_per_account = 300 # validations one account can have waiting
+failed_validations_per_hour = 5          # per account and name
+# certificates_per_domain = 50           # per registered domain per 7 days
+
 [admin]
 # The operator panel, on its own loopback listener; sign in with the token
 # in admin.token (created on first run).
@@ -70,9 +79,13 @@ func upCommand() *cli.Command {
 
 func up(c *cli.Context) error {
 	data := c.String("data")
-	// Owner only: it holds the CA's keys and the database.
+	// Owner only: it holds the CA's keys and the database. An existing
+	// directory others can reach is refused, not repaired (checkDataDir).
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return fmt.Errorf("creating %s: %w", data, err)
+	}
+	if err := checkDataDir(data); err != nil {
+		return err
 	}
 	cfgPath := filepath.Join(data, "hallmark.toml")
 	if _, err := os.Stat(cfgPath); errors.Is(err, os.ErrNotExist) {
@@ -84,6 +97,9 @@ func up(c *cli.Context) error {
 	cfg, err := config.LoadWorker(cfgPath) // it starts a worker
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
+	}
+	if err := checkKeyFiles(cfg, data); err != nil {
+		return err
 	}
 	if tf := cfg.Admin.TokenFile; tf != "" {
 		if _, err := os.Stat(tf); errors.Is(err, os.ErrNotExist) {
@@ -100,7 +116,7 @@ func up(c *cli.Context) error {
 	defer stop()
 
 	if err := open.Migrate(ctx, cfg.Database.URL); err != nil {
-		return fmt.Errorf("migrating %s: %w", cfg.Database.URL, err)
+		return fmt.Errorf("migrating %s: %w", redact.URL(cfg.Database.URL), err)
 	}
 	self, err := os.Executable()
 	if err != nil {

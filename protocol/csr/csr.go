@@ -185,6 +185,8 @@ func checkSANTypes(value []byte) error {
 	return nil
 }
 
+// checkNames checks that req asks for exactly the order's identifiers
+// (want): its subjectAltNames and common name, as keys.
 func checkNames(req *x509.CertificateRequest, want []acme.Identifier) error {
 	if len(req.EmailAddresses) > 0 {
 		return badCSR("the CSR has an email address subjectAltName; only DNS names and IP addresses can be certified")
@@ -228,21 +230,7 @@ func checkNames(req *x509.CertificateRequest, want []acme.Identifier) error {
 		}
 	}
 
-	wanted := map[string]bool{}
-	for _, id := range want {
-		switch id.Type {
-		case acme.IdentifierDNS:
-			wanted[dnsKey(id.Value)] = true
-		case acme.IdentifierIP:
-			if ip, err := netip.ParseAddr(id.Value); err == nil {
-				wanted["ip:"+ip.Unmap().String()] = true
-			} else {
-				wanted["ip:"+id.Value] = true
-			}
-		default:
-			wanted[string(id.Type)+":"+id.Value] = true
-		}
-	}
+	wanted := wantedNames(want)
 	var missing, extra []string
 	for k := range wanted {
 		if !have[k] {
@@ -267,6 +255,27 @@ func checkNames(req *x509.CertificateRequest, want []acme.Identifier) error {
 		parts = append(parts, "not in the order "+strings.Join(extra, ", "))
 	}
 	return badCSR("the CSR's names must be exactly the order's identifiers: %s", strings.Join(parts, "; "))
+}
+
+// wantedNames are the order's identifiers as the keys checkNames compares
+// (dnsKey, and ipKey's form).
+func wantedNames(want []acme.Identifier) map[string]bool {
+	wanted := map[string]bool{}
+	for _, id := range want {
+		switch id.Type {
+		case acme.IdentifierDNS:
+			wanted[dnsKey(id.Value)] = true
+		case acme.IdentifierIP:
+			if ip, err := netip.ParseAddr(id.Value); err == nil {
+				wanted["ip:"+ip.Unmap().String()] = true
+			} else {
+				wanted["ip:"+id.Value] = true
+			}
+		default:
+			wanted[string(id.Type)+":"+id.Value] = true
+		}
+	}
+	return wanted
 }
 
 func dnsKey(name string) string {

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -208,7 +209,9 @@ func readSeeds(t *testing.T, dir string) map[string][]byte {
 
 // FuzzMembers: members' fast path (one json.Unmarshal and a count of the
 // top-level members) accepts exactly what the member-by-member decoder
-// accepts, with the same members, and refuses the rest.
+// accepts, with the same members, and refuses the rest; and UniqueMembers'
+// token stream accepts exactly what uniqueSlow, built on that decoder and
+// json.Unmarshal, accepts.
 //
 //	go test ./protocol/jws -run '^$' -fuzz FuzzMembers -fuzztime 60s
 func FuzzMembers(f *testing.F) {
@@ -218,6 +221,9 @@ func FuzzMembers(f *testing.F) {
 		// A duplicate the count must not miss: a fast path that undercounts
 		// accepts these.
 		`{"a":"\"","a":1}`, `{"a":"\\","a":1}`, `{"a":[{"b":1}],"a":2}`, `{"a":{},"a":{}}`, `{"a":"{","a":"}"}`,
+		// Duplicates UniqueMembers must find below the top, or but for case.
+		`{"a":[{"b":1},{"c":2,"c":3}]}`, `{"a":{"b":{"c":1,"C":2}}}`, `[{"k":1,"\u212a":2}]`, `{"s":1,"\u017f":2}`,
+		`[1,[2,[3]],{"a":1e999}]`, `"x"`, ` 1 2`, `{"a":1}]`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -230,5 +236,49 @@ func FuzzMembers(f *testing.F) {
 		if !maps.EqualFunc(got, want, func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }) {
 			t.Fatalf("members(%q) = %q, the decoder's %q", data, got, want)
 		}
+		if uErr, sErr := UniqueMembers(data), uniqueSlow(data); (uErr == nil) != (sErr == nil) {
+			t.Fatalf("UniqueMembers(%q) error %v, uniqueSlow's %v", data, uErr, sErr)
+		}
 	})
+}
+
+// uniqueSlow is UniqueMembers another way: each object through
+// membersExact, its names compared pairwise with strings.EqualFold, each
+// array through json.Unmarshal, recursively.
+func uniqueSlow(data []byte) error {
+	trimmed := bytes.Trim(data, " \t\r\n") // JSON's whitespace only
+	switch {
+	case len(trimmed) > 0 && trimmed[0] == '{':
+		m, err := membersExact(trimmed)
+		if err != nil {
+			return err
+		}
+		names := slices.Collect(maps.Keys(m))
+		for i, a := range names {
+			for _, b := range names[i+1:] {
+				if strings.EqualFold(a, b) {
+					return fmt.Errorf("%q and %q", a, b)
+				}
+			}
+			if err := uniqueSlow(m[a]); err != nil {
+				return err
+			}
+		}
+		return nil
+	case len(trimmed) > 0 && trimmed[0] == '[':
+		var elems []json.RawMessage
+		if err := json.Unmarshal(trimmed, &elems); err != nil {
+			return err
+		}
+		for _, e := range elems {
+			if err := uniqueSlow(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if !json.Valid(trimmed) {
+		return errors.New("invalid JSON")
+	}
+	return nil
 }

@@ -248,6 +248,18 @@ func parent(name string) string {
 	return ""
 }
 
+// DomainSyntax returns why name, a domain outside an identifier (a
+// contact address's), is not one Hallmark accepts, or "": the syntax of a
+// DNS identifier (ASCII letters, digits and hyphens, internationalized
+// names as valid A-labels, at least two labels), without wildcards. Letter
+// case does not matter.
+func DomainSyntax(name string) string {
+	if strings.Contains(name, "*") {
+		return "has a \"*\"; a wildcard is no domain of a mailbox"
+	}
+	return dnsSyntax(strings.ToLower(name), false)
+}
+
 // dnsSyntax returns why name (lower-case, no trailing dot) is not an
 // acceptable DNS identifier, or "". A wildcard is accepted only as the whole
 // leftmost label, unless bare is set (policy list entries).

@@ -180,3 +180,16 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestDomainSyntax(t *testing.T) {
+	t.Parallel()
+	for name, ok := range map[string]bool{
+		"hallmark.example": true, "Mail.Hallmark.Example": true, "xn--bcher-kva.example": true,
+		"bücher.example": false, "xn--a.example": false, "mail_host.example": false, "*.example.com": false,
+		"localhost": false, ".example.com": false, "example.com.": false, "-a.example": false, "a..example": false,
+	} {
+		if why := DomainSyntax(name); (why == "") != ok {
+			t.Errorf("DomainSyntax(%q) = %q, want accepted %v", name, why, ok)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hallmark-ca/hallmark/signer"
 	"github.com/hallmark-ca/hallmark/signer/signerconf"
+	"github.com/hallmark-ca/hallmark/store/redact"
 )
 
 // Config selects a key on a token.
@@ -42,13 +43,14 @@ type Config struct {
 const DefaultSignTimeout = 10 * time.Second
 
 // ConfigFor turns a [backends.<name>] of type pkcs11 into the token's
-// Config, reading the PIN from its environment variable or file; signTimeout
-// is the backend's timeout_ms.
+// Config, reading the PIN from its environment variable or file and
+// registering it with redact; signTimeout is the backend's timeout_ms.
 func ConfigFor(s signerconf.PKCS11, signTimeout time.Duration) (Config, error) {
 	pin, err := readPIN(s)
 	if err != nil {
 		return Config{}, err
 	}
+	redact.Add(pin)
 	var id []byte
 	if s.KeyID != "" {
 		if id, err = hex.DecodeString(s.KeyID); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/postgres"
+	"github.com/hallmark-ca/hallmark/store/redact"
 	"github.com/hallmark-ca/hallmark/store/sqlite"
 	"github.com/hallmark-ca/hallmark/store/sqlstore"
 )
@@ -32,7 +33,7 @@ func (c Config) Validate() error {
 	case strings.HasPrefix(c.URL, "postgres://"), strings.HasPrefix(c.URL, "postgresql://"):
 	case strings.HasPrefix(c.URL, "sqlite:") && len(c.URL) > len("sqlite:"):
 	default:
-		errs = append(errs, fmt.Errorf("database.url: must be postgres://... or sqlite:<path>, got %q", c.URL))
+		errs = append(errs, fmt.Errorf("database.url: must be postgres://... or sqlite:<path>, got %q", redact.URL(c.URL)))
 	}
 	if c.MaxConns < 0 {
 		errs = append(errs, errors.New("database.max_conns: must not be negative (0 picks the driver's default)"))
@@ -107,7 +108,7 @@ func open(ctx context.Context, url string, maxConns int) (*DB, error) {
 		}
 		return fromSQL(db, readers, path), nil
 	}
-	return nil, fmt.Errorf("opening the database: URL %q is neither postgres://... nor sqlite:<path>", redact(url))
+	return nil, fmt.Errorf("opening the database: URL %q is neither postgres://... nor sqlite:<path>", redact.URL(url))
 }
 
 func fromPool(pool *pgxpool.Pool) *DB {
@@ -197,14 +198,4 @@ func Status(ctx context.Context, url string) (MigrationStatus, error) {
 	}
 	defer db.Close()
 	return db.MigrationStatus(ctx)
-}
-
-// redact drops a password from a URL for an error message.
-func redact(url string) string {
-	if i := strings.Index(url, "@"); i >= 0 {
-		if j := strings.Index(url, "://"); j >= 0 && j < i {
-			return url[:j+3] + "…" + url[i:]
-		}
-	}
-	return url
 }

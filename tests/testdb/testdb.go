@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hallmark-ca/hallmark/store/open"
+	"github.com/hallmark-ca/hallmark/store/redact"
 )
 
 // DefaultPostgresURL is the machine's local PostgreSQL (trust auth).
@@ -44,9 +45,9 @@ func Postgres(t testing.TB) string {
 	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {
 		if Required() {
-			t.Fatalf("PostgreSQL is required here (CI) but unreachable at %s: %v", admin, err)
+			t.Fatalf("PostgreSQL is required here (CI) but unreachable at %s: %v", redact.URL(admin), err)
 		}
-		t.Skipf("SKIPPING: PostgreSQL unreachable at %s (%v); set HALLMARK_TEST_POSTGRES_URL or start PostgreSQL to run this test", admin, err)
+		t.Skipf("SKIPPING: PostgreSQL unreachable at %s (%v); set HALLMARK_TEST_POSTGRES_URL or start PostgreSQL to run this test", redact.URL(admin), err)
 	}
 	defer conn.Close(ctx)
 	b := make([]byte, 6)
@@ -67,7 +68,7 @@ func Postgres(t testing.TB) string {
 	})
 	u, err := url.Parse(admin)
 	if err != nil {
-		t.Fatalf("parsing %s: %v", admin, err)
+		t.Fatalf("parsing %s: %v", redact.URL(admin), err)
 	}
 	u.Path = "/" + name
 	return u.String()

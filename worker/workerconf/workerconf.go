@@ -24,11 +24,16 @@ type Worker struct {
 	// waits on the network, up to challenge.timeout_ms for a target that
 	// never answers, so it is many more than Concurrency: a handful of
 	// silent targets must not hold up every other client's validation.
-	ValidationConcurrency int    `toml:"validation_concurrency"`
-	JobTimeoutMS          int    `toml:"job_timeout_ms"`
-	RescueAfterMS         int    `toml:"rescue_after_ms"`
-	HealthListen          string `toml:"health_listen"`
-	CRLIntervalMinutes    int    `toml:"crl_interval_minutes"`
+	ValidationConcurrency int `toml:"validation_concurrency"`
+	// ValidationAccountShare is the fraction of ValidationConcurrency one
+	// account's validations may hold at once on a worker (at least one
+	// slot); the rest of its validations wait behind other accounts'.
+	// 1 lets one account take every slot.
+	ValidationAccountShare float64 `toml:"validation_account_share"`
+	JobTimeoutMS           int     `toml:"job_timeout_ms"`
+	RescueAfterMS          int     `toml:"rescue_after_ms"`
+	HealthListen           string  `toml:"health_listen"`
+	CRLIntervalMinutes     int     `toml:"crl_interval_minutes"`
 	// Profiles lists the profiles this worker mounts; empty means all.
 	Profiles []string `toml:"profiles"`
 	// PprofListen serves net/http/pprof (cmd/internal/process); empty,
@@ -59,7 +64,7 @@ type Listener struct {
 
 // DefaultWorker is [worker] when the file sets nothing.
 func DefaultWorker() Worker {
-	return Worker{Concurrency: 8, ValidationConcurrency: 100, JobTimeoutMS: 30000, RescueAfterMS: 60000, CRLIntervalMinutes: 60}
+	return Worker{Concurrency: 8, ValidationConcurrency: 100, ValidationAccountShare: 0.1, JobTimeoutMS: 30000, RescueAfterMS: 60000, CRLIntervalMinutes: 60}
 }
 
 // DefaultChallenge is [challenge] when the file sets nothing: no
@@ -79,6 +84,9 @@ func (w Worker) Validate() error {
 	}
 	if w.ValidationConcurrency < 1 {
 		errs = append(errs, errors.New("worker.validation_concurrency: must be at least 1"))
+	}
+	if s := w.ValidationAccountShare; !(s > 0 && s <= 1) {
+		errs = append(errs, fmt.Errorf("worker.validation_account_share: must be more than 0 and at most 1 (a fraction of worker.validation_concurrency; 1 lets one account take every slot), got %g", s))
 	}
 	if w.JobTimeoutMS >= w.RescueAfterMS {
 		errs = append(errs, fmt.Errorf("worker.job_timeout_ms: must be shorter than worker.rescue_after_ms (%d), or a live job is rescued", w.RescueAfterMS))

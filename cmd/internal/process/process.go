@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,6 +19,8 @@ import (
 	"runtime/debug"
 	"syscall"
 	"time"
+
+	"github.com/hallmark-ca/hallmark/store/redact"
 )
 
 // DefaultGOGC is the garbage collector's target (GOGC, the heap's growth
@@ -41,14 +45,25 @@ func TuneGC() int {
 	return DefaultGOGC
 }
 
+// MaskedStderr is stderr with every secret masked (redact.Writer). It
+// becomes the standard log package's output, and so slog's default
+// handler's until Logger replaces it (hallmark-worker ca init logs so);
+// a binary also gives it to urfave/cli, which prints a cli.Exit's message.
+func MaskedStderr() io.Writer {
+	w := redact.Writer(os.Stderr)
+	log.SetOutput(w)
+	return w
+}
+
 // Logger is the slog logger every binary uses: text to stderr, with the
-// process name on every line so interleaved logs (hallmark up) stay readable.
+// process name on every line so interleaved logs (hallmark up) stay readable,
+// and every secret masked (redact.ReplaceAttr).
 func Logger(process string) *slog.Logger {
 	level := slog.LevelInfo
 	if os.Getenv("HALLMARK_DEBUG") != "" {
 		level = slog.LevelDebug
 	}
-	l := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("process", process)
+	l := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: redact.ReplaceAttr})).With("process", process)
 	// Libraries that log through slog's default (the signer, River) get the
 	// same format and process name.
 	slog.SetDefault(l)
@@ -58,7 +73,7 @@ func Logger(process string) *slog.Logger {
 // QuietLogger is Logger at warning level and above, for libraries whose
 // info lines are routine (River reports job counts every few seconds).
 func QuietLogger(process string) *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("process", process)
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn, ReplaceAttr: redact.ReplaceAttr})).With("process", process)
 }
 
 // SignalContext is cancelled on SIGINT or SIGTERM.
