@@ -1,6 +1,8 @@
 package config_test
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -116,6 +118,53 @@ ext_key_usages = ["clientAuth"]
 		p := c.Profiles[name]
 		if !slices.Equal(p.KeyUsages, w[0]) || !slices.Equal(p.ExtKeyUsages, w[1]) {
 			t.Errorf("profiles.%s: key_usages %v ext_key_usages %v, want %v %v", name, p.KeyUsages, p.ExtKeyUsages, w[0], w[1])
+		}
+	}
+}
+
+// TestEveryProblemAtOnce: each section's owner checks its own keys and
+// cmd/config those across sections, and check-config reports all of them
+// in one run, each naming its key, so an operator fixes the file in one go.
+func TestEveryProblemAtOnce(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "hallmark.toml")
+	body := `default_profile = "gold"
+[database]
+max_conns = -1
+[server]
+max_body_bytes = 5
+[admin]
+listen = "127.0.0.1:14090"
+[worker]
+concurrency = 0
+[challenge]
+http_port = 0
+timeout_ms = 40000
+[policy]
+deny_ip_ranges = ["10.0.0.0/33"]
+[ca]
+crl_validity_hours = 0
+[profiles.web]
+backend = "local"
+validity_hours = 0
+challenges = ["http-01"]
+[limits]
+orders_per_account = -1
+[backends.b]
+type = "magic"
+`
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := config.LoadWorker(path)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, key := range []string{"database.max_conns", "server.max_body_bytes", "admin.token_file", "worker.concurrency",
+		"challenge.http_port", "policy.deny_ip_ranges", "ca.crl_validity_hours", "profiles.web.validity_hours",
+		"limits.orders_per_account", "backends.b.type", "challenge.timeout_ms", "default_profile", "challenge.resolvers"} {
+		if !strings.Contains(err.Error(), "\n  "+key+": ") {
+			t.Errorf("the report does not name %s:\n%v", key, err)
 		}
 	}
 }
