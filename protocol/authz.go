@@ -121,6 +121,8 @@ func (s *Server) authz(w http.ResponseWriter, p *post) error {
 		if err != nil {
 			return s.storeErr(err, "deactivating the authorization")
 		}
+	} else if a, err = s.settledAuthz(p, a); err != nil {
+		return err
 	}
 	return writeJSON(w, http.StatusOK, s.authzDoc(a))
 }

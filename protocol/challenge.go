@@ -17,8 +17,9 @@ var challengeAhead = lookupOf(store.LookupChallenge, "id")
 
 // challenge answers a challenge POST (RFC 8555 §7.5.1). A {} payload asks
 // the server to validate: the store compare-and-swaps the challenge pending →
-// processing and inserts challenge_validate in one transaction, and the
-// answer says processing at once — validation runs in a worker, never here.
+// processing and inserts challenge_validate in one transaction; validation
+// runs in a worker, never here, and the answer says processing unless the
+// worker's verdict comes within server.verdict_wait_ms (await.go).
 // A repeated POST returns the current state without queuing again; an empty
 // payload (POST-as-GET) reads it.
 func (s *Server) challenge(w http.ResponseWriter, p *post) error {
@@ -53,11 +54,17 @@ func (s *Server) challenge(w http.ResponseWriter, p *post) error {
 			c = cur
 		}
 	}
-	return s.answerChallenge(w, c)
+	return s.answerChallenge(w, p, c)
 }
 
-// answerChallenge writes c as a challenge POST's answer.
-func (s *Server) answerChallenge(w http.ResponseWriter, c *store.Challenge) error {
+// answerChallenge writes c as a challenge POST's answer: once its verdict
+// came, if it is processing and the verdict comes within
+// server.verdict_wait_ms (await.go).
+func (s *Server) answerChallenge(w http.ResponseWriter, p *post, c *store.Challenge) error {
+	c, err := s.settledChallenge(p, c)
+	if err != nil {
+		return err
+	}
 	w.Header().Add("Link", link(s.authzURL(c.AuthzID), "up"))
 	if c.Status == acme.StatusProcessing {
 		w.Header().Set("Retry-After", retryAfter(s.retry))
@@ -85,5 +92,5 @@ func (s *Server) challengeFolded(w http.ResponseWriter, p *post, u store.SignedU
 	if err != nil {
 		return true, s.storeErr(err, "queuing the challenge for validation")
 	}
-	return true, s.answerChallenge(w, c)
+	return true, s.answerChallenge(w, p, c)
 }

@@ -17,8 +17,9 @@ import (
 
 // finalize checks the CSR against the order and its profile, then the store
 // compare-and-swaps the order ready → processing, keeps the CSR and inserts
-// signer_issue in one transaction (RFC 8555 §7.4). The answer says
-// processing with Retry-After; signing happens in a worker, never here.
+// signer_issue in one transaction (RFC 8555 §7.4). Signing happens in a
+// worker, never here; the answer says processing with Retry-After unless
+// the worker's verdict comes within server.verdict_wait_ms (await.go).
 func (s *Server) finalize(w http.ResponseWriter, p *post) error {
 	o, err := s.ownedOrder(p)
 	if err != nil {
@@ -56,7 +57,7 @@ func (s *Server) finalize(w http.ResponseWriter, p *post) error {
 		}
 		return notReady(cur)
 	}
-	return s.writeOrder(w, http.StatusOK, cur)
+	return s.answerOrder(w, p, cur)
 }
 
 // finalizeReq is a finalize's payload (RFC 8555 §7.4).
@@ -133,7 +134,7 @@ func (s *Server) finalizeFolded(w http.ResponseWriter, p *post, u store.SignedUs
 	if err != nil {
 		return true, s.storeErr(err, "queuing the order for issuance")
 	}
-	return true, s.writeOrder(w, http.StatusOK, o)
+	return true, s.answerOrder(w, p, o)
 }
 
 // notReady is orderNotReady naming the order's state (RFC 8555 §7.4: "the

@@ -49,7 +49,7 @@ func (s *Server) tryFold(w http.ResponseWriter, r *http.Request, url string, msg
 		// path verifies with the key it reads.
 		return false, g, nil
 	}
-	done, err = fold(w, &post{r: r, url: url, payload: g.payload}, store.SignedUse{Nonce: use, AccountID: acctID, KeyJWK: []byte(g.jwk)})
+	done, err = fold(w, &post{r: r, url: url, payload: g.payload, mark: s.mark()}, store.SignedUse{Nonce: use, AccountID: acctID, KeyJWK: []byte(g.jwk)})
 	return done, g, err
 }
 

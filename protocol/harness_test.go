@@ -66,6 +66,7 @@ func testConfig() protocol.Config {
 	cfg.Server.RequestTimeoutMS = 5000
 	cfg.Server.RetryAfterSeconds = 2
 	cfg.Server.MaxBodyBytes = 16 << 10
+	cfg.Server.VerdictWaitMS = 0 // these tests record verdicts after the answer; verdict_test.go waits
 	cfg.Policy.DenyDomains = []string{"denied.example"}
 	def := cfg.Profiles["default"]
 	relay := def
@@ -137,7 +138,11 @@ func newEnvVia(t *testing.T, kind, url, via string, mutate func(*protocol.Config
 	if logs != nil {
 		logw = io.MultiWriter(logw, logs)
 	}
-	srv, err := protocol.New(cfg, st, protocol.Options{Logger: slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	opts := protocol.Options{Logger: slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if cfg.Server.VerdictWaitMS > 0 {
+		opts.Verdicts = watchVerdicts(t, db)
+	}
+	srv, err := protocol.New(cfg, st, opts)
 	if err != nil {
 		t.Fatalf("protocol.New: %v", err)
 	}
@@ -505,7 +510,20 @@ func (e *env) issueAs(t *testing.T, a *account, profile string, edit func(*x509.
 	leafKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	r = e.post(t, a, o.Finalize, map[string]any{"csr": b64(csrFor(t, leafKey, names...))})
 	wantStatus(t, r, http.StatusOK)
+	der, serial := e.recordIssued(t, a, profile, orderURL, leafKey, edit, names...)
+	got := e.getOrder(t, a, orderURL)
+	if got.Status != acme.StatusValid || got.Certificate == "" {
+		t.Fatalf("order after issuance: status %s certificate %q", got.Status, got.Certificate)
+	}
+	return issued{der: der, key: leafKey, serial: serial, orderURL: orderURL, certURL: got.Certificate}
+}
 
+// recordIssued stands in for the worker once the order at orderURL is
+// finalized: signs a certificate of names for leafKey with the test CA
+// (its template changed by edit, if not nil) and records it with
+// store.OrderIssued.
+func (e *env) recordIssued(t *testing.T, a *account, profile, orderURL string, leafKey *ecdsa.PrivateKey, edit func(*x509.Certificate), names ...string) (der []byte, serial string) {
+	t.Helper()
 	sn, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
 	tmpl := &x509.Certificate{SerialNumber: sn, DNSNames: names, NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(48 * time.Hour)}
 	if edit != nil {
@@ -515,7 +533,7 @@ func (e *env) issueAs(t *testing.T, a *account, profile string, edit func(*x509.
 	if err != nil {
 		t.Fatal(err)
 	}
-	serial := fmt.Sprintf("%x", sn)
+	serial = fmt.Sprintf("%x", sn)
 	chain := append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: e.caCert.Raw})...)
 	if profile == "" {
 		profile = "default"
@@ -531,11 +549,7 @@ func (e *env) issueAs(t *testing.T, a *account, profile string, edit func(*x509.
 	if err != nil {
 		t.Fatalf("OrderIssued: %v", err)
 	}
-	got := e.getOrder(t, a, orderURL)
-	if got.Status != acme.StatusValid || got.Certificate == "" {
-		t.Fatalf("order after issuance: status %s certificate %q", got.Status, got.Certificate)
-	}
-	return issued{der: der, key: leafKey, serial: serial, orderURL: orderURL, certURL: got.Certificate}
+	return der, serial
 }
 
 // jobCount counts River jobs of kind, straight from the queue's table.

@@ -20,6 +20,10 @@ type metrics struct {
 	latency  *prometheus.HistogramVec
 	rejected prometheus.Counter
 	inFlight prometheus.Gauge
+	// verdictWaiting counts the requests waiting for a verdict (holding
+	// no permit); verdictWaits how their waits ended.
+	verdictWaiting prometheus.Gauge
+	verdictWaits   *prometheus.CounterVec
 }
 
 // registerMetrics registers the request metrics with opts.Registry (by
@@ -54,8 +58,17 @@ func (s *Server) registerMetrics(opts Options) error {
 			Name: "hallmark_frontend_requests_in_flight",
 			Help: "Requests holding an admission permit.",
 		}),
+		verdictWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hallmark_frontend_verdict_waiting",
+			Help: "Requests waiting for a worker's verdict (server.verdict_wait_ms), holding no admission permit.",
+		}),
+		verdictWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hallmark_frontend_verdict_waits_total",
+			Help: "Waits for a verdict, by how they ended: verdict (answered with it), timeout (answered processing), busy (woken with no admission permit free to read it: answered processing).",
+		}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{s.metrics.requests, s.metrics.latency, s.metrics.rejected, s.metrics.inFlight} {
+	for _, c := range []prometheus.Collector{s.metrics.requests, s.metrics.latency, s.metrics.rejected, s.metrics.inFlight,
+		s.metrics.verdictWaiting, s.metrics.verdictWaits} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("registering metrics: %w", err)
 		}
@@ -116,16 +129,14 @@ func (s *Server) instrument(name string, admit bool, h func(http.ResponseWriter,
 			// At most max_concurrent_requests in handlers; beyond that the
 			// answer is an immediate 503, never a queue that grows without
 			// bound while clients time out.
-			select {
-			case s.permits <- struct{}{}:
-				s.metrics.inFlight.Inc()
-				defer func() { <-s.permits; s.metrics.inFlight.Dec() }()
-			default:
+			adm := &admission{s: s}
+			if !adm.take() {
 				s.metrics.rejected.Inc()
 				s.problem(w, r, acme.Unavailable(s.retry, "the server is busy; retry in %d seconds", int(s.retry/time.Second)))
 				return
 			}
-			ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+			defer adm.release()
+			ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), admissionKey{}, adm), s.timeout)
 			defer cancel()
 			r = r.WithContext(ctx)
 			// The deadline covers reading the body too: a client that

@@ -501,5 +501,16 @@ func (s *Server) order(w http.ResponseWriter, p *post) error {
 	if err != nil {
 		return err
 	}
+	return s.answerOrder(w, p, o)
+}
+
+// answerOrder answers a read or finalize of o with 200: once the worker
+// issued or failed it, if it is processing and that comes within
+// server.verdict_wait_ms (await.go).
+func (s *Server) answerOrder(w http.ResponseWriter, p *post, o *store.Order) error {
+	o, err := s.settledOrder(p, o)
+	if err != nil {
+		return err
+	}
 	return s.writeOrder(w, http.StatusOK, o)
 }

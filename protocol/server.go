@@ -28,6 +28,9 @@ type Options struct {
 	// Gatherer is what /metrics serves. Default: Registry if it is also a
 	// Gatherer, else prometheus.DefaultGatherer.
 	Gatherer prometheus.Gatherer
+	// Verdicts wakes requests waiting for a verdict
+	// (server.verdict_wait_ms). nil: every request answers at once.
+	Verdicts Verdicts
 }
 
 // Config is what New builds the frontend from: [server], [limits],
@@ -70,6 +73,8 @@ type Server struct {
 	gather  prometheus.Gatherer
 	metrics metrics
 	handler http.Handler
+	// verdicts: what a request waiting for a verdict waits on (await.go).
+	verdicts Verdicts
 }
 
 // New builds the frontend for cfg on st. It loads the shared nonce key from
@@ -82,7 +87,7 @@ func New(cfg Config, st store.Store, opts Options) (*Server, error) {
 	if _, ok := cfg.Profiles[cfg.DefaultProfile]; !ok {
 		return nil, fmt.Errorf("default_profile %q is not a configured profile", cfg.DefaultProfile)
 	}
-	s := &Server{cfg: cfg, base: base, st: st, log: opts.Logger}
+	s := &Server{cfg: cfg, base: base, st: st, log: opts.Logger, verdicts: opts.Verdicts}
 	s.unbound.max = 100_000 // account IDs are small
 	if s.log == nil {
 		s.log = slog.Default()

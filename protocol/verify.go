@@ -11,6 +11,7 @@ import (
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/jws"
+	"github.com/hallmark-ca/hallmark/protocol/verdict"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -35,6 +36,7 @@ type post struct {
 	now     time.Time      // the database clock when the nonce was consumed
 	ahead   *aheadResult   // the route's first read, made while the nonce was consumed (ahead.go)
 	aheadOf store.Lookup   // what ahead read
+	mark    verdict.Mark   // taken before the request's first read: a verdict's wait starts from it (await.go)
 }
 
 // isGet reports a POST-as-GET: an empty payload (RFC 8555 §6.3).
@@ -141,13 +143,14 @@ func (s *Server) consumeNonce(r *http.Request, sg *signed, ahead readAhead) (*po
 	if sg.guess == nil && sg.byAccount() {
 		meanwhile = func() { sg.guess = s.guess(sg.msg, sg.acctID) }
 	}
+	mark := s.mark()
 	red := s.nonces.Begin(r.Context(), sg.msg.Nonce, sg.acctID, first, meanwhile)
 	acct, now, err := red.Wait(r.Context())
 	if err != nil {
 		return nil, nil, s.storeErr(err, "consuming the nonce")
 	}
 	s.clock.observe(now)
-	p := &post{r: r, url: sg.url, now: now}
+	p := &post{r: r, url: sg.url, now: now, mark: mark}
 	if v, err, ok := red.Found(); ok {
 		p.ahead, p.aheadOf = &aheadResult{v: v, err: err}, first
 	}

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/cmd/internal/process"
 	"github.com/hallmark-ca/hallmark/protocol"
+	"github.com/hallmark-ca/hallmark/protocol/verdict"
 	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/store/redact"
 )
@@ -68,8 +70,13 @@ func run(c *cli.Context) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var verdicts protocol.Verdicts
+	if cfg.Server.VerdictWaitMS > 0 {
+		verdicts = watchVerdicts(ctx, db, log)
+	}
 	srv, err := protocol.New(protocol.Config{Server: cfg.Server, Limits: cfg.Limits, Policy: cfg.Policy,
-		Profiles: cfg.Profiles, DefaultProfile: cfg.DefaultProfile}, db.Store, protocol.Options{Logger: log, Registry: reg, Gatherer: reg})
+		Profiles: cfg.Profiles, DefaultProfile: cfg.DefaultProfile}, db.Store,
+		protocol.Options{Logger: log, Registry: reg, Gatherer: reg, Verdicts: verdicts})
 	if err != nil {
 		return err
 	}
@@ -111,4 +118,17 @@ func run(c *cli.Context) error {
 	}
 	log.Info("ACME directory", "url", cfg.Server.BaseURL+"/directory", "listen", ln.Addr().String(), "tls", cert != "")
 	return process.Serve(ctx, hs, ln, cert, key, 10*time.Second)
+}
+
+// watchVerdicts starts the frontend's one watch of the workers' verdicts
+// (store/open.DB.WatchVerdicts), for the requests that wait for one
+// (server.verdict_wait_ms); it stops with ctx.
+func watchVerdicts(ctx context.Context, db *open.DB, log *slog.Logger) *verdict.Hub {
+	hub := verdict.New()
+	go func() {
+		if err := db.WatchVerdicts(ctx, hub); err != nil && ctx.Err() == nil {
+			log.Error("watching verdicts: requests answer processing at once", "err", err)
+		}
+	}()
+	return hub
 }

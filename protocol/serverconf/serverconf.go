@@ -21,11 +21,17 @@ type Server struct {
 	PlainHTTP bool   `toml:"plain_http"` // behind a TLS-terminating proxy
 	// PublicHTTPListen serves CRLs and issuer certificates over plain
 	// http (never the ACME API). Empty disables it.
-	PublicHTTPListen        string   `toml:"public_http_listen"`
-	MaxConcurrentRequests   int      `toml:"max_concurrent_requests"`
-	RequestTimeoutMS        int      `toml:"request_timeout_ms"`
-	MaxBodyBytes            int64    `toml:"max_body_bytes"`
-	RetryAfterSeconds       int      `toml:"retry_after_seconds"`
+	PublicHTTPListen      string `toml:"public_http_listen"`
+	MaxConcurrentRequests int    `toml:"max_concurrent_requests"`
+	RequestTimeoutMS      int    `toml:"request_timeout_ms"`
+	MaxBodyBytes          int64  `toml:"max_body_bytes"`
+	RetryAfterSeconds     int    `toml:"retry_after_seconds"`
+	// VerdictWaitMS is how long a challenge POST, a finalize, or a read
+	// of a challenge, authorization or order still processing waits for
+	// the worker's verdict before it answers processing (with
+	// Retry-After); the wait holds no admission permit and no database
+	// connection. 0 answers at once.
+	VerdictWaitMS           int      `toml:"verdict_wait_ms"`
 	TermsOfService          string   `toml:"terms_of_service"`
 	Website                 string   `toml:"website"`
 	CAAIdentities           []string `toml:"caa_identities"`
@@ -45,10 +51,20 @@ type Server struct {
 func DefaultServer() Server {
 	return Server{
 		Listen: "127.0.0.1:14000", PublicHTTPListen: "127.0.0.1:14080", MaxConcurrentRequests: 256, RequestTimeoutMS: 10000,
-		MaxBodyBytes: 64 << 10, RetryAfterSeconds: 1, NonceLifetimeSeconds: 3600,
+		MaxBodyBytes: 64 << 10, RetryAfterSeconds: 1, VerdictWaitMS: DefaultVerdictWaitMS, NonceLifetimeSeconds: 3600,
 		OrderLifetimeHours: 24 * 7, AuthzLifetimeHours: 24 * 30,
 		CAAIdentities: []string{"hallmark.invalid"},
 	}
+}
+
+// DefaultVerdictWaitMS is verdict_wait_ms's default: well past the time a
+// validation or an issuance takes when nothing is wrong
+// (docs/performance.md, "Verdict waiting").
+const DefaultVerdictWaitMS = 500
+
+// VerdictWait is verdict_wait_ms as a duration.
+func (s Server) VerdictWait() time.Duration {
+	return time.Duration(s.VerdictWaitMS) * time.Millisecond
 }
 
 // RequestTimeout is request_timeout_ms as a duration.
@@ -93,6 +109,9 @@ func (s Server) Validate() error {
 	}
 	if s.RetryAfterSeconds < 0 {
 		add("server.retry_after_seconds", "must not be negative")
+	}
+	if s.VerdictWaitMS < 0 || (s.VerdictWaitMS > 0 && s.VerdictWaitMS > s.RequestTimeoutMS-1000) {
+		add("server.verdict_wait_ms", "must be 0 (answer at once) up to request_timeout_ms - 1000 (%d), so the answer fits in the request's time; got %d", max(0, s.RequestTimeoutMS-1000), s.VerdictWaitMS)
 	}
 	if s.RenewalInfoRetryAfterSeconds < 0 {
 		add("server.renewal_info_retry_after_seconds", "must not be negative")

@@ -56,6 +56,7 @@ type DB struct {
 	dialect *sqlstore.Dialect
 	advice  func(context.Context) ([]string, error) // nil: nothing to check
 	backup  func(ctx context.Context, path string) (Backup, error)
+	pool    *pgxpool.Pool // PostgreSQL's; nil on SQLite
 }
 
 // Backup is what DB.Backup wrote.
@@ -120,6 +121,7 @@ func fromPool(pool *pgxpool.Pool) *DB {
 		conn:    postgres.Conn(pool),
 		dialect: sqlstore.Postgres,
 		advice:  func(ctx context.Context) ([]string, error) { return postgres.Advice(ctx, pool) },
+		pool:    pool,
 	}
 }
 

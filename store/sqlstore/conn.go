@@ -131,6 +131,9 @@ type Dialect struct {
 	pin        func(col, param string) string
 	positional bool // rewrite $N to ?N (SQLite binds "$1" by name)
 	encodeTime func(time.Time) any
+	// announce announces a verdict on subject $1 at its transaction's
+	// commit ("" where the database cannot: the frontend polls, Settled).
+	announce string
 	// migrationLock serializes concurrent migrators ("" when BEGIN
 	// IMMEDIATE already does).
 	migrationLock    string
@@ -151,6 +154,7 @@ var Postgres = &Dialect{
 	inList:     [2]string{"= ANY (ARRAY(", "))"},
 	pin:        func(col, p string) string { return col + " >= " + p + " AND " + col + " <= " + p },
 	encodeTime: func(t time.Time) any { return t.UTC() },
+	announce:   `SELECT pg_notify('` + VerdictChannel + `', $1)`,
 	// Any constant works; it only has to be the same for every migrator.
 	migrationLock: "SELECT pg_advisory_xact_lock(7261001)",
 	migrationsTable: `CREATE TABLE IF NOT EXISTS schema_migrations (

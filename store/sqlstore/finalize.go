@@ -116,6 +116,7 @@ func (s *Store) OrderIssued(ctx context.Context, in store.Issued) error {
 			// (Issuers).
 			b.exec("registering issuer "+c.IssuerID, certIssuerRegisterSQL, c.Serial)
 		}
+		s.announce(&b, in.OrderID)
 		n, err := t.sendLast(ctx, &b)
 		if len(n) > found && n[moved] == 0 {
 			if n[found] == 0 {
@@ -152,11 +153,16 @@ func (s *Store) orderFail(ctx context.Context, t *txn, orderID string, p acme.Pr
 	if err != nil {
 		return err
 	}
-	n, err := t.exec(ctx, orderFailSQL, orderID, pt)
+	// The swap and its announcement in one round trip; a swap that moved
+	// nothing returns an error, which rolls the announcement back.
+	var b batch
+	moved := b.exec("", orderFailSQL, orderID, pt)
+	s.announce(&b, orderID)
+	n, err := t.send(ctx, &b)
 	if err != nil {
 		return err
 	}
-	if n == 0 {
+	if n[moved] == 0 {
 		o, err := s.orderByID(ctx, t, orderID)
 		if err != nil {
 			return err

@@ -60,7 +60,8 @@ func (s *Store) verdict(ctx context.Context, t *txn, challengeID string, status 
 	//   - for valid, the orders whose authorizations are now all valid; for
 	//     invalid, the sibling challenges and the orders, only if the
 	//     authorization is invalid (were it invalid already, this challenge
-	//     would have been invalidated with it and lost its swap).
+	//     would have been invalidated with it and lost its swap);
+	//   - the announcement to the frontends (announce), sent at the commit.
 	// The orders are found from the challenge, never through their status:
 	// {inlist} makes PostgreSQL look the challenge's few orders up by id
 	// before it reads any order (an InitPlan, then orders_id_key), and
@@ -84,6 +85,7 @@ func (s *Store) verdict(ctx context.Context, t *txn, challengeID string, status 
 		b.exec("", verdictSiblingsSQL, challengeID)
 		b.exec("", verdictInvalidSQL, challengeID, pt)
 	}
+	s.announce(&b, challengeID)
 	_, won, err := t.sendSwapLast(ctx, &b, swap)
 	if err != nil {
 		return fmt.Errorf("recording verdict on challenge %s: %w", challengeID, err)
