@@ -14,6 +14,7 @@ import (
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/store/postgres"
+	"github.com/hallmark-ca/hallmark/store/sqlstore"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
 
@@ -24,7 +25,9 @@ import (
 // and wakes the workers with exactly one notification (River's own,
 // arriving after the COMMIT, is not sent again); a verdict is two (BEGIN,
 // the lock of the orders and the challenge's swap, then the rest with
-// COMMIT); storing the certificate is one. Each round trip at one request
+// COMMIT); storing the certificate is one. A verdict and a certificate
+// stored are each announced to the frontends once (VerdictChannel), in
+// the same round trip. Each round trip at one request
 // at a time costs a process wake-up.
 func TestWriteRoundTrips(t *testing.T) {
 	t.Parallel()
@@ -54,6 +57,23 @@ func TestWriteRoundTrips(t *testing.T) {
 	defer listener.Close(context.WithoutCancel(ctx))
 	if _, err := listener.Exec(ctx, `LISTEN "public.river_insert"`); err != nil {
 		t.Fatal(err)
+	}
+	announced, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer announced.Close(context.WithoutCancel(ctx))
+	if _, err := announced.Exec(ctx, "LISTEN "+sqlstore.VerdictChannel); err != nil {
+		t.Fatal(err)
+	}
+	wantAnnounced := func(name, subject string) {
+		t.Helper()
+		if err := wantNotification(ctx, announced, subject); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if err := wantNotification(ctx, announced, ""); err != nil {
+			t.Errorf("%s: a second announcement: %v", name, err)
+		}
 	}
 	wantOneNotification := func(name, queue string) {
 		t.Helper()
@@ -119,6 +139,7 @@ func TestWriteRoundTrips(t *testing.T) {
 		count("ChallengeVerdict", 1, func() error {
 			return s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: a.Challenges[0].ID, Status: acme.StatusValid})
 		})
+		wantAnnounced("ChallengeVerdict", a.Challenges[0].ID)
 		count("OrderFinalizeBegin", 1, func() error {
 			_, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil)
 			if err == nil && !claimed {
@@ -131,6 +152,7 @@ func TestWriteRoundTrips(t *testing.T) {
 			return s.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: fmt.Sprintf("0abc%d", i),
 				IssuerID: "i", Names: []string{"trips.example"}, NotBefore: now, NotAfter: now.Add(time.Hour)}})
 		})
+		wantAnnounced("OrderIssued", o.ID)
 	}
 
 	// A challenge POST or a finalize folded with its nonce is one round
