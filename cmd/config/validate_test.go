@@ -29,6 +29,9 @@ func TestValidateRanges(t *testing.T) {
 		{"[server]\norder_lifetime_hours = -1\n", "server.order_lifetime_hours"},
 		{"[server]\nauthz_lifetime_hours = 0\n", "server.authz_lifetime_hours"},
 		{"[server]\nretry_after_seconds = -1\n", "server.retry_after_seconds"},
+		{"[server]\nverdict_wait_ms = -1\n", "server.verdict_wait_ms"},
+		// The wait's answer must fit in the request's time.
+		{"[server]\nrequest_timeout_ms = 3000\nverdict_wait_ms = 2001\n", "server.verdict_wait_ms"},
 		{"[database]\nmax_conns = -3\n", "database.max_conns"},
 		{"[challenge]\nhttp_port = 0\n", "challenge.http_port"},
 		{"[challenge]\ntls_alpn_port = 70000\n", "challenge.tls_alpn_port"},
@@ -54,6 +57,8 @@ func TestValidateRanges(t *testing.T) {
 		"",
 		"[ca]\ncrl_validity_hours = 1\n[worker]\ncrl_interval_minutes = 29\n",
 		"[server]\nretry_after_seconds = 0\n[database]\nmax_conns = 0\n",
+		"[server]\nverdict_wait_ms = 0\n",
+		"[server]\nrequest_timeout_ms = 3000\nverdict_wait_ms = 2000\n",
 		"[challenge]\nhttp_port = 65535\ntls_alpn_port = 1\n",
 		"[profiles.wild]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-01\"]\nallow_wildcards = true\n" +
 			"[profiles.ip]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"tls-alpn-01\"]\nidentifier_types = [\"ip\"]\n",

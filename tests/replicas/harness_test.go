@@ -81,6 +81,8 @@ type cluster struct {
 	holes     map[string]bool          // hosts whose http-01 never answers
 	holeConns atomic.Int64             // black-holed validations started
 	holeOpen  atomic.Int64             // black-holed validations still hanging
+	gates     map[string]chan struct{} // hosts whose http-01 answers once the channel closes
+	gated     atomic.Int64             // http-01 requests held at a gate so far
 	legoExtra []string                 // extra lego flags for every run
 	refusals  []refusal                // every answer through the proxy that was not 2xx
 }
@@ -104,7 +106,8 @@ func startCluster(t *testing.T, dbURL string, o options) *cluster {
 	}
 	dir := t.TempDir()
 	c := &cluster{t: t, dir: dir, dbURL: dbURL, dns: testdns.Start(t), webroot: filepath.Join(dir, "webroot"),
-		root: filepath.Join(dir, "ca", "root.pem"), slowHosts: map[string]time.Duration{}, holes: map[string]bool{}}
+		root: filepath.Join(dir, "ca", "root.pem"), slowHosts: map[string]time.Duration{}, holes: map[string]bool{},
+		gates: map[string]chan struct{}{}}
 	c.perFE = make([]atomic.Int64, o.frontends)
 	if err := os.MkdirAll(filepath.Join(c.webroot, ".well-known", "acme-challenge"), 0o755); err != nil {
 		t.Fatal(err)
@@ -260,8 +263,8 @@ func (c *cluster) startProxy(port int) {
 
 // serveChallenges answers http-01 from the webroot lego writes, on one
 // port for every name (the DNS server answers 127.0.0.1 for all). A slow
-// host's answer is delayed; a black-holed host's connection is held open
-// and never answered.
+// host's answer is delayed; a gated host's held until its gate opens; a
+// black-holed host's connection is held open and never answered.
 func (c *cluster) serveChallenges() int {
 	c.t.Helper()
 	files := http.FileServer(http.Dir(c.webroot))
@@ -271,8 +274,16 @@ func (c *cluster) serveChallenges() int {
 			host = r.Host
 		}
 		c.mu.Lock()
-		delay, hole := c.slowHosts[host], c.holes[host]
+		delay, hole, gate := c.slowHosts[host], c.holes[host], c.gates[host]
 		c.mu.Unlock()
+		if gate != nil {
+			c.gated.Add(1)
+			select {
+			case <-gate:
+			case <-r.Context().Done():
+				return
+			}
+		}
 		if hole {
 			c.holeConns.Add(1)
 			c.holeOpen.Add(1)
@@ -312,6 +323,16 @@ func (c *cluster) slow(host string, d time.Duration) {
 	c.mu.Lock()
 	c.slowHosts[host] = d
 	c.mu.Unlock()
+}
+
+// gate holds host's http-01 answers until the returned function is called.
+func (c *cluster) gate(host string) (release func()) {
+	ch := make(chan struct{})
+	c.mu.Lock()
+	c.gates[host] = ch
+	c.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(func() { close(ch) }) }
 }
 
 func (c *cluster) blackhole(host string) {
