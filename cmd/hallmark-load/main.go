@@ -133,6 +133,7 @@ func cmdBench(ctx context.Context, args []string) error {
 	workerConc := fs.Int("worker-concurrency", 0, "Hallmark worker.concurrency (0: Hallmark's default, 8, with validations at worker.validation_concurrency's 100)")
 	maxConns := fs.Int("max-conns", 0, "Hallmark database.max_conns (0: Hallmark's default, four per CPU)")
 	retryAfter := fs.Int("retry-after", 1, "Hallmark server.retry_after_seconds (the generator polls at --poll when that is sooner)")
+	verdictWait := fs.Int("verdict-wait-ms", -1, "Hallmark server.verdict_wait_ms (-1: Hallmark's default; 0 answers processing at once)")
 	extra := fs.String("hallmark-config-extra", "", "TOML appended to Hallmark's configuration")
 	keep := fs.Bool("keep", false, "keep each run's directory and logs")
 	profDir := fs.String("profile-dir", "", "serve pprof from Hallmark's frontend and worker and save a CPU profile of each run here")
@@ -169,7 +170,7 @@ func cmdBench(ctx context.Context, args []string) error {
 	}
 	defer resp.Close()
 	env := &benchEnv{BinDir: *binDir, Pebble: *pebble, PostgresURL: *pg, WorkDir: work, Resp: resp, Keep: *keep,
-		Log: os.Stderr, WorkerConcurrency: *workerConc, MaxConns: *maxConns, RetryAfterSeconds: *retryAfter, ExtraConfig: *extra,
+		Log: os.Stderr, WorkerConcurrency: *workerConc, MaxConns: *maxConns, RetryAfterSeconds: *retryAfter, VerdictWaitMS: *verdictWait, ExtraConfig: *extra,
 		ProfileDir: *profDir, ProfileSeconds: *profSecs}
 	if strings.Contains(*targets, "postgres") {
 		// Figures on PostgreSQL depend on how its server is set up; say so

@@ -95,6 +95,7 @@ type benchEnv struct {
 	WorkerConcurrency int
 	MaxConns          int
 	RetryAfterSeconds int
+	VerdictWaitMS     int    // server.verdict_wait_ms; below 0: Hallmark's default
 	ExtraConfig       string // appended to Hallmark's configuration
 	// ProfileDir, when set, makes the frontend and worker serve pprof and
 	// each run save ProfileSeconds of CPU profile of both there.
@@ -169,6 +170,10 @@ func (e *benchEnv) startHallmark(ctx context.Context, storeKind, backend string)
 	if e.WorkerConcurrency > 0 {
 		workerConcurrency = fmt.Sprintf("concurrency = %d\n", e.WorkerConcurrency)
 	}
+	verdictWait := "" // the configuration's default
+	if e.VerdictWaitMS >= 0 {
+		verdictWait = fmt.Sprintf("verdict_wait_ms = %d\n", e.VerdictWaitMS)
+	}
 	cfg := top + fmt.Sprintf(`[database]
 url = %q
 max_conns = %d
@@ -182,7 +187,7 @@ caa_identities = ["hallmark.test"]
 retry_after_seconds = %d
 max_concurrent_requests = 1024
 pprof_listen = %q
-
+%s
 [worker]
 %shealth_listen = "127.0.0.1:%d"
 pprof_listen = %q
@@ -195,7 +200,7 @@ timeout_ms = 5000
 [ca]
 dir = "ca"
 %s
-%s`, dbURL, e.MaxConns, listen, ports[1], e.RetryAfterSeconds, pprofServer, workerConcurrency, ports[2], pprofWorker,
+%s`, dbURL, e.MaxConns, listen, ports[1], e.RetryAfterSeconds, pprofServer, verdictWait, workerConcurrency, ports[2], pprofWorker,
 		e.Resp.DNSAddr, e.Resp.HTTPPort, tables, e.ExtraConfig)
 	cfgPath := filepath.Join(dir, "hallmark.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
