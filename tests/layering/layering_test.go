@@ -40,6 +40,7 @@ var never = []struct{ from, to, why string }{
 	{"cmd/hallmark-load", module + "/...", "the load generator is an outside ACME client: it measures the built binaries and links none of their code"},
 	{"store/redact", module + "/...", "redact is linked by every binary: standard library only"},
 	{"protocol/profile", module + "/...", "the profile is shared by the frontend, the worker and the signer: standard library only"},
+	{"protocol/verdict", module + "/...", "the frontend's waiting requests, fed by the store through an interface (open.Verdicts): standard library only"},
 	{"protocol/serverconf", module + "/...", "a configuration leaf every binary links: standard library only"},
 	{"signer/signerconf", module + "/...", "a configuration leaf every binary links (exempt): standard library only"},
 	{"worker/workerconf", module + "/...", "a configuration leaf every binary links (exempt): standard library only"},
