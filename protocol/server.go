@@ -28,6 +28,9 @@ type Options struct {
 	// Gatherer is what /metrics serves. Default: Registry if it is also a
 	// Gatherer, else prometheus.DefaultGatherer.
 	Gatherer prometheus.Gatherer
+	// Version is the binary's version line, served by /healthz under its
+	// "ok"; empty serves "ok" alone.
+	Version string
 }
 
 // Config is what New builds the frontend from: [server], [limits],
@@ -68,6 +71,7 @@ type Server struct {
 	retry   time.Duration
 	outages outageLog // requests refused for a database outage (outage.go)
 	gather  prometheus.Gatherer
+	version string // Options.Version
 	metrics metrics
 	handler http.Handler
 }
@@ -82,7 +86,7 @@ func New(cfg Config, st store.Store, opts Options) (*Server, error) {
 	if _, ok := cfg.Profiles[cfg.DefaultProfile]; !ok {
 		return nil, fmt.Errorf("default_profile %q is not a configured profile", cfg.DefaultProfile)
 	}
-	s := &Server{cfg: cfg, base: base, st: st, log: opts.Logger}
+	s := &Server{cfg: cfg, base: base, st: st, log: opts.Logger, version: opts.Version}
 	s.unbound.max = 100_000 // account IDs are small
 	if s.log == nil {
 		s.log = slog.Default()

@@ -14,18 +14,16 @@ import (
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/cmd/internal/process"
+	"github.com/hallmark-ca/hallmark/cmd/internal/version"
 	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/store/redact"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 func main() {
 	app := &cli.App{
 		Name:    "hallmark",
 		Usage:   "operate a Hallmark ACME CA",
-		Version: version,
+		Version: version.Get().String(),
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, EnvVars: []string{"HALLMARK_CONFIG"}, Usage: "configuration file (TOML)"},
 		},
@@ -95,14 +93,7 @@ func main() {
 			keysCommand(),
 			backupCommand(),
 			ariCommand(),
-			{
-				Name:  "version",
-				Usage: "print the version",
-				Action: func(*cli.Context) error {
-					fmt.Println("hallmark", version)
-					return nil
-				},
-			},
+			version.Command("hallmark"),
 		},
 	}
 	cli.ErrWriter = process.MaskedStderr()
