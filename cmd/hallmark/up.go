@@ -19,8 +19,6 @@ import (
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/cmd/internal/process"
-	"github.com/hallmark-ca/hallmark/store/open"
-	"github.com/hallmark-ca/hallmark/store/redact"
 )
 
 // devConfig is the configuration `hallmark up` writes on first run. Paths
@@ -115,9 +113,11 @@ func up(c *cli.Context) error {
 	ctx, stop := process.SignalContext()
 	defer stop()
 
-	if err := open.Migrate(ctx, cfg.Database.URL); err != nil {
-		return fmt.Errorf("migrating %s: %w", redact.URL(cfg.Database.URL), err)
+	db, err := migrate(ctx, cfg.Database.URL)
+	if err != nil {
+		return err
 	}
+	db.Close()
 	self, err := os.Executable()
 	if err != nil {
 		return err
