@@ -67,6 +67,15 @@ dist: ## release tarball and Debian package into dist/ (this machine's architect
 	cd $(DIST) && sha256sum $(RELEASE).tar.gz hallmark_$(DEB_VERSION)-1_$(DEB_ARCH).deb > SHA256SUMS-$(VERSION)
 	@echo "make dist: $(DIST)/$(RELEASE).tar.gz $(DIST)/hallmark_$(DEB_VERSION)-1_$(DEB_ARCH).deb"
 
+# A container image of the same binaries, on no base image (nothing is
+# pulled); PODMAN may carry podman's global flags.
+IMAGE  ?= hallmark:$(VERSION)
+PODMAN ?= podman
+image: ## container image hallmark:VERSION of the release binaries (podman, no base image)
+	$(MAKE) --no-print-directory build BIN=$(DIST)/image/bin VERSION='$(VERSION)' COMMIT='$(COMMIT)' BUILD_DATE='$(BUILD_DATE)'
+	PODMAN='$(PODMAN)' deploy/container/build $(DIST)/image/bin $(IMAGE)
+	@echo "make image: $(IMAGE)"
+
 # The load benchmark at the issue's targets' conditions (docs/performance.md,
 # "The targets"): c=1 polling every 5 ms, c=8, and c=32 with at
 # least 1,000 issuances.
@@ -109,4 +118,4 @@ lint: ## gofmt and go vet
 clean: ## remove bin/, dist/ and the local data directory
 	rm -rf $(BIN) $(DIST) $(DATA)
 
-.PHONY: help build version run test dist bench fuzz lint clean
+.PHONY: help build version run test dist image bench fuzz lint clean
