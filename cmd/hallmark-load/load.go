@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -66,6 +67,10 @@ type result struct {
 	// last successful issuance, the span RatePerSec counts over.
 	Stalled bool
 	Active  time.Duration
+	// Failed is why the run could not be made (the server did not start,
+	// or answered with an error before the clock started); a row of its
+	// own, so the bench goes on.
+	Failed string
 }
 
 func (r *result) CertsPerSec() float64 {
@@ -116,24 +121,18 @@ func contains(ss []string, s string) bool {
 
 // runLoad creates one account per concurrent client (untimed), then runs
 // Count issuances on Concurrency goroutines, each for a fresh name, until
-// done or Timeout.
+// done or Timeout. A server that stops answering while the accounts are
+// made ends the run as stalled too, with nothing issued.
 func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	hc := newHTTPClient(spec.Roots, spec.Concurrency)
-	dir, err := fetchDirectory(ctx, hc, spec.Directory)
+	clients, keys, err := createAccounts(ctx, spec, hc)
+	if errors.Is(err, errStalled) {
+		kind := "stalled creating accounts (--stall reached)"
+		return &result{Spec: spec, Stalled: true, Steps: map[string][]time.Duration{},
+			Errors: map[string]int{kind: 1}, Example: map[string]string{kind: err.Error()}}, nil
+	}
 	if err != nil {
 		return nil, err
-	}
-	clients := make([]*client, spec.Concurrency)
-	keys := make([]*ecdsa.PrivateKey, spec.Concurrency)
-	for i := range clients {
-		if clients[i], err = newAccount(ctx, hc, dir, spec.Poll); err != nil {
-			return nil, err
-		}
-		// One certificate key per client: generating a key per issuance
-		// would measure the generator.
-		if keys[i], err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
-			return nil, err
-		}
 	}
 	run := make([]byte, 4)
 	_, _ = rand.Read(run)
@@ -230,6 +229,45 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	res.PeakRSSKiB = after.rss
 	res.PGCommits = after.commits - before.commits
 	return res, nil
+}
+
+// createAccounts fetches the directory and makes one account and one
+// certificate key per client, within Timeout; when Stall passes without
+// an account made the error wraps errStalled.
+func createAccounts(ctx context.Context, spec loadSpec, hc *http.Client) ([]*client, []*ecdsa.PrivateKey, error) {
+	timed, cancel := context.WithTimeout(ctx, spec.Timeout)
+	defer cancel()
+	sctx, stop := context.WithCancelCause(timed)
+	defer stop(nil)
+	var progress stallWatch
+	progress.finished(time.Now())
+	if spec.Stall > 0 {
+		go progress.watch(sctx, spec.Stall, func() { stop(errStalled) })
+	}
+	fail := func(err error) ([]*client, []*ecdsa.PrivateKey, error) {
+		if cause := context.Cause(sctx); errors.Is(cause, errStalled) {
+			return nil, nil, fmt.Errorf("%w: %v", errStalled, err)
+		}
+		return nil, nil, err
+	}
+	dir, err := fetchDirectory(sctx, hc, spec.Directory)
+	if err != nil {
+		return fail(err)
+	}
+	clients := make([]*client, spec.Concurrency)
+	keys := make([]*ecdsa.PrivateKey, spec.Concurrency)
+	for i := range clients {
+		if clients[i], err = newAccount(sctx, hc, dir, spec.Poll); err != nil {
+			return fail(err)
+		}
+		progress.finished(time.Now())
+		// One certificate key per client: generating a key per issuance
+		// would measure the generator.
+		if keys[i], err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+			return nil, nil, err
+		}
+	}
+	return clients, keys, nil
 }
 
 // errStalled is the cause a run's context ends with when Stall passed
