@@ -139,7 +139,7 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	prefix := hex.EncodeToString(run)
 
 	res := &result{Spec: spec, Steps: map[string][]time.Duration{}, Errors: map[string]int{}, Example: map[string]string{}}
-	var mu sync.Mutex
+	tl := &tally{res: res}
 	var next atomic.Int64
 	timed, cancel := context.WithTimeout(ctx, spec.Timeout)
 	defer cancel()
@@ -158,7 +158,6 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	defer endAnon() // an early return stops the sampler too
 	anonPeaks := spec.Procs.anonPeaks(actx, 100*time.Millisecond)
 	start := time.Now()
-	var lastOK time.Time // under mu
 	var progress stallWatch
 	progress.finished(start)
 	if spec.Stall > 0 {
@@ -178,20 +177,7 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 				d, err := c.issue(tctx, name, key, spec.Responders.Tokens)
 				done := time.Now()
 				progress.finished(done)
-				mu.Lock()
-				if err != nil {
-					k := errorKind(err, tctx)
-					if res.Errors[k]++; res.Errors[k] == 1 {
-						res.Example[k] = err.Error()
-					}
-				} else {
-					res.OK++
-					lastOK = done
-					for k, v := range d {
-						res.Steps[k] = append(res.Steps[k], v)
-					}
-				}
-				mu.Unlock()
+				tl.add(tctx, d, err, done)
 				if err != nil {
 					// A failed request may have left no nonce; fetch one.
 					c.nonce = ""
@@ -203,17 +189,11 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	res.Wall = time.Since(start)
 	res.SelfCPU = selfCPU() - selfBefore
 	res.SelfSwitches = selfSwitches() - switchesBefore
-	res.RequestTimes = map[string][]time.Duration{}
-	for _, c := range clients {
-		res.Requests += c.requests
-		for k, ds := range c.took {
-			res.RequestTimes[k] = append(res.RequestTimes[k], ds...)
-		}
-	}
+	res.addRequests(clients)
 	res.Stalled = errors.Is(context.Cause(tctx), errStalled)
 	res.TimedOut = !res.Stalled && tctx.Err() != nil && next.Load() <= int64(spec.Count)
 	if res.OK > 0 {
-		res.Active = lastOK.Sub(start)
+		res.Active = tl.lastOK.Sub(start)
 	}
 	if spec.Procs.pgAdmin != "" {
 		time.Sleep(1500 * time.Millisecond) // let the statistics collector catch up
@@ -229,6 +209,43 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	res.PeakRSSKiB = after.rss
 	res.PGCommits = after.commits - before.commits
 	return res, nil
+}
+
+// tally collects a run's issuances from every goroutine.
+type tally struct {
+	mu     sync.Mutex
+	res    *result
+	lastOK time.Time
+}
+
+// add records one issuance that ended at done: its steps, or its error by
+// kind with the first of each kind in full.
+func (t *tally) add(ctx context.Context, d map[string]time.Duration, err error, done time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err != nil {
+		k := errorKind(err, ctx)
+		if t.res.Errors[k]++; t.res.Errors[k] == 1 {
+			t.res.Example[k] = err.Error()
+		}
+		return
+	}
+	t.res.OK++
+	t.lastOK = done
+	for k, v := range d {
+		t.res.Steps[k] = append(t.res.Steps[k], v)
+	}
+}
+
+// addRequests sums the requests the clients sent and their times by kind.
+func (r *result) addRequests(clients []*client) {
+	r.RequestTimes = map[string][]time.Duration{}
+	for _, c := range clients {
+		r.Requests += c.requests
+		for k, ds := range c.took {
+			r.RequestTimes[k] = append(r.RequestTimes[k], ds...)
+		}
+	}
 }
 
 // createAccounts fetches the directory and makes one account and one
