@@ -71,9 +71,10 @@ dist: ## release tarball and Debian package into dist/ (this machine's architect
 # pulled); PODMAN may carry podman's global flags.
 IMAGE  ?= hallmark:$(VERSION)
 PODMAN ?= podman
+# The binaries are dist's: with dist's BUILD_DATE, go build finds them current.
 image: ## container image hallmark:VERSION of the release binaries (podman, no base image)
-	$(MAKE) --no-print-directory build BIN=$(DIST)/image/bin VERSION='$(VERSION)' COMMIT='$(COMMIT)' BUILD_DATE='$(BUILD_DATE)'
-	PODMAN='$(PODMAN)' deploy/container/build $(DIST)/image/bin $(IMAGE)
+	$(MAKE) --no-print-directory build BIN=$(DIST)/$(RELEASE)/bin VERSION='$(VERSION)' COMMIT='$(COMMIT)' BUILD_DATE='$(BUILD_DATE)'
+	PODMAN='$(PODMAN)' deploy/container/build $(DIST)/$(RELEASE)/bin $(IMAGE)
 	@echo "make image: $(IMAGE)"
 
 # The load benchmark at the issue's targets' conditions (docs/performance.md,

@@ -51,15 +51,9 @@ func TestDebianPackage(t *testing.T) {
 	gate(t)
 	machineLock(t)
 	cleanMachine(t)
-	dist := t.TempDir()
-	start := time.Now()
-	out := run(t, repo, "make", "--no-print-directory", "dist", "DIST="+dist)
-	t.Logf("make dist took %v", time.Since(start).Round(time.Second))
-	version := strings.TrimSpace(run(t, repo, "make", "-s", "--no-print-directory", "version"))
-	deb, tarball := artifact(t, dist, "*.deb"), artifact(t, dist, "*.tar.gz")
-	if !strings.Contains(out, deb) || !strings.Contains(out, tarball) {
-		t.Errorf("make dist does not name what it built (%s, %s):\n%s", deb, tarball, harness.Tail(out, 2000))
-	}
+	rel := makeDist(t)
+	version := rel.version
+	deb, tarball := artifact(t, rel.dir, "*.deb"), artifact(t, rel.dir, "*.tar.gz")
 	checkTarball(t, tarball, version)
 
 	t.Cleanup(func() { cleanMachine(t) })

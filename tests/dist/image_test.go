@@ -35,10 +35,15 @@ func TestContainerImage(t *testing.T) {
 	store := t.TempDir()
 	pm := podman(store)
 	t.Cleanup(func() { _ = exec.Command(pm[0], append(pm[1:], "rm", "--all", "--force")...).Run() })
-	version := strings.TrimSpace(run(t, repo, "make", "-s", "--no-print-directory", "version"))
+	rel := makeDist(t)
+	version := rel.version
 	image := "hallmark:dist-test"
 	start := time.Now()
-	run(t, repo, "make", "--no-print-directory", "image", "DIST="+t.TempDir(), "IMAGE="+image, "PODMAN="+strings.Join(pm, " "))
+	if out, err := makeCmd("image", "DIST="+rel.dir, "BUILD_DATE="+rel.date, "IMAGE="+image, "PODMAN="+strings.Join(pm, " ")).CombinedOutput(); err != nil {
+		t.Fatalf("make image: %v\n%s", err, out)
+	} else if !strings.Contains(string(out), "make image: "+image) {
+		t.Errorf("make image did not say what it built:\n%s", out)
+	}
 	t.Logf("make image took %v", time.Since(start).Round(time.Second))
 
 	data, etc := t.TempDir(), t.TempDir()

@@ -2,6 +2,7 @@ package dist
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
@@ -24,6 +25,68 @@ const (
 	// remove a directory a crashed run left, and nothing else.
 	marker = ".hallmark-dist-test"
 )
+
+// release is one `make dist` for the package's tests: dir holds what it
+// made, built at date, which `make image` is given too, so that go build
+// finds the binaries current rather than linking them again.
+type release struct {
+	dir, version, date string
+}
+
+var (
+	releaseOnce sync.Once
+	built       release
+	buildErr    string
+	releaseDir  string // removed by TestMain
+)
+
+// makeDist runs `make dist` once per test binary.
+func makeDist(t *testing.T) release {
+	t.Helper()
+	releaseOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "hallmark-dist-")
+		if err != nil {
+			buildErr = err.Error()
+			return
+		}
+		releaseDir = dir
+		date := time.Now().UTC().Format(time.RFC3339)
+		start := time.Now()
+		out, err := makeCmd("dist", "DIST="+dir, "BUILD_DATE="+date).CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Sprintf("make dist: %v\n%s", err, out)
+			return
+		}
+		t.Logf("make dist took %v", time.Since(start).Round(time.Second))
+		v, err := makeCmd("-s", "version").Output()
+		if err != nil {
+			buildErr = fmt.Sprintf("make version: %v", err)
+			return
+		}
+		built = release{dir: dir, version: strings.TrimSpace(string(v)), date: date}
+		if !strings.Contains(string(out), "make dist: ") {
+			buildErr = "make dist did not say what it built:\n" + string(out)
+		}
+	})
+	if buildErr != "" {
+		t.Fatal(buildErr)
+	}
+	return built
+}
+
+func makeCmd(args ...string) *exec.Cmd {
+	cmd := exec.Command("make", append([]string{"--no-print-directory"}, args...)...)
+	cmd.Dir = repo
+	return cmd
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if releaseDir != "" {
+		os.RemoveAll(releaseDir)
+	}
+	os.Exit(code)
+}
 
 // machineLock holds the machine for this test until it ends: the package
 // and its user are machine-wide, and other worktrees run this test too.
