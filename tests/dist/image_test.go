@@ -25,6 +25,38 @@ func podman(dir string) []string {
 		"--storage-driver", "vfs", "--cgroup-manager", "cgroupfs", "--runtime", "runc"}
 }
 
+// imageConfig writes etc/hallmark.toml for the containers on free
+// loopback ports, with the state in data (the image's uid owns it), and
+// returns the frontend's and the worker's addresses and the http-01 port.
+func imageConfig(t *testing.T, data, etc string) (listen, health string, httpPort int) {
+	t.Helper()
+	if err := os.Chown(data, 65532, 65532); err != nil {
+		t.Fatal(err)
+	}
+	dns := testdns.Start(t)
+	port := func() int { return harness.FreePort(t) }
+	listen, health, httpPort = fmt.Sprintf("127.0.0.1:%d", port()), fmt.Sprintf("127.0.0.1:%d", port()), port()
+	conf := fmt.Sprintf(`[database]
+url = "sqlite:/var/lib/hallmark/hallmark.db"
+[server]
+listen = %q
+public_http_listen = "127.0.0.1:%d"
+tls_cert = "/var/lib/hallmark/frontend.pem"
+tls_key = "/var/lib/hallmark/frontend.key"
+[worker]
+health_listen = %q
+[challenge]
+resolvers = [%q]
+http_port = %d
+[ca]
+dir = "/var/lib/hallmark/ca"
+`, listen, port(), health, dns.Addr, httpPort)
+	if err := os.WriteFile(filepath.Join(etc, "hallmark.toml"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return listen, health, httpPort
+}
+
 // TestContainerImage builds the image with `make image` and runs the
 // three binaries from it on the host's loopback against SQLite in a
 // volume, until lego holds a certificate.
@@ -47,30 +79,7 @@ func TestContainerImage(t *testing.T) {
 	t.Logf("make image took %v", time.Since(start).Round(time.Second))
 
 	data, etc := t.TempDir(), t.TempDir()
-	if err := os.Chown(data, 65532, 65532); err != nil {
-		t.Fatal(err)
-	}
-	dns := testdns.Start(t)
-	port := func() int { return harness.FreePort(t) }
-	listen, health, httpPort := fmt.Sprintf("127.0.0.1:%d", port()), fmt.Sprintf("127.0.0.1:%d", port()), port()
-	conf := fmt.Sprintf(`[database]
-url = "sqlite:/var/lib/hallmark/hallmark.db"
-[server]
-listen = %q
-public_http_listen = "127.0.0.1:%d"
-tls_cert = "/var/lib/hallmark/frontend.pem"
-tls_key = "/var/lib/hallmark/frontend.key"
-[worker]
-health_listen = %q
-[challenge]
-resolvers = [%q]
-http_port = %d
-[ca]
-dir = "/var/lib/hallmark/ca"
-`, listen, port(), health, dns.Addr, httpPort)
-	if err := os.WriteFile(filepath.Join(etc, "hallmark.toml"), []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	listen, health, httpPort := imageConfig(t, data, etc)
 	podmanRun := func(name string, args ...string) *exec.Cmd {
 		base := append(pm[1:], "run", "--rm", "--name", name, "--network", "host", "--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096",
 			"-v", data+":/var/lib/hallmark", "-v", etc+":/etc/hallmark:ro", image)

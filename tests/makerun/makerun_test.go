@@ -80,20 +80,7 @@ func TestMakeRun(t *testing.T) {
 	start := time.Now()
 	legoBlock(t, dir, lego, r.lego)
 	t.Logf("the README's lego block took %v", time.Since(start).Round(100*time.Millisecond))
-	// lego keeps alpn.localhost's certificate and moves the revoked
-	// test.localhost's into its archive.
-	for _, name := range []string{"test.localhost", "alpn.localhost"} {
-		found, _ := filepath.Glob(filepath.Join(dir, "lego", "certificates", name+".crt"))
-		archived, _ := filepath.Glob(filepath.Join(dir, "lego", "archives", "*."+name+".crt"))
-		if found = append(found, archived...); len(found) == 0 {
-			t.Errorf("lego saved no certificate for %s", name)
-		}
-		for _, f := range found {
-			if c := harness.ReadCert(t, f); len(c.DNSNames) != 1 || c.DNSNames[0] != name {
-				t.Errorf("%s names %v", f, c.DNSNames)
-			}
-		}
-	}
+	legoCerts(t, filepath.Join(dir, "lego"))
 
 	// make dies of the SIGINT, as in a terminal, once up has stopped the
 	// frontend and the worker: every port is free again.
@@ -111,6 +98,25 @@ func TestMakeRun(t *testing.T) {
 		}
 	}
 	t.Logf("make run of %s passed", version)
+}
+
+// legoCerts: lego, in path, holds a certificate for each name the README
+// gets one for; it keeps alpn.localhost's and moves test.localhost's,
+// revoked last, into its archive.
+func legoCerts(t *testing.T, path string) {
+	t.Helper()
+	for _, name := range []string{"test.localhost", "alpn.localhost"} {
+		found, _ := filepath.Glob(filepath.Join(path, "certificates", name+".crt"))
+		archived, _ := filepath.Glob(filepath.Join(path, "archives", "*."+name+".crt"))
+		if found = append(found, archived...); len(found) == 0 {
+			t.Errorf("lego saved no certificate for %s", name)
+		}
+		for _, f := range found {
+			if c := harness.ReadCert(t, f); len(c.DNSNames) != 1 || c.DNSNames[0] != name {
+				t.Errorf("%s names %v", f, c.DNSNames)
+			}
+		}
+	}
 }
 
 // waitRunning waits for up's banner; make builds the binaries first.
