@@ -38,8 +38,9 @@ type AuditFilter struct {
 // validation's with the verdict (Verdict.Trail), and these.
 type Trail interface {
 	// AccountCreateTrailed is AccountCreate, or AccountCreateBound when
-	// keyID is set, with ev recorded in the same transaction, its Subject
-	// the new account's id. A conflict records nothing.
+	// keyID is set, with ev recorded in the same transaction: its Subject
+	// is the new account's id, and its Actor, when empty, the account
+	// ("acme:<id>"). A conflict records nothing.
 	AccountCreateTrailed(ctx context.Context, a *Account, keyID string, ev AuditEvent) (*Account, error)
 	// OrderFailTrailed is OrderFail with ev recorded in its transaction.
 	OrderFailTrailed(ctx context.Context, orderID string, p acme.Problem, ev AuditEvent) error

@@ -89,10 +89,13 @@ func ValidID(id string) bool {
 // MaxText bounds each text field taken from a client (the user agent).
 const MaxText = 256
 
-// Clean is s as the trail keeps a client's text: valid UTF-8, printable
-// (a control character or a NUL becomes '?'), at most MaxText bytes cut at
-// a character's boundary.
-func Clean(s string) string {
+// Clean is s as the trail keeps a client's text: Cut to MaxText bytes.
+func Clean(s string) string { return Cut(s, MaxText) }
+
+// Cut is s as any store can hold it and any log shows it: valid UTF-8,
+// printable (a control character or a NUL becomes '?'), at most n bytes
+// cut at a character's boundary.
+func Cut(s string, n int) string {
 	s = strings.ToValidUTF8(s, "?")
 	s = strings.Map(func(r rune) rune {
 		if !unicode.IsPrint(r) {
@@ -100,14 +103,13 @@ func Clean(s string) string {
 		}
 		return r
 	}, s)
-	if len(s) <= MaxText {
+	if len(s) <= n {
 		return s
 	}
-	cut := MaxText
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
-	return s[:cut]
+	return s[:n]
 }
 
 // LogHandler wraps h so that every record logged with a context carrying

@@ -77,6 +77,9 @@ func (s *Store) AccountCreateTrailed(ctx context.Context, a *store.Account, keyI
 	record := func(t *txn, id string) error {
 		e := ev
 		e.Subject = id
+		if e.Actor == "" {
+			e.Actor = "acme:" + id
+		}
 		return s.audit(ctx, t, e)
 	}
 	if keyID == "" {
