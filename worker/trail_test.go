@@ -129,3 +129,47 @@ func waitLog(t *testing.T, l *lockedLog, parts ...string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestHousekeepingPrunesTheTrail: with audit.retention_days set,
+// housekeeping deletes the trail events older than it and keeps the newer
+// ones and every operator's action, however old.
+func TestHousekeepingPrunesTheTrail(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	r.stopFirst(t)
+	ctx := context.Background()
+	now, err := r.st.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := now.Add(-49 * time.Hour)
+	for _, ev := range []store.AuditEvent{
+		{Actor: "cli:alice", Action: "revoke", Subject: "operator-old", At: old},
+		{Actor: "acme:a", Action: store.ActionCertificateIssued, Subject: "trail-old", At: old, Trail: true},
+		{Actor: "acme:a", Action: store.ActionCertificateIssued, Subject: "trail-new", At: now.Add(-47 * time.Hour), Trail: true},
+	} {
+		if err := r.st.AuditRecord(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.cfg.Audit.RetentionDays = 2
+	r.scheduled = true // housekeeping at start, as hallmark-worker runs it
+	r.startWorker(t, "pruner", r.issuer, 0)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		evs, _, err := r.st.AuditList(ctx, store.Page{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]string, len(evs))
+		for i, e := range evs {
+			got[i] = e.Subject
+		}
+		if strings.Join(got, " ") == "trail-new operator-old" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("audit log %v 20s after the worker started, want [trail-new operator-old]", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
