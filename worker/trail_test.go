@@ -41,7 +41,15 @@ func (l *lockedLog) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l
 // order failed, a validation failed — each in the transaction of its
 // verdict, and its log lines for the job carry the request's id.
 func TestTrailFromTheJob(t *testing.T) {
-	wrong := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "not-it") }))
+	// Answers wrong for wrong.trail.test; keeps the other names' checks
+	// waiting, so that the test's own verdicts (rig.ready) come first.
+	wrong := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if strings.HasPrefix(req.Host, "wrong.trail.test") {
+			fmt.Fprint(w, "not-it")
+			return
+		}
+		<-req.Context().Done()
+	}))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
