@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
-	"github.com/hallmark-ca/hallmark/protocol/origin"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -86,19 +85,13 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// instrument wraps every ACME endpoint: metrics, the request's origin and
-// the headers every response carries (X-Request-Id, Replay-Nonce, Link
-// rel="index"), the admission permit and the
+// instrument wraps every ACME endpoint: metrics, the headers every response
+// carries (Replay-Nonce, Link rel="index"), the admission permit and the
 // deadline when admit is set, and rendering a returned error as a problem.
 func (s *Server) instrument(name string, admit bool, h func(http.ResponseWriter, *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		w := &statusWriter{ResponseWriter: rw}
-		// Who asked (requestid.go): on the request's context for its log
-		// lines, the jobs it queues and the trail; its id in the answer.
-		o := s.requestOrigin(r)
-		r = r.WithContext(origin.NewContext(r.Context(), o))
-		w.Header().Set(headerRequestID, o.RequestID)
 		defer func() {
 			status := w.status
 			if status == 0 {

@@ -11,6 +11,17 @@ import (
 // response.
 const headerRequestID = "X-Request-Id"
 
+// withOrigin wraps every handler of the frontend's listeners: who asked
+// rides the request's context (its log lines, the jobs it queues, the
+// trail), and its id is in the answer.
+func (s *Server) withOrigin(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		o := s.requestOrigin(r)
+		w.Header().Set(headerRequestID, o.RequestID)
+		h.ServeHTTP(w, r.WithContext(origin.NewContext(r.Context(), o)))
+	})
+}
+
 // requestOrigin is who sent r: the request's id, the peer's address and
 // the user agent. The id is the one a proxy sent in X-Request-Id when the
 // peer is one of server.request_id_trusted_proxies and it sent one

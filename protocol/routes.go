@@ -47,7 +47,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) PublicHandler() http.Handler {
 	r := mux.NewRouter()
 	s.publicRoutes(r)
-	return r
+	return s.withOrigin(r)
 }
 
 // publicRoutes are the CRL and issuer routes. They touch the store, so they
@@ -116,7 +116,7 @@ func (s *Server) routes() http.Handler {
 		_, _ = io.WriteString(w, "ok\n")
 	}))
 	r.Handle("/metrics", promhttp.HandlerFor(s.gather, promhttp.HandlerOpts{}))
-	return r
+	return s.withOrigin(r)
 }
 
 // methodsOnly answers 405 with Allow for any other method (RFC 8555 §6.3:

@@ -58,7 +58,7 @@ func TestRequestID(t *testing.T) {
 			{"trusted peer, too long", "127.0.0.2", strings.Repeat("x", origin.MaxIDLength+1), false},
 		} {
 			e.hc = clientFrom(tc.from, "test/1", tc.sent)
-			for _, path := range []string{"/directory", "/acme/new-nonce", "/no-such-resource"} {
+			for _, path := range []string{"/directory", "/acme/new-nonce", "/no-such-resource", "/healthz"} {
 				r := e.get(t, http.MethodGet, path)
 				got := r.header.Get("X-Request-Id")
 				switch {
