@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -32,17 +33,25 @@ func (c client) fetch(ctx context.Context, path string, auth func(http.Header)) 
 	auth(req.Header)
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, nil, err // a *url.Error: the method, the URL and why
+		return 0, nil, c.late(ctx, path, err) // else a *url.Error: the method, the URL and why
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponse+1))
 	if err != nil {
-		return 0, nil, fmt.Errorf("reading the answer to %s: %w", c.base+path, err)
+		return 0, nil, c.late(ctx, path, fmt.Errorf("reading the answer to %s: %w", c.base+path, err))
 	}
 	if len(body) > MaxResponse {
 		return 0, nil, fmt.Errorf("%s answered more than %d bytes; is url the IPAM's API?", c.base+path, MaxResponse)
 	}
 	return resp.StatusCode, body, nil
+}
+
+// late says so when err is the lookup's deadline passing.
+func (c client) late(ctx context.Context, path string, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%s did not answer within %s (timeout_ms, or the request's own deadline): %w", c.base+path, c.timeout, ctx.Err())
+	}
+	return err
 }
 
 // statusErr is an answer of status the lookup cannot use.

@@ -122,7 +122,7 @@ func New(cfg Config) (Source, error) {
 	if timeout == 0 {
 		timeout = DefaultTimeout
 	}
-	c := client{base: strings.TrimRight(cfg.URL, "/"), token: token, field: cfg.CustomField, timeout: timeout, http: httpClient(timeout)}
+	c := client{base: strings.TrimRight(cfg.URL, "/"), token: token, field: cfg.CustomField, timeout: timeout, http: httpClient()}
 	if cfg.Kind == KindNetBox {
 		return netbox{c}, nil
 	}
@@ -130,13 +130,12 @@ func New(cfg Config) (Source, error) {
 }
 
 // httpClient reaches the IPAM directly: no proxy from the environment
-// (HTTPS_PROXY would see the token), no redirects (a token is sent to the
-// configured host only), and nothing left open longer than the lookup.
-func httpClient(timeout time.Duration) *http.Client {
+// (HTTPS_PROXY would see the token) and no redirects (a token is sent to
+// the configured host only). Each lookup's context bounds it (fetch).
+func httpClient() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.Proxy = nil
-	t.ResponseHeaderTimeout = timeout
 	t.MaxIdleConnsPerHost = 4
-	return &http.Client{Transport: t, Timeout: timeout,
+	return &http.Client{Transport: t,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
