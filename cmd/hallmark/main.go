@@ -38,6 +38,7 @@ func main() {
 			keysCommand(),
 			backupCommand(),
 			ariCommand(),
+			auditCommand(),
 			version.Command("hallmark"),
 		},
 	}
