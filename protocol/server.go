@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hallmark-ca/hallmark/protocol/nonce"
+	"github.com/hallmark-ca/hallmark/protocol/origin"
 	"github.com/hallmark-ca/hallmark/protocol/policy"
 	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/protocol/serverconf"
@@ -31,6 +33,9 @@ type Options struct {
 	// Verdicts wakes requests waiting for a verdict
 	// (server.verdict_wait_ms). nil: every request answers at once.
 	Verdicts Verdicts
+	// Version is the binary's version line, served by /healthz under its
+	// "ok"; empty serves "ok" alone.
+	Version string
 }
 
 // Config is what New builds the frontend from: [server], [limits],
@@ -63,14 +68,19 @@ type Server struct {
 	reuses memo[bool]
 	// clock: the database's clock as the latest nonce answer read it, for
 	// a folded newOrder's times (fold.go).
-	clock   dbClock
-	policy  *policy.Policy
+	clock  dbClock
+	policy *policy.Policy
+	// idProxies are server.request_id_trusted_proxies (requestid.go).
+	idProxies []netip.Prefix
+	// log adds each request's request_id to its lines (origin.LogHandler):
+	// log with the request's context.
 	log     *slog.Logger
 	permits chan struct{}
 	timeout time.Duration
 	retry   time.Duration
 	outages outageLog // requests refused for a database outage (outage.go)
 	gather  prometheus.Gatherer
+	version string // Options.Version
 	metrics metrics
 	handler http.Handler
 	// verdicts: what a request waiting for a verdict waits on (await.go).
@@ -87,11 +97,13 @@ func New(cfg Config, st store.Store, opts Options) (*Server, error) {
 	if _, ok := cfg.Profiles[cfg.DefaultProfile]; !ok {
 		return nil, fmt.Errorf("default_profile %q is not a configured profile", cfg.DefaultProfile)
 	}
-	s := &Server{cfg: cfg, base: base, st: st, log: opts.Logger, verdicts: opts.Verdicts}
+	s := &Server{cfg: cfg, base: base, st: st, log: opts.Logger, verdicts: opts.Verdicts, version: opts.Version}
 	s.unbound.max = 100_000 // account IDs are small
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.log = origin.Logger(s.log)
+	s.idProxies = cfg.Server.RequestIDProxies()
 	s.cfg.Server.BaseURL = base
 	s.timeout = cfg.Server.RequestTimeout()
 	if s.timeout <= 0 {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/cmd/internal/process"
+	"github.com/hallmark-ca/hallmark/cmd/internal/version"
 	"github.com/hallmark-ca/hallmark/protocol"
 	"github.com/hallmark-ca/hallmark/protocol/verdict"
 	"github.com/hallmark-ca/hallmark/store/open"
@@ -26,8 +27,9 @@ import (
 
 func main() {
 	app := &cli.App{
-		Name:  "hallmark-frontend",
-		Usage: "serve the public ACME API (RFC 8555)",
+		Name:    "hallmark-frontend",
+		Usage:   "serve the public ACME API (RFC 8555)",
+		Version: version.Get().String(),
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, EnvVars: []string{"HALLMARK_CONFIG"}, Usage: "configuration file (TOML)"},
 		},
@@ -42,7 +44,7 @@ func main() {
 				fmt.Println("configuration is valid")
 				return nil
 			},
-		}},
+		}, version.Command("hallmark-frontend")},
 	}
 	cli.ErrWriter = process.MaskedStderr() // urfave/cli prints a cli.Exit's message itself
 	if err := app.Run(os.Args); err != nil {
@@ -57,6 +59,7 @@ func run(c *cli.Context) error {
 		return cli.Exit(err.Error(), 2)
 	}
 	log := process.Logger("frontend")
+	log.Info("starting", "version", version.Get().String())
 	log.Debug("garbage collector target", "gogc", process.TuneGC()) // cmd/internal/process
 	ctx, stop := process.SignalContext()
 	defer stop()
@@ -76,7 +79,7 @@ func run(c *cli.Context) error {
 	}
 	srv, err := protocol.New(protocol.Config{Server: cfg.Server, Limits: cfg.Limits, Policy: cfg.Policy,
 		Profiles: cfg.Profiles, DefaultProfile: cfg.DefaultProfile}, db.Store,
-		protocol.Options{Logger: log, Registry: reg, Gatherer: reg, Verdicts: verdicts})
+		protocol.Options{Logger: log, Registry: reg, Gatherer: reg, Verdicts: verdicts, Version: version.Line("hallmark-frontend")})
 	if err != nil {
 		return err
 	}

@@ -1,5 +1,5 @@
 // Package workerconf is the worker's own sections of the configuration
-// file, [worker] and [challenge], with their checks. It is a leaf of the
+// file, [worker], [challenge] and [audit], with their checks. It is a leaf of the
 // standard library, apart from package worker, because every binary checks
 // the whole file and the CLI may not link worker/ code that runs jobs
 // (tests/layering lets it link this leaf only); worker.Config holds them.
@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Worker configures hallmark-worker, [worker].
@@ -32,8 +33,10 @@ type Worker struct {
 	ValidationAccountShare float64 `toml:"validation_account_share"`
 	JobTimeoutMS           int     `toml:"job_timeout_ms"`
 	RescueAfterMS          int     `toml:"rescue_after_ms"`
-	HealthListen           string  `toml:"health_listen"`
-	CRLIntervalMinutes     int     `toml:"crl_interval_minutes"`
+	// HealthListen serves /healthz, /readyz and /metrics; DefaultHealthListen
+	// unless set, and "" turns it off. Each worker on a host needs its own.
+	HealthListen       string `toml:"health_listen"`
+	CRLIntervalMinutes int    `toml:"crl_interval_minutes"`
 	// Profiles lists the profiles this worker mounts; empty means all.
 	Profiles []string `toml:"profiles"`
 	// PprofListen serves net/http/pprof (cmd/internal/process); empty,
@@ -62,9 +65,17 @@ type Listener struct {
 	Addr string // host:port as configured
 }
 
+// DefaultHealthListen is where a worker serves its health and metrics
+// unless worker.health_listen says otherwise: loopback, beside the
+// frontend's default 127.0.0.1:14000 and clear of the CRL listener
+// (14080), the admin panel `hallmark up` configures (14090) and its dev
+// DNS (14053).
+const DefaultHealthListen = "127.0.0.1:14001"
+
 // DefaultWorker is [worker] when the file sets nothing.
 func DefaultWorker() Worker {
-	return Worker{Concurrency: 8, ValidationConcurrency: 100, ValidationAccountShare: 0.1, JobTimeoutMS: 30000, RescueAfterMS: 60000, CRLIntervalMinutes: 60}
+	return Worker{Concurrency: 8, ValidationConcurrency: 100, ValidationAccountShare: 0.1, JobTimeoutMS: 30000, RescueAfterMS: 60000,
+		CRLIntervalMinutes: 60, HealthListen: DefaultHealthListen}
 }
 
 // DefaultChallenge is [challenge] when the file sets nothing: no
@@ -87,6 +98,11 @@ func (w Worker) Validate() error {
 	}
 	if s := w.ValidationAccountShare; !(s > 0 && s <= 1) {
 		errs = append(errs, fmt.Errorf("worker.validation_account_share: must be more than 0 and at most 1 (a fraction of worker.validation_concurrency; 1 lets one account take every slot), got %g", s))
+	}
+	if w.HealthListen != "" {
+		if _, _, err := net.SplitHostPort(w.HealthListen); err != nil {
+			errs = append(errs, fmt.Errorf("worker.health_listen: must be host:port such as %s (\"\" turns it off): %v", DefaultHealthListen, err))
+		}
 	}
 	if w.JobTimeoutMS >= w.RescueAfterMS {
 		errs = append(errs, fmt.Errorf("worker.job_timeout_ms: must be shorter than worker.rescue_after_ms (%d), or a live job is rescued", w.RescueAfterMS))
@@ -138,4 +154,26 @@ func (c Challenge) ValidateResolvers() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Audit is the audit log's retention, [audit]. The worker's housekeeping
+// deletes the issuance trail's events (store.AuditEvent.Trail) older than
+// RetentionDays; operators' and system actions are kept for good.
+type Audit struct {
+	// RetentionDays is how long a trail event is kept; 0, the default,
+	// keeps every one.
+	RetentionDays int `toml:"retention_days"`
+}
+
+// Retention is retention_days as a duration, 0 for keeping every event.
+func (a Audit) Retention() time.Duration {
+	return time.Duration(a.RetentionDays) * 24 * time.Hour
+}
+
+// Validate reports the problems of [audit], each naming its key.
+func (a Audit) Validate() error {
+	if a.RetentionDays < 0 {
+		return fmt.Errorf("audit.retention_days: must be 0 (keep every trail event) or more, got %d", a.RetentionDays)
+	}
+	return nil
 }
