@@ -304,28 +304,8 @@ func TestVerdictWaitHoldsNoPermit(t *testing.T) {
 		c.Server.MaxConcurrentRequests = permits
 	}, func(t *testing.T, e *env) {
 		a := e.register(t)
-		challs := make([]string, waiting)
+		challs := e.challenges(t, a, waiting)
 		var wg sync.WaitGroup
-		sem := make(chan struct{}, 8)
-		for i := range challs {
-			o, _ := e.newOrder(t, a, dnsIDs(fmt.Sprintf("hole%d.example", i)))
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				r, err := e.postQuiet(a, o.Authorizations[0], nil)
-				var az authzJSON
-				if err != nil || json.Unmarshal(r.body, &az) != nil || len(az.Challenges) == 0 {
-					t.Errorf("reading authorization %d: %v", i, err)
-					return
-				}
-				challs[i] = az.Challenges[0].URL
-			}()
-		}
-		wg.Wait()
-		if t.Failed() {
-			return
-		}
 
 		// The 500 POSTs, all sent at once: one the admission refuses (64
 		// already in handlers, each for its claim) is sent again.
@@ -377,6 +357,35 @@ func TestVerdictWaitHoldsNoPermit(t *testing.T) {
 			t.Error("no waiting request answered its verdict")
 		}
 	})
+}
+
+// challenges are the http-01 challenge URLs of n new orders of a, one
+// name each.
+func (e *env) challenges(t *testing.T, a *account, n int) []string {
+	t.Helper()
+	challs := make([]string, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := range challs {
+		o, _ := e.newOrder(t, a, dnsIDs(fmt.Sprintf("hole%d.example", i)))
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			r, err := e.postQuiet(a, o.Authorizations[0], nil)
+			var az authzJSON
+			if err != nil || json.Unmarshal(r.body, &az) != nil || len(az.Challenges) == 0 {
+				t.Errorf("reading authorization %d: %v", i, err)
+				return
+			}
+			challs[i] = az.Challenges[0].URL
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	return challs
 }
 
 // postUntilAdmitted POSTs {} to url, again while the admission refuses it

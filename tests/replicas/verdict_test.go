@@ -103,30 +103,7 @@ func TestVerdictWakesAnotherFrontend(t *testing.T) {
 	const name = "gate.replicas.test"
 	release := c.gate(name)
 	defer release()
-	o, err := cl.AuthorizeOrder(ctx, acme.DomainIDs(name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	z, err := cl.GetAuthorization(ctx, o.AuthzURLs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ch *acme.Challenge
-	for _, x := range z.Challenges {
-		if x.Type == "http-01" {
-			ch = x
-		}
-	}
-	if ch == nil {
-		t.Fatal("no http-01 challenge offered")
-	}
-	answer, err := cl.HTTP01ChallengeResponse(ch.Token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(c.webroot, ".well-known", "acme-challenge", ch.Token), []byte(answer), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	o, ch := c.answeredChallenge(t, ctx, cl, name)
 	on1, _, err := c.pinned(ctx, cl, fe1)
 	if err != nil {
 		t.Fatal(err)
@@ -162,6 +139,42 @@ func TestVerdictWakesAnotherFrontend(t *testing.T) {
 		}
 	}
 
+	finalizedValid(t, ctx, on2, tr2, o, name)
+}
+
+// answeredChallenge orders name for cl and answers its http-01 challenge
+// through the cluster's webroot, without telling the CA yet.
+func (c *cluster) answeredChallenge(t *testing.T, ctx context.Context, cl *acme.Client, name string) (*acme.Order, *acme.Challenge) {
+	t.Helper()
+	o, err := cl.AuthorizeOrder(ctx, acme.DomainIDs(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	z, err := cl.GetAuthorization(ctx, o.AuthzURLs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range z.Challenges {
+		if ch.Type != "http-01" {
+			continue
+		}
+		answer, err := cl.HTTP01ChallengeResponse(ch.Token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(c.webroot, ".well-known", "acme-challenge", ch.Token), []byte(answer), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return o, ch
+	}
+	t.Fatal("no http-01 challenge offered")
+	return nil, nil
+}
+
+// finalizedValid finalizes o through cl, whose requests tr records, and
+// checks that the finalize itself answered the issued certificate.
+func finalizedValid(t *testing.T, ctx context.Context, cl *acme.Client, tr *pinnedTransport, o *acme.Order, name string) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -170,15 +183,15 @@ func TestVerdictWakesAnotherFrontend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := on2.CreateOrderCert(ctx, o.FinalizeURL, csr, true); err != nil {
+	if _, _, err := cl.CreateOrderCert(ctx, o.FinalizeURL, csr, true); err != nil {
 		t.Fatalf("finalizing on frontend 2: %v", err)
 	}
-	tr2.mu.Lock()
-	defer tr2.mu.Unlock()
-	if len(tr2.finalized) != 1 {
-		t.Fatalf("%d finalize requests, want 1", len(tr2.finalized))
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if len(tr.finalized) != 1 {
+		t.Fatalf("%d finalize requests, want 1", len(tr.finalized))
 	}
-	f := tr2.finalized[0]
+	f := tr.finalized[0]
 	var got struct {
 		Status      string `json:"status"`
 		Certificate string `json:"certificate"`
