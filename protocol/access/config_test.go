@@ -1,0 +1,105 @@
+package access
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestValidate: every problem of [access] is reported, each naming its key.
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	no := false
+	cfg := Config{
+		Mode: "audit", Default: "maybe", TrustedProxies: []string{"10.0.0.1"}, ForwardedHeader: "X Forwarded",
+		Checks: map[string]Check{
+			"office":  {Kind: "cidr", Ranges: []string{"10.0.0.0/33"}, Allow: []string{"*.corp"}},
+			"ptr":     {Kind: "rdns", Allow: []string{"a.*.corp"}, ForwardConfirm: &no},
+			"names":   {Kind: "identifiers", Regex: []string{"(unclosed"}},
+			"hook":    {Kind: "hook", On: "always", TimeoutMS: 90_000},
+			"geo":     {Kind: "geoip"},
+			"and":     {Kind: "eab"},
+			"badenv":  {Kind: "hook", Command: []string{"/bin/true"}, Env: map[string]string{"A=B": "x"}},
+			"fine":    {Kind: "eab", KeyLabels: []string{"team-*"}},
+			"ipamchk": {Kind: "ipam"},
+		},
+		Rules: []Rule{
+			{When: "office and not ptr", Action: "deny", Problem: "rejectedIdentifier"},
+			{When: "office or nosuch", Action: "allow", Message: "hi"},
+			{When: "fine and (", Action: "deny"},
+			{When: "", Action: "block"},
+			{When: "names", Action: "deny", Problem: "forbidden"},
+		},
+	}
+	err := cfg.Validate()
+	if err == nil {
+		t.Fatal("Validate accepted a broken [access]")
+	}
+	for _, want := range []string{
+		`access.mode: must be "enforce" or "warn", got "audit"`,
+		`access.default: must be "allow" or "deny"`,
+		`access.trusted_proxies: "10.0.0.1" is not a CIDR range`,
+		`access.forwarded_header: "X Forwarded" is not a header name`,
+		`access.checks.office.ranges: "10.0.0.0/33" is not a CIDR range`,
+		`access.checks.office.allow: is not a setting of kind cidr (it takes ranges)`,
+		`access.checks.ptr.allow: "a.*.corp": a "*" label may only be the leftmost`,
+		`access.checks.ptr.resolvers: an rdns check needs DNS resolvers`,
+		`access.checks.names.regex: "(unclosed" is not a regular expression`,
+		`access.checks.hook.command: a hook needs a command`,
+		`access.checks.hook.on: must be "request", "account" or "order", got "always"`,
+		`access.checks.hook.timeout_ms: must be 1 to 60000`,
+		`access.checks.geo.kind: unknown kind "geoip"; use one of cidr, eab, hook, identifiers, ipam, rdns`,
+		`access.checks.and: a check's name is`,
+		`access.checks.badenv.env: "A=B" is not an environment variable name`,
+		`access.rules[0].problem: rejectedIdentifier needs identifiers`,
+		`access.rules[1].when: names check "nosuch", which is not in access.checks`,
+		`access.rules[1].action: an allow rule takes no problem or message`,
+		`access.rules[2].when: the condition ends where a check name was expected`,
+		`access.rules[3].when: a rule needs a condition`,
+		`access.rules[3].action: must be "allow" or "deny", got "block"`,
+		`access.rules[4].problem: must be "unauthorized" or "rejectedIdentifier", got "forbidden"`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "access.checks.fine") || strings.Contains(err.Error(), "access.checks.ipamchk") {
+		t.Errorf("a valid check was reported:\n%v", err)
+	}
+}
+
+// TestValidateAcceptsTheDocumentedExample: the example of
+// docs/operations.md is valid, and an empty section is no policy.
+func TestValidateAcceptsTheDocumentedExample(t *testing.T) {
+	t.Parallel()
+	if err := example().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if (Config{}).Enabled() {
+		t.Error("an empty [access] is a policy")
+	}
+	if p, err := New(Config{Mode: "warn", TrustedProxies: []string{"10.0.0.0/8"}}, Options{}); p != nil || err != nil {
+		t.Errorf("New of a section with no rules = %v, %v; want no policy", p, err)
+	}
+}
+
+// example is the policy of docs/operations.md.
+func example() Config {
+	return Config{
+		Mode: "enforce", Default: "deny", DefaultMessage: "this CA serves the corporate network only",
+		TrustedProxies: []string{"10.0.0.0/8"}, Resolvers: []string{"10.0.0.53:53"},
+		Checks: map[string]Check{
+			"office":  {Kind: "cidr", Ranges: []string{"10.20.0.0/16", "fd00:20::/32"}},
+			"servers": {Kind: "cidr", Ranges: []string{"10.30.0.0/16"}},
+			"ptr":     {Kind: "rdns", Allow: []string{"*.corp.example"}, Deny: []string{"*.guest.corp.example"}},
+			"names":   {Kind: "identifiers", Allow: []string{"*.corp.example"}, IPRanges: []string{"10.0.0.0/8"}},
+			"team":    {Kind: "eab", KeyLabels: []string{"team-*"}},
+			"cmdb":    {Kind: "hook", Command: []string{"/usr/local/bin/cmdb-may-ask"}, TimeoutMS: 1500, Env: map[string]string{"CMDB_URL": "https://cmdb.corp.example"}},
+		},
+		Rules: []Rule{
+			{Name: "guests", When: "not ptr", Action: "deny", Message: "your address has no corporate host name"},
+			{Name: "foreign-names", When: "not names", Action: "deny", Problem: "rejectedIdentifier", Message: "only corp.example names"},
+			{Name: "servers", When: "servers and cmdb", Action: "allow"},
+			{Name: "office", When: "office and team", Action: "allow"},
+		},
+	}
+}
