@@ -95,6 +95,7 @@ func main() {
 			keysCommand(),
 			backupCommand(),
 			ariCommand(),
+			policyCommand(),
 			{
 				Name:  "version",
 				Usage: "print the version",

@@ -59,7 +59,7 @@ func (c identifiersCheck) check(_ context.Context, f *Facts) Result {
 			return Result{No, why}
 		}
 	}
-	return Result{Yes, fmt.Sprintf("all %d identifiers are allowed", len(f.Identifiers))}
+	return Result{Yes, fmt.Sprintf("every identifier is allowed (%d)", len(f.Identifiers))}
 }
 
 func (c identifiersCheck) allows(id acme.Identifier) (bool, string) {

@@ -85,6 +85,17 @@ func (p *Policy) Explain(ctx context.Context, in Input) Report {
 	return r
 }
 
+// detail is what follows a decision's verdict and rule in explain.
+func (d Decision) detail() string {
+	switch d.Verdict {
+	case Deny:
+		return fmt.Sprintf(": %s %q", d.Problem, d.Message)
+	case Unavailable:
+		return ": 503 with Retry-After, as " + strings.Join(d.Unknown, "; ")
+	}
+	return ""
+}
+
 func (d Decision) describe() string {
 	switch d.Verdict {
 	case Deny:
@@ -126,7 +137,7 @@ func (r Report) Write(w io.Writer, warn bool) error {
 	if warn && r.Decision.Verdict != Allow {
 		note = " (mode warn: logged, not refused)"
 	}
-	_, err := fmt.Fprintf(w, "\ndecision: %s by %s%s\n", r.Decision.describe(), r.Decision.Rule, note)
+	_, err := fmt.Fprintf(w, "\ndecision: %s by %q%s%s\n", r.Decision.Verdict, r.Decision.Rule, r.Decision.detail(), note)
 	return err
 }
 

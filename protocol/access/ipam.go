@@ -69,7 +69,7 @@ func (c ipamCheck) check(ctx context.Context, f *Facts) Result {
 	for _, id := range f.Identifiers {
 		ok, why, err := c.owns(ctx, client, id, clientNames)
 		if err != nil {
-			return Result{Unknown, fmt.Sprintf("the IPAM did not answer within %s: %v", c.timeout, err)}
+			return Result{Unknown, fmt.Sprintf("the IPAM did not answer (time budget %s): %v", c.timeout, err)}
 		}
 		if !ok {
 			return Result{No, why}

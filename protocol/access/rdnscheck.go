@@ -44,7 +44,7 @@ func (c *rdnsCheck) check(ctx context.Context, f *Facts) Result {
 	defer cancel()
 	names, err := c.res.Lookup(ctx, a)
 	if err != nil {
-		return Result{Unknown, fmt.Sprintf("the PTR lookup of %s did not answer within %s: %v", a, c.timeout, err)}
+		return Result{Unknown, fmt.Sprintf("the PTR lookup of %s failed (time budget %s): %v", a, c.timeout, err)}
 	}
 	for _, n := range names.All {
 		if g, ok := c.matches(c.deny, n); ok {
