@@ -59,23 +59,26 @@ const maxHookOutput = 64 << 10
 // writes anything there, else its exit status: 0 allow, 1 deny, anything
 // else unknown. A hook that is killed or writes something else is unknown.
 type hookCheck struct {
+	name    string
 	argv    []string
 	env     []string
 	timeout time.Duration
 }
 
-func newHookCheck(c Check) hookCheck {
+func newHookCheck(name string, c Check) hookCheck {
 	env := []string{} // not nil: nil would hand the hook the frontend's environment
 	for _, k := range slices.Sorted(maps.Keys(c.Env)) {
 		env = append(env, k+"="+c.Env[k])
 	}
-	return hookCheck{argv: c.Command, env: env, timeout: time.Duration(orDefault(c.TimeoutMS, DefaultHookTimeoutMS)) * time.Millisecond}
+	return hookCheck{name: name, argv: c.Command, env: env, timeout: time.Duration(orDefault(c.TimeoutMS, DefaultHookTimeoutMS)) * time.Millisecond}
 }
 
 func (h hookCheck) check(ctx context.Context, f *Facts) Result {
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
-	in, err := json.Marshal(hookInput(ctx, f))
+	input := hookInput(ctx, f)
+	input.Check = h.name
+	in, err := json.Marshal(input)
 	if err != nil {
 		return Result{Unknown, err.Error()}
 	}

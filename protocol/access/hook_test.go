@@ -51,7 +51,7 @@ func TestHookAnswers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			h := newHookCheck(Check{Command: []string{script(t, tc.body)}, TimeoutMS: 300})
+			h := newHookCheck("cmdb", Check{Command: []string{script(t, tc.body)}, TimeoutMS: 300})
 			start := time.Now()
 			got := h.check(ctx, hookFacts())
 			if got.Answer != tc.want || !strings.Contains(got.Detail, tc.why) {
@@ -64,7 +64,7 @@ func TestHookAnswers(t *testing.T) {
 			}
 		})
 	}
-	missing := newHookCheck(Check{Command: []string{"/nonexistent/hook"}})
+	missing := newHookCheck("cmdb", Check{Command: []string{"/nonexistent/hook"}})
 	if got := missing.check(ctx, hookFacts()); got.Answer != Unknown {
 		t.Errorf("a hook that does not exist: %s (%s), want unknown", got.Answer, got.Detail)
 	}
@@ -76,7 +76,7 @@ func TestHookInputAndEnvironment(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	body := "cat > " + dir + "/in.json; /usr/bin/env > " + dir + "/env.txt; exit 0"
-	h := newHookCheck(Check{Command: []string{script(t, body)}, Env: map[string]string{"CMDB_URL": "https://cmdb.test", "PATH": "/usr/bin:/bin"}})
+	h := newHookCheck("cmdb", Check{Command: []string{script(t, body)}, Env: map[string]string{"CMDB_URL": "https://cmdb.test", "PATH": "/usr/bin:/bin"}})
 	if got := h.check(context.Background(), hookFacts()); got.Answer != Yes {
 		t.Fatalf("%s (%s)", got.Answer, got.Detail)
 	}
@@ -85,7 +85,7 @@ func TestHookInputAndEnvironment(t *testing.T) {
 	if err := json.Unmarshal(raw, &in); err != nil {
 		t.Fatalf("stdin %q: %v", raw, err)
 	}
-	if in.Version != HookVersion || in.Route != "new_order" || in.Client.Address != "192.0.2.7" || in.Client.Peer != "127.0.0.2" ||
+	if in.Version != HookVersion || in.Check != "cmdb" || in.Route != "new_order" || in.Client.Address != "192.0.2.7" || in.Client.Peer != "127.0.0.2" ||
 		in.Account == nil || in.Account.EABKeyID != "kid1" || in.Account.EABLabel != "team-web" ||
 		len(in.Identifiers) != 1 || in.Identifiers[0].Value != "a.lab.test" || in.Profile != "default" {
 		t.Errorf("the hook read %s", raw)
@@ -96,7 +96,7 @@ func TestHookInputAndEnvironment(t *testing.T) {
 	}
 	// With no env configured, the hook's environment is empty: sh may add
 	// PWD (and SHLVL), nothing of the frontend's.
-	bare := newHookCheck(Check{Command: []string{script(t, body)}})
+	bare := newHookCheck("cmdb", Check{Command: []string{script(t, body)}})
 	if got := bare.check(context.Background(), hookFacts()); got.Answer != Yes {
 		t.Fatalf("%s (%s)", got.Answer, got.Detail)
 	}

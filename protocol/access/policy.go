@@ -141,7 +141,7 @@ func build(cfg Config, name string, c Check, opts Options) (checker, error) {
 	case "eab":
 		return eabCheck{ids: c.KeyIDs, labels: c.KeyLabels}, nil
 	case "hook":
-		return newHookCheck(c), nil
+		return newHookCheck(name, c), nil
 	case "ipam":
 		return newIPAMCheck(name, c, opts)
 	}
