@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -66,6 +67,10 @@ type result struct {
 	// last successful issuance, the span RatePerSec counts over.
 	Stalled bool
 	Active  time.Duration
+	// Failed is why the run could not be made (the server did not start,
+	// or answered with an error before the clock started); a row of its
+	// own, so the bench goes on.
+	Failed string
 }
 
 func (r *result) CertsPerSec() float64 {
@@ -116,31 +121,25 @@ func contains(ss []string, s string) bool {
 
 // runLoad creates one account per concurrent client (untimed), then runs
 // Count issuances on Concurrency goroutines, each for a fresh name, until
-// done or Timeout.
+// done or Timeout. A server that stops answering while the accounts are
+// made ends the run as stalled too, with nothing issued.
 func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	hc := newHTTPClient(spec.Roots, spec.Concurrency)
-	dir, err := fetchDirectory(ctx, hc, spec.Directory)
+	clients, keys, err := createAccounts(ctx, spec, hc)
+	if errors.Is(err, errStalled) {
+		kind := "stalled creating accounts (--stall reached)"
+		return &result{Spec: spec, Stalled: true, Steps: map[string][]time.Duration{},
+			Errors: map[string]int{kind: 1}, Example: map[string]string{kind: err.Error()}}, nil
+	}
 	if err != nil {
 		return nil, err
-	}
-	clients := make([]*client, spec.Concurrency)
-	keys := make([]*ecdsa.PrivateKey, spec.Concurrency)
-	for i := range clients {
-		if clients[i], err = newAccount(ctx, hc, dir, spec.Poll); err != nil {
-			return nil, err
-		}
-		// One certificate key per client: generating a key per issuance
-		// would measure the generator.
-		if keys[i], err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
-			return nil, err
-		}
 	}
 	run := make([]byte, 4)
 	_, _ = rand.Read(run)
 	prefix := hex.EncodeToString(run)
 
 	res := &result{Spec: spec, Steps: map[string][]time.Duration{}, Errors: map[string]int{}, Example: map[string]string{}}
-	var mu sync.Mutex
+	tl := &tally{res: res}
 	var next atomic.Int64
 	timed, cancel := context.WithTimeout(ctx, spec.Timeout)
 	defer cancel()
@@ -159,7 +158,6 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	defer endAnon() // an early return stops the sampler too
 	anonPeaks := spec.Procs.anonPeaks(actx, 100*time.Millisecond)
 	start := time.Now()
-	var lastOK time.Time // under mu
 	var progress stallWatch
 	progress.finished(start)
 	if spec.Stall > 0 {
@@ -179,20 +177,7 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 				d, err := c.issue(tctx, name, key, spec.Responders.Tokens)
 				done := time.Now()
 				progress.finished(done)
-				mu.Lock()
-				if err != nil {
-					k := errorKind(err, tctx)
-					if res.Errors[k]++; res.Errors[k] == 1 {
-						res.Example[k] = err.Error()
-					}
-				} else {
-					res.OK++
-					lastOK = done
-					for k, v := range d {
-						res.Steps[k] = append(res.Steps[k], v)
-					}
-				}
-				mu.Unlock()
+				tl.add(tctx, d, err, done)
 				if err != nil {
 					// A failed request may have left no nonce; fetch one.
 					c.nonce = ""
@@ -204,17 +189,11 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	res.Wall = time.Since(start)
 	res.SelfCPU = selfCPU() - selfBefore
 	res.SelfSwitches = selfSwitches() - switchesBefore
-	res.RequestTimes = map[string][]time.Duration{}
-	for _, c := range clients {
-		res.Requests += c.requests
-		for k, ds := range c.took {
-			res.RequestTimes[k] = append(res.RequestTimes[k], ds...)
-		}
-	}
+	res.addRequests(clients)
 	res.Stalled = errors.Is(context.Cause(tctx), errStalled)
 	res.TimedOut = !res.Stalled && tctx.Err() != nil && next.Load() <= int64(spec.Count)
 	if res.OK > 0 {
-		res.Active = lastOK.Sub(start)
+		res.Active = tl.lastOK.Sub(start)
 	}
 	if spec.Procs.pgAdmin != "" {
 		time.Sleep(1500 * time.Millisecond) // let the statistics collector catch up
@@ -230,6 +209,82 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	res.PeakRSSKiB = after.rss
 	res.PGCommits = after.commits - before.commits
 	return res, nil
+}
+
+// tally collects a run's issuances from every goroutine.
+type tally struct {
+	mu     sync.Mutex
+	res    *result
+	lastOK time.Time
+}
+
+// add records one issuance that ended at done: its steps, or its error by
+// kind with the first of each kind in full.
+func (t *tally) add(ctx context.Context, d map[string]time.Duration, err error, done time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err != nil {
+		k := errorKind(err, ctx)
+		if t.res.Errors[k]++; t.res.Errors[k] == 1 {
+			t.res.Example[k] = err.Error()
+		}
+		return
+	}
+	t.res.OK++
+	t.lastOK = done
+	for k, v := range d {
+		t.res.Steps[k] = append(t.res.Steps[k], v)
+	}
+}
+
+// addRequests sums the requests the clients sent and their times by kind.
+func (r *result) addRequests(clients []*client) {
+	r.RequestTimes = map[string][]time.Duration{}
+	for _, c := range clients {
+		r.Requests += c.requests
+		for k, ds := range c.took {
+			r.RequestTimes[k] = append(r.RequestTimes[k], ds...)
+		}
+	}
+}
+
+// createAccounts fetches the directory and makes one account and one
+// certificate key per client, within Timeout; when Stall passes without
+// an account made the error wraps errStalled.
+func createAccounts(ctx context.Context, spec loadSpec, hc *http.Client) ([]*client, []*ecdsa.PrivateKey, error) {
+	timed, cancel := context.WithTimeout(ctx, spec.Timeout)
+	defer cancel()
+	sctx, stop := context.WithCancelCause(timed)
+	defer stop(nil)
+	var progress stallWatch
+	progress.finished(time.Now())
+	if spec.Stall > 0 {
+		go progress.watch(sctx, spec.Stall, func() { stop(errStalled) })
+	}
+	fail := func(err error) ([]*client, []*ecdsa.PrivateKey, error) {
+		if cause := context.Cause(sctx); errors.Is(cause, errStalled) {
+			return nil, nil, fmt.Errorf("%w: %v", errStalled, err)
+		}
+		return nil, nil, err
+	}
+	dir, err := fetchDirectory(sctx, hc, spec.Directory)
+	if err != nil {
+		return fail(err)
+	}
+	clients := make([]*client, spec.Concurrency)
+	keys := make([]*ecdsa.PrivateKey, spec.Concurrency)
+	for i := range clients {
+		if clients[i], err = newAccount(sctx, hc, dir, spec.Poll); err != nil {
+			return fail(err)
+		}
+		progress.finished(time.Now())
+		// One certificate key per client: generating a key per issuance
+		// would measure the generator.
+		if keys[i], err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+			return nil, nil, err
+		}
+	}
+	return clients, keys, nil
 }
 
 // errStalled is the cause a run's context ends with when Stall passed

@@ -32,6 +32,7 @@ type target struct {
 	Label     string
 	Directory string
 	Roots     *x509.CertPool
+	RootPEM   []byte // Roots as PEM, for a client to trust
 	Procs     procSet
 	// DBURL is Hallmark's PostgreSQL database, "" otherwise.
 	DBURL string
@@ -86,11 +87,15 @@ func (t *target) profile(ctx context.Context, dir, label string, seconds int) fu
 type benchEnv struct {
 	BinDir      string
 	Pebble      string
+	StepCA      string
 	PostgresURL string // admin URL; a fresh database is created per run
 	WorkDir     string
 	Resp        *responders
-	Keep        bool // keep the work directory and logs
-	Log         io.Writer
+	// HTTPPort is the port every CA validates http-01 on: the responder's
+	// under load, the client's own listener in clients mode.
+	HTTPPort int
+	Keep     bool // keep the work directory and logs
+	Log      io.Writer
 	// Server tuning.
 	WorkerConcurrency int
 	MaxConns          int
@@ -196,7 +201,7 @@ timeout_ms = 5000
 dir = "ca"
 %s
 %s`, dbURL, e.MaxConns, listen, ports[1], e.RetryAfterSeconds, pprofServer, workerConcurrency, ports[2], pprofWorker,
-		e.Resp.DNSAddr, e.Resp.HTTPPort, tables, e.ExtraConfig)
+		e.Resp.DNSAddr, e.HTTPPort, tables, e.ExtraConfig)
 	cfgPath := filepath.Join(dir, "hallmark.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return fail(err)
@@ -232,6 +237,7 @@ dir = "ca"
 	}
 	t.Roots = x509.NewCertPool()
 	t.Roots.AppendCertsFromPEM(root)
+	t.RootPEM = root
 	t.Directory = "https://" + listen + "/directory"
 	if err := waitDirectory(ctx, t); err != nil {
 		return fail(fmt.Errorf("%w (logs in %s)", err, dir))
@@ -313,7 +319,7 @@ func (e *benchEnv) startPebble(ctx context.Context) (*target, error) {
 		"managementListenAddress":        fmt.Sprintf("127.0.0.1:%d", ports[1]),
 		"certificate":                    filepath.Join(dir, "tls.pem"),
 		"privateKey":                     filepath.Join(dir, "tls.key"),
-		"httpPort":                       e.Resp.HTTPPort,
+		"httpPort":                       e.HTTPPort,
 		"tlsPort":                        ports[2],
 		"ocspResponderURL":               "",
 		"externalAccountBindingRequired": false,
@@ -331,6 +337,7 @@ func (e *benchEnv) startPebble(ctx context.Context) (*target, error) {
 	t.Procs.pids = map[string][]int{"pebble": {pid}}
 	t.Roots = x509.NewCertPool()
 	t.Roots.AppendCertsFromPEM(certPEM)
+	t.RootPEM = certPEM
 	t.Directory = "https://" + listen + "/dir"
 	if err := waitDirectory(ctx, t); err != nil {
 		return fail(fmt.Errorf("%w (log in %s)", err, dir))
