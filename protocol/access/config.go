@@ -18,8 +18,8 @@ import (
 type Config struct {
 	Mode    string `toml:"mode"`    // "enforce" (the default) or "warn": log what would be refused, refuse nothing
 	Default string `toml:"default"` // "allow" (the default) or "deny": the answer when no rule matches
-	// DefaultProblem and DefaultMessage are the refusal of default "deny".
-	DefaultProblem string `toml:"default_problem"`
+	// DefaultMessage is the detail of default "deny"'s refusal, which is
+	// unauthorized: the default also answers requests with no identifiers.
 	DefaultMessage string `toml:"default_message"`
 	// TrustedProxies are the CIDRs whose forwarded header is believed.
 	TrustedProxies []string `toml:"trusted_proxies"`
@@ -141,9 +141,6 @@ func (c Config) Validate() error {
 	case "", "allow", "deny":
 	default:
 		p.add("access.default", "must be \"allow\" or \"deny\", got %q", c.Default)
-	}
-	if c.DefaultProblem != "" && c.DefaultProblem != ProblemUnauthorized {
-		p.add("access.default_problem", "must be %q: the default also answers requests that name no identifier", ProblemUnauthorized)
 	}
 	if _, err := parsePrefixes("access.trusted_proxies", c.TrustedProxies); err != nil {
 		p.errs = append(p.errs, err)
