@@ -22,20 +22,26 @@ import (
 // server's log kept in logs.
 func withPolicy(t *testing.T, cfg access.Config, logs io.Writer, f func(t *testing.T, e *env)) {
 	t.Helper()
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			f(t, policyEnv(t, kind, cfg, logs))
+		})
+	}
+}
+
+// policyEnv is a frontend on a fresh store of kind with the access policy cfg.
+func policyEnv(t *testing.T, kind string, cfg access.Config, logs io.Writer) *env {
+	t.Helper()
 	pol, err := access.New(cfg, access.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range []string{"sqlite", "postgres"} {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			url := testdb.SQLite(t)
-			if kind == "postgres" {
-				url = testdb.Postgres(t)
-			}
-			f(t, newEnvVia(t, kind, url, url, nil, nil, logs, func(o *protocol.Options) { o.Access = pol }))
-		})
+	url := testdb.SQLite(t)
+	if kind == "postgres" {
+		url = testdb.Postgres(t)
 	}
+	return newEnvVia(t, kind, url, url, nil, nil, logs, func(o *protocol.Options) { o.Access = pol })
 }
 
 // lockedBuffer is a log both stores' servers write to.
@@ -235,4 +241,43 @@ func TestAccessPolicyUnknown(t *testing.T) {
 			t.Errorf("%d orders created, want none", n)
 		}
 	})
+}
+
+// TestAccessPolicyBeforeFold: a challenge POST from an account whose key
+// the frontend knows is answered in one transaction with its nonce on
+// PostgreSQL (fold.go); the account's stage of the policy still runs
+// first. A hook on the account allows the order, then is made to deny:
+// the challenge POST is refused and the challenge is left pending.
+func TestAccessPolicyBeforeFold(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			answer, hook := filepath.Join(dir, "answer"), filepath.Join(dir, "hook.sh")
+			set := func(v string) {
+				if err := os.WriteFile(answer, []byte(`{"answer":"`+v+`"}`), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			set("allow")
+			if err := os.WriteFile(hook, []byte("#!/bin/sh\nexec /bin/cat "+answer+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			e := policyEnv(t, kind, access.Config{
+				Checks: map[string]access.Check{"inventory": {Kind: "hook", Command: []string{hook}, On: "account"}},
+				Rules:  []access.Rule{{When: "not inventory", Action: "deny", Message: "retired from the inventory"}},
+			}, nil)
+			a := e.register(t)
+			o, _ := e.newOrder(t, a, dnsIDs("www.lab.example"))
+			ch := e.authz(t, a, o.Authorizations[0]).Challenges[0]
+			set("deny")
+			r := e.post(t, a, ch.URL, map[string]any{})
+			wantRefusal(t, r, http.StatusForbidden, acme.ProblemUnauthorized, "retired from the inventory")
+			set("allow")
+			if got := e.authz(t, a, o.Authorizations[0]); got.Status != acme.StatusPending || got.Challenges[0].Status != acme.StatusPending {
+				t.Errorf("after the refusal the authorization is %s and its challenge %s, want both pending", got.Status, got.Challenges[0].Status)
+			}
+		})
+	}
 }

@@ -75,13 +75,33 @@ func (s *Server) accessOrder(p *post, ids []acme.Identifier, profile string) err
 // answer. In mode warn a refusal is logged, with its rule, and the
 // request goes on.
 func (s *Server) accessDecide(r *http.Request, ev *access.Eval) error {
-	if ev.Settled() {
+	if ev == nil {
 		return nil
 	}
+	first := !ev.Settled() // a decision is logged and counted once
 	d := ev.Decide(r.Context())
 	if d.Verdict == access.Allow || d.Verdict == access.Pending {
 		return nil
 	}
+	if s.access.Warn() {
+		if first {
+			s.metrics.access.WithLabelValues("would_" + d.Verdict.String()).Inc()
+			s.log.Warn("access policy would refuse this request (mode warn: allowed)", accessAttrs(ev, d)...)
+		}
+		return nil
+	}
+	if first {
+		s.metrics.access.WithLabelValues(d.Verdict.String()).Inc()
+		if d.Verdict == access.Deny {
+			s.log.Info("access policy refused a request", accessAttrs(ev, d)...)
+		}
+	}
+	return d.Err()
+}
+
+// accessAttrs are a decision's log attributes: the rule, the request and
+// its client.
+func accessAttrs(ev *access.Eval, d access.Decision) []any {
 	f := ev.Facts()
 	attrs := []any{"rule", d.Rule, "verdict", d.Verdict.String(), "route", f.Route,
 		"client", addrString(f.Client.Addr), "peer", f.Client.Peer.String()}
@@ -91,16 +111,7 @@ func (s *Server) accessDecide(r *http.Request, ev *access.Eval) error {
 	if len(d.Unknown) > 0 {
 		attrs = append(attrs, "unknown", d.Unknown)
 	}
-	if s.access.Warn() {
-		s.metrics.access.WithLabelValues("would_" + d.Verdict.String()).Inc()
-		s.log.Warn("access policy would refuse this request (mode warn: allowed)", attrs...)
-		return nil
-	}
-	s.metrics.access.WithLabelValues(d.Verdict.String()).Inc()
-	if d.Verdict == access.Deny {
-		s.log.Info("access policy refused a request", attrs...)
-	}
-	return d.Err()
+	return attrs
 }
 
 // peerAddr is the TCP peer of r; invalid if RemoteAddr does not parse (a
