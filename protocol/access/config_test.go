@@ -1,8 +1,11 @@
 package access
 
 import (
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/BurntSushi/toml"
 )
 
 // TestValidate: every problem of [access] is reported, each naming its key.
@@ -68,10 +71,26 @@ func TestValidate(t *testing.T) {
 }
 
 // TestValidateAcceptsTheDocumentedExample: the example of
-// docs/operations.md is valid, and an empty section is no policy.
+// docs/operations.md decodes strictly and is valid, and an empty section is
+// no policy.
 func TestValidateAcceptsTheDocumentedExample(t *testing.T) {
 	t.Parallel()
-	if err := example().Validate(); err != nil {
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(doc), "## Who may ask: the access policy")
+	_, block, _ := strings.Cut(section, "```toml\n")
+	block, _, _ = strings.Cut(block, "```")
+	var file struct{ Access Config }
+	md, err := toml.Decode(block, &file)
+	if err != nil || len(md.Undecoded()) > 0 {
+		t.Fatalf("the documented example does not decode: %v, unknown keys %v", err, md.Undecoded())
+	}
+	if len(file.Access.Rules) != 4 || len(file.Access.Checks) != 6 {
+		t.Fatalf("the example read as %+v", file.Access)
+	}
+	if err := file.Access.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	if (Config{}).Enabled() {
@@ -79,27 +98,5 @@ func TestValidateAcceptsTheDocumentedExample(t *testing.T) {
 	}
 	if p, err := New(Config{Mode: "warn", TrustedProxies: []string{"10.0.0.0/8"}}, Options{}); p != nil || err != nil {
 		t.Errorf("New of a section with no rules = %v, %v; want no policy", p, err)
-	}
-}
-
-// example is the policy of docs/operations.md.
-func example() Config {
-	return Config{
-		Mode: "enforce", Default: "deny", DefaultMessage: "this CA serves the corporate network only",
-		TrustedProxies: []string{"10.0.0.0/8"}, Resolvers: []string{"10.0.0.53:53"},
-		Checks: map[string]Check{
-			"office":  {Kind: "cidr", Ranges: []string{"10.20.0.0/16", "fd00:20::/32"}},
-			"servers": {Kind: "cidr", Ranges: []string{"10.30.0.0/16"}},
-			"ptr":     {Kind: "rdns", Allow: []string{"*.corp.example"}, Deny: []string{"*.guest.corp.example"}},
-			"names":   {Kind: "identifiers", Allow: []string{"*.corp.example"}, IPRanges: []string{"10.0.0.0/8"}},
-			"team":    {Kind: "eab", KeyLabels: []string{"team-*"}},
-			"cmdb":    {Kind: "hook", Command: []string{"/usr/local/bin/cmdb-may-ask"}, TimeoutMS: 1500, Env: map[string]string{"CMDB_URL": "https://cmdb.corp.example"}},
-		},
-		Rules: []Rule{
-			{Name: "guests", When: "not ptr", Action: "deny", Message: "your address has no corporate host name"},
-			{Name: "foreign-names", When: "not names", Action: "deny", Problem: "rejectedIdentifier", Message: "only corp.example names"},
-			{Name: "servers", When: "servers and cmdb", Action: "allow"},
-			{Name: "office", When: "office and team", Action: "allow"},
-		},
 	}
 }
