@@ -8,6 +8,7 @@ import (
 
 	"github.com/hallmark-ca/hallmark/protocol/access"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/origin"
 )
 
 // The client access policy ([access], protocol/access) runs on every ACME
@@ -36,6 +37,23 @@ func (s *Server) accessStart(r *http.Request, route string) (*access.Eval, error
 	}
 	ev := s.access.Start(route, kind, peerAddr(r), r.Header)
 	return ev, s.accessDecide(r, ev)
+}
+
+// noteOrigin puts what the policy learnt of the client on the request's
+// origin (protocol/origin), for its log lines, its jobs and the trail: the
+// client address it believed (a trusted proxy's forwarded one) and the PTR
+// name an rdns check looked up.
+func noteOrigin(r *http.Request, ev *access.Eval) {
+	o := origin.FromContext(r.Context())
+	if o == nil {
+		return
+	}
+	if a := ev.Facts().Client.Addr; a.IsValid() {
+		o.ClientAddr = a.String()
+	}
+	if o.PTR == "" {
+		o.PTR = origin.Clean(ev.PTR())
+	}
 }
 
 // accessAccount gives the policy the account that signed p (none for a
@@ -80,6 +98,7 @@ func (s *Server) accessDecide(r *http.Request, ev *access.Eval) error {
 	}
 	first := !ev.Settled() // a decision is logged and counted once
 	d := ev.Decide(r.Context())
+	noteOrigin(r, ev)
 	if d.Verdict == access.Allow || d.Verdict == access.Pending {
 		return nil
 	}
@@ -112,16 +131,6 @@ func accessAttrs(ev *access.Eval, d access.Decision) []any {
 		attrs = append(attrs, "unknown", d.Unknown)
 	}
 	return attrs
-}
-
-// peerAddr is the TCP peer of r; invalid if RemoteAddr does not parse (a
-// handler called without a connection).
-func peerAddr(r *http.Request) netip.Addr {
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return netip.Addr{}
-	}
-	return ap.Addr().Unmap()
 }
 
 func addrString(a netip.Addr) string {

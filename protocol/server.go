@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/hallmark-ca/hallmark/protocol/access"
 	"github.com/hallmark-ca/hallmark/protocol/nonce"
+	"github.com/hallmark-ca/hallmark/protocol/origin"
 	"github.com/hallmark-ca/hallmark/protocol/policy"
 	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/protocol/serverconf"
@@ -64,8 +66,12 @@ type Server struct {
 	reuses memo[bool]
 	// clock: the database's clock as the latest nonce answer read it, for
 	// a folded newOrder's times (fold.go).
-	clock   dbClock
-	policy  *policy.Policy
+	clock  dbClock
+	policy *policy.Policy
+	// idProxies are server.request_id_trusted_proxies (requestid.go).
+	idProxies []netip.Prefix
+	// log adds each request's request_id to its lines (origin.LogHandler):
+	// log with the request's context.
 	log     *slog.Logger
 	permits chan struct{}
 	timeout time.Duration
@@ -95,6 +101,8 @@ func New(cfg Config, st store.Store, opts Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.log = origin.Logger(s.log)
+	s.idProxies = cfg.Server.RequestIDProxies()
 	s.cfg.Server.BaseURL = base
 	s.timeout = cfg.Server.RequestTimeout()
 	if s.timeout <= 0 {

@@ -36,6 +36,7 @@ type Config struct {
 	Admin     admin.Config               `toml:"admin"`
 	Worker    workerconf.Worker          `toml:"worker"`
 	Challenge workerconf.Challenge       `toml:"challenge"`
+	Audit     workerconf.Audit           `toml:"audit"`
 	Policy    policy.Config              `toml:"policy"`
 	CA        signerconf.CA              `toml:"ca"`
 	Profiles  map[string]profile.Profile `toml:"profiles"`
@@ -188,7 +189,7 @@ func (c Config) problems() []error {
 		errs = append(errs, c.Profiles[n].Validate(n))
 	}
 	errs = append(errs, c.backendProblems()...)
-	errs = append(errs, c.Limits.Validate(), c.Admin.Validate(), c.Access.Validate())
+	errs = append(errs, c.Limits.Validate(), c.Admin.Validate(), c.Audit.Validate(), c.Access.Validate())
 	return append(errs, c.across()...)
 }
 

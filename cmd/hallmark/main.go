@@ -95,6 +95,7 @@ func main() {
 			keysCommand(),
 			backupCommand(),
 			ariCommand(),
+			auditCommand(),
 			policyCommand(),
 			{
 				Name:  "version",

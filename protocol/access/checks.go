@@ -17,14 +17,14 @@ type cidrCheck struct{ ranges []netip.Prefix }
 func (c cidrCheck) check(_ context.Context, f *Facts) Result {
 	a := f.Client.Addr
 	if !a.IsValid() {
-		return Result{No, "the client's address is not known: " + f.Client.How}
+		return Result{Answer: No, Detail: "the client's address is not known: " + f.Client.How}
 	}
 	for _, r := range c.ranges {
 		if r.Contains(a) {
-			return Result{Yes, fmt.Sprintf("%s is in %s", a, r)}
+			return Result{Answer: Yes, Detail: fmt.Sprintf("%s is in %s", a, r)}
 		}
 	}
-	return Result{No, fmt.Sprintf("%s is in none of the ranges", a)}
+	return Result{Answer: No, Detail: fmt.Sprintf("%s is in none of the ranges", a)}
 }
 
 // identifiersCheck: every identifier of the order is allowed and none is
@@ -52,14 +52,14 @@ func newIdentifiersCheck(c Check) identifiersCheck {
 
 func (c identifiersCheck) check(_ context.Context, f *Facts) Result {
 	if len(c.profiles) > 0 && !slices.Contains(c.profiles, f.Profile) {
-		return Result{No, fmt.Sprintf("profile %q is not one of %s", f.Profile, strings.Join(c.profiles, ", "))}
+		return Result{Answer: No, Detail: fmt.Sprintf("profile %q is not one of %s", f.Profile, strings.Join(c.profiles, ", "))}
 	}
 	for _, id := range f.Identifiers {
 		if ok, why := c.allows(id); !ok {
-			return Result{No, why}
+			return Result{Answer: No, Detail: why}
 		}
 	}
-	return Result{Yes, fmt.Sprintf("every identifier is allowed (%d)", len(f.Identifiers))}
+	return Result{Answer: Yes, Detail: fmt.Sprintf("every identifier is allowed (%d)", len(f.Identifiers))}
 }
 
 func (c identifiersCheck) allows(id acme.Identifier) (bool, string) {
@@ -111,22 +111,22 @@ type eabCheck struct{ ids, labels []string }
 
 func (c eabCheck) check(ctx context.Context, f *Facts) Result {
 	if f.Account == nil || f.Account.EAB == nil {
-		return Result{No, "no account signed the request"}
+		return Result{Answer: No, Detail: "no account signed the request"}
 	}
 	k, err := f.Account.EAB(ctx)
 	if err != nil {
-		return Result{Unknown, "reading the account's external account binding: " + err.Error()}
+		return Result{Answer: Unknown, Detail: "reading the account's external account binding: " + err.Error()}
 	}
 	if k == nil {
-		return Result{No, fmt.Sprintf("account %s has no external account binding", f.Account.ID)}
+		return Result{Answer: No, Detail: fmt.Sprintf("account %s has no external account binding", f.Account.ID)}
 	}
 	if len(c.ids) > 0 && !slices.Contains(c.ids, k.KeyID) {
-		return Result{No, fmt.Sprintf("its binding key %s is not one of key_ids", k.KeyID)}
+		return Result{Answer: No, Detail: fmt.Sprintf("its binding key %s is not one of key_ids", k.KeyID)}
 	}
 	if len(c.labels) > 0 && !slices.ContainsFunc(c.labels, func(p string) bool { return wildcard(p, k.Label) }) {
-		return Result{No, fmt.Sprintf("its binding key %s has label %q, which no key_labels pattern matches", k.KeyID, k.Label)}
+		return Result{Answer: No, Detail: fmt.Sprintf("its binding key %s has label %q, which no key_labels pattern matches", k.KeyID, k.Label)}
 	}
-	return Result{Yes, fmt.Sprintf("bound with key %s (%q)", k.KeyID, k.Label)}
+	return Result{Answer: Yes, Detail: fmt.Sprintf("bound with key %s (%q)", k.KeyID, k.Label)}
 }
 
 // parsePrefixes parses CIDR ranges; an IPv4-mapped range is its IPv4 range.

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/hallmark-ca/hallmark/protocol/access/ipam"
 )
 
 // Config is [access]. With no rules and default "allow" there is no policy:
@@ -62,6 +64,9 @@ type Check struct {
 	Env     map[string]string `toml:"env"`     // hook: its whole environment
 	On      string            `toml:"on"`      // hook: "request", "account" or "order" (the default)
 
+	// Source is the IPAM an ipam check asks ([access.checks.<name>.source]).
+	Source ipam.Config `toml:"source"`
+
 	TimeoutMS int `toml:"timeout_ms"` // rdns, hook, ipam: the time budget of one answer
 }
 
@@ -81,7 +86,7 @@ var kindKeys = map[string][]string{
 	"identifiers": {"allow", "deny", "regex", "ip_ranges", "deny_ip_ranges", "profiles"},
 	"eab":         {"key_ids", "key_labels"},
 	"hook":        {"command", "env", "on", "timeout_ms"},
-	"ipam":        {"timeout_ms"},
+	"ipam":        {"source", "timeout_ms"},
 }
 
 // Defaults of the time budgets and the rdns cache.
@@ -125,6 +130,7 @@ func (c Check) keysSet() []string {
 	add("command", len(c.Command) > 0)
 	add("env", len(c.Env) > 0)
 	add("on", c.On != "")
+	add("source", c.Source != ipam.Config{})
 	add("timeout_ms", c.TimeoutMS != 0)
 	return out
 }
@@ -190,7 +196,21 @@ func (c Config) validateCheck(p *problems, name string, ch Check) {
 		validateIdentifiers(p, key, ch)
 	case "hook":
 		validateHook(p, key, ch)
+	case "ipam":
+		if err := ch.Source.Validate(); err != nil {
+			for _, e := range joined(err) {
+				p.errs = append(p.errs, fmt.Errorf("%s.source.%w", key, e))
+			}
+		}
 	}
+}
+
+// joined are the errors errors.Join made err of, or err alone.
+func joined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 func (c Config) validateRDNS(p *problems, key string, ch Check) {

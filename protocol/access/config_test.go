@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/hallmark-ca/hallmark/protocol/access/ipam"
 )
 
 // TestValidate: every problem of [access] is reported, each naming its key.
@@ -23,7 +25,9 @@ func TestValidate(t *testing.T) {
 			"and":     {Kind: "eab"},
 			"badenv":  {Kind: "hook", Command: []string{"/bin/true"}, Env: map[string]string{"A=B": "x"}},
 			"fine":    {Kind: "eab", KeyLabels: []string{"team-*"}},
-			"ipamchk": {Kind: "ipam"},
+			"ipamchk": {Kind: "ipam", Source: ipam.Config{Kind: "netbox", URL: "https://netbox.test", TokenFile: "/etc/hallmark/netbox.token"}},
+			"badipam": {Kind: "ipam", Source: ipam.Config{Kind: "infoblox"}},
+			"stray":   {Kind: "cidr", Ranges: []string{"10.0.0.0/8"}, Source: ipam.Config{Kind: "netbox"}},
 		},
 		Rules: []Rule{
 			{When: "office and not ptr", Action: "deny", Problem: "rejectedIdentifier"},
@@ -53,6 +57,10 @@ func TestValidate(t *testing.T) {
 		`access.checks.geo.kind: unknown kind "geoip"; use one of cidr, eab, hook, identifiers, ipam, rdns`,
 		`access.checks.and: a check's name is`,
 		`access.checks.badenv.env: "A=B" is not an environment variable name`,
+		`access.checks.badipam.source.kind: must be "netbox" or "phpipam", got "infoblox"`,
+		`access.checks.badipam.source.url: must be the IPAM's http(s) base URL`,
+		`access.checks.badipam.source.token_file: must name the file`,
+		`access.checks.stray.source: is not a setting of kind cidr`,
 		`access.rules[0].problem: rejectedIdentifier needs identifiers`,
 		`access.rules[1].when: names check "nosuch", which is not in access.checks`,
 		`access.rules[1].action: an allow rule takes no problem or message`,

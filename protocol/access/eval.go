@@ -2,6 +2,7 @@ package access
 
 import (
 	"context"
+	"maps"
 	"slices"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
@@ -71,6 +72,18 @@ func (e *Eval) SetAccount(a *Account) {
 func (e *Eval) SetOrder(ids []acme.Identifier, profile string) {
 	e.f.Identifiers, e.f.Profile = slices.Clone(ids), profile
 	e.have |= needIdentifiers
+}
+
+// PTR is the client's PTR name as an rdns check of this request found it
+// (the one it judged by: the allowed, confirmed name when there is one),
+// "" when none looked one up.
+func (e *Eval) PTR() string {
+	for _, name := range slices.Sorted(maps.Keys(e.results)) {
+		if n := e.results[name].PTR; n != "" {
+			return n
+		}
+	}
+	return ""
 }
 
 // Settled reports whether the policy has decided (nil: there is no policy).

@@ -208,7 +208,7 @@ func settings(cfg Config, c Check) string {
 	case "hook":
 		parts = append(parts, "on "+orString(c.On, "order"), fmt.Sprintf("timeout %dms", orDefault(c.TimeoutMS, DefaultHookTimeoutMS)))
 	case "ipam":
-		parts = append(parts, fmt.Sprintf("timeout %dms", orDefault(c.TimeoutMS, DefaultIPAMTimeoutMS)))
+		parts = append(parts, "source "+c.Source.Kind+" "+c.Source.URL, fmt.Sprintf("timeout %dms", orDefault(c.TimeoutMS, DefaultIPAMTimeoutMS)))
 	}
 	return strings.Join(parts, "; ")
 }

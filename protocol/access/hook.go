@@ -80,7 +80,7 @@ func (h hookCheck) check(ctx context.Context, f *Facts) Result {
 	input.Check = h.name
 	in, err := json.Marshal(input)
 	if err != nil {
-		return Result{Unknown, err.Error()}
+		return Result{Answer: Unknown, Detail: err.Error()}
 	}
 	cmd := exec.CommandContext(ctx, h.argv[0], h.argv[1:]...)
 	cmd.Stdin = bytes.NewReader(in)
@@ -92,7 +92,7 @@ func (h hookCheck) check(ctx context.Context, f *Facts) Result {
 	cmd.WaitDelay = 200 * time.Millisecond
 	err = cmd.Run()
 	if ctx.Err() != nil {
-		return Result{Unknown, fmt.Sprintf("hook %s did not answer within %s and was killed%s", h.argv[0], h.timeout, stderr.tail())}
+		return Result{Answer: Unknown, Detail: fmt.Sprintf("hook %s did not answer within %s and was killed%s", h.argv[0], h.timeout, stderr.tail())}
 	}
 	// The exit status, also when a child the hook left behind kept its
 	// output open (exec.ErrWaitDelay): the hook itself has answered.
@@ -105,13 +105,13 @@ func (h hookCheck) check(ctx context.Context, f *Facts) Result {
 	}
 	switch code {
 	case 0:
-		return Result{Yes, fmt.Sprintf("hook %s exited 0", h.argv[0])}
+		return Result{Answer: Yes, Detail: fmt.Sprintf("hook %s exited 0", h.argv[0])}
 	case 1:
-		return Result{No, fmt.Sprintf("hook %s exited 1%s", h.argv[0], stderr.tail())}
+		return Result{Answer: No, Detail: fmt.Sprintf("hook %s exited 1%s", h.argv[0], stderr.tail())}
 	case -1:
-		return Result{Unknown, fmt.Sprintf("hook %s did not run to an exit: %v%s", h.argv[0], err, stderr.tail())}
+		return Result{Answer: Unknown, Detail: fmt.Sprintf("hook %s did not run to an exit: %v%s", h.argv[0], err, stderr.tail())}
 	}
-	return Result{Unknown, fmt.Sprintf("hook %s exited %d (0 is allow, 1 deny)%s", h.argv[0], code, stderr.tail())}
+	return Result{Answer: Unknown, Detail: fmt.Sprintf("hook %s exited %d (0 is allow, 1 deny)%s", h.argv[0], code, stderr.tail())}
 }
 
 func (h hookCheck) parse(out []byte, code int, stdout, stderr *capped) Result {
@@ -119,7 +119,7 @@ func (h hookCheck) parse(out []byte, code int, stdout, stderr *capped) Result {
 	dec := json.NewDecoder(bytes.NewReader(out))
 	dec.DisallowUnknownFields()
 	if stdout.over || dec.Decode(&o) != nil {
-		return Result{Unknown, fmt.Sprintf("hook %s wrote something other than {\"answer\": ..., \"reason\": ...} on stdout (exit status %d)%s", h.argv[0], code, stderr.tail())}
+		return Result{Answer: Unknown, Detail: fmt.Sprintf("hook %s wrote something other than {\"answer\": ..., \"reason\": ...} on stdout (exit status %d)%s", h.argv[0], code, stderr.tail())}
 	}
 	reason := ""
 	if o.Reason != "" {
@@ -127,13 +127,13 @@ func (h hookCheck) parse(out []byte, code int, stdout, stderr *capped) Result {
 	}
 	switch o.Answer {
 	case "allow":
-		return Result{Yes, fmt.Sprintf("hook %s answered allow%s", h.argv[0], reason)}
+		return Result{Answer: Yes, Detail: fmt.Sprintf("hook %s answered allow%s", h.argv[0], reason)}
 	case "deny":
-		return Result{No, fmt.Sprintf("hook %s answered deny%s", h.argv[0], reason)}
+		return Result{Answer: No, Detail: fmt.Sprintf("hook %s answered deny%s", h.argv[0], reason)}
 	case "unknown":
-		return Result{Unknown, fmt.Sprintf("hook %s answered unknown%s", h.argv[0], reason)}
+		return Result{Answer: Unknown, Detail: fmt.Sprintf("hook %s answered unknown%s", h.argv[0], reason)}
 	}
-	return Result{Unknown, fmt.Sprintf("hook %s answered %q, not allow, deny or unknown", h.argv[0], o.Answer)}
+	return Result{Answer: Unknown, Detail: fmt.Sprintf("hook %s answered %q, not allow, deny or unknown", h.argv[0], o.Answer)}
 }
 
 // hookInput is f as a hook reads it.

@@ -14,6 +14,7 @@ import (
 // NameSource says which DNS names an address carries, by an IPAM's
 // records: lower case, without a trailing dot. An error is a source that
 // could not answer; an address it does not know carries no names.
+// ipam.Source is one (Options.IPAM builds it).
 type NameSource interface {
 	Names(ctx context.Context, addr netip.Addr) ([]string, error)
 }
@@ -27,9 +28,9 @@ type ipamCheck struct {
 	timeout time.Duration
 }
 
-// errIPAMNotBuilt is the answer of an ipam check when no IPAM source is
-// linked into this build.
-const errIPAMNotBuilt = "IPAM not built: this build has no IPAM source (package protocol/access/ipam)"
+// errIPAMNotBuilt is the answer of an ipam check when the policy was built
+// without Options.IPAM.
+const errIPAMNotBuilt = "IPAM not built: this policy was built without an IPAM source (access.Options.IPAM)"
 
 func newIPAMCheck(name string, c Check, opts Options) (checker, error) {
 	timeout := time.Duration(orDefault(c.TimeoutMS, DefaultIPAMTimeoutMS)) * time.Millisecond
@@ -45,11 +46,11 @@ func newIPAMCheck(name string, c Check, opts Options) (checker, error) {
 
 func (c ipamCheck) check(ctx context.Context, f *Facts) Result {
 	if c.src == nil {
-		return Result{Unknown, errIPAMNotBuilt}
+		return Result{Answer: Unknown, Detail: errIPAMNotBuilt}
 	}
 	client := f.Client.Addr
 	if !client.IsValid() {
-		return Result{No, "the client's address is not known: " + f.Client.How}
+		return Result{Answer: No, Detail: "the client's address is not known: " + f.Client.How}
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -69,13 +70,13 @@ func (c ipamCheck) check(ctx context.Context, f *Facts) Result {
 	for _, id := range f.Identifiers {
 		ok, why, err := c.owns(ctx, client, id, clientNames)
 		if err != nil {
-			return Result{Unknown, fmt.Sprintf("the IPAM did not answer (time budget %s): %v", c.timeout, err)}
+			return Result{Answer: Unknown, Detail: fmt.Sprintf("the IPAM did not answer (time budget %s): %v", c.timeout, err)}
 		}
 		if !ok {
-			return Result{No, why}
+			return Result{Answer: No, Detail: why}
 		}
 	}
-	return Result{Yes, fmt.Sprintf("the IPAM gives %s every identifier", client)}
+	return Result{Answer: Yes, Detail: fmt.Sprintf("the IPAM gives %s every identifier", client)}
 }
 
 func (c ipamCheck) owns(ctx context.Context, client netip.Addr, id acme.Identifier, clientNames func() ([]string, error)) (bool, string, error) {

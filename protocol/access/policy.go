@@ -48,6 +48,7 @@ type checker interface {
 type Result struct {
 	Answer Answer
 	Detail string
+	PTR    string // rdns: the client's PTR name it judged by, if any
 }
 
 type rule struct {

@@ -38,41 +38,41 @@ func newRDNSCheck(cfg Config, c Check) *rdnsCheck {
 func (c *rdnsCheck) check(ctx context.Context, f *Facts) Result {
 	a := f.Client.Addr
 	if !a.IsValid() {
-		return Result{No, "the client's address is not known: " + f.Client.How}
+		return Result{Answer: No, Detail: "the client's address is not known: " + f.Client.How}
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	names, err := c.res.Lookup(ctx, a)
 	if err != nil {
-		return Result{Unknown, fmt.Sprintf("the PTR lookup of %s failed (time budget %s): %v", a, c.timeout, err)}
+		return Result{Answer: Unknown, Detail: fmt.Sprintf("the PTR lookup of %s failed (time budget %s): %v", a, c.timeout, err)}
 	}
 	for _, n := range names.All {
 		if g, ok := c.matches(c.deny, n); ok {
-			return Result{No, fmt.Sprintf("PTR name %s matches deny %q", n, g)}
+			return Result{Answer: No, Detail: fmt.Sprintf("PTR name %s matches deny %q", n, g), PTR: n}
 		}
 	}
 	if len(names.All) == 0 {
-		return Result{No, fmt.Sprintf("%s has no PTR name", a)}
+		return Result{Answer: No, Detail: fmt.Sprintf("%s has no PTR name", a)}
 	}
 	allowed := func(n string) bool { _, ok := c.matches(c.allow, n); return len(c.allow) == 0 || ok }
 	if !c.confirm {
 		if i := slices.IndexFunc(names.All, allowed); i >= 0 {
-			return Result{Yes, fmt.Sprintf("PTR name %s (not forward-confirmed: forward_confirm is off)", names.All[i])}
+			return Result{Answer: Yes, Detail: fmt.Sprintf("PTR name %s (not forward-confirmed: forward_confirm is off)", names.All[i]), PTR: names.All[i]}
 		}
-		return Result{No, fmt.Sprintf("no PTR name of %s (%s) matches allow", a, strings.Join(names.All, ", "))}
+		return Result{Answer: No, Detail: fmt.Sprintf("no PTR name of %s (%s) matches allow", a, strings.Join(names.All, ", ")), PTR: names.All[0]}
 	}
 	if i := slices.IndexFunc(names.Confirmed, allowed); i >= 0 {
-		return Result{Yes, fmt.Sprintf("PTR name %s, forward-confirmed", names.Confirmed[i])}
+		return Result{Answer: Yes, Detail: fmt.Sprintf("PTR name %s, forward-confirmed", names.Confirmed[i]), PTR: names.Confirmed[i]}
 	}
 	for _, n := range slices.Sorted(maps.Keys(names.Failed)) {
 		if allowed(n) {
-			return Result{Unknown, fmt.Sprintf("PTR name %s matches allow, but looking it up again failed: %s", n, names.Failed[n])}
+			return Result{Answer: Unknown, Detail: fmt.Sprintf("PTR name %s matches allow, but looking it up again failed: %s", n, names.Failed[n])}
 		}
 	}
 	if i := slices.IndexFunc(names.Refuted, allowed); i >= 0 {
-		return Result{No, fmt.Sprintf("PTR name %s does not resolve back to %s (forward confirmation)", names.Refuted[i], a)}
+		return Result{Answer: No, Detail: fmt.Sprintf("PTR name %s does not resolve back to %s (forward confirmation)", names.Refuted[i], a), PTR: names.Refuted[i]}
 	}
-	return Result{No, fmt.Sprintf("no PTR name of %s (%s) matches allow", a, strings.Join(names.All, ", "))}
+	return Result{Answer: No, Detail: fmt.Sprintf("no PTR name of %s (%s) matches allow", a, strings.Join(names.All, ", ")), PTR: names.All[0]}
 }
 
 func (c *rdnsCheck) matches(globs []string, name string) (string, bool) {

@@ -20,7 +20,7 @@ type Options struct {
 	Dir      string   // the CA's directory; a new t.TempDir() when empty
 	Top      string   // TOML before the first table (e.g. default_profile)
 	Tables   string   // further TOML tables (profiles, backends, policy, admin)
-	Server   string   // further [server] lines (base_url)
+	Server   string   // further [server] lines
 	InitArgs []string // added to `hallmark-worker ca init`
 	Env      []string // added to every CA process's environment
 }
@@ -126,7 +126,7 @@ func (ca *CA) Start(which string) {
 // Kill sends SIGKILL to "worker" or "frontend", as a crash would.
 func (ca *CA) Kill(which string) { ca.procs[which].Kill() }
 
-// Log is what "worker" or "frontend" has written so far.
+// Log is the log of "worker" or "frontend" so far.
 func (ca *CA) Log(which string) string { return ca.procs[which].Log() }
 
 // Stop shuts "worker" or "frontend" down as an operator would (SIGTERM):

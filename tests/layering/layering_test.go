@@ -43,6 +43,7 @@ var never = []struct{ from, to, why string }{
 	{"store/redact", module + "/...", "redact is linked by every binary: standard library only"},
 	{"protocol/profile", module + "/...", "the profile is shared by the frontend, the worker and the signer: standard library only"},
 	{"protocol/serverconf", module + "/...", "a configuration leaf every binary links: standard library only"},
+	{"protocol/origin", module + "/...", "who asked rides from the frontend through jobs and the store to the worker: standard library only"},
 	{"signer/signerconf", module + "/...", "a configuration leaf every binary links (exempt): standard library only"},
 	{"worker/workerconf", module + "/...", "a configuration leaf every binary links (exempt): standard library only"},
 }

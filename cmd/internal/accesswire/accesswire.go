@@ -6,6 +6,7 @@ package accesswire
 import (
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/protocol/access"
+	"github.com/hallmark-ca/hallmark/protocol/access/ipam"
 )
 
 // Policy is cfg's [access], nil when it asks for nothing.
@@ -13,7 +14,6 @@ func Policy(cfg config.Config) (*access.Policy, error) {
 	return access.New(cfg.Access, access.Options{IPAM: ipamSource})
 }
 
-// ipamSource builds an ipam check's source. No IPAM source is linked into
-// this build (package protocol/access/ipam is not here yet), so it is nil
-// and every ipam check answers unknown: "IPAM not built".
-var ipamSource func(name string, c access.Check) (access.NameSource, error)
+// ipamSource builds an ipam check's source: NetBox or phpIPAM, as its
+// [access.checks.<name>.source] says.
+func ipamSource(_ string, c access.Check) (access.NameSource, error) { return ipam.New(c.Source) }
