@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -126,6 +127,19 @@ func TestAccessPolicyClients(t *testing.T) {
 					}
 				})
 			}
+			t.Run("the trail names the forwarded client and its PTR name", func(t *testing.T) {
+				var events []struct {
+					Action     string
+					ClientAddr string `json:"client_addr"`
+					PTR        string
+				}
+				if err := json.Unmarshal([]byte(ca.Run("hallmark", "--config", ca.Config, "audit", "list", "--kind", "certificate.issued", "--json")), &events); err != nil {
+					t.Fatal(err)
+				}
+				if len(events) != 1 || events[0].ClientAddr != "127.0.0.1" || events[0].PTR != "ws1.lab.test" {
+					t.Errorf("certificate.issued events %+v, want one from 127.0.0.1 (ws1.lab.test), not the proxy", events)
+				}
+			})
 			requireTool(t, "certbot", "apt-get install certbot")
 			t.Run("certbot/trusted proxy", func(t *testing.T) {
 				p.via(trustedProxy)
