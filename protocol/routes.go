@@ -102,6 +102,9 @@ func (s *Server) routes() http.Handler {
 	r.Handle("/healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
+		if s.version != "" {
+			_, _ = io.WriteString(w, s.version+"\n")
+		}
 	}))
 	r.Handle("/readyz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), s.timeout)

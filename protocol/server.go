@@ -34,6 +34,9 @@ type Options struct {
 	// Access is the client access policy (access.New of [access]); nil
 	// checks nothing.
 	Access *access.Policy
+	// Version is the binary's version line, served by /healthz under its
+	// "ok"; empty serves "ok" alone.
+	Version string
 }
 
 // Config is what New builds the frontend from: [server], [limits],
@@ -82,6 +85,7 @@ type Server struct {
 	// decide (accesspolicy.go).
 	accessOutages outageLog
 	gather        prometheus.Gatherer
+	version       string // Options.Version
 	metrics       metrics
 	handler       http.Handler
 }
@@ -96,7 +100,7 @@ func New(cfg Config, st store.Store, opts Options) (*Server, error) {
 	if _, ok := cfg.Profiles[cfg.DefaultProfile]; !ok {
 		return nil, fmt.Errorf("default_profile %q is not a configured profile", cfg.DefaultProfile)
 	}
-	s := &Server{cfg: cfg, base: base, st: st, log: opts.Logger, access: opts.Access}
+	s := &Server{cfg: cfg, base: base, st: st, log: opts.Logger, version: opts.Version, access: opts.Access}
 	s.unbound.max = 100_000 // account IDs are small
 	if s.log == nil {
 		s.log = slog.Default()
