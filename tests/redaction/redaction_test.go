@@ -178,6 +178,8 @@ var argsFor = map[string][]string{
 	"hallmark policy explain":        {"--client-addr", "127.0.0.1", "--account", "{account}"},
 	"hallmark version":               nil,
 	"hallmark-frontend check-config": nil,
+	"hallmark-frontend version":      nil,
+	"hallmark-worker version":        nil,
 	"hallmark-worker check-config":   nil,
 	"hallmark-worker ca":             nil,
 	"hallmark-worker ca init":        {"--tls-cert", "frontend.pem", "--tls-key", "frontend.key"},
