@@ -24,6 +24,7 @@ type metrics struct {
 	// no permit); verdictWaits how their waits ended.
 	verdictWaiting prometheus.Gauge
 	verdictWaits   *prometheus.CounterVec
+	access         *prometheus.CounterVec
 }
 
 // registerMetrics registers the request metrics with opts.Registry (by
@@ -58,6 +59,10 @@ func (s *Server) registerMetrics(opts Options) error {
 			Name: "hallmark_frontend_requests_in_flight",
 			Help: "Requests holding an admission permit.",
 		}),
+		access: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hallmark_frontend_access_refusals_total",
+			Help: "Requests the access policy refused (deny), could not decide (unavailable: 503), or in mode warn would have (would_deny, would_unavailable).",
+		}, []string{"verdict"}),
 		verdictWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hallmark_frontend_verdict_waiting",
 			Help: "Requests waiting for a worker's verdict (server.verdict_wait_ms), holding no admission permit.",
@@ -67,7 +72,7 @@ func (s *Server) registerMetrics(opts Options) error {
 			Help: "Waits for a verdict, by how they ended: verdict (answered with it), timeout (answered processing), busy (woken with no admission permit free to read it: answered processing).",
 		}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{s.metrics.requests, s.metrics.latency, s.metrics.rejected, s.metrics.inFlight,
+	for _, c := range []prometheus.Collector{s.metrics.requests, s.metrics.latency, s.metrics.rejected, s.metrics.inFlight, s.metrics.access,
 		s.metrics.verdictWaiting, s.metrics.verdictWaits} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("registering metrics: %w", err)
