@@ -211,7 +211,7 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	log := process.Logger("worker").With("worker", cfg.Worker.ID)
+	log := process.Logger("worker", cfg.Log).With("worker", cfg.Worker.ID)
 	log.Debug("garbage collector target", "gogc", process.TuneGC()) // cmd/internal/process
 	ctx, stop := process.SignalContext()
 	defer stop()
@@ -249,7 +249,7 @@ func run(c *cli.Context) error {
 		return err
 	}
 	settings := w.JobSettings()
-	settings.Logger = process.QuietLogger("worker").With("worker", cfg.Worker.ID)
+	settings.Logger = process.QuietLogger("worker", cfg.Log).With("worker", cfg.Worker.ID)
 	runner, err := db.Queue.Start(ctx, handlers, settings)
 	if err != nil {
 		return err
