@@ -159,13 +159,13 @@ func overviewCharts(a store.Activity, depth []store.QueueCount) []chart {
 	axis, full := hourLabels(a.Start, hours)
 	span := fmt.Sprintf("in each hour from %s to %s", full[0], full[hours-1])
 	var charts []chart
-	charts = append(charts, barChart("issued", "Certificates issued", "per hour",
+	charts = append(charts, barChart("issued", "Certificates issued", "per hour, UTC",
 		fmt.Sprintf("Certificates issued %s: %d in all, at most %d in an hour.", span, sum(a.Issued), maxOf(a.Issued)),
 		axis, full, []chartSeries{{"issued", "issued", a.Issued}}))
-	charts = append(charts, barChart("validations", "Validations", "per hour",
+	charts = append(charts, barChart("validations", "Validations", "per hour, UTC",
 		fmt.Sprintf("Challenges validated and failed %s: %d valid, %d invalid.", span, sum(a.Valid), sum(a.Invalid)),
 		axis, full, []chartSeries{{"valid", "valid", a.Valid}, {"invalid", "invalid", a.Invalid}}))
-	charts = append(charts, barChart("jobs", "Jobs finished", "per hour",
+	charts = append(charts, barChart("jobs", "Jobs finished", "per hour, UTC",
 		fmt.Sprintf("Jobs finished %s: %d completed, %d discarded or cancelled.", span, sum(a.JobsCompleted), sum(a.JobsFailed)),
 		axis, full, []chartSeries{{"completed", "completed", a.JobsCompleted}, {"failed", "failed", a.JobsFailed}}))
 	byState := map[string]int64{}
