@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/cmd/internal/accesswire"
 	"github.com/hallmark-ca/hallmark/cmd/internal/process"
 	"github.com/hallmark-ca/hallmark/cmd/internal/version"
 	"github.com/hallmark-ca/hallmark/protocol"
@@ -71,9 +72,16 @@ func run(c *cli.Context) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	pol, err := accesswire.Policy(cfg)
+	if err != nil {
+		return err
+	}
+	if pol.Warn() {
+		log.Warn("access policy in mode warn: requests it would refuse are logged and allowed")
+	}
 	srv, err := protocol.New(protocol.Config{Server: cfg.Server, Limits: cfg.Limits, Policy: cfg.Policy,
 		Profiles: cfg.Profiles, DefaultProfile: cfg.DefaultProfile}, db.Store,
-		protocol.Options{Logger: log, Registry: reg, Gatherer: reg, Version: version.Line("hallmark-frontend")})
+		protocol.Options{Logger: log, Registry: reg, Gatherer: reg, Version: version.Line("hallmark-frontend"), Access: pol})
 	if err != nil {
 		return err
 	}
