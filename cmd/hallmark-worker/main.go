@@ -29,6 +29,7 @@ import (
 	"github.com/hallmark-ca/hallmark/cmd/internal/version"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/profile"
+	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/signer"
 	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/store/redact"
@@ -254,6 +255,11 @@ func run(c *cli.Context) error {
 	}
 	settings := w.JobSettings()
 	settings.Logger = process.QuietLogger("worker").With("worker", cfg.Worker.ID)
+	if settings.Metrics, err = jobs.NewMetrics(reg); err != nil {
+		return err
+	}
+	// Queue depth is read at scrape time, one grouped query (jobs/metrics.go).
+	reg.MustRegister(jobs.NewDepthCollector(db.Queue, 2*time.Second))
 	runner, err := db.Queue.Start(ctx, handlers, settings)
 	if err != nil {
 		return err
