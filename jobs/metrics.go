@@ -48,6 +48,19 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
+// zero exports every kind's outcomes at 0 from the start, so a rate or
+// increase over them is defined before the first run.
+func (m *Metrics) zero(kinds []string) {
+	if m == nil {
+		return
+	}
+	for _, k := range kinds {
+		for _, o := range []string{OutcomeCompleted, OutcomeSnoozed, OutcomeRetried, OutcomeAbandoned, OutcomeStopped} {
+			m.runs.WithLabelValues(k, o)
+		}
+	}
+}
+
 func (m *Metrics) observe(kind, outcome string, d time.Duration) {
 	if m == nil {
 		return

@@ -382,6 +382,7 @@ func (q *riverQueue[TTx]) Start(ctx context.Context, reg *Registry, s Settings) 
 	if err != nil {
 		return nil, err
 	}
+	s.Metrics.zero(reg.Kinds())
 	queues := make(map[string]river.QueueConfig, len(s.Queues))
 	for _, name := range s.Queues {
 		n := s.MaxWorkers

@@ -66,6 +66,9 @@ func (s *Server) registerMetrics(opts Options) error {
 			Help: "Nonces consumed by a signed request that went on past the nonce check.",
 		}),
 	}
+	for _, t := range []acme.ProblemType{acme.ProblemBadNonce, acme.ProblemRateLimited, acme.ProblemServerInternal} {
+		s.metrics.problems.WithLabelValues(problemLabel(t)) // at 0 from the start, for rates
+	}
 	for _, c := range []prometheus.Collector{s.metrics.requests, s.metrics.latency, s.metrics.rejected, s.metrics.inFlight,
 		s.metrics.problems, s.metrics.redeemed} {
 		if err := reg.Register(c); err != nil {

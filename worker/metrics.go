@@ -46,8 +46,19 @@ func newMetrics() metrics {
 	}
 }
 
-// register adds the worker's metrics and its scrape-time collector to reg.
+// register adds the worker's metrics and its scrape-time collector to reg,
+// with the series an alert reads as a rate exported at 0 from the start.
 func (w *Worker) register(reg prometheus.Registerer) error {
+	for name, m := range w.mounts {
+		for _, reason := range []string{"unavailable", "refused", "failed"} {
+			w.metrics.signErrors.WithLabelValues(name, m.profile.Backend, reason)
+		}
+	}
+	for _, method := range []acme.ChallengeType{acme.ChallengeHTTP01, acme.ChallengeDNS01, acme.ChallengeTLSALPN01} {
+		for _, result := range []string{"valid", "error"} {
+			w.metrics.validations.WithLabelValues(string(method), result, "")
+		}
+	}
 	for _, c := range []prometheus.Collector{w.metrics.signed, w.metrics.validations, w.metrics.signing,
 		w.metrics.signErrors, w.slots.deferred, stateCollector{w}} {
 		if err := reg.Register(c); err != nil {
