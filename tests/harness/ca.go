@@ -32,8 +32,8 @@ type CA struct {
 	Config   string
 	BaseURL  string
 	Root     string
-	HTTPPort int // where the worker looks for http-01 answers
-	ALPNPort int // where the worker looks for tls-alpn-01 answers
+	HTTPPort int    // where the worker looks for http-01 answers
+	ALPNPort int    // where the worker looks for tls-alpn-01 answers
 	Health   string // the worker's health_listen: /healthz, /readyz, /metrics
 	DNS      *testdns.Server
 	Env      []string // the CA processes' extra environment
