@@ -23,6 +23,7 @@ type metrics struct {
 	inFlight prometheus.Gauge
 	problems *prometheus.CounterVec // by problem type (badNonce, rateLimited, ...)
 	redeemed prometheus.Counter     // nonces consumed by a request that went on
+	access   *prometheus.CounterVec
 }
 
 // registerMetrics registers the request metrics with opts.Registry (by
@@ -65,12 +66,16 @@ func (s *Server) registerMetrics(opts Options) error {
 			Name: "hallmark_frontend_nonces_redeemed_total",
 			Help: "Nonces consumed by a signed request that went on past the nonce check.",
 		}),
+		access: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hallmark_frontend_access_refusals_total",
+			Help: "Requests the access policy refused (deny), could not decide (unavailable: 503), or in mode warn would have (would_deny, would_unavailable).",
+		}, []string{"verdict"}),
 	}
 	for _, t := range []acme.ProblemType{acme.ProblemBadNonce, acme.ProblemRateLimited, acme.ProblemServerInternal} {
 		s.metrics.problems.WithLabelValues(problemLabel(t)) // at 0 from the start, for rates
 	}
 	for _, c := range []prometheus.Collector{s.metrics.requests, s.metrics.latency, s.metrics.rejected, s.metrics.inFlight,
-		s.metrics.problems, s.metrics.redeemed} {
+		s.metrics.problems, s.metrics.redeemed, s.metrics.access} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("registering metrics: %w", err)
 		}

@@ -78,7 +78,7 @@ func (s *Server) routes() http.Handler {
 	// nil for routes whose first read needs the payload; fold is the
 	// route's folded write, tried first (fold.go).
 	postRoute := func(path, name string, mode keyMode, h func(http.ResponseWriter, *post) error, ahead readAhead, fold folded) {
-		r.Handle(path, s.instrument(name, true, methodsOnly([]string{http.MethodPost}, s.verified(mode, h, ahead, fold))))
+		r.Handle(path, s.instrument(name, true, methodsOnly([]string{http.MethodPost}, s.verified(name, mode, h, ahead, fold))))
 	}
 	postRoute(pathNewAccount, "new_account", jwkOnly, s.newAccount, nil, nil)
 	postRoute(pathNewAuthz, "new_authz", kidOnly, s.newAuthz, nil, nil) // newauthz.go

@@ -35,6 +35,7 @@ func (c Config) across() []error {
 		p.add("admin.listen", "must differ from server.listen and server.public_http_listen: the panel never shares a public listener")
 	}
 	c.pprofProblems(&p)
+	c.accessProblems(&p)
 	c.listenerClashes(&p)
 	return p
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/cmd/internal/accesswire"
 	"github.com/hallmark-ca/hallmark/cmd/internal/process"
 	"github.com/hallmark-ca/hallmark/cmd/internal/version"
 	"github.com/hallmark-ca/hallmark/jobs"
@@ -75,9 +76,16 @@ func run(c *cli.Context) error {
 	// The queue's depth from the frontend too: it is what shows jobs piling
 	// up when no worker is running to export it (jobs/metrics.go).
 	reg.MustRegister(jobs.NewDepthCollector(db.Queue, 2*time.Second))
+	pol, err := accesswire.Policy(cfg)
+	if err != nil {
+		return err
+	}
+	if pol.Warn() {
+		log.Warn("access policy in mode warn: requests it would refuse are logged and allowed")
+	}
 	srv, err := protocol.New(protocol.Config{Server: cfg.Server, Limits: cfg.Limits, Policy: cfg.Policy,
 		Profiles: cfg.Profiles, DefaultProfile: cfg.DefaultProfile}, db.Store,
-		protocol.Options{Logger: log, Registry: reg, Gatherer: reg, Version: version.Line("hallmark-frontend")})
+		protocol.Options{Logger: log, Registry: reg, Gatherer: reg, Version: version.Line("hallmark-frontend"), Access: pol})
 	if err != nil {
 		return err
 	}

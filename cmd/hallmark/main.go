@@ -39,6 +39,7 @@ func main() {
 			backupCommand(),
 			ariCommand(),
 			auditCommand(),
+			policyCommand(),
 			version.Command("hallmark"),
 		},
 	}
