@@ -95,6 +95,12 @@ func TestScrapedMetrics(t *testing.T) {
 			if !hasSeries(frontend, "hallmark_jobs_depth_up", ``, true) {
 				t.Errorf("hallmark_jobs_depth_up is not 1 on the frontend")
 			}
+			if !hasSeries(frontend, "hallmark_frontend_nonces_redeemed_total", ``, true) {
+				t.Errorf("the frontend counted no nonce redeemed after lego's orders")
+			}
+			if !hasSeries(frontend, "hallmark_frontend_problems_total", `problem="badNonce"`, false) {
+				t.Errorf("the frontend does not export its badNonce count")
+			}
 			cancel()
 			checkNamesExported(t, worker, frontend)
 		})
