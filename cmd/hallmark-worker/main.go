@@ -210,6 +210,15 @@ func mountIssuers(cfg config.Config) (map[string]*signer.Issuer, error) {
 	return out, nil
 }
 
+// jobMetrics registers the job runner's metrics and the queue's depth,
+// read at scrape time in one grouped query (jobs/metrics.go).
+func jobMetrics(reg prometheus.Registerer, q jobs.Queue) (*jobs.Metrics, error) {
+	if err := reg.Register(jobs.NewDepthCollector(q, 2*time.Second)); err != nil {
+		return nil, fmt.Errorf("registering the queue depth metrics: %w", err)
+	}
+	return jobs.NewMetrics(reg)
+}
+
 func run(c *cli.Context) error {
 	cfg, err := config.LoadWorker(c.String("config"))
 	if err != nil {
@@ -255,11 +264,9 @@ func run(c *cli.Context) error {
 	}
 	settings := w.JobSettings()
 	settings.Logger = process.QuietLogger("worker").With("worker", cfg.Worker.ID)
-	if settings.Metrics, err = jobs.NewMetrics(reg); err != nil {
+	if settings.Metrics, err = jobMetrics(reg, db.Queue); err != nil {
 		return err
 	}
-	// Queue depth is read at scrape time, one grouped query (jobs/metrics.go).
-	reg.MustRegister(jobs.NewDepthCollector(db.Queue, 2*time.Second))
 	runner, err := db.Queue.Start(ctx, handlers, settings)
 	if err != nil {
 		return err
