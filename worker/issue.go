@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
@@ -88,6 +89,7 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		return fail(acme.Problem{Type: acme.ProblemBadCSR, Detail: "the stored CSR does not parse: " + err.Error()})
 	}
 	issuerID := mount.backend.IssuerID()
+	signStart := time.Now()
 	issued, err := mount.backend.Issue(ctx, signer.Request{
 		Profile:     mount.profile,
 		ProfileName: args.Profile,
@@ -99,6 +101,7 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		IssuerURL:   w.urlBase + "/issuer/" + issuerID,
 		CRLURL:      w.urlBase + "/crl/" + issuerID,
 	}, csr)
+	w.metrics.signedBy(args.Profile, mount.profile.Backend, time.Since(signStart), err)
 	if err != nil {
 		var ae *acme.Error
 		if errors.As(err, &ae) && ae.Problem.Type != acme.ProblemServerInternal {
@@ -175,7 +178,7 @@ func (w *Worker) storeIssued(ctx context.Context, o *store.Order, profile string
 		w.log.WarnContext(ctx, "certificate signed but not stored; the job's retry stores it", "order", o.ID, "serial", c.issued.SerialHex, "err", err)
 		return jobs.CouldNotRun(fmt.Errorf("storing certificate %s for order %s: %w", c.issued.SerialHex, o.ID, err))
 	}
-	w.signed.Inc()
+	w.metrics.signed.Inc()
 	w.log.InfoContext(ctx, "certificate issued", "order", o.ID, "serial", c.issued.SerialHex, "profile", profile)
 	return nil
 }
