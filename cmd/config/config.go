@@ -19,6 +19,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/hallmark-ca/hallmark/admin"
+	"github.com/hallmark-ca/hallmark/notify"
 	"github.com/hallmark-ca/hallmark/protocol/policy"
 	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/protocol/serverconf"
@@ -40,6 +41,7 @@ type Config struct {
 	CA        signerconf.CA              `toml:"ca"`
 	Profiles  map[string]profile.Profile `toml:"profiles"`
 	Limits    serverconf.Limits          `toml:"limits"` // rate limits, 0 = unlimited
+	Notify    notify.Config              `toml:"notify"`
 	// Backends are the named pkcs11, relay and custom signing backends.
 	Backends map[string]Backend `toml:"backends"`
 	// DefaultProfile is used when newOrder names none.
@@ -127,6 +129,7 @@ func (c *Config) derive() {
 	c.backendDefaults()
 	c.profileDefaults()
 	c.Limits = c.Limits.WithDefaults()
+	c.Notify.Defaults()
 	if c.Worker.ID == "" {
 		host, _ := os.Hostname()
 		c.Worker.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
@@ -186,7 +189,7 @@ func (c Config) problems() []error {
 		errs = append(errs, c.Profiles[n].Validate(n))
 	}
 	errs = append(errs, c.backendProblems()...)
-	errs = append(errs, c.Limits.Validate(), c.Admin.Validate(), c.Audit.Validate())
+	errs = append(errs, c.Limits.Validate(), c.Admin.Validate(), c.Audit.Validate(), c.Notify.Validate())
 	return append(errs, c.across()...)
 }
 
