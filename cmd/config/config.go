@@ -20,6 +20,7 @@ import (
 
 	"github.com/hallmark-ca/hallmark/admin"
 	"github.com/hallmark-ca/hallmark/notify"
+	"github.com/hallmark-ca/hallmark/protocol/access"
 	"github.com/hallmark-ca/hallmark/protocol/policy"
 	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/protocol/serverconf"
@@ -41,6 +42,7 @@ type Config struct {
 	CA        signerconf.CA              `toml:"ca"`
 	Profiles  map[string]profile.Profile `toml:"profiles"`
 	Limits    serverconf.Limits          `toml:"limits"` // rate limits, 0 = unlimited
+	Access    access.Config              `toml:"access"` // who may ask: the client access policy
 	Notify    notify.Config              `toml:"notify"`
 	// Backends are the named pkcs11, relay and custom signing backends.
 	Backends map[string]Backend `toml:"backends"`
@@ -106,6 +108,7 @@ func (c *Config) relativeTo(base string) {
 	c.Server.TLSCert = rel(base, c.Server.TLSCert)
 	c.Server.TLSKey = rel(base, c.Server.TLSKey)
 	c.Admin.TokenFile = rel(base, c.Admin.TokenFile)
+	c.accessPaths(base)
 	c.backendPaths(base)
 	if strings.HasPrefix(c.Database.URL, "sqlite:") {
 		c.Database.URL = "sqlite:" + rel(base, strings.TrimPrefix(c.Database.URL, "sqlite:"))
@@ -189,7 +192,7 @@ func (c Config) problems() []error {
 		errs = append(errs, c.Profiles[n].Validate(n))
 	}
 	errs = append(errs, c.backendProblems()...)
-	errs = append(errs, c.Limits.Validate(), c.Admin.Validate(), c.Audit.Validate(), c.Notify.Validate())
+	errs = append(errs, c.Limits.Validate(), c.Admin.Validate(), c.Audit.Validate(), c.Access.Validate(), c.Notify.Validate())
 	return append(errs, c.across()...)
 }
 

@@ -37,6 +37,8 @@ var never = []struct{ from, to, why string }{
 	{"jobs/...", module + "/store/...", "jobs is below the store: the store inserts and completes jobs"},
 	{"jobs/...", module + "/protocol", "jobs knows job kinds, not the ACME frontend"},
 	{"protocol/acme", module + "/...", "acme is the leaf vocabulary: standard library only"},
+	{"protocol/access/...", module + "/protocol", "the access policy is shared by the frontend and the CLI's explain: it never links the HTTP frontend"},
+	{"protocol/access/...", module + "/store", "the access policy reads an account's binding through what the frontend or the CLI hands it, never the store"},
 	{"cmd/hallmark-load", module + "/...", "the load generator is an outside ACME client: it measures the built binaries and links none of their code"},
 	{"store/redact", module + "/...", "redact is linked by every binary: standard library only"},
 	{"protocol/profile", module + "/...", "the profile is shared by the frontend, the worker and the signer: standard library only"},
