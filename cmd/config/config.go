@@ -20,7 +20,7 @@ import (
 
 	"github.com/hallmark-ca/hallmark/admin"
 	"github.com/hallmark-ca/hallmark/cmd/internal/process"
-	"github.com/hallmark-ca/hallmark/notify"
+	"github.com/hallmark-ca/hallmark/jobs/notify"
 	"github.com/hallmark-ca/hallmark/protocol/access"
 	"github.com/hallmark-ca/hallmark/protocol/policy"
 	"github.com/hallmark-ca/hallmark/protocol/profile"

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/hallmark-ca/hallmark/notify"
+	"github.com/hallmark-ca/hallmark/jobs/notify"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
 )

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/hallmark-ca/hallmark/jobs"
-	"github.com/hallmark-ca/hallmark/notify"
+	"github.com/hallmark-ca/hallmark/jobs/notify"
 	"github.com/hallmark-ca/hallmark/store"
 )
 

@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/notify"
+	"github.com/hallmark-ca/hallmark/jobs/notify"
 )
 
 // email sends the event over SMTP, always after STARTTLS (net/smtp: the

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/notify"
+	"github.com/hallmark-ca/hallmark/jobs/notify"
 )
 
 // program runs a command with the event as JSON on its stdin, in an empty

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/hallmark-ca/hallmark/jobs"
-	"github.com/hallmark-ca/hallmark/notify"
+	"github.com/hallmark-ca/hallmark/jobs/notify"
 )
 
 // Sender delivers events to the configured destinations.

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/hallmark-ca/hallmark/jobs"
-	"github.com/hallmark-ca/hallmark/notify"
+	"github.com/hallmark-ca/hallmark/jobs/notify"
 	"github.com/hallmark-ca/hallmark/worker/notifysend"
 )
 

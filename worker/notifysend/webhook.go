@@ -11,7 +11,7 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/notify"
+	"github.com/hallmark-ca/hallmark/jobs/notify"
 )
 
 // webhook POSTs (or PUTs, PATCHes) the event to a URL: its own body
