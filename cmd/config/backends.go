@@ -119,6 +119,9 @@ func (c Config) backendProblems() []error {
 		if b.Type == "relay" && b.ChallengeStrategy == "dns01" && b.TimeoutMS <= 1000*b.PropagationWait() {
 			p.add(key+".timeout_ms", "must be longer than propagation_wait_seconds (%d s): the upstream order waits for the record, then for the upstream's validation", b.PropagationWait())
 		}
+		if b.Type == "relay" && b.ChallengeStrategy == "http01" && c.Server.PublicHTTPListen == "" {
+			p.add(key+".challenge_strategy", "http01 answers are served by the frontend's public http listener; set server.public_http_listen (the upstream validates on port 80 of each name)")
+		}
 		if b.TimeoutMS >= c.Worker.JobTimeoutMS {
 			p.add(key+".timeout_ms", "must be shorter than worker.job_timeout_ms (%d)", c.Worker.JobTimeoutMS)
 		}

@@ -130,7 +130,7 @@ type = "relay"
 directory_url = "https://acme.example/dir"
 account_key = "a.key"
 challenge_strategy = "telepathy"
-`, []string{"backends.le.challenge_strategy: must be bypass or dns01"}},
+`, []string{"backends.le.challenge_strategy: must be bypass, dns01 or http01"}},
 		{"relay dns01 with another challenge", `
 [profiles.up]
 backend = "relay"

@@ -54,6 +54,17 @@ type Config struct {
 	Transport http.RoundTripper
 	// Journal records the upstream orders placed (required).
 	Journal Journal
+	// Tokens holds the http-01 answers the frontend serves (required
+	// with challenge_strategy "http01"; the store is one).
+	Tokens Tokens
+}
+
+// Tokens is where the relay stores the key authorization of an upstream
+// http-01 token for the frontend's public http listener to serve, and
+// removes it once the authorization is decided (store.RelayTokens).
+type Tokens interface {
+	RelayTokenPut(ctx context.Context, backend, token, keyAuthorization string, ttl time.Duration) error
+	RelayTokenDelete(ctx context.Context, token string) error
 }
 
 // Backend relays orders to the upstream CA.
@@ -127,6 +138,9 @@ func New(cfg Config) (*Backend, error) {
 	}}
 	if b.eab, err = binding(cfg.Name, cfg.Relay); err != nil {
 		return nil, err
+	}
+	if cfg.ChallengeStrategy == "http01" && cfg.Tokens == nil {
+		return nil, fmt.Errorf("backends.%s: challenge_strategy http01 was built without a store for its http-01 answers", cfg.Name)
 	}
 	if cfg.ChallengeStrategy == "dns01" {
 		if b.dns, err = newDNSPublisher(cfg.Name, cfg.Relay); err != nil {

@@ -11,6 +11,7 @@ import (
 	xacme "golang.org/x/crypto/acme"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/signer"
 	"github.com/hallmark-ca/hallmark/signer/signerconf"
 )
 
@@ -18,7 +19,8 @@ import (
 // authorization z as challenge_strategy says, and waits for z's verdict:
 // "bypass" accepts and waits (the upstream grants the account itself);
 // "dns01" publishes the TXT record first and removes it after the
-// verdict, valid or invalid.
+// verdict, valid or invalid; "http01" stores the answer the frontend
+// serves, and deletes it after the verdict.
 func (b *Backend) authorize(ctx context.Context, z *xacme.Authorization) error {
 	var chal *xacme.Challenge
 	for _, c := range z.Challenges {
@@ -28,6 +30,17 @@ func (b *Backend) authorize(ctx context.Context, z *xacme.Authorization) error {
 	}
 	if chal == nil {
 		return acme.New(acme.ProblemRejectedIdentifier, "the upstream CA offers no %s challenge for %s", b.cfg.Challenge, z.Identifier.Value)
+	}
+	if b.cfg.ChallengeStrategy == "http01" {
+		ka, err := b.client.HTTP01ChallengeResponse(chal.Token)
+		if err != nil {
+			return acme.Internal(fmt.Errorf("the key authorization of the upstream token: %w", err))
+		}
+		// Served until the attempt's end at the latest; deleted sooner.
+		if err := b.cfg.Tokens.RelayTokenPut(ctx, b.cfg.Name, chal.Token, ka, b.cfg.Timeout+time.Minute); err != nil {
+			return fmt.Errorf("%w: storing the http-01 answer for %s: %v", signer.ErrUnavailable, z.Identifier.Value, err)
+		}
+		defer b.withdraw(ctx, chal.Token)
 	}
 	if b.dns != nil {
 		value, err := b.client.DNS01ChallengeRecord(chal.Token)
@@ -60,6 +73,16 @@ func (b *Backend) unpublish(ctx context.Context, name, value string) {
 	if err := b.dns.update(ctx, name, value, false); err != nil {
 		b.cfg.Logger.Warn("the dns-01 record of an upstream authorization could not be removed; remove it by hand",
 			"backend", b.cfg.Name, "record", name, "value", value, "err", err)
+	}
+}
+
+// withdraw deletes an http-01 answer once its authorization is decided.
+func (b *Backend) withdraw(ctx context.Context, token string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	if err := b.cfg.Tokens.RelayTokenDelete(ctx, token); err != nil {
+		b.cfg.Logger.Warn("the http-01 answer of an upstream authorization could not be deleted; it expires on its own",
+			"backend", b.cfg.Name, "token", token, "err", err)
 	}
 }
 

@@ -6,19 +6,27 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"errors"
+	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
 
+	"github.com/hallmark-ca/hallmark/protocol"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
+	"github.com/hallmark-ca/hallmark/protocol/serverconf"
 	"github.com/hallmark-ca/hallmark/signer"
 	"github.com/hallmark-ca/hallmark/signer/relay"
 	"github.com/hallmark-ca/hallmark/signer/signerconf"
+	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/tests/knot"
 	"github.com/hallmark-ca/hallmark/tests/pebble"
 )
@@ -178,4 +186,83 @@ func TestRelayDNS01InvalidAuthorizationCleansUp(t *testing.T) {
 	if vals := txtAt(t, ns, "_acme-challenge.unseen.relay.test"); len(vals) != 0 {
 		t.Errorf("the server still holds TXT %v after the authorization became invalid", vals)
 	}
+}
+
+// TestRelayHTTP01WithValidatingPebble: against a Pebble that validates
+// http-01, resolving the names through knotd to loopback and connecting to
+// the port of Hallmark's real public http handler (the frontend's
+// public_http_listen) on the same database, an http01 relay issues: the
+// worker side stores each token's answer, the frontend serves it, and it
+// is gone afterwards. The frontend is built without the relay's account
+// key. A bypass relay fails against the same upstream.
+func TestRelayHTTP01WithValidatingPebble(t *testing.T) {
+	ns := knot.Start(t, "relay.test")
+	st := journal(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fcfg := protocol.Config{Server: serverconf.DefaultServer(), Profiles: map[string]profile.Profile{"default": profile.Default()}, DefaultProfile: "default"}
+	fcfg.Server.BaseURL = "http://" + ln.Addr().String()
+	srv, err := protocol.New(fcfg, st, protocol.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	public := &http.Server{Handler: srv.PublicHandler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = public.Serve(ln) }()
+	t.Cleanup(func() { _ = public.Close() })
+	p := pebble.StartWith(t, pebble.Options{DNSServer: ns.Addr, HTTPPort: ln.Addr().(*net.TCPAddr).Port})
+	tokens := &countingTokens{Tokens: st}
+
+	for _, strategy := range []string{"http01", "bypass"} {
+		t.Run(strategy, func(t *testing.T) {
+			b, err := relay.New(relay.Config{Name: "web", Journal: st, Tokens: tokens, Timeout: 60 * time.Second,
+				Relay: signerconf.Relay{DirectoryURL: p.DirectoryURL, CACert: p.CACert, AccountKey: filepath.Join(t.TempDir(), "account.key"),
+					Challenge: "http-01", ChallengeStrategy: strategy}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, csr := order(t, st, strategy+".relay.test", "www."+strategy+".relay.test")
+			_, err = b.Issue(context.Background(), r, csr)
+			if strategy == "bypass" {
+				var ae *acme.Error
+				if !errors.As(err, &ae) || ae.Problem.Type != acme.ProblemUnauthorized {
+					t.Fatalf("Issue through a bypass relay against a validating upstream: %v, want unauthorized", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Issue: %v", err)
+			}
+			put := tokens.list()
+			if len(put) != 2 {
+				t.Fatalf("%d http-01 answers stored, want one per name", len(put))
+			}
+			for _, tok := range put {
+				if _, err := st.RelayTokenGet(context.Background(), tok); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("the answer for token %s is still stored after the order: %v", tok, err)
+				}
+			}
+		})
+	}
+}
+
+// countingTokens records the tokens the relay stores answers for.
+type countingTokens struct {
+	relay.Tokens
+	mu   sync.Mutex
+	toks []string
+}
+
+func (c *countingTokens) RelayTokenPut(ctx context.Context, backend, token, ka string, ttl time.Duration) error {
+	c.mu.Lock()
+	c.toks = append(c.toks, token)
+	c.mu.Unlock()
+	return c.Tokens.RelayTokenPut(ctx, backend, token, ka, ttl)
+}
+
+func (c *countingTokens) list() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.toks...)
 }

@@ -113,8 +113,9 @@ type Relay struct {
 	RenewalInfoPerRun int `toml:"renewal_info_per_run"`
 	// ChallengeStrategy is how the relay answers the upstream's
 	// challenges: "bypass" (or empty: accept and wait, for an upstream
-	// that grants the account itself) or "dns01" (publish the TXT record
-	// by RFC 2136 UPDATE signed with TSIG).
+	// that grants the account itself), "dns01" (publish the TXT record
+	// by RFC 2136 UPDATE signed with TSIG) or "http01" (the frontend's
+	// public http listener serves the answer the worker stores).
 	ChallengeStrategy string `toml:"challenge_strategy"`
 	// DNS01 settings: the authoritative server ("host:port") that takes
 	// the updates and answers the polls, the zone updated, the TSIG key's
@@ -171,8 +172,12 @@ func (b Relay) Validate(key string) error {
 	case "", "bypass":
 	case "dns01":
 		b.validateDNS01(key, &p)
+	case "http01":
+		if b.Challenge != "http-01" {
+			p.add(key+".challenge", "challenge_strategy http01 answers http-01 challenges; set challenge = \"http-01\", got %q", b.Challenge)
+		}
 	default:
-		p.add(key+".challenge_strategy", "must be bypass or dns01, got %q", b.ChallengeStrategy)
+		p.add(key+".challenge_strategy", "must be bypass, dns01 or http01, got %q", b.ChallengeStrategy)
 	}
 	return errors.Join(p...)
 }

@@ -6,6 +6,7 @@
 package pebble
 
 import (
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -94,6 +95,9 @@ type Options struct {
 	// EABKeys, when set, makes external account binding required: each
 	// key ID with its base64url HMAC key.
 	EABKeys map[string]string
+	// HTTPPort is the port Pebble's validator connects to for http-01
+	// (default 5002).
+	HTTPPort int
 }
 
 // Start runs Pebble with validation switched off (PEBBLE_VA_ALWAYS_VALID:
@@ -121,7 +125,7 @@ func StartWith(t testing.TB, o Options) *Server {
 	pcfg := map[string]any{
 		"listenAddress": listen, "managementListenAddress": mgmt,
 		"certificate": certFile, "privateKey": keyFile,
-		"httpPort": 5002, "tlsPort": 5001, "ocspResponderURL": "",
+		"httpPort": cmp.Or(o.HTTPPort, 5002), "tlsPort": 5001, "ocspResponderURL": "",
 		"externalAccountBindingRequired": len(o.EABKeys) > 0,
 	}
 	if len(o.EABKeys) > 0 {
