@@ -6,7 +6,7 @@ import (
 )
 
 // RelayTokens are the http-01 answers of relay backends that solve their
-// upstream's challenges over http (migration 0016): the worker, which
+// upstream's challenges over http (migration 0017): the worker, which
 // holds the upstream account key, stores a token's key authorization; the
 // frontend, which never holds it, serves it at
 // /.well-known/acme-challenge/<token>.
