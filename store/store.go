@@ -191,6 +191,7 @@ type Store interface {
 	RateLimits // store/ratelimit.go: counts for the frontend's rate limits
 	RemoteRevocations
 	UpstreamOrders // store/upstreamorders.go: the relay backends' journal of upstream orders
+	RelayTokens    // store/relaytokens.go: the relay backends' http-01 answers, served by the frontend
 	BlockedKeys    // store/blockedkeys.go: keys reported compromised, never certified again
 	AdminViews     // store/adminviews.go: the admin panel's summaries
 	AdminSessions  // store/adminsessions.go: the admin panel's sign-ins
