@@ -34,6 +34,7 @@ import (
 	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/store/redact"
 	"github.com/hallmark-ca/hallmark/worker"
+	"github.com/hallmark-ca/hallmark/worker/notifysend"
 )
 
 func main() {
@@ -236,6 +237,7 @@ func run(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
+	db.NotifyRoute(cfg.Notify.Route)
 	backends, err := mountBackends(cfg, log, db.Store)
 	if err != nil {
 		return err
@@ -250,11 +252,16 @@ func run(c *cli.Context) error {
 		}
 	}
 
+	sender, err := notifysend.New(cfg.Notify, log)
+	if err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	w, err := worker.New(worker.Config{Worker: cfg.Worker, Challenge: cfg.Challenge, Audit: cfg.Audit, CA: cfg.CA, Profiles: cfg.Profiles,
 		BaseURL: cfg.Server.BaseURL, CAAIdentities: cfg.Server.CAAIdentities, DenyIPRanges: cfg.Policy.DenyIPRanges,
-		Listeners: cfg.Listeners()}, db.Store, worker.Options{Logger: log, Registry: reg, Issuers: issuers, Backends: backends})
+		Listeners: cfg.Listeners()}, db.Store, worker.Options{Logger: log, Registry: reg, Issuers: issuers, Backends: backends,
+		Notify: sender.Handle, ExpiryDays: cfg.Notify.ExpiryDays})
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,8 @@ var never = []struct{ from, to, why string }{
 	{"protocol/origin", module + "/...", "who asked rides from the frontend through jobs and the store to the worker: standard library only"},
 	{"signer/signerconf", module + "/...", "a configuration leaf every binary links (exempt): standard library only"},
 	{"worker/workerconf", module + "/...", "a configuration leaf every binary links (exempt): standard library only"},
+	{"jobs/notify", module + "/...", "[notify] and its events: every binary that writes an event routes it, so standard library only"},
+	{"cmd/hallmark-frontend", module + "/worker/notifysend", "the frontend queues notifications; only the worker delivers them"},
 }
 
 // exempt are the imports a rule of never lets through: the configuration
