@@ -64,29 +64,67 @@ type authz struct {
 func (c *client) issue(ctx context.Context, name string, certKey *ecdsa.PrivateKey, tokens *tokenStore) (map[string]time.Duration, error) {
 	d := map[string]time.Duration{}
 	start := time.Now()
-
-	resp, body, err := c.postAs(ctx, reqNewOrder, c.dir.NewOrder, map[string]any{
-		"identifiers": []map[string]string{{"type": "dns", "value": name}},
-	})
+	orderURL, o, err := c.newOrder(ctx, name)
 	if err != nil {
-		return d, fmt.Errorf("newOrder: %w", err)
-	}
-	orderURL := resp.Header.Get("Location")
-	var o order
-	if err := json.Unmarshal(body, &o); err != nil || orderURL == "" || len(o.Authorizations) != 1 {
-		return d, fmt.Errorf("newOrder: unusable answer (%d, location %q): %s", resp.StatusCode, orderURL, body)
+		return d, err
 	}
 	d[stepNewOrder] = time.Since(start)
 
 	// The challenge step starts at reading the authorization: a client has
 	// to, to learn the token.
 	t0 := time.Now()
+	if err := c.validate(ctx, o.Authorizations[0], tokens); err != nil {
+		return d, err
+	}
+	d[stepChallenge] = time.Since(t0)
+
+	t0 = time.Now()
+	if o, err = c.finalize(ctx, name, certKey, orderURL, o); err != nil {
+		return d, err
+	}
+	d[stepFinalize] = time.Since(t0)
+
+	t0 = time.Now()
+	resp, body, err := c.postAs(ctx, reqCertificate, o.Certificate, nil)
+	if err != nil {
+		return d, fmt.Errorf("downloading the certificate: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK || len(body) == 0 {
+		return d, fmt.Errorf("downloading the certificate: %s with %d bytes", resp.Status, len(body))
+	}
+	d[stepDownload] = time.Since(t0)
+	d[stepTotal] = time.Since(start)
+	return d, nil
+}
+
+// newOrder asks for a certificate for name and returns the order and its
+// URL.
+func (c *client) newOrder(ctx context.Context, name string) (string, order, error) {
+	var o order
+	resp, body, err := c.postAs(ctx, reqNewOrder, c.dir.NewOrder, map[string]any{
+		"identifiers": []map[string]string{{"type": "dns", "value": name}},
+	})
+	if err != nil {
+		return "", o, fmt.Errorf("newOrder: %w", err)
+	}
+	orderURL := resp.Header.Get("Location")
+	if err := json.Unmarshal(body, &o); err != nil || orderURL == "" || len(o.Authorizations) != 1 {
+		return "", o, fmt.Errorf("newOrder: unusable answer (%d, location %q): %s", resp.StatusCode, orderURL, body)
+	}
+	return orderURL, o, nil
+}
+
+// validate reads the authorization, publishes its http-01 answer on
+// tokens, answers the challenge and polls until the authorization is
+// valid.
+func (c *client) validate(ctx context.Context, authzURL string, tokens *tokenStore) error {
 	var a authz
-	if _, body, err = c.postAs(ctx, reqAuthz, o.Authorizations[0], nil); err != nil {
-		return d, fmt.Errorf("reading the authorization: %w", err)
+	_, body, err := c.postAs(ctx, reqAuthz, authzURL, nil)
+	if err != nil {
+		return fmt.Errorf("reading the authorization: %w", err)
 	}
 	if err := json.Unmarshal(body, &a); err != nil {
-		return d, fmt.Errorf("reading the authorization: %w", err)
+		return fmt.Errorf("reading the authorization: %w", err)
 	}
 	chURL := ""
 	for _, ch := range a.Challenges {
@@ -97,81 +135,71 @@ func (c *client) issue(ctx context.Context, name string, certKey *ecdsa.PrivateK
 		}
 	}
 	if chURL == "" {
-		return d, errors.New("the authorization offers no http-01 challenge")
+		return errors.New("the authorization offers no http-01 challenge")
 	}
-	if a.Status != "valid" {
-		resp, _, err = c.postAs(ctx, reqChallenge, chURL, map[string]any{})
-		if err != nil {
-			return d, fmt.Errorf("answering the challenge: %w", err)
+	if a.Status == "valid" {
+		return nil
+	}
+	resp, _, err := c.postAs(ctx, reqChallenge, chURL, map[string]any{})
+	if err != nil {
+		return fmt.Errorf("answering the challenge: %w", err)
+	}
+	for a.Status != "valid" {
+		if err := sleep(ctx, c.pollDelay(resp)); err != nil {
+			return err
 		}
-		for a.Status != "valid" {
-			if err := sleep(ctx, c.pollDelay(resp)); err != nil {
-				return d, err
-			}
-			if resp, body, err = c.postAs(ctx, reqAuthzPoll, o.Authorizations[0], nil); err != nil {
-				return d, fmt.Errorf("polling the authorization: %w", err)
-			}
-			a = authz{}
-			if err := json.Unmarshal(body, &a); err != nil {
-				return d, fmt.Errorf("polling the authorization: %w", err)
-			}
-			switch a.Status {
-			case "pending", "valid":
-			default:
-				for _, ch := range a.Challenges {
-					if ch.Error != nil {
-						return d, fmt.Errorf("validation: %w", ch.Error)
-					}
+		if resp, body, err = c.postAs(ctx, reqAuthzPoll, authzURL, nil); err != nil {
+			return fmt.Errorf("polling the authorization: %w", err)
+		}
+		a = authz{}
+		if err := json.Unmarshal(body, &a); err != nil {
+			return fmt.Errorf("polling the authorization: %w", err)
+		}
+		switch a.Status {
+		case "pending", "valid":
+		default:
+			for _, ch := range a.Challenges {
+				if ch.Error != nil {
+					return fmt.Errorf("validation: %w", ch.Error)
 				}
-				return d, &problemError{Type: "authz-" + a.Status, Detail: "the authorization became " + a.Status}
 			}
+			return &problemError{Type: "authz-" + a.Status, Detail: "the authorization became " + a.Status}
 		}
 	}
-	d[stepChallenge] = time.Since(t0)
+	return nil
+}
 
-	t0 = time.Now()
+// finalize sends a CSR for name and polls the order until it is valid.
+func (c *client) finalize(ctx context.Context, name string, certKey *ecdsa.PrivateKey, orderURL string, o order) (order, error) {
 	csr, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{DNSNames: []string{name}}, certKey)
 	if err != nil {
-		return d, err
+		return o, err
 	}
-	resp, body, err = c.postAs(ctx, reqFinalize, o.Finalize, map[string]string{"csr": base64.RawURLEncoding.EncodeToString(csr)})
+	resp, body, err := c.postAs(ctx, reqFinalize, o.Finalize, map[string]string{"csr": base64.RawURLEncoding.EncodeToString(csr)})
 	if err != nil {
-		return d, fmt.Errorf("finalize: %w", err)
+		return o, fmt.Errorf("finalize: %w", err)
 	}
 	for {
 		o = order{}
 		if err := json.Unmarshal(body, &o); err != nil {
-			return d, fmt.Errorf("reading the order: %w", err)
+			return o, fmt.Errorf("reading the order: %w", err)
 		}
 		if o.Status == "valid" {
-			break
+			return o, nil
 		}
 		if o.Status == "invalid" {
 			if o.Error != nil {
-				return d, fmt.Errorf("issuance: %w", o.Error)
+				return o, fmt.Errorf("issuance: %w", o.Error)
 			}
-			return d, &problemError{Type: "order-invalid", Detail: "the order became invalid"}
+			return o, &problemError{Type: "order-invalid", Detail: "the order became invalid"}
 		}
 		if err := sleep(ctx, c.pollDelay(resp)); err != nil {
-			return d, err
+			return o, err
 		}
 		if resp, body, err = c.postAs(ctx, reqOrderPoll, orderURL, nil); err != nil {
-			return d, fmt.Errorf("polling the order: %w", err)
+			return o, fmt.Errorf("polling the order: %w", err)
 		}
 	}
-	d[stepFinalize] = time.Since(t0)
-
-	t0 = time.Now()
-	resp, body, err = c.postAs(ctx, reqCertificate, o.Certificate, nil)
-	if err != nil {
-		return d, fmt.Errorf("downloading the certificate: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK || len(body) == 0 {
-		return d, fmt.Errorf("downloading the certificate: %s with %d bytes", resp.Status, len(body))
-	}
-	d[stepDownload] = time.Since(t0)
-	d[stepTotal] = time.Since(start)
-	return d, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

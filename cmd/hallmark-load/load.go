@@ -118,38 +118,19 @@ func contains(ss []string, s string) bool {
 // Count issuances on Concurrency goroutines, each for a fresh name, until
 // done or Timeout.
 func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
-	hc := newHTTPClient(spec.Roots, spec.Concurrency)
-	dir, err := fetchDirectory(ctx, hc, spec.Directory)
+	clients, keys, err := newClients(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
-	clients := make([]*client, spec.Concurrency)
-	keys := make([]*ecdsa.PrivateKey, spec.Concurrency)
-	for i := range clients {
-		if clients[i], err = newAccount(ctx, hc, dir, spec.Poll); err != nil {
-			return nil, err
-		}
-		// One certificate key per client: generating a key per issuance
-		// would measure the generator.
-		if keys[i], err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
-			return nil, err
-		}
-	}
 	run := make([]byte, 4)
 	_, _ = rand.Read(run)
-	prefix := hex.EncodeToString(run)
-
-	res := &result{Spec: spec, Steps: map[string][]time.Duration{}, Errors: map[string]int{}, Example: map[string]string{}}
-	var mu sync.Mutex
-	var next atomic.Int64
 	timed, cancel := context.WithTimeout(ctx, spec.Timeout)
 	defer cancel()
 	tctx, stop := context.WithCancelCause(timed)
 	defer stop(nil)
+	l := &loadRun{spec: spec, prefix: hex.EncodeToString(run),
+		res: &result{Spec: spec, Steps: map[string][]time.Duration{}, Errors: map[string]int{}, Example: map[string]string{}}}
 
-	for _, c := range clients {
-		c.requests, c.took = 0, nil // account creation is not timed
-	}
 	before, err := spec.Procs.sample()
 	if err != nil {
 		return nil, err
@@ -159,62 +140,25 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	defer endAnon() // an early return stops the sampler too
 	anonPeaks := spec.Procs.anonPeaks(actx, 100*time.Millisecond)
 	start := time.Now()
-	var lastOK time.Time // under mu
-	var progress stallWatch
-	progress.finished(start)
+	l.progress.finished(start)
 	if spec.Stall > 0 {
-		go progress.watch(tctx, spec.Stall, func() { stop(errStalled) })
+		go l.progress.watch(tctx, spec.Stall, func() { stop(errStalled) })
 	}
 	var wg sync.WaitGroup
 	for i := range clients {
 		wg.Add(1)
-		go func(c *client, key *ecdsa.PrivateKey) {
-			defer wg.Done()
-			for {
-				n := next.Add(1)
-				if n > int64(spec.Count) || tctx.Err() != nil {
-					return
-				}
-				name := fmt.Sprintf("i%d-%s.load.test", n, prefix)
-				d, err := c.issue(tctx, name, key, spec.Responders.Tokens)
-				done := time.Now()
-				progress.finished(done)
-				mu.Lock()
-				if err != nil {
-					k := errorKind(err, tctx)
-					if res.Errors[k]++; res.Errors[k] == 1 {
-						res.Example[k] = err.Error()
-					}
-				} else {
-					res.OK++
-					lastOK = done
-					for k, v := range d {
-						res.Steps[k] = append(res.Steps[k], v)
-					}
-				}
-				mu.Unlock()
-				if err != nil {
-					// A failed request may have left no nonce; fetch one.
-					c.nonce = ""
-				}
-			}
-		}(clients[i], keys[i])
+		go func() { defer wg.Done(); l.issueAll(tctx, clients[i], keys[i]) }()
 	}
 	wg.Wait()
+	res := l.res
 	res.Wall = time.Since(start)
 	res.SelfCPU = selfCPU() - selfBefore
 	res.SelfSwitches = selfSwitches() - switchesBefore
-	res.RequestTimes = map[string][]time.Duration{}
-	for _, c := range clients {
-		res.Requests += c.requests
-		for k, ds := range c.took {
-			res.RequestTimes[k] = append(res.RequestTimes[k], ds...)
-		}
-	}
+	res.countRequests(clients)
 	res.Stalled = errors.Is(context.Cause(tctx), errStalled)
-	res.TimedOut = !res.Stalled && tctx.Err() != nil && next.Load() <= int64(spec.Count)
+	res.TimedOut = !res.Stalled && tctx.Err() != nil && l.next.Load() <= int64(spec.Count)
 	if res.OK > 0 {
-		res.Active = lastOK.Sub(start)
+		res.Active = l.lastOK.Sub(start)
 	}
 	if spec.Procs.pgAdmin != "" {
 		time.Sleep(1500 * time.Millisecond) // let the statistics collector catch up
@@ -230,6 +174,85 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	res.PeakRSSKiB = after.rss
 	res.PGCommits = after.commits - before.commits
 	return res, nil
+}
+
+// newClients creates one account per concurrent client, and a
+// certificate key for each: generating a key per issuance would measure
+// the generator. Account creation is not timed.
+func newClients(ctx context.Context, spec loadSpec) ([]*client, []*ecdsa.PrivateKey, error) {
+	hc := newHTTPClient(spec.Roots, spec.Concurrency)
+	dir, err := fetchDirectory(ctx, hc, spec.Directory)
+	if err != nil {
+		return nil, nil, err
+	}
+	clients := make([]*client, spec.Concurrency)
+	keys := make([]*ecdsa.PrivateKey, spec.Concurrency)
+	for i := range clients {
+		if clients[i], err = newAccount(ctx, hc, dir, spec.Poll); err != nil {
+			return nil, nil, err
+		}
+		if keys[i], err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+			return nil, nil, err
+		}
+		clients[i].requests, clients[i].took = 0, nil
+	}
+	return clients, keys, nil
+}
+
+// loadRun is one run's shared state: the next issuance's number and what
+// the clients measured.
+type loadRun struct {
+	spec     loadSpec
+	prefix   string // the run's names are i<n>-<prefix>.load.test
+	next     atomic.Int64
+	progress stallWatch
+	mu       sync.Mutex
+	res      *result   // under mu
+	lastOK   time.Time // under mu
+}
+
+// issueAll is one client's loop: issue for fresh names until the run's
+// count is reached or ctx ends.
+func (l *loadRun) issueAll(ctx context.Context, c *client, key *ecdsa.PrivateKey) {
+	for {
+		n := l.next.Add(1)
+		if n > int64(l.spec.Count) || ctx.Err() != nil {
+			return
+		}
+		name := fmt.Sprintf("i%d-%s.load.test", n, l.prefix)
+		d, err := c.issue(ctx, name, key, l.spec.Responders.Tokens)
+		done := time.Now()
+		l.progress.finished(done)
+		l.mu.Lock()
+		if err != nil {
+			k := errorKind(err, ctx)
+			if l.res.Errors[k]++; l.res.Errors[k] == 1 {
+				l.res.Example[k] = err.Error()
+			}
+		} else {
+			l.res.OK++
+			l.lastOK = done
+			for k, v := range d {
+				l.res.Steps[k] = append(l.res.Steps[k], v)
+			}
+		}
+		l.mu.Unlock()
+		if err != nil {
+			// A failed request may have left no nonce; fetch one.
+			c.nonce = ""
+		}
+	}
+}
+
+// countRequests adds up the clients' timed requests.
+func (r *result) countRequests(clients []*client) {
+	r.RequestTimes = map[string][]time.Duration{}
+	for _, c := range clients {
+		r.Requests += c.requests
+		for k, ds := range c.took {
+			r.RequestTimes[k] = append(r.RequestTimes[k], ds...)
+		}
+	}
 }
 
 // errStalled is the cause a run's context ends with when Stall passed

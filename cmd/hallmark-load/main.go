@@ -121,28 +121,37 @@ func cmdRun(ctx context.Context, args []string) error {
 	return nil
 }
 
-func cmdBench(ctx context.Context, args []string) error {
+// benchFlags are bench's flags.
+type benchFlags struct {
+	load                                              loadFlags
+	targets, conc, binDir, pebble, pg, extra, profDir string
+	workerConc, maxConns, retryAfter, profSecs        int
+	batches, pebbleAttempts                           int
+	keep                                              bool
+}
+
+func parseBench(args []string) *benchFlags {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
-	var lf loadFlags
-	lf.register(fs)
-	targets := fs.String("targets", "hallmark-sqlite,hallmark-postgres,pebble", "comma-separated: hallmark-sqlite, hallmark-postgres, hallmark-sqlite-pkcs11, hallmark-postgres-pkcs11 (SoftHSM2), pebble")
-	conc := fs.String("concurrency", "1,8,32", "comma-separated concurrencies; each is a fresh server and database")
-	binDir := fs.String("bin", "bin", "directory holding hallmark, hallmark-frontend and hallmark-worker")
-	pebble := fs.String("pebble", defaultPebble(), "Pebble binary (GOBIN=<dir> go install github.com/letsencrypt/pebble/v2/cmd/pebble@v2.10.3); default $HALLMARK_PEBBLE or tests/pebble's cache")
-	pg := fs.String("postgres", envOr("HALLMARK_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "PostgreSQL admin URL; each run creates and drops its own database")
-	workerConc := fs.Int("worker-concurrency", 0, "Hallmark worker.concurrency (0: Hallmark's default, 8, with validations at worker.validation_concurrency's 100)")
-	maxConns := fs.Int("max-conns", 0, "Hallmark database.max_conns (0: Hallmark's default, four per CPU)")
-	retryAfter := fs.Int("retry-after", 1, "Hallmark server.retry_after_seconds (the generator polls at --poll when that is sooner)")
-	extra := fs.String("hallmark-config-extra", "", "TOML appended to Hallmark's configuration")
-	keep := fs.Bool("keep", false, "keep each run's directory and logs")
-	profDir := fs.String("profile-dir", "", "serve pprof from Hallmark's frontend and worker and save a CPU profile of each run here")
-	profSecs := fs.Int("profile-seconds", 10, "length of each CPU profile")
-	batches := fs.Int("batches", 1, "drive each server this many times in a row, against the same database, reporting each batch: does a figure drift as the database grows")
-	pebbleAttempts := fs.Int("pebble-attempts", 3, "run Pebble again, fresh, after a run that stalls, up to this many runs at each concurrency (it deadlocks under load)")
+	var b benchFlags
+	b.load.register(fs)
+	fs.StringVar(&b.targets, "targets", "hallmark-sqlite,hallmark-postgres,pebble", "comma-separated: hallmark-sqlite, hallmark-postgres, hallmark-sqlite-pkcs11, hallmark-postgres-pkcs11 (SoftHSM2), pebble")
+	fs.StringVar(&b.conc, "concurrency", "1,8,32", "comma-separated concurrencies; each is a fresh server and database")
+	fs.StringVar(&b.binDir, "bin", "bin", "directory holding hallmark, hallmark-frontend and hallmark-worker")
+	fs.StringVar(&b.pebble, "pebble", defaultPebble(), "Pebble binary (GOBIN=<dir> go install github.com/letsencrypt/pebble/v2/cmd/pebble@v2.10.3); default $HALLMARK_PEBBLE or tests/pebble's cache")
+	fs.StringVar(&b.pg, "postgres", envOr("HALLMARK_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "PostgreSQL admin URL; each run creates and drops its own database")
+	fs.IntVar(&b.workerConc, "worker-concurrency", 0, "Hallmark worker.concurrency (0: Hallmark's default, 8, with validations at worker.validation_concurrency's 100)")
+	fs.IntVar(&b.maxConns, "max-conns", 0, "Hallmark database.max_conns (0: Hallmark's default, four per CPU)")
+	fs.IntVar(&b.retryAfter, "retry-after", 1, "Hallmark server.retry_after_seconds (the generator polls at --poll when that is sooner)")
+	fs.StringVar(&b.extra, "hallmark-config-extra", "", "TOML appended to Hallmark's configuration")
+	fs.BoolVar(&b.keep, "keep", false, "keep each run's directory and logs")
+	fs.StringVar(&b.profDir, "profile-dir", "", "serve pprof from Hallmark's frontend and worker and save a CPU profile of each run here")
+	fs.IntVar(&b.profSecs, "profile-seconds", 10, "length of each CPU profile")
+	fs.IntVar(&b.batches, "batches", 1, "drive each server this many times in a row, against the same database, reporting each batch: does a figure drift as the database grows")
+	fs.IntVar(&b.pebbleAttempts, "pebble-attempts", 3, "run Pebble again, fresh, after a run that stalls, up to this many runs at each concurrency (it deadlocks under load)")
 	_ = fs.Parse(args)
 	// The servers run with their own working directory; a relative --bin or
 	// --pebble would not resolve there.
-	for _, p := range []*string{binDir, pebble} {
+	for _, p := range []*string{&b.binDir, &b.pebble} {
 		if *p == "" {
 			continue
 		}
@@ -150,17 +159,21 @@ func cmdBench(ctx context.Context, args []string) error {
 			*p = abs
 		}
 	}
-	if *profDir != "" {
-		if err := os.MkdirAll(*profDir, 0o755); err != nil {
+	return &b
+}
+
+func cmdBench(ctx context.Context, args []string) error {
+	b := parseBench(args)
+	if b.profDir != "" {
+		if err := os.MkdirAll(b.profDir, 0o755); err != nil {
 			return err
 		}
 	}
-
 	work, err := os.MkdirTemp("", "hallmark-load-")
 	if err != nil {
 		return err
 	}
-	if !*keep {
+	if !b.keep {
 		defer os.RemoveAll(work)
 	}
 	resp, err := startResponders("127.0.0.1:0", "127.0.0.1:0")
@@ -168,49 +181,59 @@ func cmdBench(ctx context.Context, args []string) error {
 		return err
 	}
 	defer resp.Close()
-	env := &benchEnv{BinDir: *binDir, Pebble: *pebble, PostgresURL: *pg, WorkDir: work, Resp: resp, Keep: *keep,
-		Log: os.Stderr, WorkerConcurrency: *workerConc, MaxConns: *maxConns, RetryAfterSeconds: *retryAfter, ExtraConfig: *extra,
-		ProfileDir: *profDir, ProfileSeconds: *profSecs}
-	if strings.Contains(*targets, "postgres") {
+	env := &benchEnv{BinDir: b.binDir, Pebble: b.pebble, PostgresURL: b.pg, WorkDir: work, Resp: resp, Keep: b.keep,
+		Log: os.Stderr, WorkerConcurrency: b.workerConc, MaxConns: b.maxConns, RetryAfterSeconds: b.retryAfter, ExtraConfig: b.extra,
+		ProfileDir: b.profDir, ProfileSeconds: b.profSecs}
+	if strings.Contains(b.targets, "postgres") {
 		// Figures on PostgreSQL depend on how its server is set up; say so
 		// beside them.
-		settings, autovacuumOff, err := pgSettings(ctx, *pg)
+		settings, autovacuumOff, err := pgSettings(ctx, b.pg)
 		if err != nil {
 			return err
 		}
 		fmt.Println(settings)
-		if *batches > 1 && autovacuumOff {
+		if b.batches > 1 && autovacuumOff {
 			fmt.Println("note: with autovacuum off, dead row versions pile up from batch to batch and each costs more than the last")
 		}
 	}
+	results, err := benchAll(ctx, env, b)
+	if err != nil {
+		return err
+	}
+	printTable(os.Stdout, results)
+	return nil
+}
+
+// benchAll runs every target at every concurrency, printing each result
+// as it comes.
+func benchAll(ctx context.Context, env *benchEnv, b *benchFlags) ([]*result, error) {
 	var results []*result
-	for _, c := range splitList(*conc) {
+	for _, c := range splitList(b.conc) {
 		n, err := strconv.Atoi(c)
 		if err != nil || n < 1 {
-			return fmt.Errorf("--concurrency: %q is not a positive number", c)
+			return nil, fmt.Errorf("--concurrency: %q is not a positive number", c)
 		}
-		for _, tg := range splitList(*targets) {
+		for _, tg := range splitList(b.targets) {
 			if tg == "pebble" && env.Pebble == "" {
 				fmt.Fprintln(os.Stderr, "SKIPPING pebble: no binary; GOBIN=<dir> go install github.com/letsencrypt/pebble/v2/cmd/pebble@v2.10.3 and pass --pebble <dir>/pebble")
 				continue
 			}
 			runs := 1
 			if tg == "pebble" {
-				runs = *pebbleAttempts
+				runs = b.pebbleAttempts
 			}
 			err := untilCompleted(runs, func() (bool, error) {
-				return benchTarget(ctx, env, tg, n, *batches, lf, *profDir, *profSecs, func(r *result) {
+				return benchTarget(ctx, env, tg, n, b.batches, b.load, b.profDir, b.profSecs, func(r *result) {
 					r.print(os.Stdout)
 					results = append(results, r)
 				})
 			})
 			if err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
-	printTable(os.Stdout, results)
-	return nil
+	return results, nil
 }
 
 // untilCompleted calls run up to attempts times (at least once), until a

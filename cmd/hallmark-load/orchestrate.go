@@ -102,13 +102,24 @@ type benchEnv struct {
 	ProfileSeconds int
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePorts are n loopback ports free a moment ago.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, n)
+	for i := range ports {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
+}
+
+// hallmarkPorts are the listeners of a Hallmark the orchestrator starts.
+type hallmarkPorts struct {
+	listen, publicHTTP, health int
+	pprofServer, pprofWorker   string // "" unless profiling
 }
 
 // startHallmark writes a configuration, creates the database (a fresh
@@ -138,22 +149,12 @@ func (e *benchEnv) startHallmark(ctx context.Context, storeKind, backend string)
 			return fail(err)
 		}
 		cleanups = append(cleanups, drop)
-		dbURL = u
-		t.Procs.pgDatabase = strings.TrimPrefix(mustURL(u).Path, "/")
-		t.Procs.pgAdmin = e.PostgresURL
-		t.DBURL = u
+		dbURL, t.DBURL = u, u
+		t.Procs.pgDatabase, t.Procs.pgAdmin = strings.TrimPrefix(mustURL(u).Path, "/"), e.PostgresURL
 	}
-	ports := make([]int, 5)
-	for i := range ports {
-		if ports[i], err = freePort(); err != nil {
-			return fail(err)
-		}
-	}
-	listen := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	pprofServer, pprofWorker := "", ""
-	if e.ProfileDir != "" {
-		pprofServer, pprofWorker = fmt.Sprintf("127.0.0.1:%d", ports[3]), fmt.Sprintf("127.0.0.1:%d", ports[4])
-		t.Profiles = map[string]string{"frontend": pprofServer, "worker": pprofWorker}
+	ports, err := e.hallmarkPorts(t)
+	if err != nil {
+		return fail(err)
 	}
 	top, tables, initArgs, env := "", "", []string(nil), []string(nil)
 	switch backend {
@@ -165,16 +166,56 @@ func (e *benchEnv) startHallmark(ctx context.Context, storeKind, backend string)
 	default:
 		return fail(fmt.Errorf("backend %q: local or pkcs11", backend))
 	}
+	cfgPath := filepath.Join(dir, "hallmark.toml")
+	if err := os.WriteFile(cfgPath, []byte(top+e.hallmarkConfig(dbURL, ports, tables)), 0o644); err != nil {
+		return fail(err)
+	}
+	if err := e.initHallmark(ctx, dir, env, cfgPath, initArgs); err != nil {
+		return fail(err)
+	}
+	t.Procs.pids = map[string][]int{}
+	for _, which := range []string{"worker", "frontend"} {
+		pid, stop, err := e.startProcess(dir, which+".log", env, filepath.Join(e.BinDir, "hallmark-"+which), "--config", cfgPath)
+		if err != nil {
+			return fail(err)
+		}
+		cleanups = append(cleanups, stop)
+		t.Procs.pids[which] = []int{pid}
+	}
+	if err := waitHallmark(ctx, t, dir, ports); err != nil {
+		return fail(err)
+	}
+	return t, nil
+}
+
+// hallmarkPorts picks the listeners' ports, and the pprof listeners when
+// the run profiles (t.Profiles).
+func (e *benchEnv) hallmarkPorts(t *target) (hallmarkPorts, error) {
+	free, err := freePorts(5)
+	if err != nil {
+		return hallmarkPorts{}, err
+	}
+	p := hallmarkPorts{listen: free[0], publicHTTP: free[1], health: free[2]}
+	if e.ProfileDir != "" {
+		p.pprofServer, p.pprofWorker = fmt.Sprintf("127.0.0.1:%d", free[3]), fmt.Sprintf("127.0.0.1:%d", free[4])
+		t.Profiles = map[string]string{"frontend": p.pprofServer, "worker": p.pprofWorker}
+	}
+	return p, nil
+}
+
+// hallmarkConfig is the configuration file but for the top-level keys,
+// with tables (a signing backend's) and e.ExtraConfig appended.
+func (e *benchEnv) hallmarkConfig(dbURL string, p hallmarkPorts, tables string) string {
 	workerConcurrency := "" // the configuration's default
 	if e.WorkerConcurrency > 0 {
 		workerConcurrency = fmt.Sprintf("concurrency = %d\n", e.WorkerConcurrency)
 	}
-	cfg := top + fmt.Sprintf(`[database]
+	return fmt.Sprintf(`[database]
 url = %q
 max_conns = %d
 
 [server]
-listen = %q
+listen = "127.0.0.1:%d"
 tls_cert = "frontend.pem"
 tls_key = "frontend.key"
 public_http_listen = "127.0.0.1:%d"
@@ -195,12 +236,13 @@ timeout_ms = 5000
 [ca]
 dir = "ca"
 %s
-%s`, dbURL, e.MaxConns, listen, ports[1], e.RetryAfterSeconds, pprofServer, workerConcurrency, ports[2], pprofWorker,
+%s`, dbURL, e.MaxConns, p.listen, p.publicHTTP, e.RetryAfterSeconds, p.pprofServer, workerConcurrency, p.health, p.pprofWorker,
 		e.Resp.DNSAddr, e.Resp.HTTPPort, tables, e.ExtraConfig)
-	cfgPath := filepath.Join(dir, "hallmark.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		return fail(err)
-	}
+}
+
+// initHallmark migrates the database and creates the CA, as an operator
+// does before starting the servers.
+func (e *benchEnv) initHallmark(ctx context.Context, dir string, env []string, cfgPath string, initArgs []string) error {
 	run := func(bin string, args ...string) error {
 		cmd := exec.CommandContext(ctx, filepath.Join(e.BinDir, bin), args...)
 		cmd.Dir = dir
@@ -212,38 +254,32 @@ dir = "ca"
 		return nil
 	}
 	if err := run("hallmark", "--config", cfgPath, "migrate"); err != nil {
-		return fail(err)
+		return err
 	}
-	if err := run("hallmark-worker", append([]string{"--config", cfgPath, "ca", "init", "--tls-cert", "frontend.pem", "--tls-key", "frontend.key"}, initArgs...)...); err != nil {
-		return fail(err)
-	}
-	t.Procs.pids = map[string][]int{}
-	for _, which := range []string{"worker", "frontend"} {
-		pid, stop, err := e.startProcess(dir, which+".log", env, filepath.Join(e.BinDir, "hallmark-"+which), "--config", cfgPath)
-		if err != nil {
-			return fail(err)
-		}
-		cleanups = append(cleanups, stop)
-		t.Procs.pids[which] = []int{pid}
-	}
+	return run("hallmark-worker", append([]string{"--config", cfgPath, "ca", "init", "--tls-cert", "frontend.pem", "--tls-key", "frontend.key"}, initArgs...)...)
+}
+
+// waitHallmark trusts the new CA's root and waits for the frontend's
+// directory and the worker's readiness.
+func waitHallmark(ctx context.Context, t *target, dir string, p hallmarkPorts) error {
 	root, err := os.ReadFile(filepath.Join(dir, "ca", "root.pem"))
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	t.Roots = x509.NewCertPool()
 	t.Roots.AppendCertsFromPEM(root)
-	t.Directory = "https://" + listen + "/directory"
+	t.Directory = fmt.Sprintf("https://127.0.0.1:%d/directory", p.listen)
 	if err := waitDirectory(ctx, t); err != nil {
-		return fail(fmt.Errorf("%w (logs in %s)", err, dir))
+		return fmt.Errorf("%w (logs in %s)", err, dir)
 	}
-	// A worker that could not start (a port taken between freePort and its
-	// bind, say) would leave the run polling until --timeout: wait until it
-	// says it is ready, or fail with its log.
-	if err := waitReady(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[2])); err != nil {
+	// A worker that could not start (a port taken between freePorts and
+	// its bind, say) would leave the run polling until --timeout: wait
+	// until it says it is ready, or fail with its log.
+	if err := waitReady(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", p.health)); err != nil {
 		logText, _ := os.ReadFile(filepath.Join(dir, "worker.log"))
-		return fail(fmt.Errorf("hallmark-worker: %w; its log:\n%s", err, tail(logText, 2000)))
+		return fmt.Errorf("hallmark-worker: %w; its log:\n%s", err, tail(logText, 2000))
 	}
-	return t, nil
+	return nil
 }
 
 // waitReady polls url until it answers 200, for 30 s at most.
@@ -301,11 +337,9 @@ func (e *benchEnv) startPebble(ctx context.Context) (*target, error) {
 	if err != nil {
 		return fail(err)
 	}
-	ports := make([]int, 3)
-	for i := range ports {
-		if ports[i], err = freePort(); err != nil {
-			return fail(err)
-		}
+	ports, err := freePorts(3)
+	if err != nil {
+		return fail(err)
 	}
 	listen := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	cfg, _ := json.Marshal(map[string]any{"pebble": map[string]any{
