@@ -215,18 +215,9 @@ func identifierStrings(ids []acme.Identifier) []string {
 // template builds the certificate r asks for, at time now.
 func (i *Issuer) template(r Request, now time.Time) (*x509.Certificate, error) {
 	p := r.Profile
-	kt, err := KeyType(r.PublicKey)
-	if err != nil {
-		return nil, acme.New(acme.ProblemBadCSR, "%s", err)
+	if err := checkKeyType(r); err != nil {
+		return nil, err
 	}
-	allowed := p.KeyTypes
-	if len(allowed) == 0 {
-		allowed = defaultKeyTypes
-	}
-	if !slices.Contains(allowed, kt) {
-		return nil, acme.New(acme.ProblemBadCSR, "profile %q does not accept %s keys; it accepts %s", r.ProfileName, kt, strings.Join(allowed, ", "))
-	}
-
 	dnsNames, ips, err := sans(r)
 	if err != nil {
 		return nil, err
@@ -241,35 +232,10 @@ func (i *Issuer) template(r Request, now time.Time) (*x509.Certificate, error) {
 			i.ID, i.Cert.NotAfter.Format(time.RFC3339), notAfter.Format(time.RFC3339), r.ProfileName))
 	}
 
-	var ku x509.KeyUsage
-	for _, name := range p.KeyUsages {
-		u, ok := keyUsageByName[name]
-		if !ok {
-			return nil, acme.Internal(fmt.Errorf("profiles.%s.key_usages: unknown key usage %q", r.ProfileName, name))
-		}
-		// RFC 8813 §3: an ECDSA (or EdDSA) subject key cannot encipher keys,
-		// so keyEncipherment is asserted only for RSA keys.
-		if u == x509.KeyUsageKeyEncipherment {
-			if _, isRSA := r.PublicKey.(*rsa.PublicKey); !isRSA {
-				continue
-			}
-		}
-		ku |= u
+	ku, eku, err := keyUsages(r)
+	if err != nil {
+		return nil, err
 	}
-	if ku == 0 {
-		// CheckProfile refuses such a profile at start; this keeps a leaf
-		// without keyUsage from being signed whatever the caller checked.
-		return nil, acme.Internal(fmt.Errorf("profiles.%s.key_usages %v leave a %T certificate no key usage: add digitalSignature", r.ProfileName, p.KeyUsages, r.PublicKey))
-	}
-	var eku []x509.ExtKeyUsage
-	for _, name := range p.ExtKeyUsages {
-		u, ok := extKeyUsageByName[name]
-		if !ok {
-			return nil, acme.Internal(fmt.Errorf("profiles.%s.ext_key_usages: unknown extended key usage %q", r.ProfileName, name))
-		}
-		eku = append(eku, u)
-	}
-
 	serial, err := newSerial()
 	if err != nil {
 		return nil, acme.Internal(err)
@@ -318,6 +284,57 @@ func (i *Issuer) template(r Request, now time.Time) (*x509.Certificate, error) {
 		tmpl.CRLDistributionPoints = []string{r.CRLURL}
 	}
 	return tmpl, nil
+}
+
+// checkKeyType refuses a key of a type the profile does not accept.
+func checkKeyType(r Request) error {
+	kt, err := KeyType(r.PublicKey)
+	if err != nil {
+		return acme.New(acme.ProblemBadCSR, "%s", err)
+	}
+	allowed := r.Profile.KeyTypes
+	if len(allowed) == 0 {
+		allowed = defaultKeyTypes
+	}
+	if !slices.Contains(allowed, kt) {
+		return acme.New(acme.ProblemBadCSR, "profile %q does not accept %s keys; it accepts %s", r.ProfileName, kt, strings.Join(allowed, ", "))
+	}
+	return nil
+}
+
+// keyUsages are the profile's key usages for r's key, and its extended
+// key usages.
+func keyUsages(r Request) (x509.KeyUsage, []x509.ExtKeyUsage, error) {
+	p := r.Profile
+	var ku x509.KeyUsage
+	for _, name := range p.KeyUsages {
+		u, ok := keyUsageByName[name]
+		if !ok {
+			return 0, nil, acme.Internal(fmt.Errorf("profiles.%s.key_usages: unknown key usage %q", r.ProfileName, name))
+		}
+		// RFC 8813 §3: an ECDSA (or EdDSA) subject key cannot encipher keys,
+		// so keyEncipherment is asserted only for RSA keys.
+		if u == x509.KeyUsageKeyEncipherment {
+			if _, isRSA := r.PublicKey.(*rsa.PublicKey); !isRSA {
+				continue
+			}
+		}
+		ku |= u
+	}
+	if ku == 0 {
+		// CheckProfile refuses such a profile at start; this keeps a leaf
+		// without keyUsage from being signed whatever the caller checked.
+		return 0, nil, acme.Internal(fmt.Errorf("profiles.%s.key_usages %v leave a %T certificate no key usage: add digitalSignature", r.ProfileName, p.KeyUsages, r.PublicKey))
+	}
+	var eku []x509.ExtKeyUsage
+	for _, name := range p.ExtKeyUsages {
+		u, ok := extKeyUsageByName[name]
+		if !ok {
+			return 0, nil, acme.Internal(fmt.Errorf("profiles.%s.ext_key_usages: unknown extended key usage %q", r.ProfileName, name))
+		}
+		eku = append(eku, u)
+	}
+	return ku, eku, nil
 }
 
 // sans turns the order's identifiers into subjectAltName entries, refusing

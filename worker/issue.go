@@ -43,59 +43,81 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		}
 		return nil
 	}
-	fail := func(p acme.Problem) error {
-		w.log.Warn("order failed", "order", o.ID, "problem", p.Type, "detail", p.Detail)
-		err := w.store.OrderFail(ctx, o.ID, p)
-		if err != nil && !errors.Is(err, store.ErrConflict) {
-			return jobs.CouldNotRun(fmt.Errorf("recording failure of order %s: %w", o.ID, err))
-		}
-		return nil
+	if done, err := w.beforeSigning(ctx, ti, args.Profile); done {
+		return err
 	}
-	// refuse fails the order for p, before any key operation for it; a
-	// certificate an earlier attempt signed before what p says was seen
-	// is recorded revoked (why: what happened to the order).
-	refuse := func(p acme.Problem, why string) error {
-		if err := fail(p); err != nil {
-			return err
-		}
-		if v, ok := w.unstored.LoadAndDelete(o.ID); ok {
-			return w.undelivered(ctx, o, args.Profile, v.(unstoredCert), why, undeliveredReasonFor(p))
-		}
-		return nil
+	return w.sign(ctx, mount, args.Profile, o)
+}
+
+// failOrder records p as o's error and moves it to invalid.
+func (w *Worker) failOrder(ctx context.Context, o *store.Order, p acme.Problem) error {
+	w.log.Warn("order failed", "order", o.ID, "problem", p.Type, "detail", p.Detail)
+	err := w.store.OrderFail(ctx, o.ID, p)
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		return jobs.CouldNotRun(fmt.Errorf("recording failure of order %s: %w", o.ID, err))
 	}
+	return nil
+}
+
+// refuseOrder fails o for p, before any key operation for it; a
+// certificate an earlier attempt signed before what p says was seen is
+// recorded revoked (why: what happened to the order).
+func (w *Worker) refuseOrder(ctx context.Context, o *store.Order, profile string, p acme.Problem, why string) error {
+	if err := w.failOrder(ctx, o, p); err != nil {
+		return err
+	}
+	if v, ok := w.unstored.LoadAndDelete(o.ID); ok {
+		return w.undelivered(ctx, o, profile, v.(unstoredCert), why, undeliveredReasonFor(p))
+	}
+	return nil
+}
+
+// beforeSigning settles a processing order that must not be signed now:
+// its account, an authorization or its key went bad since the finalize,
+// an earlier attempt's certificate waits to be stored, or a stale CAA
+// check now refuses. done is false when the order is to be signed.
+func (w *Worker) beforeSigning(ctx context.Context, ti *store.ToIssue, profile string) (done bool, err error) {
+	o := ti.Order
 	if ti.Lapsed != nil {
 		// Its account or an authorization stopped being valid since the
 		// finalize, and the deactivation did not move the order (on
 		// PostgreSQL it may not have seen an order newOrder committed
 		// during it).
-		return refuse(*ti.Lapsed, "lost its account or an authorization")
+		return true, w.refuseOrder(ctx, o, profile, *ti.Lapsed, "lost its account or an authorization")
 	}
 	if ti.Blocked != nil {
 		// The CSR's key was reported compromised since the finalize
 		// (CA/B Forum BR §6.1.1.3).
-		return refuse(*ti.Blocked, "had its key reported compromised")
+		return true, w.refuseOrder(ctx, o, profile, *ti.Blocked, "had its key reported compromised")
 	}
 	if v, ok := w.unstored.LoadAndDelete(o.ID); ok {
 		// An earlier attempt signed and could not store: store that
 		// certificate, which may already exist upstream (a relay backend),
 		// instead of signing another.
-		return w.storeIssued(ctx, o, args.Profile, v.(unstoredCert))
+		return true, w.storeIssued(ctx, o, profile, v.(unstoredCert))
 	}
 	if ti.Stale {
 		if p, err := w.recheckCAA(ctx, o); err != nil {
-			return err
+			return true, err
 		} else if p != nil {
-			return fail(*p)
+			return true, w.failOrder(ctx, o, *p)
 		}
 	}
+	return false, nil
+}
+
+// sign has the profile's backend sign o's certificate and stores it; the
+// backend's rejection or a signing error fails the order, an unavailable
+// backend leaves the job to retry.
+func (w *Worker) sign(ctx context.Context, m mount, profile string, o *store.Order) error {
 	csr, err := x509.ParseCertificateRequest(o.CSR)
 	if err != nil {
-		return fail(acme.Problem{Type: acme.ProblemBadCSR, Detail: "the stored CSR does not parse: " + err.Error()})
+		return w.failOrder(ctx, o, acme.Problem{Type: acme.ProblemBadCSR, Detail: "the stored CSR does not parse: " + err.Error()})
 	}
-	issuerID := mount.backend.IssuerID()
-	issued, err := mount.backend.Issue(ctx, signer.Request{
-		Profile:     mount.profile,
-		ProfileName: args.Profile,
+	issuerID := m.backend.IssuerID()
+	issued, err := m.backend.Issue(ctx, signer.Request{
+		Profile:     m.profile,
+		ProfileName: profile,
 		OrderID:     o.ID,
 		Names:       o.Identifiers,
 		PublicKey:   csr.PublicKey,
@@ -108,21 +130,21 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		var ae *acme.Error
 		if errors.As(err, &ae) && ae.Problem.Type != acme.ProblemServerInternal {
 			// The backend's own rejection (bad key, bad CSR) is a verdict.
-			return fail(ae.Problem)
+			return w.failOrder(ctx, o, ae.Problem)
 		}
 		if errors.Is(err, signer.ErrUnavailable) {
 			return jobs.CouldNotRun(fmt.Errorf("signing order %s: %w", o.ID, err))
 		}
 		// A lint failure or another signing error: terminal, logged with the cause.
 		w.log.Error("signing failed", "order", o.ID, "err", err)
-		return fail(acme.Problem{Type: acme.ProblemServerInternal, Detail: "the CA could not issue this certificate; the operator has the details in the worker log"})
+		return w.failOrder(ctx, o, acme.Problem{Type: acme.ProblemServerInternal, Detail: "the CA could not issue this certificate; the operator has the details in the worker log"})
 	}
 	// The certificate's key is the CSR's: every backend signs it or checks
 	// it (the local signers certify csr.PublicKey; the relay and custom
 	// backends refuse a leaf of another key). Its hash is the one the
 	// finalize stored on the order (store.KeyHash of the raw SPKI), with
 	// no second parse of the certificate for it.
-	return w.storeIssued(ctx, o, args.Profile, unstoredCert{issued, issuerID, store.KeyHash(csr.RawSubjectPublicKeyInfo)})
+	return w.storeIssued(ctx, o, profile, unstoredCert{issued, issuerID, store.KeyHash(csr.RawSubjectPublicKeyInfo)})
 }
 
 // unstoredCert is a signed certificate, its issuer and its key's hash,
