@@ -76,7 +76,7 @@ func (s *Server) verifyEAB(ctx context.Context, raw json.RawMessage, p *post) (s
 	if kid == "" {
 		return "", acme.Malformed("externalAccountBinding: the protected header has no kid (the key id the operator gave you)")
 	}
-	key, err := s.st.EABByID(ctx, kid)
+	key, err := s.st.accounts.EABByID(ctx, kid)
 	if errors.Is(err, store.ErrNotFound) {
 		return "", acme.Unauthorized("externalAccountBinding: there is no external account key %q", kid)
 	}
@@ -118,9 +118,9 @@ func (s *Server) verifyEAB(ctx context.Context, raw json.RawMessage, p *post) (s
 // keyID when it is set.
 func (s *Server) createAccount(ctx context.Context, a *store.Account, keyID string) (*store.Account, error) {
 	if keyID == "" {
-		return s.st.AccountCreate(ctx, a)
+		return s.st.accounts.AccountCreate(ctx, a)
 	}
-	acct, err := s.st.AccountCreateBound(ctx, a, keyID)
+	acct, err := s.st.accounts.AccountCreateBound(ctx, a, keyID)
 	if errors.Is(err, store.ErrConflict) && acct == nil {
 		return nil, acme.Unauthorized("externalAccountBinding: key %q already bound an account; ask the operator for a new key", keyID)
 	}
@@ -136,7 +136,7 @@ func (s *Server) binding(ctx context.Context, acctID string) (*store.EABKey, err
 	if _, ok := s.unbound.get(acctID); ok {
 		return nil, nil
 	}
-	k, err := s.st.AccountEAB(ctx, acctID)
+	k, err := s.st.accounts.AccountEAB(ctx, acctID)
 	if errors.Is(err, store.ErrNotFound) {
 		s.unbound.put(acctID, struct{}{})
 		return nil, nil
@@ -231,7 +231,7 @@ func bornValid(a *store.Authorization) {
 
 // auditPreValidated records authorizations born valid, for the operator.
 func (s *Server) auditPreValidated(ctx context.Context, acctID string, k *store.EABKey, authzID string, id acme.Identifier) {
-	err := s.st.AuditRecord(ctx, store.AuditEvent{
+	err := s.st.accounts.AuditRecord(ctx, store.AuditEvent{
 		Actor: "acme:" + acctID, Action: "authz.prevalidated", Subject: authzID,
 		Detail: fmt.Sprintf("%s %s pre-validated by external account key %s (%s)", id.Type, id.Value, k.ID, k.Label),
 	})

@@ -69,7 +69,7 @@ func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error
 			return err
 		}
 		sg.acctID, sg.kidErr = s.kidAccountID(msg.KeyID)
-		if fold != nil && sg.byAccount() && s.st.Folds() {
+		if fold != nil && sg.byAccount() && s.st.verify.Folds() {
 			var done bool
 			if done, sg.guess, err = s.tryFold(w, r, sg.url, msg, sg.acctID, fold); done {
 				return err

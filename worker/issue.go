@@ -24,7 +24,7 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		// serve; leave the job for a worker that mounts the profile.
 		return jobs.CouldNotRun(fmt.Errorf("profile %q is not mounted on worker %s", args.Profile, w.id))
 	}
-	ti, err := w.store.OrderToIssue(ctx, args.OrderID, caaRecheckAfter)
+	ti, err := w.st.issue.OrderToIssue(ctx, args.OrderID, caaRecheckAfter)
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("order %s does not exist: %w", args.OrderID, err)
 	}
@@ -52,7 +52,7 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 // failOrder records p as o's error and moves it to invalid.
 func (w *Worker) failOrder(ctx context.Context, o *store.Order, p acme.Problem) error {
 	w.log.Warn("order failed", "order", o.ID, "problem", p.Type, "detail", p.Detail)
-	err := w.store.OrderFail(ctx, o.ID, p)
+	err := w.st.issue.OrderFail(ctx, o.ID, p)
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		return jobs.CouldNotRun(fmt.Errorf("recording failure of order %s: %w", o.ID, err))
 	}
@@ -158,14 +158,14 @@ type unstoredCert struct {
 // storeIssued stores c as o's certificate and moves o to valid. When the
 // store fails, c is kept for the job's retry on this worker.
 func (w *Worker) storeIssued(ctx context.Context, o *store.Order, profile string, c unstoredCert) error {
-	err := w.store.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: certRow(o, profile, c)})
+	err := w.st.issue.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: certRow(o, profile, c)})
 	if errors.Is(err, store.ErrUnauthorized) {
 		// Its account or an authorization stopped being valid while it
 		// was signed, and the order is still processing: the swap stored
 		// nothing; the order fails with the reason OrderToIssue reads.
 		p := acme.Problem{Type: acme.ProblemUnauthorized, Detail: "the account or an authorization of this order stopped being valid while the certificate was issued, so it was not; create a new order"}
 		why := "lost its account or an authorization"
-		if ti, err := w.store.OrderToIssue(ctx, o.ID, caaRecheckAfter); err == nil && ti.Lapsed != nil {
+		if ti, err := w.st.issue.OrderToIssue(ctx, o.ID, caaRecheckAfter); err == nil && ti.Lapsed != nil {
 			p = *ti.Lapsed
 		} else if err == nil && ti.Blocked != nil {
 			p, why = *ti.Blocked, "had its key reported compromised"
@@ -175,7 +175,7 @@ func (w *Worker) storeIssued(ctx context.Context, o *store.Order, profile string
 		if err := w.undelivered(ctx, o, profile, c, why, undeliveredReasonFor(p)); err != nil {
 			return err
 		}
-		if err := w.store.OrderFail(ctx, o.ID, p); err != nil && !errors.Is(err, store.ErrConflict) {
+		if err := w.st.issue.OrderFail(ctx, o.ID, p); err != nil && !errors.Is(err, store.ErrConflict) {
 			return jobs.CouldNotRun(fmt.Errorf("recording failure of order %s: %w", o.ID, err))
 		}
 		return nil
@@ -257,7 +257,7 @@ func (w *Worker) undelivered(ctx context.Context, o *store.Order, profile string
 	}
 	ev := store.AuditEvent{Actor: "worker:" + w.id, Action: "certificate.undelivered", Subject: serial,
 		Detail: fmt.Sprintf("signed by %s for order %s, which %s while it was signed; not delivered, %s", c.issuerID, o.ID, why, revoked)}
-	err := w.store.UndeliveredRecord(ctx, certRow(o, profile, c), reason, ev)
+	err := w.st.issue.UndeliveredRecord(ctx, certRow(o, profile, c), reason, ev)
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		// Stored already: an earlier attempt's store committed after all

@@ -106,7 +106,7 @@ func readCRL(c *cli.Context) (*x509.RevocationList, error) {
 // match adds a row for each entry of crl and returns the certificates to
 // revoke again by reason, and how many entries this database does not know
 // as the CRL issuer's.
-func (rep *crlRestoreReport) match(ctx context.Context, st store.Store, svc *revocation.Service, crl *x509.RevocationList) (map[int][]*store.Certificate, int, error) {
+func (rep *crlRestoreReport) match(ctx context.Context, st cliStore, svc *revocation.Service, crl *x509.RevocationList) (map[int][]*store.Certificate, int, error) {
 	byReason := map[int][]*store.Certificate{}
 	unknown := 0
 	for _, e := range crl.RevokedCertificateEntries {
@@ -193,7 +193,7 @@ func (rep *crlRestoreReport) print(s *session) {
 
 // crlIssuer is the id of the issuer of this CA whose certificate verifies
 // crl's signature.
-func crlIssuer(ctx context.Context, st store.Store, crl *x509.RevocationList) (string, error) {
+func crlIssuer(ctx context.Context, st cliStore, crl *x509.RevocationList) (string, error) {
 	ids, err := st.Issuers(ctx)
 	if err != nil {
 		return "", err

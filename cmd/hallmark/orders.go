@@ -155,7 +155,7 @@ func ordersShow(ctx context.Context, s *session, c *cli.Context) error {
 	return nil
 }
 
-func orderDetailOf(ctx context.Context, st store.Store, o *store.Order) (orderDetail, error) {
+func orderDetailOf(ctx context.Context, st cliStore, o *store.Order) (orderDetail, error) {
 	d := orderDetail{orderRow: orderRowOf(o), Authorizations: []authzRow{}}
 	for _, aid := range o.AuthzIDs {
 		a, err := st.AuthzByID(ctx, aid)
