@@ -80,36 +80,6 @@ var extKeyUsageByName = map[string]x509.ExtKeyUsage{
 	"clientAuth": x509.ExtKeyUsageClientAuth,
 }
 
-// CheckProfile reports the problems in a profile's signing settings that
-// profile.Validate does not know about (key and extended key usage names), so
-// the worker can refuse to start instead of failing every order.
-func CheckProfile(name string, p profile.Profile) error {
-	var errs []error
-	for _, u := range p.KeyUsages {
-		if _, ok := keyUsageByName[u]; !ok {
-			errs = append(errs, fmt.Errorf("profiles.%s.key_usages: unknown key usage %q (known: digitalSignature, keyEncipherment)", name, u))
-		}
-	}
-	for _, u := range p.ExtKeyUsages {
-		if _, ok := extKeyUsageByName[u]; !ok {
-			errs = append(errs, fmt.Errorf("profiles.%s.ext_key_usages: unknown extended key usage %q (known: serverAuth, clientAuth)", name, u))
-		}
-	}
-	if p.ValidityHours < 1 {
-		errs = append(errs, fmt.Errorf("profiles.%s.validity_hours: must be at least 1", name))
-	}
-	// An ECDSA or Ed25519 leaf can assert only digitalSignature (RFC 8813
-	// §3), and a leaf with no keyUsage breaks BR §7.1.2.7.11.
-	keyTypes := p.KeyTypes
-	if len(keyTypes) == 0 {
-		keyTypes = defaultKeyTypes
-	}
-	if !slices.Contains(p.KeyUsages, "digitalSignature") && slices.ContainsFunc(keyTypes, func(k string) bool { return !strings.HasPrefix(k, "rsa") }) {
-		errs = append(errs, fmt.Errorf("profiles.%s.key_usages: must include digitalSignature while key_types allow ECDSA or Ed25519 keys, whose certificates can assert nothing else", name))
-	}
-	return errors.Join(errs...)
-}
-
 // KeyType names a public key the way profile.Profile.KeyTypes does: "rsa2048",
 // "rsa3072", "rsa4096", "p256", "p384" or "ed25519". Other keys are an error.
 func KeyType(pub crypto.PublicKey) (string, error) {
@@ -322,7 +292,7 @@ func keyUsages(r Request) (x509.KeyUsage, []x509.ExtKeyUsage, error) {
 		ku |= u
 	}
 	if ku == 0 {
-		// CheckProfile refuses such a profile at start; this keeps a leaf
+		// profile.Validate refuses such a profile at start; this keeps a leaf
 		// without keyUsage from being signed whatever the caller checked.
 		return 0, nil, acme.Internal(fmt.Errorf("profiles.%s.key_usages %v leave a %T certificate no key usage: add digitalSignature", r.ProfileName, p.KeyUsages, r.PublicKey))
 	}

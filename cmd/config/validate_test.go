@@ -42,6 +42,11 @@ func TestValidateRanges(t *testing.T) {
 		// What a profile allows, its challenges must be able to validate.
 		{"[profiles.web]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\", \"tls-alpn-01\"]\nallow_wildcards = true\n", "profiles.web.allow_wildcards"},
 		{"[profiles.dns]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-01\"]\nidentifier_types = [\"dns\", \"ip\"]\n", "profiles.dns.identifier_types"},
+		// Usages the signer cannot set, or that leave an ECDSA or Ed25519
+		// leaf no key usage (RFC 8813 §3), would fail every order.
+		{"[profiles.web]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\nkey_usages = [\"digitalSignature\", \"certSign\"]\n", "profiles.web.key_usages"},
+		{"[profiles.web]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\next_key_usages = [\"codeSigning\"]\n", "profiles.web.ext_key_usages"},
+		{"[profiles.web]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\nkey_usages = [\"keyEncipherment\"]\n", "profiles.web.key_usages"},
 	}
 	for _, tc := range cases {
 		_, err := load(t, tc.body)
@@ -57,6 +62,7 @@ func TestValidateRanges(t *testing.T) {
 		"[challenge]\nhttp_port = 65535\ntls_alpn_port = 1\n",
 		"[profiles.wild]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-01\"]\nallow_wildcards = true\n" +
 			"[profiles.ip]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"tls-alpn-01\"]\nidentifier_types = [\"ip\"]\n",
+		"[profiles.rsa]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\nkey_types = [\"rsa2048\"]\nkey_usages = [\"keyEncipherment\"]\n",
 		"[profiles.short-lived_2]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\n" +
 			"[profiles." + strings.Repeat("a", 56) + "]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\n",
 	} {
