@@ -80,7 +80,7 @@ type pageStore interface {
 	operator.Store
 	renewal.Store
 	AccountsList(ctx context.Context, p store.Page) ([]*store.Account, string, error)
-	AuditList(ctx context.Context, p store.Page) ([]store.AuditEvent, string, error)
+	AuditFind(ctx context.Context, f store.AuditFilter, p store.Page) ([]store.AuditEvent, string, error)
 	AuthzByID(ctx context.Context, id string) (*store.Authorization, error)
 	CertificateBySerial(ctx context.Context, serial string) (*store.Certificate, error)
 	CertificatesList(ctx context.Context, f store.CertFilter, p store.Page) ([]*store.Certificate, string, error)

@@ -290,7 +290,7 @@ func TestOddAddresses(t *testing.T) {
 			t.Parallel()
 			srv, _ := panelOn(t, kind)
 			c := &http.Client{CheckRedirect: noRedirect}
-			for _, p := range []string{"/orders/a%00b", "/accounts/%FF", "/certs/%00", "/orders?status=%00", "/certs?name=a%FFb", "/jobs?kind=%00"} {
+			for _, p := range []string{"/orders/a%00b", "/accounts/%FF", "/certs/%00", "/orders?status=%00", "/certs?name=a%FFb", "/jobs?kind=%00", "/audit?kind=%00", "/audit?request=%FF"} {
 				if resp, body := do(t, c, "GET", srv.URL+p, "Bearer "+token, nil); resp.StatusCode != http.StatusBadRequest {
 					t.Errorf("GET %s: %d, want 400\n%s", p, resp.StatusCode, body)
 				}

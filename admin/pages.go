@@ -472,12 +472,31 @@ func (s *Server) keys(w http.ResponseWriter, r *http.Request, p principal) error
 	return nil
 }
 
+// audit lists the audit log, operators' actions and the issuance trail,
+// newest first: kind is trail, operator or an action; since a date.
 func (s *Server) audit(w http.ResponseWriter, r *http.Request, p principal) error {
-	list, next, err := s.st.pages.AuditList(r.Context(), pageOf(r))
+	q := r.URL.Query()
+	f := store.AuditFilter{RequestID: strings.TrimSpace(q.Get("request"))}
+	switch kind := strings.TrimSpace(q.Get("kind")); kind {
+	case "":
+	case "trail", "operator":
+		f.Trail = ptr(kind == "trail")
+	default:
+		f.Action = kind
+	}
+	if d := q.Get("since"); d != "" {
+		t, err := time.Parse("2006-01-02", d)
+		if err != nil {
+			return errBadRequest("the since date must be YYYY-MM-DD")
+		}
+		f.Since = t
+	}
+	list, next, err := s.st.pages.AuditFind(r.Context(), f, pageOf(r))
 	if err != nil {
 		return pageErr(err)
 	}
-	s.render(w, r, p, http.StatusOK, "audit", map[string]any{"Events": list, "Next": next})
+	s.render(w, r, p, http.StatusOK, "audit", map[string]any{"Events": list, "Next": next, "Kind": q.Get("kind"),
+		"Since": q.Get("since"), "Request": f.RequestID, "Actions": store.TrailActions})
 	return nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/origin"
 )
 
 // The defaults Settings falls back to. FetchCooldown is set explicitly
@@ -307,7 +308,7 @@ func (i inserter[TTx]) InsertTx(ctx context.Context, tx Tx, args river.JobArgs) 
 	if !ok {
 		return 0, false, fmt.Errorf("inserting a %s job: transaction is a %T, not one of this queue's dialect", args.Kind(), tx)
 	}
-	res, err := i.q.client.InsertTx(ctx, t, args, nil)
+	res, err := i.q.client.InsertTx(ctx, t, args, insertOpts(ctx))
 	if err != nil {
 		return 0, false, fmt.Errorf("inserting a %s job: %w", args.Kind(), err)
 	}
@@ -337,7 +338,7 @@ func (i inserter[TTx]) InsertManyTx(ctx context.Context, tx Tx, args []river.Job
 	}
 	params := make([]river.InsertManyParams, len(args))
 	for j, a := range args {
-		params[j] = river.InsertManyParams{Args: a}
+		params[j] = river.InsertManyParams{Args: a, InsertOpts: insertOpts(ctx)}
 	}
 	res, err := i.q.client.InsertManyTx(ctx, t, params)
 	if err != nil {
@@ -368,7 +369,7 @@ func (q *riverQueue[TTx]) Start(ctx context.Context, reg *Registry, s Settings) 
 	if s.RescueAfter <= s.JobTimeout {
 		return nil, fmt.Errorf("starting the job runner: RescueAfter (%s) must be longer than JobTimeout (%s), or running jobs are rescued while alive", s.RescueAfter, s.JobTimeout)
 	}
-	workers, err := reg.workers(&runEnv{subjects: s.Subjects, logger: s.Logger, workerID: s.WorkerID})
+	workers, err := reg.workers(&runEnv{subjects: s.Subjects, logger: origin.Logger(s.Logger), workerID: s.WorkerID})
 	if err != nil {
 		return nil, err
 	}

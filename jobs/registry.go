@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/origin"
 )
 
 // Job is what a handler sees of the job it works.
@@ -23,6 +24,11 @@ type Job[T any] struct {
 	MaxAttempts int
 	Args        T
 	WorkerID    string // this worker, as recorded in the job's attempted_by
+	// Origin is the request that queued the job (its id, client address,
+	// user agent), from the job's metadata; zero for a job an operator,
+	// housekeeping or a schedule queued. The handler's context carries it
+	// too (origin.FromContext), so its log lines name the request.
+	Origin origin.Origin
 }
 
 // Handler works one job. It records its verdict through a store method
@@ -149,6 +155,7 @@ type worker[T river.JobArgs] struct {
 }
 
 func (w *worker[T]) Work(ctx context.Context, rj *river.Job[T]) error {
+	ctx = withOrigin(ctx, originOf(rj.Metadata))
 	err := w.run(ctx, rj)
 	if err == nil {
 		return nil
@@ -189,6 +196,7 @@ func (w *worker[T]) run(ctx context.Context, rj *river.Job[T]) (err error) {
 		MaxAttempts: rj.MaxAttempts,
 		Args:        rj.Args,
 		WorkerID:    w.env.workerID,
+		Origin:      origin.Of(ctx),
 	}
 	return w.handle(ctx, job)
 }
@@ -199,7 +207,7 @@ func (w *worker[T]) run(ctx context.Context, rj *river.Job[T]) (err error) {
 func (w *worker[T]) abandon(ctx context.Context, rj *river.Job[T], cause error) error {
 	sa, ok := any(rj.Args).(SubjectArgs)
 	if !ok {
-		w.env.logger.Error("job handler failed; the job has no subject to abandon",
+		w.env.logger.ErrorContext(ctx, "job handler failed; the job has no subject to abandon",
 			"job_id", rj.ID, "kind", rj.Kind, "attempt", rj.Attempt, "error", cause)
 		return nil
 	}
@@ -210,16 +218,16 @@ func (w *worker[T]) abandon(ctx context.Context, rj *river.Job[T], cause error) 
 	defer cancel()
 	moved, err := w.env.subjects.Abandon(actx, s, abandonProblem)
 	if err != nil {
-		w.env.logger.Error("job handler failed and abandoning its subject failed too; recover will re-queue it",
+		w.env.logger.ErrorContext(ctx, "job handler failed and abandoning its subject failed too; recover will re-queue it",
 			"job_id", rj.ID, "kind", rj.Kind, "subject", s.ID, "error", cause, "abandon_error", err)
 		return fmt.Errorf("abandoning %s %s: %w", s.Kind, s.ID, err)
 	}
 	if !moved {
-		w.env.logger.Error("job handler failed; its subject already has its verdict and was left as it is",
+		w.env.logger.ErrorContext(ctx, "job handler failed; its subject already has its verdict and was left as it is",
 			"job_id", rj.ID, "kind", rj.Kind, "subject", s.ID, "attempt", rj.Attempt, "error", cause)
 		return nil
 	}
-	w.env.logger.Error("job handler failed; subject abandoned with serverInternal",
+	w.env.logger.ErrorContext(ctx, "job handler failed; subject abandoned with serverInternal",
 		"job_id", rj.ID, "kind", rj.Kind, "subject", s.ID, "attempt", rj.Attempt, "error", cause)
 	return nil
 }

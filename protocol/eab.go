@@ -16,6 +16,7 @@ import (
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/jws"
+	"github.com/hallmark-ca/hallmark/protocol/origin"
 	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/store"
 )
@@ -116,12 +117,10 @@ func (s *Server) verifyEAB(ctx context.Context, raw json.RawMessage, p *post) (s
 
 // createAccount creates the account, bound to the external account key
 // keyID when it is set.
+// The account's creation is on the issuance trail, in its transaction.
 func (s *Server) createAccount(ctx context.Context, a *store.Account, keyID string) (*store.Account, error) {
-	if keyID == "" {
-		return s.st.accounts.AccountCreate(ctx, a)
-	}
-	acct, err := s.st.accounts.AccountCreateBound(ctx, a, keyID)
-	if errors.Is(err, store.ErrConflict) && acct == nil {
+	acct, err := s.st.accounts.AccountCreateTrailed(ctx, a, keyID, trailAccount(ctx, a, keyID))
+	if keyID != "" && errors.Is(err, store.ErrConflict) && acct == nil {
 		return nil, acme.Unauthorized("externalAccountBinding: key %q already bound an account; ask the operator for a new key", keyID)
 	}
 	return acct, err
@@ -231,12 +230,13 @@ func bornValid(a *store.Authorization) {
 
 // auditPreValidated records authorizations born valid, for the operator.
 func (s *Server) auditPreValidated(ctx context.Context, acctID string, k *store.EABKey, authzID string, id acme.Identifier) {
-	err := s.st.accounts.AuditRecord(ctx, store.AuditEvent{
+	err := s.st.trail.AuditRecord(ctx, store.AuditEvent{
 		Actor: "acme:" + acctID, Action: "authz.prevalidated", Subject: authzID,
 		Detail: fmt.Sprintf("%s %s pre-validated by external account key %s (%s)", id.Type, id.Value, k.ID, k.Label),
+		Origin: origin.Of(ctx),
 	})
 	if err != nil {
-		s.log.Error("recording a pre-validated authorization", "authz", authzID, "err", err)
+		s.log.ErrorContext(ctx, "recording a pre-validated authorization", "authz", authzID, "err", err)
 	}
 }
 

@@ -29,13 +29,13 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, store.ErrUnavailable):
 		if log, quiet := s.outages.note(time.Now()); log {
-			s.log.Warn("acme request refused: the database is unavailable", "method", r.Method, "path", r.URL.Path,
+			s.log.WarnContext(r.Context(), "acme request refused: the database is unavailable", "method", r.Method, "path", r.URL.Path,
 				"status", status, "refused_since_last_line", quiet, "err", ae.Cause)
 		}
 	case p.Type == acme.ProblemServerInternal && ae.Cause != nil:
-		s.log.Error("acme request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", ae.Cause)
+		s.log.ErrorContext(r.Context(), "acme request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", ae.Cause)
 	default:
-		s.log.Debug("acme request refused", "method", r.Method, "path", r.URL.Path, "type", p.Type, "detail", p.Detail)
+		s.log.DebugContext(r.Context(), "acme request refused", "method", r.Method, "path", r.URL.Path, "type", p.Type, "detail", p.Detail)
 	}
 	h := w.Header()
 	if ae.RetryAfter > 0 {

@@ -47,9 +47,9 @@ func limited(rc store.RateCount, opens time.Time, format string, args ...any) er
 
 // counted reports whether the database counted limit (err is nil); one it
 // could not count is logged, and lets the request through.
-func (s *Server) counted(limit string, err error) bool {
+func (s *Server) counted(ctx context.Context, limit string, err error) bool {
 	if err != nil {
-		s.log.Warn("rate limit could not be read; allowing the request", "limit", limit, "err", err)
+		s.log.WarnContext(ctx, "rate limit could not be read; allowing the request", "limit", limit, "err", err)
 	}
 	return err == nil
 }
@@ -63,7 +63,7 @@ func (s *Server) limitNewOrder(ctx context.Context, acctID string, no store.NewO
 	if n := l.OrdersPerAccount; n > 0 {
 		window := seconds(l.OrdersWindowSeconds, defaultOrdersWindow)
 		rc, err := s.st.limits.RateOrders(ctx, acctID, window)
-		if s.counted("orders_per_account", err) && rc.Count >= n {
+		if s.counted(ctx, "orders_per_account", err) && rc.Count >= n {
 			return limited(rc, rc.Oldest.Add(window), "too many new orders: the limit is %d per account per %s", n, window)
 		}
 	}
@@ -113,7 +113,7 @@ func (s *Server) limitPendingAuthzs(ctx context.Context, acctID string, fresh in
 		return nil
 	}
 	rc, err := s.st.limits.RatePendingAuthzs(ctx, acctID)
-	if s.counted("pending_authorizations_per_account", err) && rc.Count+fresh > n {
+	if s.counted(ctx, "pending_authorizations_per_account", err) && rc.Count+fresh > n {
 		return limited(rc, rc.Oldest, "too many pending authorizations: the limit is %d per account, the account has %d and %s needs %d more; complete or deactivate pending ones",
 			n, rc.Count, what, fresh)
 	}
@@ -129,7 +129,7 @@ func (s *Server) limitFailedValidations(ctx context.Context, acctID string, id a
 	}
 	base := id.Base()
 	rc, err := s.st.limits.RateFailedValidations(ctx, acctID, base, failedWindow)
-	if s.counted("failed_validations_per_hour", err) && rc.Count >= n {
+	if s.counted(ctx, "failed_validations_per_hour", err) && rc.Count >= n {
 		return limited(rc, rc.Oldest.Add(failedWindow), "too many failed validations for %s: the limit is %d per account and name per hour", base.Value, n)
 	}
 	return nil
@@ -145,7 +145,7 @@ func (s *Server) limitCertificates(ctx context.Context, ids []acme.Identifier) e
 	window := seconds(s.cfg.Limits.CertificatesWindowSeconds, defaultCertsWindow)
 	for _, d := range registeredDomains(ids) {
 		rc, err := s.st.limits.RateCertificates(ctx, d, window)
-		if s.counted("certificates_per_domain", err) && rc.Count >= n {
+		if s.counted(ctx, "certificates_per_domain", err) && rc.Count >= n {
 			return limited(rc, rc.Oldest.Add(window), "too many certificates for the registered domain %s: the limit is %d per %s", d, n, window)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hallmark-ca/hallmark/store"
 )
 
 // The paths the server serves, relative to server.base_url.
@@ -45,7 +47,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) PublicHandler() http.Handler {
 	r := mux.NewRouter()
 	s.publicRoutes(r)
-	return r
+	return s.withOrigin(r)
 }
 
 // publicRoutes are the CRL and issuer routes. They touch the store, so they
@@ -86,8 +88,11 @@ func (s *Server) routes() http.Handler {
 	postRoute(pathAccount+"{id}/orders", "account_orders", kidOnly, s.accountOrders, nil, nil)
 	postRoute(pathOrder+"{id}", "order", kidOnly, s.order, orderAhead, nil)
 	postRoute(pathAuthz+"{id}", "authz", kidOnly, s.authz, authzAhead, nil)
-	postRoute(pathNewOrder, "new_order", kidOnly, s.newOrder, s.newOrderAhead, s.newOrderFolded)
-	postRoute(pathOrder+"{id}/finalize", "finalize", kidOnly, s.finalize, orderAhead, s.finalizeFolded)
+	// Their refusals are on the issuance trail (trail.go).
+	newOrder := s.trailed(store.ActionOrderRefused, noSubject, identifiersAsked, s.newOrder)
+	finalize := s.trailed(store.ActionFinalizeRefused, routeID, nothingAsked, s.finalize)
+	postRoute(pathNewOrder, "new_order", kidOnly, newOrder, s.newOrderAhead, s.newOrderFolded)
+	postRoute(pathOrder+"{id}/finalize", "finalize", kidOnly, finalize, orderAhead, s.finalizeFolded)
 	postRoute(pathChallenge+"{id}", "challenge", kidOnly, s.challenge, challengeAhead, s.challengeFolded)
 	postRoute(pathCert+"{serial}", "cert", kidOnly, s.cert, certAhead, nil)
 
@@ -103,7 +108,7 @@ func (s *Server) routes() http.Handler {
 		defer cancel()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if err := s.Ready(ctx); err != nil {
-			s.log.Warn("not ready", "err", err)
+			s.log.WarnContext(r.Context(), "not ready", "err", err)
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = io.WriteString(w, "not ready: the store does not answer\n")
 			return
@@ -111,7 +116,7 @@ func (s *Server) routes() http.Handler {
 		_, _ = io.WriteString(w, "ok\n")
 	}))
 	r.Handle("/metrics", promhttp.HandlerFor(s.gather, promhttp.HandlerOpts{}))
-	return r
+	return s.withOrigin(r)
 }
 
 // methodsOnly answers 405 with Allow for any other method (RFC 8555 §6.3:

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hallmark-ca/hallmark/protocol/nonce"
+	"github.com/hallmark-ca/hallmark/protocol/origin"
 	"github.com/hallmark-ca/hallmark/protocol/policy"
 	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/protocol/serverconf"
@@ -60,8 +62,12 @@ type Server struct {
 	reuses memo[bool]
 	// clock: the database's clock as the latest nonce answer read it, for
 	// a folded newOrder's times (fold.go).
-	clock   dbClock
-	policy  *policy.Policy
+	clock  dbClock
+	policy *policy.Policy
+	// idProxies are server.request_id_trusted_proxies (requestid.go).
+	idProxies []netip.Prefix
+	// log adds each request's request_id to its lines (origin.LogHandler):
+	// log with the request's context.
 	log     *slog.Logger
 	permits chan struct{}
 	timeout time.Duration
@@ -82,11 +88,13 @@ func New(cfg Config, st store.Store, opts Options) (*Server, error) {
 	if _, ok := cfg.Profiles[cfg.DefaultProfile]; !ok {
 		return nil, fmt.Errorf("default_profile %q is not a configured profile", cfg.DefaultProfile)
 	}
-	s := &Server{cfg: cfg, base: base, st: stores{accounts: st, orders: st, verify: st, certs: st, limits: st, blocked: st, ping: st}, log: opts.Logger}
+	s := &Server{cfg: cfg, base: base, st: stores{accounts: st, orders: st, verify: st, certs: st, limits: st, trail: st, blocked: st, ping: st}, log: opts.Logger}
 	s.unbound.max = 100_000 // account IDs are small
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.log = origin.Logger(s.log)
+	s.idProxies = cfg.Server.RequestIDProxies()
 	s.cfg.Server.BaseURL = base
 	s.timeout = cfg.Server.RequestTimeout()
 	if s.timeout <= 0 {

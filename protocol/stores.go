@@ -18,7 +18,10 @@ type stores struct {
 	verify   verifyStore
 	certs    certStore
 	limits   limitStore
-	blocked  interface { // blockedkey.go: keys reported compromised
+	trail    interface { // trail.go: the issuance trail, and other audit events
+		AuditRecord(ctx context.Context, ev store.AuditEvent) error
+	}
+	blocked interface { // blockedkey.go: keys reported compromised
 		KeyBlockedBy(ctx context.Context, spkiHash []byte) (*store.BlockedKey, error)
 	}
 	ping interface {
@@ -30,15 +33,13 @@ type stores struct {
 // §7.3, and external account binding (§7.3.4).
 type accountStore interface {
 	AccountByThumbprint(ctx context.Context, thumbprint string) (*store.Account, error)
-	AccountCreate(ctx context.Context, a *store.Account) (*store.Account, error)
-	AccountCreateBound(ctx context.Context, a *store.Account, keyID string) (*store.Account, error)
+	AccountCreateTrailed(ctx context.Context, a *store.Account, keyID string, ev store.AuditEvent) (*store.Account, error)
 	AccountDeactivate(ctx context.Context, id string) (*store.Account, error)
 	AccountEAB(ctx context.Context, accountID string) (*store.EABKey, error)
 	AccountKeyChange(ctx context.Context, id, oldThumb string, newJWK []byte, newThumb string) (*store.Account, error)
 	AccountUpdate(ctx context.Context, id string, contact []string) (*store.Account, error)
 	OrdersByAccount(ctx context.Context, accountID string, p store.Page) ([]string, string, error)
 	EABByID(ctx context.Context, id string) (*store.EABKey, error)
-	AuditRecord(ctx context.Context, ev store.AuditEvent) error
 }
 
 // orderStore is newOrder's, newAuthz's and finalize's, and the

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/origin"
 )
 
 // Account is an ACME account (RFC 8555 §7.1.2).
@@ -114,12 +115,21 @@ type CRL struct {
 	DER        []byte
 }
 
-// AuditEvent is an operator or system action, kept for the admin panel.
+// AuditEvent is an operator or system action, or an event of the
+// issuance trail (Trail), kept in one log for the admin panel and
+// `hallmark audit list`.
 type AuditEvent struct {
 	ID      int64
 	Actor   string // "cli:<user>", "admin:<user>", "acme:<account id>", "worker:<id>"
-	Action  string // "revoke", "account.deactivate", "job.retry", ...
+	Action  string // "revoke", "account.deactivate", "job.retry", "certificate.issued", ...
 	Subject string // the serial, order id, account id or job id acted on
 	Detail  string
 	At      time.Time
+	// Trail marks an event of the issuance trail (TrailActions): kept
+	// audit.retention_days, then deleted (AuditPrune). Operator and
+	// system actions are kept for good.
+	Trail bool
+	// Origin is the request the event comes from: its id, client
+	// address, PTR name and user agent; zero for an operator's action.
+	Origin origin.Origin
 }

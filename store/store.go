@@ -110,12 +110,18 @@ type Verdict struct {
 	Status           acme.Status
 	Error            *acme.Problem
 	ValidationRecord []byte
+	// Trail, when set, is recorded in the verdict's transaction (a failed
+	// validation's trail event, ActionValidationFailed).
+	Trail *AuditEvent
 }
 
 // Issued is what the signer hands back for an order.
 type Issued struct {
 	OrderID     string
 	Certificate Certificate
+	// Trail, when set, is recorded in the transaction that stores the
+	// certificate (ActionCertificateIssued).
+	Trail *AuditEvent
 }
 
 // Page asks for one page of a list, newest first. After is the cursor the
@@ -188,6 +194,7 @@ type Store interface {
 	BlockedKeys    // store/blockedkeys.go: keys reported compromised, never certified again
 	AdminViews     // store/adminviews.go: the admin panel's summaries
 	AdminSessions  // store/adminsessions.go: the admin panel's sign-ins
+	Trail          // store/trail.go: the issuance trail in the audit log
 	// Now is the database's clock.
 	Now(ctx context.Context) (time.Time, error)
 	Ping(ctx context.Context) error

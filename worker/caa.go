@@ -64,14 +64,14 @@ func (w *Worker) recheckCAA(ctx context.Context, o *store.Order) (*acme.Problem,
 			p.Identifier = &id
 			p.Detail = fmt.Sprintf("CAA checked again at issuance, the authorization for %s having been validated at %s: %s",
 				id.Value, stale[i].Validated.UTC().Format(time.RFC3339), p.Detail)
-			w.log.Info("CAA rechecked at issuance refuses", "order", o.ID, "identifier", id.Value, "problem", p.Type)
+			w.log.InfoContext(ctx, "CAA rechecked at issuance refuses", "order", o.ID, "identifier", id.Value, "problem", p.Type)
 			return p, nil
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		// No refusal, but not every check ran: the order is not signed,
 		// and the job is retried (abandoned after the last attempt).
-		w.log.Warn("CAA not rechecked at issuance: the check could not run; the job will be retried", "order", o.ID, "err", err)
+		w.log.WarnContext(ctx, "CAA not rechecked at issuance: the check could not run; the job will be retried", "order", o.ID, "err", err)
 		return nil, jobs.CouldNotRun(fmt.Errorf("checking CAA again for order %s: %w", o.ID, err))
 	}
 	return nil, nil

@@ -69,7 +69,7 @@ func (w *Worker) generateCRL(ctx context.Context, job jobs.Job[jobs.CRLGenerateA
 	for _, r := range revs {
 		serial, ok := new(big.Int).SetString(r.Serial, 16)
 		if !ok {
-			w.log.Error("revocation with an unparseable serial left off the CRL", "serial", r.Serial)
+			w.log.ErrorContext(ctx, "revocation with an unparseable serial left off the CRL", "serial", r.Serial)
 			continue
 		}
 		entries = append(entries, signer.RevokedEntry{Serial: serial, RevokedAt: r.RevokedAt, Reason: r.Reason})
@@ -95,7 +95,7 @@ func (w *Worker) generateCRL(ctx context.Context, job jobs.Job[jobs.CRLGenerateA
 	if err != nil {
 		return jobs.CouldNotRun(fmt.Errorf("storing CRL %d of %s: %w", number, args.IssuerID, err))
 	}
-	w.log.Info("CRL signed", "issuer", args.IssuerID, "number", number, "entries", len(entries))
+	w.log.InfoContext(ctx, "CRL signed", "issuer", args.IssuerID, "number", number, "entries", len(entries))
 	return nil
 }
 
@@ -140,6 +140,37 @@ const (
 	keyHashBatches = 5
 )
 
+// trailPruneBatch trail events are deleted in a transaction, at most
+// trailPruneBatches times a housekeeping run (every minute): 36 million a
+// day, far beyond any CA's issuance.
+const (
+	trailPruneBatch   = 5000
+	trailPruneBatches = 5
+)
+
+// pruneTrail deletes the issuance trail's events older than
+// audit.retention_days (none when it is 0), oldest first.
+func (w *Worker) pruneTrail(ctx context.Context, now time.Time) {
+	if w.retention <= 0 {
+		return
+	}
+	var total int64
+	for range trailPruneBatches {
+		n, err := w.st.housekeep.AuditPrune(ctx, now.Add(-w.retention), trailPruneBatch)
+		if err != nil {
+			w.log.WarnContext(ctx, "deleting trail events past audit.retention_days", "err", err)
+			break
+		}
+		total += n
+		if n < trailPruneBatch {
+			break
+		}
+	}
+	if total > 0 {
+		w.log.InfoContext(ctx, "trail events past audit.retention_days deleted", "count", total, "retention_days", int(w.retention/(24*time.Hour)))
+	}
+}
+
 // housekeeping runs the periodic sweeps. Each sweep's failure is logged and
 // the others still run; the job itself never fails a subject.
 func (w *Worker) housekeeping(ctx context.Context, _ jobs.Job[jobs.HousekeepingArgs]) error {
@@ -152,14 +183,14 @@ func (w *Worker) housekeeping(ctx context.Context, _ jobs.Job[jobs.HousekeepingA
 	}
 	defer func() { _ = w.st.housekeep.Unlock(context.WithoutCancel(ctx), "housekeeping", w.id) }()
 	if n, err := w.st.housekeep.NonceGC(ctx); err != nil {
-		w.log.Warn("nonce GC", "err", err)
+		w.log.WarnContext(ctx, "nonce GC", "err", err)
 	} else if n > 0 {
-		w.log.Info("nonces forgotten", "count", n)
+		w.log.InfoContext(ctx, "nonces forgotten", "count", n)
 	}
 	if n, err := w.st.housekeep.ExpirePending(ctx); err != nil {
-		w.log.Warn("expiring pending objects", "err", err)
+		w.log.WarnContext(ctx, "expiring pending objects", "err", err)
 	} else if n > 0 {
-		w.log.Info("pending objects expired", "count", n)
+		w.log.InfoContext(ctx, "pending objects expired", "count", n)
 	}
 	now, err := w.st.housekeep.Now(ctx)
 	if err != nil {
@@ -169,9 +200,9 @@ func (w *Worker) housekeeping(ctx context.Context, _ jobs.Job[jobs.HousekeepingA
 	// read for signing just before (BR §4.9.1.1: revoked within 24 hours):
 	// the block's own search could not see it.
 	if r, err := w.st.housekeep.KeySweep(ctx, now.Add(-keySweepSince), keySweepMargin); err != nil {
-		w.log.Warn("sweeping the certificates of keys blocked lately", "err", err)
+		w.log.WarnContext(ctx, "sweeping the certificates of keys blocked lately", "err", err)
 	} else if n := len(r.Revoked) + len(r.Queued); n > 0 {
-		w.log.Warn("certificates stored after their key was blocked, revoked (keyCompromise)", "count", n)
+		w.log.WarnContext(ctx, "certificates stored after their key was blocked, revoked (keyCompromise)", "count", n)
 	}
 	// Certificates stored before migration 0012 get their key hash, so a
 	// key reported compromised finds them too: a few thousand a run, each
@@ -179,31 +210,32 @@ func (w *Worker) housekeeping(ctx context.Context, _ jobs.Job[jobs.HousekeepingA
 	for i := 0; i < keyHashBatches; i++ {
 		n, r, err := w.st.housekeep.KeyHashBackfill(ctx, keyHashBatch)
 		if err != nil {
-			w.log.Warn("recording the key hashes of older certificates", "err", err)
+			w.log.WarnContext(ctx, "recording the key hashes of older certificates", "err", err)
 			break
 		}
 		if n > 0 {
-			w.log.Info("older certificates given their key hash", "count", n)
+			w.log.InfoContext(ctx, "older certificates given their key hash", "count", n)
 		}
 		if m := len(r.Revoked) + len(r.Queued); m > 0 {
-			w.log.Warn("older certificates of keys blocked before their hash was recorded, revoked (keyCompromise)", "count", m)
+			w.log.WarnContext(ctx, "older certificates of keys blocked before their hash was recorded, revoked (keyCompromise)", "count", m)
 		}
 		if n < keyHashBatch {
 			break
 		}
 	}
+	w.pruneTrail(ctx, now)
 	// A subject processing for longer than a job may take plus the rescue
 	// time, with no outstanding job, was stranded (its job was lost); one
 	// stranded after giveUpAfter of trying is abandoned.
 	requeued, abandoned, err := jobs.Recover(ctx, w.st.housekeep, now.Add(-w.strandedAfter), now.Add(-w.giveUpAfter))
 	if err != nil {
-		w.log.Warn("recovering stranded subjects", "err", err)
+		w.log.WarnContext(ctx, "recovering stranded subjects", "err", err)
 	}
 	if requeued > 0 {
-		w.log.Info("stranded subjects re-queued", "count", requeued)
+		w.log.InfoContext(ctx, "stranded subjects re-queued", "count", requeued)
 	}
 	if abandoned > 0 {
-		w.log.Warn("subjects stranded again and again abandoned; their clients see serverInternal", "count", abandoned, "processing_for_over", w.giveUpAfter)
+		w.log.WarnContext(ctx, "subjects stranded again and again abandoned; their clients see serverInternal", "count", abandoned, "processing_for_over", w.giveUpAfter)
 	}
 	return nil
 }

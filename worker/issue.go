@@ -5,9 +5,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/origin"
 	"github.com/hallmark-ca/hallmark/signer"
 	"github.com/hallmark-ca/hallmark/store"
 )
@@ -47,16 +49,6 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		return err
 	}
 	return w.sign(ctx, mount, args.Profile, o)
-}
-
-// failOrder records p as o's error and moves it to invalid.
-func (w *Worker) failOrder(ctx context.Context, o *store.Order, p acme.Problem) error {
-	w.log.Warn("order failed", "order", o.ID, "problem", p.Type, "detail", p.Detail)
-	err := w.st.issue.OrderFail(ctx, o.ID, p)
-	if err != nil && !errors.Is(err, store.ErrConflict) {
-		return jobs.CouldNotRun(fmt.Errorf("recording failure of order %s: %w", o.ID, err))
-	}
-	return nil
 }
 
 // refuseOrder fails o for p, before any key operation for it; a
@@ -136,7 +128,7 @@ func (w *Worker) sign(ctx context.Context, m mount, profile string, o *store.Ord
 			return jobs.CouldNotRun(fmt.Errorf("signing order %s: %w", o.ID, err))
 		}
 		// A lint failure or another signing error: terminal, logged with the cause.
-		w.log.Error("signing failed", "order", o.ID, "err", err)
+		w.log.ErrorContext(ctx, "signing failed", "order", o.ID, "err", err)
 		return w.failOrder(ctx, o, acme.Problem{Type: acme.ProblemServerInternal, Detail: "the CA could not issue this certificate; the operator has the details in the worker log"})
 	}
 	// The certificate's key is the CSR's: every backend signs it or checks
@@ -145,6 +137,18 @@ func (w *Worker) sign(ctx context.Context, m mount, profile string, o *store.Ord
 	// finalize stored on the order (store.KeyHash of the raw SPKI), with
 	// no second parse of the certificate for it.
 	return w.storeIssued(ctx, o, profile, unstoredCert{issued, issuerID, store.KeyHash(csr.RawSubjectPublicKeyInfo)})
+}
+
+// failOrder fails o with p, recording it on the issuance trail in the
+// same transaction. An order no longer processing is left as it is.
+func (w *Worker) failOrder(ctx context.Context, o *store.Order, p acme.Problem) error {
+	w.log.WarnContext(ctx, "order failed", "order", o.ID, "problem", p.Type, "detail", p.Detail)
+	ev := w.trailEvent(ctx, o.AccountID, store.ActionOrderInvalid, o.ID, string(p.Type)+": "+p.Detail)
+	err := w.st.issue.OrderFailTrailed(ctx, o.ID, p, ev)
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		return jobs.CouldNotRun(fmt.Errorf("recording failure of order %s: %w", o.ID, err))
+	}
+	return nil
 }
 
 // unstoredCert is a signed certificate, its issuer and its key's hash,
@@ -158,7 +162,10 @@ type unstoredCert struct {
 // storeIssued stores c as o's certificate and moves o to valid. When the
 // store fails, c is kept for the job's retry on this worker.
 func (w *Worker) storeIssued(ctx context.Context, o *store.Order, profile string, c unstoredCert) error {
-	err := w.st.issue.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: certRow(o, profile, c)})
+	row := certRow(o, profile, c)
+	ev := w.trailEvent(ctx, o.AccountID, store.ActionCertificateIssued, row.Serial,
+		fmt.Sprintf("order %s, profile %s, names %s, issuer %s", o.ID, profile, strings.Join(row.Names, ", "), c.issuerID))
+	err := w.st.issue.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: row, Trail: &ev})
 	if errors.Is(err, store.ErrUnauthorized) {
 		// Its account or an authorization stopped being valid while it
 		// was signed, and the order is still processing: the swap stored
@@ -175,10 +182,7 @@ func (w *Worker) storeIssued(ctx context.Context, o *store.Order, profile string
 		if err := w.undelivered(ctx, o, profile, c, why, undeliveredReasonFor(p)); err != nil {
 			return err
 		}
-		if err := w.st.issue.OrderFail(ctx, o.ID, p); err != nil && !errors.Is(err, store.ErrConflict) {
-			return jobs.CouldNotRun(fmt.Errorf("recording failure of order %s: %w", o.ID, err))
-		}
-		return nil
+		return w.failOrder(ctx, o, p)
 	}
 	if errors.Is(err, store.ErrConflict) {
 		// The order left processing while it was signed: its account or
@@ -187,11 +191,11 @@ func (w *Worker) storeIssued(ctx context.Context, o *store.Order, profile string
 	}
 	if err != nil {
 		w.unstored.Store(o.ID, c)
-		w.log.Warn("certificate signed but not stored; the job's retry stores it", "order", o.ID, "serial", c.issued.SerialHex, "err", err)
+		w.log.WarnContext(ctx, "certificate signed but not stored; the job's retry stores it", "order", o.ID, "serial", c.issued.SerialHex, "err", err)
 		return jobs.CouldNotRun(fmt.Errorf("storing certificate %s for order %s: %w", c.issued.SerialHex, o.ID, err))
 	}
 	w.signed.Inc()
-	w.log.Info("certificate issued", "order", o.ID, "serial", c.issued.SerialHex, "profile", profile)
+	w.log.InfoContext(ctx, "certificate issued", "order", o.ID, "serial", c.issued.SerialHex, "profile", profile)
 	return nil
 }
 
@@ -256,7 +260,8 @@ func (w *Worker) undelivered(ctx context.Context, o *store.Order, profile string
 		revoked = fmt.Sprintf("queued for its backend to revoke with reason %d (%s)", reason, reasonName(reason))
 	}
 	ev := store.AuditEvent{Actor: "worker:" + w.id, Action: "certificate.undelivered", Subject: serial,
-		Detail: fmt.Sprintf("signed by %s for order %s, which %s while it was signed; not delivered, %s", c.issuerID, o.ID, why, revoked)}
+		Detail: fmt.Sprintf("signed by %s for order %s, which %s while it was signed; not delivered, %s", c.issuerID, o.ID, why, revoked),
+		Origin: origin.Of(ctx)}
 	err := w.st.issue.UndeliveredRecord(ctx, certRow(o, profile, c), reason, ev)
 	switch {
 	case errors.Is(err, store.ErrConflict):
@@ -265,9 +270,9 @@ func (w *Worker) undelivered(ctx context.Context, o *store.Order, profile string
 		return nil
 	case err != nil:
 		w.unstored.Store(o.ID, c)
-		w.log.Warn("certificate signed for an order that could no longer take it, and not recorded yet; the job's retry records it", "order", o.ID, "serial", serial, "err", err)
+		w.log.WarnContext(ctx, "certificate signed for an order that could no longer take it, and not recorded yet; the job's retry records it", "order", o.ID, "serial", serial, "err", err)
 		return jobs.CouldNotRun(fmt.Errorf("recording undelivered certificate %s of order %s: %w", serial, o.ID, err))
 	}
-	w.log.Warn("certificate signed for an order that could no longer take it; recorded as revoked, not delivered", "order", o.ID, "serial", serial, "order_now", why, "issuer", c.issuerID)
+	w.log.WarnContext(ctx, "certificate signed for an order that could no longer take it; recorded as revoked, not delivered", "order", o.ID, "serial", serial, "order_now", why, "issuer", c.issuerID)
 	return nil
 }

@@ -32,7 +32,7 @@ func (w *Worker) revokeCert(ctx context.Context, job jobs.Job[jobs.SignerRevokeA
 	}
 	c, err := w.st.revoke.CertificateBySerial(ctx, args.Serial)
 	if errors.Is(err, store.ErrNotFound) {
-		w.log.Error("signer_revoke for a certificate that does not exist", "serial", args.Serial)
+		w.log.ErrorContext(ctx, "signer_revoke for a certificate that does not exist", "serial", args.Serial)
 		return nil
 	}
 	if err != nil {
@@ -75,7 +75,7 @@ func (w *Worker) revokeCert(ctx context.Context, job jobs.Job[jobs.SignerRevokeA
 	case errors.As(err, &ae) && ae.Problem.Type == acme.ProblemAlreadyRevoked:
 		ev.Detail += " (the backend says it was already revoked)"
 	case errors.As(err, &ae) && ae.Problem.Type != acme.ProblemServerInternal:
-		w.log.Warn("the backend refused the revocation", "serial", args.Serial, "profile", args.Profile, "problem", ae.Problem.Type, "detail", ae.Problem.Detail)
+		w.log.WarnContext(ctx, "the backend refused the revocation", "serial", args.Serial, "profile", args.Profile, "problem", ae.Problem.Type, "detail", ae.Problem.Detail)
 		ev.Action, ev.Detail = "revoke.refused", fmt.Sprintf("the %s backend refused: %s", m.profile.Backend, ae.Problem.Detail)
 		if err := w.st.revoke.AuditRecord(ctx, ev); err != nil {
 			return jobs.CouldNotRun(fmt.Errorf("recording the refused revocation of %s: %w", args.Serial, err))
@@ -93,7 +93,7 @@ func (w *Worker) revokeCert(ctx context.Context, job jobs.Job[jobs.SignerRevokeA
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		return jobs.CouldNotRun(fmt.Errorf("recording the revocation of %s: %w", args.Serial, err))
 	}
-	w.log.Info("certificate revoked by its backend", "serial", args.Serial, "profile", args.Profile, "reason", args.Reason)
+	w.log.InfoContext(ctx, "certificate revoked by its backend", "serial", args.Serial, "profile", args.Profile, "reason", args.Reason)
 	return nil
 }
 
@@ -104,7 +104,7 @@ func (w *Worker) revokeCert(ctx context.Context, job jobs.Job[jobs.SignerRevokeA
 func (w *Worker) recordRefusal(ctx context.Context, job jobs.Job[jobs.SignerRevokeArgs], p acme.Problem) {
 	refused := acme.Problem{Type: p.Type, Detail: p.Detail}
 	if err := jobs.RecordOutput(ctx, jobs.SignerRevokeOutput{Refused: &refused}); err != nil {
-		w.log.Error("recording the backend's refusal as the job's output; the waiting client is not told", "job_id", job.ID, "serial", job.Args.Serial, "error", err)
+		w.log.ErrorContext(ctx, "recording the backend's refusal as the job's output; the waiting client is not told", "job_id", job.ID, "serial", job.Args.Serial, "error", err)
 	}
 }
 

@@ -32,7 +32,7 @@ type validateStore interface {
 // issueStore is signer_issue's (issue.go, caa.go).
 type issueStore interface {
 	OrderToIssue(ctx context.Context, id string, caaAge time.Duration) (*store.ToIssue, error)
-	OrderFail(ctx context.Context, orderID string, p acme.Problem) error
+	OrderFailTrailed(ctx context.Context, orderID string, p acme.Problem, ev store.AuditEvent) error
 	OrderIssued(ctx context.Context, in store.Issued) error
 	UndeliveredRecord(ctx context.Context, c store.Certificate, reason int, ev store.AuditEvent) error
 	StaleValidations(ctx context.Context, orderID string, age time.Duration) ([]store.StaleValidation, error)
@@ -63,8 +63,8 @@ type revokeStore interface {
 	AuditRecord(ctx context.Context, ev store.AuditEvent) error
 }
 
-// housekeepStore is housekeeping's, with the stranded subjects it and the
-// job runner recover (jobs.Recover).
+// housekeepStore is housekeeping's (the trail's pruning too), with the
+// stranded subjects it and the job runner recover (jobs.Recover).
 type housekeepStore interface {
 	leaseStore
 	jobs.Subjects
@@ -72,6 +72,7 @@ type housekeepStore interface {
 	ExpirePending(ctx context.Context) (int64, error)
 	KeySweep(ctx context.Context, since time.Time, margin time.Duration) (store.KeyBlockResult, error)
 	KeyHashBackfill(ctx context.Context, limit int) (hashed int, revoked store.KeyBlockResult, err error)
+	AuditPrune(ctx context.Context, before time.Time, limit int) (int64, error)
 }
 
 // upstreamStore is upstream_renewal's (upstream.go).

@@ -95,13 +95,13 @@ func (w *Worker) refreshUpstreamRenewals(ctx context.Context, job jobs.Job[jobs.
 		case errors.Is(err, signer.ErrNoRenewalInfo):
 			return nil // Hallmark's own windows stand
 		case errors.Is(err, signer.ErrUnavailable):
-			w.log.Warn("the upstream's renewal information could not be read; the next run asks again", "issuer", id, "asked", asked, "err", err)
+			w.log.WarnContext(ctx, "the upstream's renewal information could not be read; the next run asks again", "issuer", id, "asked", asked, "err", err)
 			return nil
 		case err != nil:
 			// This certificate cannot be asked about (no authority key
 			// identifier): ask again later, so it does not hold a place
 			// at the head of every run.
-			w.log.Warn("a relay certificate's upstream renewal information cannot be asked for", "issuer", id, "serial", d.Serial, "err", err)
+			w.log.WarnContext(ctx, "a relay certificate's upstream renewal information cannot be asked for", "issuer", id, "serial", d.Serial, "err", err)
 			info = &signer.RenewalInfo{RetryAfter: 24 * time.Hour}
 		}
 		asked++
@@ -110,7 +110,7 @@ func (w *Worker) refreshUpstreamRenewals(ctx context.Context, job jobs.Job[jobs.
 			return jobs.CouldNotRun(err)
 		}
 	}
-	w.log.Info("upstream renewal windows refreshed", "issuer", id, "certificates", asked)
+	w.log.InfoContext(ctx, "upstream renewal windows refreshed", "issuer", id, "certificates", asked)
 	return nil
 }
 

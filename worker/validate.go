@@ -66,7 +66,7 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 		// not configured): the CA's failure, not the client's. Retried
 		// with backoff, and abandoned with serverInternal after the last
 		// attempt, like any attempt that could not run.
-		w.log.Warn("challenge not validated: the check could not run; the job will be retried",
+		w.log.WarnContext(ctx, "challenge not validated: the check could not run; the job will be retried",
 			"challenge", ch.ID, "identifier", authz.Identifier.String(), "err", res.Err)
 		return jobs.CouldNotRun(fmt.Errorf("validating challenge %s: %w", ch.ID, res.Err))
 	}
@@ -75,11 +75,14 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 		p := *res.Problem
 		p.Identifier = &authz.Identifier
 		v.Status, v.Error = acme.StatusInvalid, &p
+		ev := w.trailEvent(ctx, authz.AccountID, store.ActionValidationFailed, ch.ID,
+			fmt.Sprintf("%s of %s: %s: %s", ch.Type, authz.Identifier, p.Type, p.Detail))
+		v.Trail = &ev
 	}
 	if rec, err := json.Marshal(res.Record); err == nil {
 		v.ValidationRecord = rec
 	}
-	w.log.Info("challenge validated", "challenge", ch.ID, "identifier", authz.Identifier.String(),
+	w.log.InfoContext(ctx, "challenge validated", "challenge", ch.ID, "identifier", authz.Identifier.String(),
 		"type", ch.Type, "status", v.Status, "problem", problemType(v.Error))
 	err = w.st.validate.ChallengeVerdict(ctx, v)
 	if errors.Is(err, store.ErrConflict) {

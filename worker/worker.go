@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/protocol/origin"
 	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/signer"
 	"github.com/hallmark-ca/hallmark/signer/signerconf"
@@ -57,8 +58,10 @@ type Worker struct {
 	// otherwise leave its client polling forever.
 	giveUpAfter time.Duration
 	conf        workerconf.Worker // [worker], for the job runner's settings
-	log         *slog.Logger
-	signed      prometheus.Counter
+	// retention is how long housekeeping keeps trail events; 0 keeps all.
+	retention time.Duration
+	log       *slog.Logger
+	signed    prometheus.Counter
 }
 
 // Config is what New builds a worker from: its own sections, [worker] and
@@ -66,7 +69,8 @@ type Worker struct {
 type Config struct {
 	Worker    workerconf.Worker
 	Challenge workerconf.Challenge
-	CA        signerconf.CA // url_base and crl_validity_hours, for CRLs
+	Audit     workerconf.Audit // the issuance trail's retention (housekeeping)
+	CA        signerconf.CA    // url_base and crl_validity_hours, for CRLs
 	Profiles  map[string]profile.Profile
 	// BaseURL is server.base_url: account URIs, for CAA accounturi.
 	BaseURL string
@@ -132,7 +136,8 @@ func New(cfg Config, st store.Store, opts Options) (*Worker, error) {
 		strandedAfter: stranded,
 		giveUpAfter:   max(time.Hour, 10*stranded),
 		conf:          cfg.Worker,
-		log:           opts.Logger,
+		retention:     cfg.Audit.Retention(),
+		log:           origin.Logger(opts.Logger), // a job's lines name its request
 		signed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hallmark_worker_certificates_signed_total",
 			Help: "Certificates signed and stored by this worker.",

@@ -13,6 +13,7 @@ import (
 	"crypto/x509/pkix"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -59,6 +60,8 @@ type rig struct {
 	// backends are relay or custom backends the workers mount, by
 	// profile, instead of the rig's issuer.
 	backends map[string]worker.Backend
+	// log, when set, is the workers' logger.
+	log *slog.Logger
 }
 
 type rigOpts struct {
@@ -74,6 +77,7 @@ type rigOpts struct {
 	// issuer, if set, is the rig's issuer instead of a new one: another
 	// rig's, as a key kept when its database was not.
 	issuer *signer.Issuer
+	log    *slog.Logger // the workers' logger; nil: slog's default
 }
 
 func newRig(t *testing.T, o rigOpts) *rig {
@@ -99,7 +103,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	if iss == nil {
 		iss = localIssuer(t, "Worker Test")
 	}
-	r := &rig{st: db.Store, db: db, url: url, path: strings.TrimPrefix(url, "sqlite:"), cfg: cfg, issuer: iss, dns: dns, mount: o.mount, backends: o.backends}
+	r := &rig{st: db.Store, db: db, url: url, path: strings.TrimPrefix(url, "sqlite:"), cfg: cfg, issuer: iss, dns: dns, mount: o.mount, backends: o.backends, log: o.log}
 	r.runner = r.startWorker(t, "test-worker", iss, 0)
 	return r
 }
@@ -124,7 +128,7 @@ func (r *rig) startWorker(t *testing.T, id string, iss *signer.Issuer, maxWorker
 	if r.wrap != nil {
 		st = r.wrap(st)
 	}
-	w, err := worker.New(cfg, st, worker.Options{Issuers: issuers, Backends: backends})
+	w, err := worker.New(cfg, st, worker.Options{Issuers: issuers, Backends: backends, Logger: r.log})
 	if err != nil {
 		t.Fatal(err)
 	}

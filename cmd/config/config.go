@@ -35,6 +35,7 @@ type Config struct {
 	Admin     adminconf.Config           `toml:"admin"`
 	Worker    workerconf.Worker          `toml:"worker"`
 	Challenge workerconf.Challenge       `toml:"challenge"`
+	Audit     workerconf.Audit           `toml:"audit"`
 	Policy    policy.Config              `toml:"policy"`
 	CA        signerconf.CA              `toml:"ca"`
 	Profiles  map[string]profile.Profile `toml:"profiles"`
@@ -185,7 +186,7 @@ func (c Config) problems() []error {
 		errs = append(errs, c.Profiles[n].Validate(n))
 	}
 	errs = append(errs, c.backendProblems()...)
-	errs = append(errs, c.Limits.Validate(), c.Admin.Validate())
+	errs = append(errs, c.Limits.Validate(), c.Admin.Validate(), c.Audit.Validate())
 	return append(errs, c.across()...)
 }
 

@@ -33,6 +33,9 @@ func TestValidateRanges(t *testing.T) {
 		{"[challenge]\nhttp_port = 0\n", "challenge.http_port"},
 		{"[challenge]\ntls_alpn_port = 70000\n", "challenge.tls_alpn_port"},
 		{"[challenge]\nhttps_port = -1\n", "challenge.https_port"},
+		{"[server]\nrequest_id_trusted_proxies = [\"10.0.0.0/33\"]\n", "server.request_id_trusted_proxies"},
+		{"[server]\nrequest_id_trusted_proxies = [\"proxy.corp.example\"]\n", "server.request_id_trusted_proxies"},
+		{"[audit]\nretention_days = -1\n", "audit.retention_days"},
 		// A profile's name is its job queue's (jobs.ProfileQueue), which
 		// River takes only in lowercase, '_' or '-' separated, ≤ 64 chars.
 		{"[profiles.Short]\nvalidity_hours = 24\n", "profiles.Short"},
@@ -60,6 +63,7 @@ func TestValidateRanges(t *testing.T) {
 		"[ca]\ncrl_validity_hours = 1\n[worker]\ncrl_interval_minutes = 29\n",
 		"[server]\nretry_after_seconds = 0\n[database]\nmax_conns = 0\n",
 		"[challenge]\nhttp_port = 65535\ntls_alpn_port = 1\n",
+		"[server]\nrequest_id_trusted_proxies = [\"10.0.0.0/8\", \"192.0.2.7\", \"fd00::/8\"]\n[audit]\nretention_days = 1130\n",
 		"[profiles.wild]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-01\"]\nallow_wildcards = true\n" +
 			"[profiles.ip]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"tls-alpn-01\"]\nidentifier_types = [\"ip\"]\n",
 		"[profiles.rsa]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\nkey_types = [\"rsa2048\"]\nkey_usages = [\"keyEncipherment\"]\n",

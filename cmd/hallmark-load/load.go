@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -66,6 +67,10 @@ type result struct {
 	// last successful issuance, the span RatePerSec counts over.
 	Stalled bool
 	Active  time.Duration
+	// Failed is why the run could not be made (the server did not start,
+	// or answered with an error before the clock started); a row of its
+	// own, so the bench goes on.
+	Failed string
 }
 
 func (r *result) CertsPerSec() float64 {
@@ -116,21 +121,34 @@ func contains(ss []string, s string) bool {
 
 // runLoad creates one account per concurrent client (untimed), then runs
 // Count issuances on Concurrency goroutines, each for a fresh name, until
-// done or Timeout.
+// done or Timeout. A server that stops answering while the accounts are
+// made ends the run as stalled too, with nothing issued.
 func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
-	clients, keys, err := newClients(ctx, spec)
+	hc := newHTTPClient(spec.Roots, spec.Concurrency)
+	clients, keys, err := createAccounts(ctx, spec, hc)
+	if errors.Is(err, errStalled) {
+		kind := "stalled creating accounts (--stall reached)"
+		return &result{Spec: spec, Stalled: true, Steps: map[string][]time.Duration{},
+			Errors: map[string]int{kind: 1}, Example: map[string]string{kind: err.Error()}}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
 	run := make([]byte, 4)
 	_, _ = rand.Read(run)
+	prefix := hex.EncodeToString(run)
+
+	res := &result{Spec: spec, Steps: map[string][]time.Duration{}, Errors: map[string]int{}, Example: map[string]string{}}
+	tl := &tally{res: res}
+	var next atomic.Int64
 	timed, cancel := context.WithTimeout(ctx, spec.Timeout)
 	defer cancel()
 	tctx, stop := context.WithCancelCause(timed)
 	defer stop(nil)
-	l := &loadRun{spec: spec, prefix: hex.EncodeToString(run),
-		res: &result{Spec: spec, Steps: map[string][]time.Duration{}, Errors: map[string]int{}, Example: map[string]string{}}}
 
+	for _, c := range clients {
+		c.requests, c.took = 0, nil // account creation is not timed
+	}
 	before, err := spec.Procs.sample()
 	if err != nil {
 		return nil, err
@@ -140,25 +158,25 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	defer endAnon() // an early return stops the sampler too
 	anonPeaks := spec.Procs.anonPeaks(actx, 100*time.Millisecond)
 	start := time.Now()
-	l.progress.finished(start)
+	var progress stallWatch
+	progress.finished(start)
 	if spec.Stall > 0 {
-		go l.progress.watch(tctx, spec.Stall, func() { stop(errStalled) })
+		go progress.watch(tctx, spec.Stall, func() { stop(errStalled) })
 	}
 	var wg sync.WaitGroup
 	for i := range clients {
 		wg.Add(1)
-		go func() { defer wg.Done(); l.issueAll(tctx, clients[i], keys[i]) }()
+		go func() { defer wg.Done(); tl.issueAll(tctx, spec, clients[i], keys[i], prefix, &next, &progress) }()
 	}
 	wg.Wait()
-	res := l.res
 	res.Wall = time.Since(start)
 	res.SelfCPU = selfCPU() - selfBefore
 	res.SelfSwitches = selfSwitches() - switchesBefore
-	res.countRequests(clients)
+	res.addRequests(clients)
 	res.Stalled = errors.Is(context.Cause(tctx), errStalled)
-	res.TimedOut = !res.Stalled && tctx.Err() != nil && l.next.Load() <= int64(spec.Count)
+	res.TimedOut = !res.Stalled && tctx.Err() != nil && next.Load() <= int64(spec.Count)
 	if res.OK > 0 {
-		res.Active = l.lastOK.Sub(start)
+		res.Active = tl.lastOK.Sub(start)
 	}
 	if spec.Procs.pgAdmin != "" {
 		time.Sleep(1500 * time.Millisecond) // let the statistics collector catch up
@@ -176,67 +194,26 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	return res, nil
 }
 
-// newClients creates one account per concurrent client, and a
-// certificate key for each: generating a key per issuance would measure
-// the generator. Account creation is not timed.
-func newClients(ctx context.Context, spec loadSpec) ([]*client, []*ecdsa.PrivateKey, error) {
-	hc := newHTTPClient(spec.Roots, spec.Concurrency)
-	dir, err := fetchDirectory(ctx, hc, spec.Directory)
-	if err != nil {
-		return nil, nil, err
-	}
-	clients := make([]*client, spec.Concurrency)
-	keys := make([]*ecdsa.PrivateKey, spec.Concurrency)
-	for i := range clients {
-		if clients[i], err = newAccount(ctx, hc, dir, spec.Poll); err != nil {
-			return nil, nil, err
-		}
-		if keys[i], err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
-			return nil, nil, err
-		}
-		clients[i].requests, clients[i].took = 0, nil
-	}
-	return clients, keys, nil
+// tally collects a run's issuances from every goroutine.
+type tally struct {
+	mu     sync.Mutex
+	res    *result
+	lastOK time.Time
 }
 
-// loadRun is one run's shared state: the next issuance's number and what
-// the clients measured.
-type loadRun struct {
-	spec     loadSpec
-	prefix   string // the run's names are i<n>-<prefix>.load.test
-	next     atomic.Int64
-	progress stallWatch
-	mu       sync.Mutex
-	res      *result   // under mu
-	lastOK   time.Time // under mu
-}
-
-// issueAll is one client's loop: issue for fresh names until the run's
-// count is reached or ctx ends.
-func (l *loadRun) issueAll(ctx context.Context, c *client, key *ecdsa.PrivateKey) {
+// issueAll is one client's loop: issue for fresh names, numbered from
+// next, until the run's count is reached or ctx ends.
+func (t *tally) issueAll(ctx context.Context, spec loadSpec, c *client, key *ecdsa.PrivateKey, prefix string, next *atomic.Int64, progress *stallWatch) {
 	for {
-		n := l.next.Add(1)
-		if n > int64(l.spec.Count) || ctx.Err() != nil {
+		n := next.Add(1)
+		if n > int64(spec.Count) || ctx.Err() != nil {
 			return
 		}
-		name := fmt.Sprintf("i%d-%s.load.test", n, l.prefix)
-		d, err := c.issue(ctx, name, key, l.spec.Responders.Tokens)
+		name := fmt.Sprintf("i%d-%s.load.test", n, prefix)
+		d, err := c.issue(ctx, name, key, spec.Responders.Tokens)
 		done := time.Now()
-		l.progress.finished(done)
-		l.mu.Lock()
-		if err != nil {
-			k := errorKind(err, ctx)
-			if l.res.Errors[k]++; l.res.Errors[k] == 1 {
-				l.res.Example[k] = err.Error()
-			}
-		} else {
-			l.res.OK++
-			l.lastOK = done
-			for k, v := range d {
-				l.res.Steps[k] = append(l.res.Steps[k], v)
-			}
-		}
-		l.mu.Unlock()
+		progress.finished(done)
+		t.add(ctx, d, err, done)
 		if err != nil {
 			// A failed request may have left no nonce; fetch one.
 			c.nonce = ""
@@ -244,8 +221,27 @@ func (l *loadRun) issueAll(ctx context.Context, c *client, key *ecdsa.PrivateKey
 	}
 }
 
-// countRequests adds up the clients' timed requests.
-func (r *result) countRequests(clients []*client) {
+// add records one issuance that ended at done: its steps, or its error by
+// kind with the first of each kind in full.
+func (t *tally) add(ctx context.Context, d map[string]time.Duration, err error, done time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err != nil {
+		k := errorKind(err, ctx)
+		if t.res.Errors[k]++; t.res.Errors[k] == 1 {
+			t.res.Example[k] = err.Error()
+		}
+		return
+	}
+	t.res.OK++
+	t.lastOK = done
+	for k, v := range d {
+		t.res.Steps[k] = append(t.res.Steps[k], v)
+	}
+}
+
+// addRequests sums the requests the clients sent and their times by kind.
+func (r *result) addRequests(clients []*client) {
 	r.RequestTimes = map[string][]time.Duration{}
 	for _, c := range clients {
 		r.Requests += c.requests
@@ -253,6 +249,45 @@ func (r *result) countRequests(clients []*client) {
 			r.RequestTimes[k] = append(r.RequestTimes[k], ds...)
 		}
 	}
+}
+
+// createAccounts fetches the directory and makes one account and one
+// certificate key per client, within Timeout; when Stall passes without
+// an account made the error wraps errStalled.
+func createAccounts(ctx context.Context, spec loadSpec, hc *http.Client) ([]*client, []*ecdsa.PrivateKey, error) {
+	timed, cancel := context.WithTimeout(ctx, spec.Timeout)
+	defer cancel()
+	sctx, stop := context.WithCancelCause(timed)
+	defer stop(nil)
+	var progress stallWatch
+	progress.finished(time.Now())
+	if spec.Stall > 0 {
+		go progress.watch(sctx, spec.Stall, func() { stop(errStalled) })
+	}
+	fail := func(err error) ([]*client, []*ecdsa.PrivateKey, error) {
+		if cause := context.Cause(sctx); errors.Is(cause, errStalled) {
+			return nil, nil, fmt.Errorf("%w: %v", errStalled, err)
+		}
+		return nil, nil, err
+	}
+	dir, err := fetchDirectory(sctx, hc, spec.Directory)
+	if err != nil {
+		return fail(err)
+	}
+	clients := make([]*client, spec.Concurrency)
+	keys := make([]*ecdsa.PrivateKey, spec.Concurrency)
+	for i := range clients {
+		if clients[i], err = newAccount(sctx, hc, dir, spec.Poll); err != nil {
+			return fail(err)
+		}
+		progress.finished(time.Now())
+		// One certificate key per client: generating a key per issuance
+		// would measure the generator.
+		if keys[i], err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+			return nil, nil, err
+		}
+	}
+	return clients, keys, nil
 }
 
 // errStalled is the cause a run's context ends with when Stall passed

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -303,5 +306,104 @@ func TestPrintRequests(t *testing.T) {
 	}
 	if strings.Contains(b.String(), "request finalize") {
 		t.Errorf("report names a request kind the run never made:\n%s", b.String())
+	}
+}
+
+// TestStallCreatingAccounts: a CA that stops answering while the accounts
+// are made, before the clock starts (Pebble's deadlock, seen at newAccount
+// after ~1,600 certificates), ends the run as stalled within --stall, with
+// nothing issued, rather than holding it to the HTTP timeout and failing
+// the bench.
+func TestStallCreatingAccounts(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	mux := http.NewServeMux()
+	var srv *httptest.Server
+	mux.HandleFunc("GET /dir", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"newNonce":%q,"newAccount":%q,"newOrder":%q}`, srv.URL+"/nonce", srv.URL+"/acct", srv.URL+"/order")
+	})
+	mux.HandleFunc("HEAD /nonce", func(w http.ResponseWriter, r *http.Request) { w.Header().Set("Replay-Nonce", "n1") })
+	mux.HandleFunc("POST /acct", func(w http.ResponseWriter, r *http.Request) {
+		select { // deadlocked: never answers
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	srv = httptest.NewTLSServer(mux)
+	defer srv.Close()
+	defer close(release)
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	start := time.Now()
+	r, err := runLoad(context.Background(), loadSpec{Directory: srv.URL + "/dir", Roots: roots, Concurrency: 2, Count: 4,
+		Timeout: time.Minute, Stall: 300 * time.Millisecond, Poll: 10 * time.Millisecond, Responders: &responders{Tokens: &tokenStore{}}})
+	if err != nil {
+		t.Fatalf("runLoad: %v, want a stalled result", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("the run took %s to notice a stall of 300ms", took)
+	}
+	if !r.Stalled || r.OK != 0 || r.Errors["stalled creating accounts (--stall reached)"] != 1 {
+		t.Fatalf("result stalled=%v ok=%d errors=%v, want a stall creating accounts", r.Stalled, r.OK, r.Errors)
+	}
+}
+
+// TestMatrixGoesOn: a peer's run that fails (Pebble deadlocked past what
+// --stall ends) costs its row, and the bench goes on to the next target
+// and concurrency with exit status 0; a Hallmark run that fails also gets
+// its row, the bench still goes on, and the error says which failed. A
+// failed Pebble row is no reference for the others.
+func TestMatrixGoesOn(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("newAccount: context deadline exceeded")
+	for _, tc := range []struct {
+		name    string
+		fail    map[string]bool // "target@c"
+		wantErr string
+	}{
+		{"pebble fails at c=32", map[string]bool{"pebble@32": true}, ""},
+		{"hallmark fails at c=1", map[string]bool{"hallmark-sqlite@1": true}, "hallmark-sqlite at c=1"},
+	} {
+		var ran []string
+		m := matrix{
+			concurrencies: []int{1, 32}, targets: []string{"pebble", "hallmark-sqlite", "step-ca"},
+			skip:     func(string) string { return "" },
+			attempts: func(string) int { return 1 },
+			run: func(tg string, n int, keep func(*result)) (bool, error) {
+				ran = append(ran, fmt.Sprintf("%s@%d", tg, n))
+				if tc.fail[fmt.Sprintf("%s@%d", tg, n)] {
+					return false, boom
+				}
+				keep(&result{Label: tg, Spec: loadSpec{Concurrency: n}, OK: 10, Wall: time.Second})
+				return false, nil
+			},
+		}
+		rs, err := m.runAll(context.Background(), io.Discard, io.Discard)
+		if want := "pebble@1 hallmark-sqlite@1 step-ca@1 pebble@32 hallmark-sqlite@32 step-ca@32"; strings.Join(ran, " ") != want {
+			t.Errorf("%s: ran %v, want %s", tc.name, ran, want)
+		}
+		if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("%s: error %v, want one naming %q", tc.name, err, tc.wantErr)
+		}
+		var b strings.Builder
+		printTable(&b, rs)
+		if len(rs) != 6 || strings.Count(b.String(), "| FAILED: "+boom.Error()) != 1 {
+			t.Errorf("%s: want 6 rows, one failed:\n%s", tc.name, b.String())
+		}
+		if tc.fail["pebble@32"] && !strings.Contains(b.String(), "| hallmark-sqlite | 32 | 10 | 10.0 | — | 1.00× |") {
+			t.Errorf("%s: the row beside a failed Pebble should compare with step-ca only:\n%s", tc.name, b.String())
+		}
+	}
+}
+
+func TestMedian(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   []time.Duration
+		want time.Duration
+	}{{nil, 0}, {[]time.Duration{3}, 3}, {[]time.Duration{9, 1, 5}, 5}, {[]time.Duration{8, 2, 4, 6}, 5}} {
+		if got := median(tc.in); got != tc.want {
+			t.Errorf("median(%v) = %d, want %d", tc.in, got, tc.want)
+		}
 	}
 }

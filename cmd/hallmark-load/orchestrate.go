@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -15,15 +14,12 @@ import (
 	"math/big"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // target is a CA the orchestrator started: where its directory is, what
@@ -32,6 +28,7 @@ type target struct {
 	Label     string
 	Directory string
 	Roots     *x509.CertPool
+	RootPEM   []byte // Roots as PEM, for a client to trust
 	Procs     procSet
 	// DBURL is Hallmark's PostgreSQL database, "" otherwise.
 	DBURL string
@@ -86,11 +83,15 @@ func (t *target) profile(ctx context.Context, dir, label string, seconds int) fu
 type benchEnv struct {
 	BinDir      string
 	Pebble      string
+	StepCA      string
 	PostgresURL string // admin URL; a fresh database is created per run
 	WorkDir     string
 	Resp        *responders
-	Keep        bool // keep the work directory and logs
-	Log         io.Writer
+	// HTTPPort is the port every CA validates http-01 on: the responder's
+	// under load, the client's own listener in clients mode.
+	HTTPPort int
+	Keep     bool // keep the work directory and logs
+	Log      io.Writer
 	// Server tuning.
 	WorkerConcurrency int
 	MaxConns          int
@@ -102,16 +103,23 @@ type benchEnv struct {
 	ProfileSeconds int
 }
 
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
 // freePorts are n loopback ports free a moment ago.
 func freePorts(n int) ([]int, error) {
 	ports := make([]int, n)
 	for i := range ports {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
+		var err error
+		if ports[i], err = freePort(); err != nil {
 			return nil, err
 		}
-		ports[i] = ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
 	}
 	return ports, nil
 }
@@ -237,7 +245,7 @@ timeout_ms = 5000
 dir = "ca"
 %s
 %s`, dbURL, e.MaxConns, p.listen, p.publicHTTP, e.RetryAfterSeconds, p.pprofServer, workerConcurrency, p.health, p.pprofWorker,
-		e.Resp.DNSAddr, e.Resp.HTTPPort, tables, e.ExtraConfig)
+		e.Resp.DNSAddr, e.HTTPPort, tables, e.ExtraConfig)
 }
 
 // initHallmark migrates the database and creates the CA, as an operator
@@ -268,13 +276,14 @@ func waitHallmark(ctx context.Context, t *target, dir string, p hallmarkPorts) e
 	}
 	t.Roots = x509.NewCertPool()
 	t.Roots.AppendCertsFromPEM(root)
+	t.RootPEM = root
 	t.Directory = fmt.Sprintf("https://127.0.0.1:%d/directory", p.listen)
 	if err := waitDirectory(ctx, t); err != nil {
 		return fmt.Errorf("%w (logs in %s)", err, dir)
 	}
-	// A worker that could not start (a port taken between freePorts and
-	// its bind, say) would leave the run polling until --timeout: wait
-	// until it says it is ready, or fail with its log.
+	// A worker that could not start (a port taken between freePort and its
+	// bind, say) would leave the run polling until --timeout: wait until it
+	// says it is ready, or fail with its log.
 	if err := waitReady(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", p.health)); err != nil {
 		logText, _ := os.ReadFile(filepath.Join(dir, "worker.log"))
 		return fmt.Errorf("hallmark-worker: %w; its log:\n%s", err, tail(logText, 2000))
@@ -347,7 +356,7 @@ func (e *benchEnv) startPebble(ctx context.Context) (*target, error) {
 		"managementListenAddress":        fmt.Sprintf("127.0.0.1:%d", ports[1]),
 		"certificate":                    filepath.Join(dir, "tls.pem"),
 		"privateKey":                     filepath.Join(dir, "tls.key"),
-		"httpPort":                       e.Resp.HTTPPort,
+		"httpPort":                       e.HTTPPort,
 		"tlsPort":                        ports[2],
 		"ocspResponderURL":               "",
 		"externalAccountBindingRequired": false,
@@ -365,6 +374,7 @@ func (e *benchEnv) startPebble(ctx context.Context) (*target, error) {
 	t.Procs.pids = map[string][]int{"pebble": {pid}}
 	t.Roots = x509.NewCertPool()
 	t.Roots.AppendCertsFromPEM(certPEM)
+	t.RootPEM = certPEM
 	t.Directory = "https://" + listen + "/dir"
 	if err := waitDirectory(ctx, t); err != nil {
 		return fail(fmt.Errorf("%w (log in %s)", err, dir))
@@ -407,43 +417,6 @@ func waitDirectory(ctx context.Context, t *target) error {
 		return fmt.Errorf("%s: %w", t.Label, err)
 	}
 	return nil
-}
-
-// createDatabase creates a fresh PostgreSQL database on the admin URL's
-// server and returns its URL and a function that drops it.
-func createDatabase(ctx context.Context, admin string) (string, func(), error) {
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		return "", nil, fmt.Errorf("connecting to PostgreSQL at %s (set --postgres): %w", maskedURL(admin), err)
-	}
-	defer conn.Close(ctx)
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "hallmark_load_" + hex.EncodeToString(b)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return "", nil, fmt.Errorf("creating database %s: %w", name, err)
-	}
-	drop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, admin)
-		if err != nil {
-			return
-		}
-		defer c.Close(ctx)
-		_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	}
-	u := mustURL(admin)
-	u.Path = "/" + name
-	return u.String(), drop, nil
-}
-
-func mustURL(s string) *url.URL {
-	u, err := url.Parse(s)
-	if err != nil {
-		panic(err)
-	}
-	return u
 }
 
 // selfSigned writes tls.pem and tls.key for Pebble's listener on
@@ -522,73 +495,4 @@ key_usages = ["digitalSignature", "keyEncipherment"]
 ext_key_usages = ["serverAuth"]
 `, module)
 	return "default_profile = \"hsm\"\n", tables, []string{"--pkcs11", "hsm"}, env, nil
-}
-
-// jobLatency reads, from River's own table, how long each kind of job
-// inserted since since waited from its insert to its start and how long it
-// ran (p50 and p99 in ms). River stamps created_at with the inserting
-// transaction's start, so the wait includes the rest of that transaction
-// and its commit.
-func jobLatency(ctx context.Context, dbURL string, since time.Time) (string, error) {
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT kind, count(*),
-  percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM attempted_at - created_at)) * 1000,
-  percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM attempted_at - created_at)) * 1000,
-  percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finalized_at - attempted_at)) * 1000,
-  percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM finalized_at - attempted_at)) * 1000
-FROM river_job WHERE attempted_at IS NOT NULL AND created_at >= $1 GROUP BY kind ORDER BY kind`, since)
-	if err != nil {
-		return "", err
-	}
-	defer rows.Close()
-	var b strings.Builder
-	for rows.Next() {
-		var kind string
-		var n int64
-		var w50, w99, r50, r99 *float64
-		if err := rows.Scan(&kind, &n, &w50, &w99, &r50, &r99); err != nil {
-			return "", err
-		}
-		f := func(p *float64) string {
-			if p == nil {
-				return "     -"
-			}
-			return fmt.Sprintf("%6.1f", *p)
-		}
-		fmt.Fprintf(&b, "  job %-20s n=%-5d insert→start p50 %s p99 %s ms; run p50 %s p99 %s ms\n", kind, n, f(w50), f(w99), f(r50), f(r99))
-	}
-	return b.String(), rows.Err()
-}
-
-// pgSettings is one line naming the PostgreSQL server at admin and the
-// settings a benchmark's figures depend on: whether commits wait for the
-// disk, whether dead rows are cleaned up as the run goes, and the cache;
-// and whether autovacuum is off.
-func pgSettings(ctx context.Context, admin string) (line string, autovacuumOff bool, err error) {
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		return "", false, fmt.Errorf("reading PostgreSQL's settings: %w", err)
-	}
-	defer conn.Close(ctx)
-	var version, autovacuum, syncCommit, fsync, buffers string
-	err = conn.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('autovacuum'),
-  current_setting('synchronous_commit'), current_setting('fsync'), current_setting('shared_buffers')`).Scan(&version, &autovacuum, &syncCommit, &fsync, &buffers)
-	if err != nil {
-		return "", false, fmt.Errorf("reading PostgreSQL's settings: %w", err)
-	}
-	line = fmt.Sprintf("PostgreSQL %s: autovacuum %s, synchronous_commit %s, fsync %s, shared_buffers %s", version, autovacuum, syncCommit, fsync, buffers)
-	return line, autovacuum == "off", nil
-}
-
-// maskedURL is admin with its password masked, for messages.
-func maskedURL(admin string) string {
-	u, err := url.Parse(admin)
-	if err != nil {
-		return "the --postgres URL"
-	}
-	return u.Redacted()
 }

@@ -238,7 +238,7 @@ func run(c *cli.Context) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	w, err := worker.New(worker.Config{Worker: cfg.Worker, Challenge: cfg.Challenge, CA: cfg.CA, Profiles: cfg.Profiles,
+	w, err := worker.New(worker.Config{Worker: cfg.Worker, Challenge: cfg.Challenge, Audit: cfg.Audit, CA: cfg.CA, Profiles: cfg.Profiles,
 		BaseURL: cfg.Server.BaseURL, CAAIdentities: cfg.Server.CAAIdentities, DenyIPRanges: cfg.Policy.DenyIPRanges,
 		Listeners: cfg.Listeners()}, db.Store, worker.Options{Logger: log, Registry: reg, Issuers: issuers, Backends: backends})
 	if err != nil {

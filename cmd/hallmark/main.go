@@ -42,6 +42,7 @@ func main() {
 			keysCommand(),
 			backupCommand(),
 			ariCommand(),
+			auditCommand(),
 			{Name: "version", Usage: "print the version", Action: func(*cli.Context) error {
 				fmt.Println("hallmark", version)
 				return nil

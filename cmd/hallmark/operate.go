@@ -59,6 +59,7 @@ type cliStore interface {
 	renewal.Store
 	store.CRLReader
 	AccountsList(ctx context.Context, p store.Page) ([]*store.Account, string, error)
+	AuditFind(ctx context.Context, f store.AuditFilter, p store.Page) ([]store.AuditEvent, string, error)
 	AuthzByID(ctx context.Context, id string) (*store.Authorization, error)
 	EABByID(ctx context.Context, id string) (*store.EABKey, error)
 	EABCreate(ctx context.Context, k store.EABKey, ev store.AuditEvent) (*store.EABKey, error)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"time"
 )
 
@@ -39,6 +40,41 @@ type Server struct {
 	// PprofListen serves net/http/pprof (cmd/internal/process); empty,
 	// the default, disables it.
 	PprofListen string `toml:"pprof_listen"`
+	// RequestIDTrustedProxies are the peers (CIDR ranges, or addresses)
+	// whose X-Request-Id a request keeps, when it is well-formed; every
+	// other request gets an id of the frontend's. Empty, the default,
+	// trusts none.
+	RequestIDTrustedProxies []string `toml:"request_id_trusted_proxies"`
+}
+
+// RequestIDProxies are request_id_trusted_proxies as prefixes (an address
+// is its own /32 or /128); those that do not parse are left out, which
+// Validate reports.
+func (s Server) RequestIDProxies() []netip.Prefix {
+	var out []netip.Prefix
+	for _, r := range s.RequestIDTrustedProxies {
+		if p, err := parsePrefix(r); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// parsePrefix reads a CIDR range or a bare address, masked, IPv4-mapped
+// addresses unmapped.
+func parsePrefix(s string) (netip.Prefix, error) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		a = a.Unmap()
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	if p.Addr().Is4In6() {
+		return netip.Prefix{}, fmt.Errorf("%s: write an IPv4 range as IPv4", s)
+	}
+	return p.Masked(), nil
 }
 
 // DefaultServer is [server] when the file sets nothing: loopback, plain http.
@@ -96,6 +132,11 @@ func (s Server) Validate() error {
 	}
 	if s.RenewalInfoRetryAfterSeconds < 0 {
 		add("server.renewal_info_retry_after_seconds", "must not be negative")
+	}
+	for _, r := range s.RequestIDTrustedProxies {
+		if _, err := parsePrefix(r); err != nil {
+			add("server.request_id_trusted_proxies", "%q is neither a CIDR range nor an IP address", r)
+		}
 	}
 	for _, l := range []struct {
 		key string

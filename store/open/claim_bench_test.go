@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/origin"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
@@ -193,4 +194,69 @@ func rnd() string {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// BenchmarkOrderIssued is the issuing worker's write: the certificate and
+// the order's move to valid in one transaction, without and with its
+// trail event (store.Issued.Trail), which rides in the same batch.
+//
+//	go test ./store/open -run '^$' -bench OrderIssued -benchtime 300x
+func BenchmarkOrderIssued(b *testing.B) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		for _, trail := range []bool{false, true} {
+			name := kind + "/no-trail"
+			if trail {
+				name = kind + "/trail"
+			}
+			b.Run(name, func(b *testing.B) {
+				s, orders := benchProcessing(b, kind)
+				ctx := context.Background()
+				now := time.Now()
+				b.ResetTimer()
+				for i, id := range orders {
+					in := store.Issued{OrderID: id, Certificate: store.Certificate{Serial: rnd()[:32], IssuerID: "issuer-1",
+						DER: make([]byte, 800), ChainPEM: make([]byte, 2000), Names: []string{"n" + rnd()[:8] + ".example.com"},
+						NotBefore: now, NotAfter: now.Add(90 * 24 * time.Hour)}}
+					if trail {
+						in.Trail = &store.AuditEvent{Actor: "acme:a", Action: store.ActionCertificateIssued, Subject: in.Certificate.Serial,
+							Detail: "order " + id + ", profile default, names n.example.com, issuer issuer-1; worker w1", Trail: true,
+							Origin: origin.Origin{RequestID: rnd()[:16], ClientAddr: "192.0.2.1", UserAgent: "lego-cli/4.25.0 xenolf-acme/4.25.0"}}
+					}
+					if err := s.OrderIssued(ctx, in); err != nil {
+						b.Fatalf("order %d: %v", i, err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// benchProcessing is a store of kind with b.N orders finalized (processing).
+func benchProcessing(b *testing.B, kind string) (store.Store, []string) {
+	b.Helper()
+	s, acct := benchStore(b, kind)
+	ctx := context.Background()
+	orders := make([]string, b.N)
+	for i := range orders {
+		o, err := s.OrderCreate(ctx, benchOrder(acct))
+		if err != nil {
+			b.Fatal(err)
+		}
+		az, err := s.AuthzByID(ctx, o.AuthzIDs[0])
+		if err != nil {
+			b.Fatal(err)
+		}
+		ch := az.Challenges[0].ID
+		if _, _, err := s.ChallengeClaim(ctx, ch); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: ch, Status: acme.StatusValid}); err != nil {
+			b.Fatal(err)
+		}
+		if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, "default", []byte("csr"), nil); err != nil || !claimed {
+			b.Fatalf("OrderFinalizeBegin = %v, %v", claimed, err)
+		}
+		orders[i] = o.ID
+	}
+	return s, orders
 }

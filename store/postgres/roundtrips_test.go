@@ -11,6 +11,7 @@ import (
 
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/origin"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/store/postgres"
@@ -106,8 +107,14 @@ func TestWriteRoundTrips(t *testing.T) {
 		if i == 0 {
 			trips = 2
 		}
+		// The second claim's job carries its request's origin (River's
+		// metadata): the same insert.
+		cctx := ctx
+		if i == 1 {
+			cctx = origin.NewContext(ctx, &origin.Origin{RequestID: "rid-trips", ClientAddr: "192.0.2.1"})
+		}
 		count("ChallengeClaim", trips, func() error {
-			_, claimed, err := s.ChallengeClaim(ctx, a.Challenges[0].ID)
+			_, claimed, err := s.ChallengeClaim(cctx, a.Challenges[0].ID)
 			if err == nil && !claimed {
 				t.Error("the challenge was not claimed")
 			}
@@ -127,10 +134,14 @@ func TestWriteRoundTrips(t *testing.T) {
 			return err
 		})
 		wantOneNotification("OrderFinalizeBegin", jobs.ProfileQueue(o.Profile))
-		count("OrderIssued", 1, func() error {
-			return s.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: fmt.Sprintf("0abc%d", i),
-				IssuerID: "i", Names: []string{"trips.example"}, NotBefore: now, NotAfter: now.Add(time.Hour)}})
-		})
+		// Its trail event (the second time) rides in the same batch.
+		in := store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: fmt.Sprintf("0abc%d", i),
+			IssuerID: "i", Names: []string{"trips.example"}, NotBefore: now, NotAfter: now.Add(time.Hour)}}
+		if i == 1 {
+			in.Trail = &store.AuditEvent{Actor: "acme:" + acct.ID, Action: store.ActionCertificateIssued, Subject: in.Certificate.Serial,
+				Trail: true, Origin: origin.Origin{RequestID: "rid-trips", ClientAddr: "192.0.2.1", UserAgent: "ua"}}
+		}
+		count("OrderIssued", 1, func() error { return s.OrderIssued(ctx, in) })
 	}
 
 	// A challenge POST or a finalize folded with its nonce is one round

@@ -108,18 +108,21 @@ func (s *Store) EABList(ctx context.Context, p store.Page) ([]*store.EABKey, str
 }
 
 func (s *Store) AccountCreateBound(ctx context.Context, a *store.Account, keyID string) (*store.Account, error) {
-	return s.accountCreate(ctx, a, func(t *txn, id string) error {
-		// RFC 8555 §7.3.4 leaves reuse to the server; a key that binds more
-		// than once is a shared secret no operator can revoke cleanly.
-		n, err := t.exec(ctx, `UPDATE eab_keys SET account_id = $2, bound_at = {now} WHERE id = $1 AND account_id IS NULL`, keyID, id)
-		if err != nil {
-			return fmt.Errorf("binding EAB key %s: %w", keyID, err)
-		}
-		if n == 0 {
-			return eabNotUnused(ctx, t, keyID, "binding")
-		}
-		return nil
-	})
+	return s.accountCreate(ctx, a, func(t *txn, id string) error { return s.bindEAB(ctx, t, keyID, id) })
+}
+
+// bindEAB binds the unused EAB key keyID to the new account id.
+func (s *Store) bindEAB(ctx context.Context, t *txn, keyID, id string) error {
+	// RFC 8555 §7.3.4 leaves reuse to the server; a key that binds more
+	// than once is a shared secret no operator can revoke cleanly.
+	n, err := t.exec(ctx, `UPDATE eab_keys SET account_id = $2, bound_at = {now} WHERE id = $1 AND account_id IS NULL`, keyID, id)
+	if err != nil {
+		return fmt.Errorf("binding EAB key %s: %w", keyID, err)
+	}
+	if n == 0 {
+		return eabNotUnused(ctx, t, keyID, "binding")
+	}
+	return nil
 }
 
 func (s *Store) AccountEAB(ctx context.Context, accountID string) (*store.EABKey, error) {

@@ -116,6 +116,9 @@ func (s *Store) OrderIssued(ctx context.Context, in store.Issued) error {
 			// (Issuers).
 			b.exec("registering issuer "+c.IssuerID, certIssuerRegisterSQL, c.Serial)
 		}
+		if in.Trail != nil {
+			b.exec("recording the trail", auditInsertSQL, s.auditArgs(*in.Trail)...)
+		}
 		n, err := t.sendLast(ctx, &b)
 		if len(n) > found && n[moved] == 0 {
 			if n[found] == 0 {

@@ -42,14 +42,22 @@ func (s *Store) Unlock(ctx context.Context, name, holder string) error {
 
 // --- audit ---
 
-func (s *Store) audit(ctx context.Context, t *txn, ev store.AuditEvent) error {
+// auditInsertSQL records one audit event; $5 NULL is the database's now.
+const auditInsertSQL = `INSERT INTO audit_events (actor, action, subject, detail, at, trail, request_id, client_addr, ptr_name, user_agent)
+VALUES ($1, $2, $3, $4, COALESCE($5, {now}), $6, $7, $8, $9, $10)`
+
+// auditArgs are ev's arguments of auditInsertSQL.
+func (s *Store) auditArgs(ev store.AuditEvent) []any {
 	var at any
 	if !ev.At.IsZero() {
 		at = s.d.T(ev.At)
 	}
-	_, err := t.exec(ctx, `INSERT INTO audit_events (actor, action, subject, detail, at) VALUES ($1, $2, $3, $4, COALESCE($5, {now}))`,
-		ev.Actor, ev.Action, ev.Subject, ev.Detail, at)
-	if err != nil {
+	o := ev.Origin
+	return []any{ev.Actor, ev.Action, ev.Subject, ev.Detail, at, ev.Trail, o.RequestID, o.ClientAddr, o.PTR, o.UserAgent}
+}
+
+func (s *Store) audit(ctx context.Context, t *txn, ev store.AuditEvent) error {
+	if _, err := t.exec(ctx, auditInsertSQL, s.auditArgs(ev)...); err != nil {
 		return fmt.Errorf("recording audit event %s: %w", ev.Action, err)
 	}
 	return nil
@@ -60,13 +68,5 @@ func (s *Store) AuditRecord(ctx context.Context, ev store.AuditEvent) error {
 }
 
 func (s *Store) AuditList(ctx context.Context, p store.Page) ([]store.AuditEvent, string, error) {
-	out, next, err := listPage(ctx, s, p, func(r Rows, seq *int64) (ev store.AuditEvent, err error) {
-		err = r.Scan(&ev.ID, &ev.Actor, &ev.Action, &ev.Subject, &ev.Detail, ts(&ev.At))
-		*seq = ev.ID
-		return ev, err
-	}, nil, `SELECT id, actor, action, subject, detail, at FROM audit_events WHERE id < $1 ORDER BY id DESC LIMIT $2`)
-	if err != nil {
-		return nil, "", fmt.Errorf("listing audit events: %w", err)
-	}
-	return out, next, nil
+	return s.AuditFind(ctx, store.AuditFilter{}, p)
 }

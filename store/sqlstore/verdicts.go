@@ -14,7 +14,7 @@ func (s *Store) ChallengeVerdict(ctx context.Context, v store.Verdict) error {
 		return fmt.Errorf("recording verdict on challenge %s: status %q is neither valid nor invalid", v.ChallengeID, v.Status)
 	}
 	err := s.inTx(ctx, func(t *txn) error {
-		return s.verdict(ctx, t, v.ChallengeID, v.Status, v.Error, v.ValidationRecord)
+		return s.verdict(ctx, t, v.ChallengeID, v.Status, v.Error, v.ValidationRecord, v.Trail)
 	})
 	if errors.Is(err, errLost) {
 		// Read the challenge as it stands, outside the rolled-back
@@ -30,12 +30,13 @@ func (s *Store) ChallengeVerdict(ctx context.Context, v store.Verdict) error {
 }
 
 // verdict moves a processing challenge to valid or invalid, and its
-// authorization and orders with it (RFC 8555 §7.1.6), or returns errLost
+// authorization and orders with it (RFC 8555 §7.1.6), recording trail if
+// set, or returns errLost
 // when the challenge is not processing (or does not exist), and the
 // transaction must roll back. It is the last thing its transaction does:
 // on PostgreSQL it sends every statement and the COMMIT in one round trip
 // (sendSwapLast), so callers run nothing on t after it.
-func (s *Store) verdict(ctx context.Context, t *txn, challengeID string, status acme.Status, p *acme.Problem, record []byte) error {
+func (s *Store) verdict(ctx context.Context, t *txn, challengeID string, status acme.Status, p *acme.Problem, record []byte, trail *store.AuditEvent) error {
 	pt, err := problemText(p)
 	if err != nil {
 		return err
@@ -83,6 +84,9 @@ func (s *Store) verdict(ctx context.Context, t *txn, challengeID string, status 
 		}
 		b.exec("", verdictSiblingsSQL, challengeID)
 		b.exec("", verdictInvalidSQL, challengeID, pt)
+	}
+	if trail != nil {
+		b.exec("recording the trail", auditInsertSQL, s.auditArgs(*trail)...)
 	}
 	_, won, err := t.sendSwapLast(ctx, &b, swap)
 	if err != nil {

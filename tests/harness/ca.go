@@ -20,6 +20,7 @@ type Options struct {
 	Dir      string   // the CA's directory; a new t.TempDir() when empty
 	Top      string   // TOML before the first table (e.g. default_profile)
 	Tables   string   // further TOML tables (profiles, backends, policy, admin)
+	Server   string   // further [server] lines
 	InitArgs []string // added to `hallmark-worker ca init`
 	Env      []string // added to every CA process's environment
 }
@@ -95,7 +96,7 @@ func (ca *CA) configure(t *testing.T, dbURL string, o Options) string {
 		DatabaseURL:        dbURL,
 		Listen:             listen,
 		PublicHTTPListen:   fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
-		ServerExtra:        "tls_cert = \"frontend.pem\"\ntls_key = \"frontend.key\"",
+		ServerExtra:        "tls_cert = \"frontend.pem\"\ntls_key = \"frontend.key\"\n" + o.Server,
 		HealthListen:       health,
 		WorkerExtra:        "job_timeout_ms = 8000\nrescue_after_ms = 15000",
 		Resolver:           ca.DNS.Addr,
@@ -124,6 +125,9 @@ func (ca *CA) Start(which string) {
 
 // Kill sends SIGKILL to "worker" or "frontend", as a crash would.
 func (ca *CA) Kill(which string) { ca.procs[which].Kill() }
+
+// Log is the log of "worker" or "frontend" so far.
+func (ca *CA) Log(which string) string { return ca.procs[which].Log() }
 
 // Stop shuts "worker" or "frontend" down as an operator would (SIGTERM):
 // running jobs finish and leases are released.

@@ -171,6 +171,8 @@ var argsFor = map[string][]string{
 	"hallmark backup":                {"{dir}/backup.db"},
 	"hallmark ari":                   nil,
 	"hallmark ari move":              {"--serial", "{serial}", "--reason", "redaction test"},
+	"hallmark audit":                 nil,
+	"hallmark audit list":            {"--since", "1h"},
 	"hallmark version":               nil,
 	"hallmark-frontend check-config": nil,
 	"hallmark-worker check-config":   nil,

@@ -1,5 +1,5 @@
 // Package workerconf is the worker's own sections of the configuration
-// file, [worker] and [challenge], with their checks. It is a leaf of the
+// file, [worker], [challenge] and [audit], with their checks. It is a leaf of the
 // standard library, apart from package worker, because every binary checks
 // the whole file and the CLI may not link worker/ code that runs jobs
 // (tests/layering lets it link this leaf only); worker.Config holds them.
@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Worker configures hallmark-worker, [worker].
@@ -138,4 +139,26 @@ func (c Challenge) ValidateResolvers() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Audit is the audit log's retention, [audit]. The worker's housekeeping
+// deletes the issuance trail's events (store.AuditEvent.Trail) older than
+// RetentionDays; operators' and system actions are kept for good.
+type Audit struct {
+	// RetentionDays is how long a trail event is kept; 0, the default,
+	// keeps every one.
+	RetentionDays int `toml:"retention_days"`
+}
+
+// Retention is retention_days as a duration, 0 for keeping every event.
+func (a Audit) Retention() time.Duration {
+	return time.Duration(a.RetentionDays) * 24 * time.Hour
+}
+
+// Validate reports the problems of [audit], each naming its key.
+func (a Audit) Validate() error {
+	if a.RetentionDays < 0 {
+		return fmt.Errorf("audit.retention_days: must be 0 (keep every trail event) or more, got %d", a.RetentionDays)
+	}
+	return nil
 }

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+func auditCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "audit",
+		Usage: "the audit log: operators' actions and the issuance trail",
+		Subcommands: []*cli.Command{
+			{Name: "list", Usage: "list audit events, newest first", Flags: []cli.Flag{
+				&cli.StringFlag{Name: "kind", Usage: "only `K`: trail (the issuance trail), operator (everything else), or one action (" + strings.Join(store.TrailActions, ", ") + ", revoke, ...)"},
+				&cli.StringFlag{Name: "since", Usage: "only events at or after `T`: a duration back from now (90m, 24h, 7d), a date (2006-01-02) or RFC 3339"},
+				&cli.StringFlag{Name: "request-id", Usage: "only the events of one request (its X-Request-Id)"},
+				limitFlag, jsonFlag,
+			}, Action: withSession(auditList)},
+		},
+	}
+}
+
+// auditRow is an audit event as `audit list --json` prints it.
+type auditRow struct {
+	ID         int64     `json:"id"`
+	At         time.Time `json:"at"`
+	Actor      string    `json:"actor"`
+	Action     string    `json:"action"`
+	Subject    string    `json:"subject"`
+	Detail     string    `json:"detail"`
+	Trail      bool      `json:"trail"`
+	RequestID  string    `json:"request_id,omitempty"`
+	ClientAddr string    `json:"client_addr,omitempty"`
+	PTR        string    `json:"ptr,omitempty"`
+	UserAgent  string    `json:"user_agent,omitempty"`
+}
+
+func auditList(ctx context.Context, s *session, c *cli.Context) error {
+	limit, err := listLimit(c)
+	if err != nil {
+		return err
+	}
+	f := store.AuditFilter{RequestID: c.String("request-id")}
+	switch k := c.String("kind"); k {
+	case "":
+	case "trail", "operator":
+		trail := k == "trail"
+		f.Trail = &trail
+	default:
+		if strings.ContainsAny(k, " \t") {
+			return usage("--kind %q is not trail, operator or an action name", k)
+		}
+		f.Action = k
+	}
+	if since := c.String("since"); since != "" {
+		t, ok := parseSince(since, time.Now())
+		if !ok {
+			return usage("--since %q is neither a duration back from now (90m, 24h, 7d), a date (2006-01-02) nor RFC 3339", since)
+		}
+		f.Since = t
+	}
+	evs, err := store.Rows(limit, func(p store.Page) ([]store.AuditEvent, string, error) { return s.st.AuditFind(ctx, f, p) })
+	if err != nil {
+		return err
+	}
+	if s.json {
+		out := make([]auditRow, len(evs))
+		for i, e := range evs {
+			o := e.Origin
+			out[i] = auditRow{ID: e.ID, At: e.At.UTC(), Actor: e.Actor, Action: e.Action, Subject: e.Subject, Detail: e.Detail,
+				Trail: e.Trail, RequestID: o.RequestID, ClientAddr: o.ClientAddr, PTR: o.PTR, UserAgent: o.UserAgent}
+		}
+		return s.emit(out)
+	}
+	rows := make([][]string, len(evs))
+	for i, e := range evs {
+		client := orDash(e.Origin.ClientAddr)
+		if e.Origin.PTR != "" {
+			client += " (" + e.Origin.PTR + ")"
+		}
+		rows[i] = []string{when(e.At), e.Actor, e.Action, orDash(e.Subject), client, orDash(e.Origin.RequestID),
+			orDash(e.Origin.UserAgent), orDash(e.Detail)}
+	}
+	s.table([]string{"WHEN", "ACTOR", "ACTION", "SUBJECT", "CLIENT", "REQUEST", "USER AGENT", "DETAIL"}, rows)
+	return nil
+}
+
+// parseSince reads --since: a duration back from now (Go's, or whole
+// days as "7d"), or a date or time parseDate takes.
+func parseSince(s string, now time.Time) (time.Time, bool) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := strconv.Atoi(days); err == nil && n >= 0 {
+			return now.Add(-time.Duration(n) * 24 * time.Hour), true
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), true
+	}
+	return parseDate(s)
+}
