@@ -48,6 +48,8 @@ type Options struct {
 	// renewal window; a profile not named has the default fractions.
 	Profiles map[string]profile.Profile
 	Logger   *slog.Logger
+	// Version is the frontend's version, shown to signed-in operators.
+	Version string
 }
 
 // Server is the admin panel.
@@ -60,6 +62,7 @@ type Server struct {
 	crlBase string
 	wait    time.Duration
 	profs   map[string]profile.Profile
+	version string
 	log     *slog.Logger
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
@@ -104,7 +107,7 @@ func New(o Options) (*Server, error) {
 	}
 	a := newAuth(o.Token, o.SecureCookies)
 	s := &Server{st: stores{sessions: o.Store, pages: o.Store}, q: o.Queue, rev: o.Revoker, auth: a, limit: newLimiter(func() time.Time { return a.now() }),
-		crlBase: strings.TrimRight(o.CRLBase, "/"), wait: o.RevokeWait, profs: o.Profiles, log: o.Logger, mux: http.NewServeMux()}
+		crlBase: strings.TrimRight(o.CRLBase, "/"), wait: o.RevokeWait, profs: o.Profiles, version: o.Version, log: o.Logger, mux: http.NewServeMux()}
 	if err := s.parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -261,13 +264,14 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, p principal, err e
 
 // view is what every page template gets.
 type view struct {
-	Title string
-	Nav   string
-	User  string
-	CSRF  string
-	Flash string
-	Now   time.Time
-	Data  any
+	Title   string
+	Version string // the frontend's; the layout shows it to signed-in operators
+	Nav     string
+	User    string
+	CSRF    string
+	Flash   string
+	Now     time.Time
+	Data    any
 }
 
 func (s *Server) render(w http.ResponseWriter, r *http.Request, p principal, status int, page string, data any) {
@@ -276,7 +280,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, p principal, sta
 		http.Error(w, "no template "+page, http.StatusInternalServerError)
 		return
 	}
-	v := view{Title: page, Nav: page, User: p.user, Now: time.Now(), Data: data}
+	v := view{Title: page, Version: s.version, Nav: page, User: p.user, Now: time.Now(), Data: data}
 	if p.seed != "" {
 		v.CSRF = s.auth.csrfToken(p.seed)
 	}

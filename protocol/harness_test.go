@@ -109,8 +109,8 @@ func newEnv(t *testing.T, kind string, mutate func(*protocol.Config), wrap func(
 
 // newEnvVia is newEnv on the database at url, which the frontend's store
 // reaches at via (a testdb.Link's URL, for an outage) and the test's own
-// checks at url.
-func newEnvVia(t *testing.T, kind, url, via string, mutate func(*protocol.Config), wrap func(store.Store) store.Store, logs io.Writer) *env {
+// checks at url; opts change the server's Options.
+func newEnvVia(t *testing.T, kind, url, via string, mutate func(*protocol.Config), wrap func(store.Store) store.Store, logs io.Writer, opts ...func(*protocol.Options)) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -137,7 +137,11 @@ func newEnvVia(t *testing.T, kind, url, via string, mutate func(*protocol.Config
 	if logs != nil {
 		logw = io.MultiWriter(logw, logs)
 	}
-	srv, err := protocol.New(cfg, st, protocol.Options{Logger: slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	o := protocol.Options{Logger: slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	for _, f := range opts {
+		f(&o)
+	}
+	srv, err := protocol.New(cfg, st, o)
 	if err != nil {
 		t.Fatalf("protocol.New: %v", err)
 	}

@@ -20,6 +20,7 @@ type metrics struct {
 	latency  *prometheus.HistogramVec
 	rejected prometheus.Counter
 	inFlight prometheus.Gauge
+	access   *prometheus.CounterVec
 }
 
 // registerMetrics registers the request metrics with opts.Registry (by
@@ -54,8 +55,12 @@ func (s *Server) registerMetrics(opts Options) error {
 			Name: "hallmark_frontend_requests_in_flight",
 			Help: "Requests holding an admission permit.",
 		}),
+		access: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hallmark_frontend_access_refusals_total",
+			Help: "Requests the access policy refused (deny), could not decide (unavailable: 503), or in mode warn would have (would_deny, would_unavailable).",
+		}, []string{"verdict"}),
 	}
-	for _, c := range []prometheus.Collector{s.metrics.requests, s.metrics.latency, s.metrics.rejected, s.metrics.inFlight} {
+	for _, c := range []prometheus.Collector{s.metrics.requests, s.metrics.latency, s.metrics.rejected, s.metrics.inFlight, s.metrics.access} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("registering metrics: %w", err)
 		}

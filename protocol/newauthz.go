@@ -57,6 +57,9 @@ func (s *Server) newAuthz(w http.ResponseWriter, p *post) error {
 	if err != nil {
 		return err
 	}
+	if err := s.accessOrder(p, ids, name); err != nil {
+		return err
+	}
 	id := ids[0]
 	ctx := p.r.Context()
 	bind, err := s.binding(ctx, p.acct.ID)

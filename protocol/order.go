@@ -91,6 +91,9 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 	if err != nil {
 		return err
 	}
+	if err := s.accessOrder(p, ids, name); err != nil {
+		return err
+	}
 	ctx := p.r.Context()
 	bind, err := s.binding(ctx, p.acct.ID) // protocol/eab.go: the EAB's limits
 	if err != nil {

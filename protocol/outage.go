@@ -18,14 +18,19 @@ const outageLogEvery = 10 * time.Second
 
 // unavailable is the answer to a failure that is the CA's for a while, not
 // the request's: the database unavailable (store.ErrUnavailable, however
-// wrapped), or a plain internal error met once the request's deadline had
-// passed. Either is 503 serverInternal with Retry-After, so the client
-// retries instead of giving up. nil for any other error.
+// wrapped), an access policy whose deciding rule depends on a check that
+// could not answer (access.ErrUnknown), or a plain internal error met once
+// the request's deadline had passed. Each is 503 serverInternal with
+// Retry-After, so the client retries instead of giving up. nil for any
+// other error.
 func (s *Server) unavailable(r *http.Request, err error) *acme.Error {
 	ae := acme.AsError(err)
 	cause := ae.Cause // what storeErr wrapped, for the log
 	if cause == nil {
 		cause = err
+	}
+	if ae := s.accessUnknown(err); ae != nil {
+		return ae
 	}
 	if errors.Is(err, store.ErrUnavailable) {
 		return &acme.Error{Problem: acme.Problem{Type: acme.ProblemServerInternal, Status: http.StatusServiceUnavailable,

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hallmark-ca/hallmark/protocol/access"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
 )
@@ -30,6 +31,11 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, store.ErrUnavailable):
 		if log, quiet := s.outages.note(time.Now()); log {
 			s.log.WarnContext(r.Context(), "acme request refused: the database is unavailable", "method", r.Method, "path", r.URL.Path,
+				"status", status, "refused_since_last_line", quiet, "err", ae.Cause)
+		}
+	case errors.Is(err, access.ErrUnknown):
+		if log, quiet := s.accessOutages.note(time.Now()); log {
+			s.log.Warn("acme request refused: the access policy could not decide", "method", r.Method, "path", r.URL.Path,
 				"status", status, "refused_since_last_line", quiet, "err", ae.Cause)
 		}
 	case p.Type == acme.ProblemServerInternal && ae.Cause != nil:

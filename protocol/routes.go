@@ -78,7 +78,7 @@ func (s *Server) routes() http.Handler {
 	// nil for routes whose first read needs the payload; fold is the
 	// route's folded write, tried first (fold.go).
 	postRoute := func(path, name string, mode keyMode, h func(http.ResponseWriter, *post) error, ahead readAhead, fold folded) {
-		r.Handle(path, s.instrument(name, true, methodsOnly([]string{http.MethodPost}, s.verified(mode, h, ahead, fold))))
+		r.Handle(path, s.instrument(name, true, methodsOnly([]string{http.MethodPost}, s.verified(name, mode, h, ahead, fold))))
 	}
 	postRoute(pathNewAccount, "new_account", jwkOnly, s.newAccount, nil, nil)
 	postRoute(pathNewAuthz, "new_authz", kidOnly, s.newAuthz, nil, nil) // newauthz.go
@@ -102,6 +102,9 @@ func (s *Server) routes() http.Handler {
 	r.Handle("/healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
+		if s.version != "" {
+			_, _ = io.WriteString(w, s.version+"\n")
+		}
 	}))
 	r.Handle("/readyz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), s.timeout)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hallmark-ca/hallmark/protocol/access"
 	"github.com/hallmark-ca/hallmark/protocol/nonce"
 	"github.com/hallmark-ca/hallmark/protocol/origin"
 	"github.com/hallmark-ca/hallmark/protocol/policy"
@@ -30,6 +31,12 @@ type Options struct {
 	// Gatherer is what /metrics serves. Default: Registry if it is also a
 	// Gatherer, else prometheus.DefaultGatherer.
 	Gatherer prometheus.Gatherer
+	// Access is the client access policy (access.New of [access]); nil
+	// checks nothing.
+	Access *access.Policy
+	// Version is the binary's version line, served by /healthz under its
+	// "ok"; empty serves "ok" alone.
+	Version string
 }
 
 // Config is what New builds the frontend from: [server], [limits],
@@ -73,9 +80,14 @@ type Server struct {
 	timeout time.Duration
 	retry   time.Duration
 	outages outageLog // requests refused for a database outage (outage.go)
-	gather  prometheus.Gatherer
-	metrics metrics
-	handler http.Handler
+	access  *access.Policy
+	// accessOutages: requests refused because the access policy could not
+	// decide (accesspolicy.go).
+	accessOutages outageLog
+	gather        prometheus.Gatherer
+	version       string // Options.Version
+	metrics       metrics
+	handler       http.Handler
 }
 
 // New builds the frontend for cfg on st. It loads the shared nonce key from
@@ -88,7 +100,7 @@ func New(cfg Config, st store.Store, opts Options) (*Server, error) {
 	if _, ok := cfg.Profiles[cfg.DefaultProfile]; !ok {
 		return nil, fmt.Errorf("default_profile %q is not a configured profile", cfg.DefaultProfile)
 	}
-	s := &Server{cfg: cfg, base: base, st: stores{accounts: st, orders: st, verify: st, certs: st, limits: st, trail: st, blocked: st, ping: st}, log: opts.Logger}
+	s := &Server{cfg: cfg, base: base, st: stores{accounts: st, orders: st, verify: st, certs: st, limits: st, trail: st, blocked: st, ping: st}, log: opts.Logger, version: opts.Version, access: opts.Access}
 	s.unbound.max = 100_000 // account IDs are small
 	if s.log == nil {
 		s.log = slog.Default()

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hallmark-ca/hallmark/protocol/access"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/jws"
 	"github.com/hallmark-ca/hallmark/store"
@@ -35,6 +36,7 @@ type post struct {
 	now     time.Time      // the database clock when the nonce was consumed
 	ahead   *aheadResult   // the route's first read, made while the nonce was consumed (ahead.go)
 	aheadOf store.Lookup   // what ahead read
+	access  *access.Eval   // the access policy's evaluation (accesspolicy.go); nil: no policy
 }
 
 // isGet reports a POST-as-GET: an empty payload (RFC 8555 §6.3).
@@ -54,12 +56,19 @@ type signed struct {
 // one, and the route takes account keys.
 func (sg *signed) byAccount() bool { return sg.acctID != "" && sg.mode != jwkOnly }
 
-// verified runs the checks every ACME POST goes through, in order: content
-// type, body size, JWS shape (jws.Parse), url == the request URL (RFC 8555
-// §6.4), nonce (§6.5), key by kid or jwk (§6.2), signature. Only then does
-// the handler see the payload, and ahead's read if the route has one.
-func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error, ahead readAhead, fold folded) func(http.ResponseWriter, *http.Request) error {
+// verified runs the checks every ACME POST goes through, in order: the
+// access policy on the client, content type, body size, JWS shape
+// (jws.Parse), url == the request URL (RFC 8555 §6.4), nonce (§6.5), key
+// by kid or jwk (§6.2), signature, the access policy on the account. Only
+// then does the handler see the payload, and ahead's read if the route has
+// one. A folded write is tried only for a request the access policy has
+// already allowed: the fold would skip the account's stage.
+func (s *Server) verified(route string, mode keyMode, h func(http.ResponseWriter, *post) error, ahead readAhead, fold folded) func(http.ResponseWriter, *http.Request) error {
 	return func(w http.ResponseWriter, r *http.Request) error {
+		ev, err := s.accessStart(r, route)
+		if err != nil {
+			return err
+		}
 		msg, err := s.readJWS(w, r)
 		if err != nil {
 			return err
@@ -69,7 +78,7 @@ func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error
 			return err
 		}
 		sg.acctID, sg.kidErr = s.kidAccountID(msg.KeyID)
-		if fold != nil && sg.byAccount() && s.st.verify.Folds() {
+		if fold != nil && sg.byAccount() && s.st.verify.Folds() && ev.Settled() {
 			var done bool
 			if done, sg.guess, err = s.tryFold(w, r, sg.url, msg, sg.acctID, fold); done {
 				return err
@@ -85,6 +94,10 @@ func (s *Server) verified(mode keyMode, h func(http.ResponseWriter, *post) error
 			err = byJWK(p, sg)
 		}
 		if err != nil {
+			return err
+		}
+		p.access = ev
+		if err := s.accessAccount(p); err != nil {
 			return err
 		}
 		return h(w, p)

@@ -35,7 +35,27 @@ func (c Config) across() []error {
 		p.add("admin.listen", "must differ from server.listen and server.public_http_listen: the panel never shares a public listener")
 	}
 	c.pprofProblems(&p)
+	c.accessProblems(&p)
+	c.listenerClashes(&p)
 	return p
+}
+
+// listenerClashes refuses two of the file's listeners on one address: the
+// process that binds it second would not start. The panel on a public
+// listener is reported above, with its reason.
+func (c Config) listenerClashes(p *problems) {
+	seen := map[string]string{}
+	for _, l := range c.Listeners() {
+		first, ok := seen[l.Addr]
+		if !ok {
+			seen[l.Addr] = l.Key
+			continue
+		}
+		if l.Key == "admin.listen" && (first == "server.listen" || first == "server.public_http_listen") {
+			continue
+		}
+		p.add(l.Key, "%s is also %s: each listener needs an address of its own (\"\" turns %s off)", l.Addr, first, l.Key)
+	}
 }
 
 // reservedInDeny refuses a range of challenge.allow_reserved_ranges that

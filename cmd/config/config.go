@@ -19,6 +19,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/hallmark-ca/hallmark/admin/adminconf"
+	"github.com/hallmark-ca/hallmark/protocol/access"
 	"github.com/hallmark-ca/hallmark/protocol/policy"
 	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/protocol/serverconf"
@@ -40,6 +41,7 @@ type Config struct {
 	CA        signerconf.CA              `toml:"ca"`
 	Profiles  map[string]profile.Profile `toml:"profiles"`
 	Limits    serverconf.Limits          `toml:"limits"` // rate limits, 0 = unlimited
+	Access    access.Config              `toml:"access"` // who may ask: the client access policy
 	// Backends are the named pkcs11, relay and custom signing backends.
 	Backends map[string]Backend `toml:"backends"`
 	// DefaultProfile is used when newOrder names none.
@@ -104,6 +106,7 @@ func (c *Config) relativeTo(base string) {
 	c.Server.TLSCert = rel(base, c.Server.TLSCert)
 	c.Server.TLSKey = rel(base, c.Server.TLSKey)
 	c.Admin.TokenFile = rel(base, c.Admin.TokenFile)
+	c.accessPaths(base)
 	c.backendPaths(base)
 	if strings.HasPrefix(c.Database.URL, "sqlite:") {
 		c.Database.URL = "sqlite:" + rel(base, strings.TrimPrefix(c.Database.URL, "sqlite:"))
@@ -186,7 +189,7 @@ func (c Config) problems() []error {
 		errs = append(errs, c.Profiles[n].Validate(n))
 	}
 	errs = append(errs, c.backendProblems()...)
-	errs = append(errs, c.Limits.Validate(), c.Admin.Validate(), c.Audit.Validate())
+	errs = append(errs, c.Limits.Validate(), c.Admin.Validate(), c.Audit.Validate(), c.Access.Validate())
 	return append(errs, c.across()...)
 }
 

@@ -53,3 +53,33 @@ func TestListeners(t *testing.T) {
 		t.Errorf("listeners %v, want %v", got, want)
 	}
 }
+
+// TestHealthListenDefault: a worker serves its health and metrics on
+// loopback unless told otherwise, "" turns them off, and a file that puts
+// two listeners on one address is refused, naming both keys.
+func TestHealthListenDefault(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, body, want, err string
+	}{
+		{"absent", "", workerconf.DefaultHealthListen, ""},
+		{"off", "[worker]\nhealth_listen = \"\"\n", "", ""},
+		{"set", "[worker]\nhealth_listen = \"127.0.0.1:9100\"\n", "127.0.0.1:9100", ""},
+		{"on the panel's address", "[admin]\nlisten = \"127.0.0.1:14001\"\ntoken_file = \"admin.token\"\n", "",
+			"worker.health_listen: 127.0.0.1:14001 is also admin.listen"},
+		{"not host:port", "[worker]\nhealth_listen = \"14001\"\n", "", "worker.health_listen: must be host:port"},
+		{"on the frontend's", "[worker]\nhealth_listen = \"127.0.0.1:14000\"\n", "", "worker.health_listen: 127.0.0.1:14000 is also server.listen"},
+	} {
+		c, err := load(t, tc.body)
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case c.Worker.HealthListen != tc.want:
+			t.Errorf("%s: worker.health_listen = %q, want %q", tc.name, c.Worker.HealthListen, tc.want)
+		}
+	}
+}

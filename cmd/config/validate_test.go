@@ -162,6 +162,8 @@ challenges = ["http-01"]
 orders_per_account = -1
 [backends.b]
 type = "magic"
+[access.checks.geo]
+kind = "geoip"
 `
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
@@ -172,7 +174,8 @@ type = "magic"
 	}
 	for _, key := range []string{"database.max_conns", "server.max_body_bytes", "admin.token_file", "worker.concurrency",
 		"challenge.http_port", "policy.deny_ip_ranges", "ca.crl_validity_hours", "profiles.web.validity_hours",
-		"limits.orders_per_account", "backends.b.type", "challenge.timeout_ms", "default_profile", "challenge.resolvers"} {
+		"limits.orders_per_account", "backends.b.type", "challenge.timeout_ms", "default_profile", "challenge.resolvers",
+		"access.checks.geo.kind"} {
 		if !strings.Contains(err.Error(), "\n  "+key+": ") {
 			t.Errorf("the report does not name %s:\n%v", key, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/hallmark-ca/hallmark/admin"
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/cmd/internal/process"
+	"github.com/hallmark-ca/hallmark/cmd/internal/version"
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/store/open"
 )
@@ -34,6 +35,7 @@ func serveAdmin(ctx context.Context, cfg config.Config, db *open.DB, log *slog.L
 		RevokeWait:    5 * time.Second,
 		Profiles:      cfg.Profiles,
 		Logger:        log.With("component", "admin"),
+		Version:       version.Get().String(),
 	})
 	if err != nil {
 		return err

@@ -16,7 +16,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/cmd/internal/accesswire"
 	"github.com/hallmark-ca/hallmark/cmd/internal/process"
+	"github.com/hallmark-ca/hallmark/cmd/internal/version"
 	"github.com/hallmark-ca/hallmark/protocol"
 	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/store/redact"
@@ -24,8 +26,9 @@ import (
 
 func main() {
 	app := &cli.App{
-		Name:  "hallmark-frontend",
-		Usage: "serve the public ACME API (RFC 8555)",
+		Name:    "hallmark-frontend",
+		Usage:   "serve the public ACME API (RFC 8555)",
+		Version: version.Get().String(),
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, EnvVars: []string{"HALLMARK_CONFIG"}, Usage: "configuration file (TOML)"},
 		},
@@ -40,7 +43,7 @@ func main() {
 				fmt.Println("configuration is valid")
 				return nil
 			},
-		}},
+		}, version.Command("hallmark-frontend")},
 	}
 	cli.ErrWriter = process.MaskedStderr() // urfave/cli prints a cli.Exit's message itself
 	if err := app.Run(os.Args); err != nil {
@@ -55,6 +58,7 @@ func run(c *cli.Context) error {
 		return cli.Exit(err.Error(), 2)
 	}
 	log := process.Logger("frontend")
+	log.Info("starting", "version", version.Get().String())
 	log.Debug("garbage collector target", "gogc", process.TuneGC()) // cmd/internal/process
 	ctx, stop := process.SignalContext()
 	defer stop()
@@ -68,8 +72,16 @@ func run(c *cli.Context) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	pol, err := accesswire.Policy(cfg)
+	if err != nil {
+		return err
+	}
+	if pol.Warn() {
+		log.Warn("access policy in mode warn: requests it would refuse are logged and allowed")
+	}
 	srv, err := protocol.New(protocol.Config{Server: cfg.Server, Limits: cfg.Limits, Policy: cfg.Policy,
-		Profiles: cfg.Profiles, DefaultProfile: cfg.DefaultProfile}, db.Store, protocol.Options{Logger: log, Registry: reg, Gatherer: reg})
+		Profiles: cfg.Profiles, DefaultProfile: cfg.DefaultProfile}, db.Store,
+		protocol.Options{Logger: log, Registry: reg, Gatherer: reg, Version: version.Line("hallmark-frontend"), Access: pol})
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/cmd/internal/process"
+	"github.com/hallmark-ca/hallmark/cmd/internal/version"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/signer"
@@ -37,10 +38,11 @@ import (
 func main() {
 	configFlag := &cli.StringFlag{Name: "config", Aliases: []string{"c"}, EnvVars: []string{"HALLMARK_CONFIG"}, Usage: "configuration file (TOML)"}
 	app := &cli.App{
-		Name:   "hallmark-worker",
-		Usage:  "validate challenges, sign certificates and CRLs",
-		Flags:  []cli.Flag{configFlag},
-		Action: run,
+		Name:    "hallmark-worker",
+		Usage:   "validate challenges, sign certificates and CRLs",
+		Version: version.Get().String(),
+		Flags:   []cli.Flag{configFlag},
+		Action:  run,
 		Commands: []*cli.Command{
 			{
 				Name:  "check-config",
@@ -70,6 +72,7 @@ func main() {
 					Action: caInit,
 				}},
 			},
+			version.Command("hallmark-worker"),
 		},
 	}
 	cli.ErrWriter = process.MaskedStderr() // urfave/cli prints a cli.Exit's message itself
@@ -212,6 +215,7 @@ func run(c *cli.Context) error {
 		return cli.Exit(err.Error(), 2)
 	}
 	log := process.Logger("worker").With("worker", cfg.Worker.ID)
+	log.Info("starting", "version", version.Get().String())
 	log.Debug("garbage collector target", "gogc", process.TuneGC()) // cmd/internal/process
 	ctx, stop := process.SignalContext()
 	defer stop()
@@ -263,7 +267,8 @@ func run(c *cli.Context) error {
 
 	if cfg.Worker.HealthListen != "" {
 		mux := http.NewServeMux()
-		mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) { fmt.Fprintln(rw, "ok") })
+		line := version.Line("hallmark-worker")
+		mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) { fmt.Fprintf(rw, "ok\n%s\n", line) })
 		mux.Handle("/readyz", backendsReady(w, ready))
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		ln, err := net.Listen("tcp", cfg.Worker.HealthListen)

@@ -12,20 +12,16 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/cmd/internal/process"
-	"github.com/hallmark-ca/hallmark/store/open"
+	"github.com/hallmark-ca/hallmark/cmd/internal/version"
 	"github.com/hallmark-ca/hallmark/store/redact"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 func main() {
 	app := &cli.App{
 		Name:    "hallmark",
 		Usage:   "operate a Hallmark ACME CA",
-		Version: version,
+		Version: version.Get().String(),
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, EnvVars: []string{"HALLMARK_CONFIG"}, Usage: "configuration file (TOML)"},
 		},
@@ -43,10 +39,8 @@ func main() {
 			backupCommand(),
 			ariCommand(),
 			auditCommand(),
-			{Name: "version", Usage: "print the version", Action: func(*cli.Context) error {
-				fmt.Println("hallmark", version)
-				return nil
-			}},
+			policyCommand(),
+			version.Command("hallmark"),
 		},
 	}
 	cli.ErrWriter = process.MaskedStderr()
@@ -60,65 +54,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "hallmark:", redact.Text(err.Error()))
 		os.Exit(1)
 	}
-}
-
-func migrateCommand() *cli.Command {
-	return &cli.Command{
-		Name:   "migrate",
-		Usage:  "apply the database migrations (Hallmark's and the job queue's)",
-		Action: migrate,
-		Subcommands: []*cli.Command{
-			{Name: "status", Usage: "list applied and pending migrations", Action: migrateStatus},
-		},
-	}
-}
-
-func migrate(c *cli.Context) error {
-	cfg, err := config.Load(c.String("config"))
-	if err != nil {
-		return cli.Exit(err.Error(), 2)
-	}
-	db, err := open.Open(c.Context, cfg.Database.URL, 2)
-	if err == nil {
-		defer db.Close()
-		err = db.Migrate(c.Context)
-	}
-	if err != nil {
-		return cli.Exit(fmt.Sprintf("migrating %s: %v", redact.URL(cfg.Database.URL), err), 1)
-	}
-	fmt.Println("database is up to date")
-	// The operator setting up the database is the one to tell; the
-	// frontend and the worker log the same.
-	advice, err := db.Advice(c.Context)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "warning: could not review the database's settings: %s\n", redact.Text(err.Error()))
-	}
-	for _, a := range advice {
-		fmt.Fprintf(os.Stderr, "warning: %s\n", a)
-	}
-	return nil
-}
-
-func migrateStatus(c *cli.Context) error {
-	cfg, err := config.Load(c.String("config"))
-	if err != nil {
-		return cli.Exit(err.Error(), 2)
-	}
-	st, err := open.Status(c.Context, cfg.Database.URL)
-	if err != nil {
-		return cli.Exit(err.Error(), 1)
-	}
-	fmt.Printf("dialect %s: schema version %d, this binary knows %d\n", st.Dialect, st.Current(), st.Latest)
-	for _, v := range st.Applied {
-		fmt.Printf("  %04d applied\n", v)
-	}
-	for _, v := range st.Pending {
-		fmt.Printf("  %04d pending\n", v)
-	}
-	if len(st.Pending) > 0 {
-		return cli.Exit("migrations are pending: run `hallmark migrate`", 3)
-	}
-	return nil
 }
 
 // printExit prints an action's error as one line on stderr, secrets masked,

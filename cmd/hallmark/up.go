@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -19,8 +20,6 @@ import (
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/cmd/internal/process"
-	"github.com/hallmark-ca/hallmark/store/open"
-	"github.com/hallmark-ca/hallmark/store/redact"
 )
 
 // devConfig is the configuration `hallmark up` writes on first run. Paths
@@ -85,9 +84,11 @@ func up(c *cli.Context) error {
 	ctx, stop := process.SignalContext()
 	defer stop()
 
-	if err := open.Migrate(ctx, cfg.Database.URL); err != nil {
-		return fmt.Errorf("migrating %s: %w", redact.URL(cfg.Database.URL), err)
+	db, err := migrate(ctx, cfg.Database.URL)
+	if err != nil {
+		return err
 	}
+	db.Close()
 	workerBin, frontendBin, err := siblingBinaries()
 	if err != nil {
 		return err
@@ -119,20 +120,7 @@ func up(c *cli.Context) error {
 		stopAll(procs)
 		return err
 	}
-	fmt.Printf(`
-Hallmark is running.
-  ACME directory:   %s/directory
-  root certificate: %s
-  names that work:  anything under .localhost (the dev DNS answers 127.0.0.1)
-  admin panel:      http://%s/ (token in %s)
-
-  lego --server %s/directory --email you@example.com --accept-tos \
-       --domains test.localhost --http --http.port :5002 run
-  (with LEGO_CA_CERTIFICATES=%s)
-
-Press Ctrl-C to stop.
-`, cfg.Server.BaseURL, root, cfg.Admin.Listen, cfg.Admin.TokenFile, cfg.Server.BaseURL, root)
-
+	fmt.Print(runningBanner(cfg, c.String("dns"), root))
 	select {
 	case <-ctx.Done():
 		fmt.Println("\nstopping the frontend and the worker")
@@ -224,6 +212,39 @@ func startAll(procs []*exec.Cmd) (<-chan error, error) {
 		go func(p *exec.Cmd) { exited <- fmt.Errorf("%s exited: %v", filepath.Base(p.Path), p.Wait()) }(p)
 	}
 	return exited, nil
+}
+
+// runningBanner is what up prints once the CA answers: where every
+// endpoint is, and a first lego command.
+func runningBanner(cfg config.Config, dns, root string) string {
+	var b strings.Builder
+	line := func(what, format string, args ...any) {
+		fmt.Fprintf(&b, "  %-18s %s\n", what+":", fmt.Sprintf(format, args...))
+	}
+	b.WriteString("\nHallmark is running.\n")
+	line("ACME directory", "%s/directory", cfg.Server.BaseURL)
+	line("root certificate", "%s", root)
+	line("names that work", "anything under .localhost (the dev DNS on %s answers 127.0.0.1)", dns)
+	if cfg.CA.URLBase != "" {
+		line("CRLs, issuer certs", "%s/crl/<issuer>, %s/issuer/<issuer>", cfg.CA.URLBase, cfg.CA.URLBase)
+	}
+	if cfg.Admin.Listen != "" {
+		line("admin panel", "http://%s/ (token in %s)", cfg.Admin.Listen, cfg.Admin.TokenFile)
+	}
+	line("frontend health", "%s/healthz, /readyz, /metrics", cfg.Server.BaseURL)
+	if cfg.Worker.HealthListen != "" {
+		line("worker health", "http://%s/healthz, /readyz, /metrics", cfg.Worker.HealthListen)
+	} else {
+		line("worker health", "off (worker.health_listen is empty)")
+	}
+	fmt.Fprintf(&b, `
+  lego --server %s/directory --email you@example.com --accept-tos \
+       --domains test.localhost --http --http.port :%d run
+  (with LEGO_CA_CERTIFICATES=%s)
+
+Press Ctrl-C to stop.
+`, cfg.Server.BaseURL, cfg.Challenge.HTTPPort, root)
+	return b.String()
 }
 
 // stopAll sends SIGTERM to every running child and waits up to 15s before

@@ -170,6 +170,21 @@ func (db *DB) Migrate(ctx context.Context) error {
 	return db.Queue.Migrate(ctx)
 }
 
+// Release names the binary that migrates a database, as it reports
+// itself; ReleaseRecord is one that did (schema_releases, migration 15).
+type (
+	Release       = sqlstore.Release
+	ReleaseRecord = sqlstore.ReleaseRecord
+)
+
+// RecordRelease notes that rel migrated the database, unless the newest
+// record already names rel at the current schema version; it reports
+// whether it added one. `hallmark migrate` calls it after Migrate;
+// MigrationStatus's MigratedBy reads it back.
+func (db *DB) RecordRelease(ctx context.Context, rel Release) (bool, error) {
+	return sqlstore.RecordRelease(ctx, db.conn, db.dialect, rel)
+}
+
 // MigrationStatus reports Hallmark's applied and pending migrations;
 // store.ErrTooNew (with the status filled in) when the database has a
 // version this binary does not know.

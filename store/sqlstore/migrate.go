@@ -16,6 +16,9 @@ type MigrationStatus struct {
 	Applied []int // versions recorded in schema_migrations, ascending
 	Pending []int // versions this binary has and the database lacks
 	Latest  int   // the newest version this binary knows
+	// MigratedBy is the release that last migrated the database (nil
+	// before migration 15, or when no binary recorded itself yet).
+	MigratedBy *ReleaseRecord
 }
 
 // Current is the newest applied version (0 for an empty database).
@@ -71,7 +74,13 @@ func Status(ctx context.Context, c Conn, d *Dialect) (MigrationStatus, error) {
 		if exists == 0 {
 			return nil
 		}
-		st.Applied, err = appliedVersions(ctx, t)
+		if st.Applied, err = appliedVersions(ctx, t); err != nil || !slices.Contains(st.Applied, releasesVersion) {
+			return err
+		}
+		last, ok, err := lastRelease(ctx, t)
+		if ok {
+			st.MigratedBy = &last
+		}
 		return err
 	})
 	if err != nil {

@@ -216,7 +216,7 @@ func TestArchitectureDiagram(t *testing.T) {
 func TestArchitectureNamesExist(t *testing.T) {
 	md, _ := readArchDoc(t)
 	md = regexp.MustCompile("(?s)```.*?```").ReplaceAllString(md, "")
-	path := regexp.MustCompile(`^(admin|cmd|docs|jobs|migrations|protocol|signer|store|tests|worker)(/[\w.<>-]+)*(/\.\.\.|/)?$`)
+	path := regexp.MustCompile(`^(admin|cmd|deploy|docs|jobs|migrations|protocol|signer|store|tests|worker)(/[\w.<>-]+)*(/\.\.\.|/)?$`)
 	for _, name := range ticks(md) {
 		if !path.MatchString(name) || strings.Contains(name, "<") {
 			continue

@@ -38,6 +38,8 @@ var never = []struct{ from, to, why string }{
 	{"worker/validate/...", module + "/signer/...", "validation handles untrusted input; keep keys away"},
 	{"jobs/...", module + "/store/...", "jobs is below the store: the store inserts and completes jobs"},
 	{"jobs/...", module + "/protocol", "jobs knows job kinds, not the ACME frontend"},
+	{"protocol/access/...", module + "/protocol", "the access policy is shared by the frontend and the CLI's explain: it never links the HTTP frontend"},
+	{"protocol/access/...", module + "/store", "the access policy reads an account's binding through what the frontend or the CLI hands it, never the store"},
 	{"cmd/hallmark-load", module + "/...", "the load generator is an outside ACME client: it measures the built binaries and links none of their code"},
 }
 

@@ -33,8 +33,10 @@ type Worker struct {
 	ValidationAccountShare float64 `toml:"validation_account_share"`
 	JobTimeoutMS           int     `toml:"job_timeout_ms"`
 	RescueAfterMS          int     `toml:"rescue_after_ms"`
-	HealthListen           string  `toml:"health_listen"`
-	CRLIntervalMinutes     int     `toml:"crl_interval_minutes"`
+	// HealthListen serves /healthz, /readyz and /metrics; DefaultHealthListen
+	// unless set, and "" turns it off. Each worker on a host needs its own.
+	HealthListen       string `toml:"health_listen"`
+	CRLIntervalMinutes int    `toml:"crl_interval_minutes"`
 	// Profiles lists the profiles this worker mounts; empty means all.
 	Profiles []string `toml:"profiles"`
 	// PprofListen serves net/http/pprof (cmd/internal/process); empty,
@@ -63,9 +65,17 @@ type Listener struct {
 	Addr string // host:port as configured
 }
 
+// DefaultHealthListen is where a worker serves its health and metrics
+// unless worker.health_listen says otherwise: loopback, beside the
+// frontend's default 127.0.0.1:14000 and clear of the CRL listener
+// (14080), the admin panel `hallmark up` configures (14090) and its dev
+// DNS (14053).
+const DefaultHealthListen = "127.0.0.1:14001"
+
 // DefaultWorker is [worker] when the file sets nothing.
 func DefaultWorker() Worker {
-	return Worker{Concurrency: 8, ValidationConcurrency: 100, ValidationAccountShare: 0.1, JobTimeoutMS: 30000, RescueAfterMS: 60000, CRLIntervalMinutes: 60}
+	return Worker{Concurrency: 8, ValidationConcurrency: 100, ValidationAccountShare: 0.1, JobTimeoutMS: 30000, RescueAfterMS: 60000,
+		CRLIntervalMinutes: 60, HealthListen: DefaultHealthListen}
 }
 
 // DefaultChallenge is [challenge] when the file sets nothing: no
@@ -88,6 +98,11 @@ func (w Worker) Validate() error {
 	}
 	if s := w.ValidationAccountShare; !(s > 0 && s <= 1) {
 		errs = append(errs, fmt.Errorf("worker.validation_account_share: must be more than 0 and at most 1 (a fraction of worker.validation_concurrency; 1 lets one account take every slot), got %g", s))
+	}
+	if w.HealthListen != "" {
+		if _, _, err := net.SplitHostPort(w.HealthListen); err != nil {
+			errs = append(errs, fmt.Errorf("worker.health_listen: must be host:port such as %s (\"\" turns it off): %v", DefaultHealthListen, err))
+		}
 	}
 	if w.JobTimeoutMS >= w.RescueAfterMS {
 		errs = append(errs, fmt.Errorf("worker.job_timeout_ms: must be shorter than worker.rescue_after_ms (%d), or a live job is rescued", w.RescueAfterMS))
