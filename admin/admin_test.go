@@ -329,6 +329,18 @@ func pendingOrder(t *testing.T, st store.Store, seed, name string) *store.Order 
 // one in the panel's database).
 func claimed(t *testing.T, st store.Store, o *store.Order) (challengeID string, jobID int64) {
 	t.Helper()
+	challengeID = claim(t, st, o)
+	ids, _, err := st.JobIDs(context.Background(), store.JobFilter{Kind: "challenge_validate"}, store.Page{})
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("JobIDs = %v, %v", ids, err)
+	}
+	return challengeID, ids[0]
+}
+
+// claim claims o's challenge, as a client's challenge POST does, and
+// returns it.
+func claim(t *testing.T, st store.Store, o *store.Order) string {
+	t.Helper()
 	ctx := context.Background()
 	az, err := st.AuthzByID(ctx, o.AuthzIDs[0])
 	if err != nil {
@@ -337,11 +349,7 @@ func claimed(t *testing.T, st store.Store, o *store.Order) (challengeID string, 
 	if _, ok, err := st.ChallengeClaim(ctx, az.Challenges[0].ID); err != nil || !ok {
 		t.Fatalf("ChallengeClaim: %v %v", ok, err)
 	}
-	ids, _, err := st.JobIDs(ctx, store.JobFilter{Kind: "challenge_validate"}, store.Page{})
-	if err != nil || len(ids) != 1 {
-		t.Fatalf("JobIDs = %v, %v", ids, err)
-	}
-	return az.Challenges[0].ID, ids[0]
+	return az.Challenges[0].ID
 }
 
 func TestAbandonJob(t *testing.T) {

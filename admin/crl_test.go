@@ -33,8 +33,7 @@ func issuedCert(t *testing.T, st store.Store, serial, name, issuer, profile stri
 	t.Helper()
 	ctx := context.Background()
 	o := pendingOrder(t, st, serial, name)
-	challengeID, _ := claimed(t, st, o)
-	if err := st.ChallengeVerdict(ctx, store.Verdict{ChallengeID: challengeID, Status: acme.StatusValid}); err != nil {
+	if err := st.ChallengeVerdict(ctx, store.Verdict{ChallengeID: claim(t, st, o), Status: acme.StatusValid}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, err := st.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil || !ok {

@@ -143,8 +143,13 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, p principal) e
 	if err != nil {
 		return err
 	}
+	activity, err := s.st.pages.Activity(ctx, chartHours)
+	if err != nil {
+		return err
+	}
 	s.render(w, r, p, http.StatusOK, "overview", map[string]any{
 		"Counts": counts, "Depth": depth.Rows, "Oldest": oldest, "Failing": failing, "CRLs": crls,
+		"Charts": overviewCharts(activity, depth.Rows),
 	})
 	return nil
 }

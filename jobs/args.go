@@ -40,7 +40,9 @@ const QueueMaintenance = "maintenance"
 // mounting that issuer could start. The digest's names start "crl_h", and
 // 'h' is no hex digit: the two kinds of name never meet.
 func IssuerQueue(issuerID string) string {
-	if q := "crl_" + issuerID; len(q) <= maxQueueName {
+	// A custom backend's ID ("custom:<name>") holds a ':', which River
+	// refuses in a queue name: it is named by its digest too.
+	if q := "crl_" + issuerID; len(q) <= maxQueueName && isHex(issuerID) {
 		return q
 	}
 	sum := sha256.Sum256([]byte(issuerID))
@@ -197,4 +199,9 @@ func (UpstreamRenewalArgs) Kind() string { return KindUpstreamRenewal }
 
 func (a UpstreamRenewalArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: ProfileQueue(a.Profile), UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: outstanding}}
+}
+
+func isHex(s string) bool {
+	_, err := hex.DecodeString(s)
+	return err == nil && s != ""
 }

@@ -207,7 +207,7 @@ func (w *worker[T]) run(ctx context.Context, rj *river.Job[T]) (err error) {
 func (w *worker[T]) abandon(ctx context.Context, rj *river.Job[T], cause error) error {
 	sa, ok := any(rj.Args).(SubjectArgs)
 	if !ok {
-		w.env.logger.ErrorContext(ctx, "job handler failed; the job has no subject to abandon",
+		w.env.logger.ErrorContext(ctx, "job failed", "outcome", "no subject",
 			"job_id", rj.ID, "kind", rj.Kind, "attempt", rj.Attempt, "error", cause)
 		return nil
 	}
@@ -218,16 +218,16 @@ func (w *worker[T]) abandon(ctx context.Context, rj *river.Job[T], cause error) 
 	defer cancel()
 	moved, err := w.env.subjects.Abandon(actx, s, abandonProblem)
 	if err != nil {
-		w.env.logger.ErrorContext(ctx, "job handler failed and abandoning its subject failed too; recover will re-queue it",
+		w.env.logger.ErrorContext(ctx, "job failed", "outcome", "abandon failed; recover re-queues the subject",
 			"job_id", rj.ID, "kind", rj.Kind, "subject", s.ID, "error", cause, "abandon_error", err)
 		return fmt.Errorf("abandoning %s %s: %w", s.Kind, s.ID, err)
 	}
 	if !moved {
-		w.env.logger.ErrorContext(ctx, "job handler failed; its subject already has its verdict and was left as it is",
+		w.env.logger.ErrorContext(ctx, "job failed", "outcome", "subject already decided; left as it is",
 			"job_id", rj.ID, "kind", rj.Kind, "subject", s.ID, "attempt", rj.Attempt, "error", cause)
 		return nil
 	}
-	w.env.logger.ErrorContext(ctx, "job handler failed; subject abandoned with serverInternal",
+	w.env.logger.ErrorContext(ctx, "job failed", "outcome", "subject abandoned with serverInternal",
 		"job_id", rj.ID, "kind", rj.Kind, "subject", s.ID, "attempt", rj.Attempt, "error", cause)
 	return nil
 }

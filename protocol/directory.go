@@ -28,6 +28,11 @@ type directoryMeta struct {
 }
 
 func (s *Server) directory(w http.ResponseWriter, r *http.Request) error {
+	return writeJSON(w, http.StatusOK, s.directoryDoc())
+}
+
+// directoryDoc is /directory; profiledir.go derives each profile's from it.
+func (s *Server) directoryDoc() directoryDoc {
 	profiles := make(map[string]string, len(s.cfg.Profiles))
 	for name, p := range s.cfg.Profiles {
 		profiles[name] = p.Description
@@ -35,7 +40,7 @@ func (s *Server) directory(w http.ResponseWriter, r *http.Request) error {
 	// The directory is the same for every client and changes only with the
 	// configuration; a client may cache it briefly (instrument set no-store
 	// for the nonce's sake, which is the safer default).
-	return writeJSON(w, http.StatusOK, directoryDoc{
+	return directoryDoc{
 		NewNonce:    s.base + pathNewNonce,
 		NewAccount:  s.base + pathNewAccount,
 		NewOrder:    s.base + pathNewOrder,
@@ -50,5 +55,5 @@ func (s *Server) directory(w http.ResponseWriter, r *http.Request) error {
 			ExternalAccountRequired: s.cfg.Server.ExternalAccountRequired,
 			Profiles:                profiles,
 		},
-	})
+	}
 }

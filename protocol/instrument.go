@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -102,8 +103,13 @@ func (s *Server) instrument(name string, admit bool, h func(http.ResponseWriter,
 			if status == 0 {
 				status = http.StatusOK
 			}
+			took := time.Since(start)
 			s.metrics.requests.WithLabelValues(name, strconv.Itoa(status)).Inc()
-			s.metrics.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
+			s.metrics.latency.WithLabelValues(name).Observe(took.Seconds())
+			// A stable event name (docs/operations.md); its request_id
+			// comes from the context (origin.LogHandler).
+			s.log.LogAttrs(r.Context(), slog.LevelInfo, "request served", slog.String("route", name),
+				slog.String("method", r.Method), slog.Int("status", status), slog.Duration("duration", took))
 		}()
 		// RFC 8555 §6.5: every response to a POST carries a Replay-Nonce,
 		// error responses too; we put one on every ACME response so a

@@ -36,6 +36,9 @@ func (s *Server) newAuthz(w http.ResponseWriter, p *post) error {
 	if err := decodePayload(p, "newAuthz", &req); err != nil {
 		return err
 	}
+	if err := s.presetProfile(p.r, &req.Profile); err != nil { // profiledir.go
+		return err
+	}
 	name := req.Profile
 	if name == "" {
 		name = s.cfg.DefaultProfile

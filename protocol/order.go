@@ -87,6 +87,9 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 	if err := decodePayload(p, "newOrder", &req); err != nil {
 		return err
 	}
+	if err := s.presetProfile(p.r, &req.Profile); err != nil { // profiledir.go
+		return err
+	}
 	name, prof, ids, err := s.orderRequest(req)
 	if err != nil {
 		return err
@@ -228,7 +231,7 @@ func (s *Server) newOrderFolded(w http.ResponseWriter, p *post, u store.SignedUs
 		return false, nil
 	}
 	var req newOrderReq
-	if decodePayload(p, "newOrder", &req) != nil || req.Replaces != "" {
+	if decodePayload(p, "newOrder", &req) != nil || req.Replaces != "" || s.presetProfile(p.r, &req.Profile) != nil {
 		return false, nil
 	}
 	name, prof, ids, err := s.orderRequest(req)
@@ -285,9 +288,9 @@ const aheadSkew = 10 * time.Minute
 // handler keeps only those that outlive the order (reusable). A payload
 // that does not parse, or names nothing the policy allows, reads nothing
 // ahead: the handler refuses it after verifying it.
-func (s *Server) newOrderAhead(_ *http.Request, msg *jws.Message, acctID string) store.Lookup {
+func (s *Server) newOrderAhead(r *http.Request, msg *jws.Message, acctID string) store.Lookup {
 	var req newOrderReq
-	if msg == nil || json.Unmarshal(msg.UnverifiedPayload(), &req) != nil {
+	if msg == nil || json.Unmarshal(msg.UnverifiedPayload(), &req) != nil || s.presetProfile(r, &req.Profile) != nil {
 		return store.Lookup{}
 	}
 	_, prof, ids, err := s.orderRequest(req)

@@ -69,6 +69,10 @@ func (s *Server) routes() http.Handler {
 		r.Handle(path, s.instrument(name, admit, methodsOnly(read, h)))
 	}
 	get(pathDirectory, "directory", false, s.directory)
+	// profiledir.go: a directory per profile, for clients that cannot
+	// send draft-ietf-acme-profiles' "profile" field.
+	byProfile := pathProfile + "{profile}"
+	r.Handle(byProfile+profileDirectory, s.knownProfile(s.instrument("directory", false, methodsOnly(read, s.profileDirectory))))
 	get(pathNewNonce, "new_nonce", false, s.newNonce)
 	// ari.go; they read the store, so they take a permit.
 	get(pathRenewalInfo+"{certid}", "renewal_info", true, s.renewalInfo)
@@ -80,8 +84,12 @@ func (s *Server) routes() http.Handler {
 	postRoute := func(path, name string, mode keyMode, h func(http.ResponseWriter, *post) error, ahead readAhead, fold folded) {
 		r.Handle(path, s.instrument(name, true, methodsOnly([]string{http.MethodPost}, s.verified(name, mode, h, ahead, fold))))
 	}
+	profiledRoute := func(path, name string, h func(http.ResponseWriter, *post) error, ahead readAhead, fold folded) {
+		r.Handle(byProfile+path, s.knownProfile(s.instrument(name, true, methodsOnly([]string{http.MethodPost}, s.verified(name, kidOnly, h, ahead, fold)))))
+	}
 	postRoute(pathNewAccount, "new_account", jwkOnly, s.newAccount, nil, nil)
 	postRoute(pathNewAuthz, "new_authz", kidOnly, s.newAuthz, nil, nil) // newauthz.go
+	profiledRoute(profileNewAuthz, "new_authz", s.newAuthz, nil, nil)
 	postRoute(pathRevokeCert, "revoke_cert", kidOrJWK, s.revokeCert, nil, nil)
 	postRoute(pathKeyChange, "key_change", kidOnly, s.keyChange, nil, nil)
 	postRoute(pathAccount+"{id}", "account", kidOnly, s.account, nil, nil)
@@ -92,6 +100,7 @@ func (s *Server) routes() http.Handler {
 	newOrder := s.trailed(store.ActionOrderRefused, noSubject, identifiersAsked, s.newOrder)
 	finalize := s.trailed(store.ActionFinalizeRefused, routeID, nothingAsked, s.finalize)
 	postRoute(pathNewOrder, "new_order", kidOnly, newOrder, s.newOrderAhead, s.newOrderFolded)
+	profiledRoute(profileNewOrder, "new_order", newOrder, s.newOrderAhead, s.newOrderFolded)
 	postRoute(pathOrder+"{id}/finalize", "finalize", kidOnly, finalize, orderAhead, s.finalizeFolded)
 	postRoute(pathChallenge+"{id}", "challenge", kidOnly, s.challenge, challengeAhead, s.challengeFolded)
 	postRoute(pathCert+"{serial}", "cert", kidOnly, s.cert, certAhead, nil)

@@ -1,6 +1,9 @@
 package store
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // AdminViews are the read-only summaries the admin panel shows: counts that
 // would otherwise need a full listing, and a paginated view of the job
@@ -17,6 +20,25 @@ type AdminViews interface {
 	// Issuers lists every issuer id the store knows of: published issuer
 	// certificates, certificates' issuers and CRLs' issuers, sorted.
 	Issuers(ctx context.Context) ([]string, error)
+	// Activity counts, an hour at a time, the last hours hours (1 to
+	// MaxActivityHours) up to the current one on the database's clock.
+	Activity(ctx context.Context, hours int) (Activity, error)
+}
+
+// MaxActivityHours bounds Activity's window.
+const MaxActivityHours = 24 * 7
+
+// Activity is the recent history the overview charts. Each slice holds
+// one count an hour, oldest first; the last is the current hour.
+type Activity struct {
+	Start   time.Time // the first hour's start, UTC
+	Issued  []int64   // certificates issued
+	Valid   []int64   // challenges validated
+	Invalid []int64   // challenges that failed validation (the trail's validation.failed)
+	// JobsCompleted and JobsFailed are River jobs finalized: completed;
+	// discarded or cancelled.
+	JobsCompleted []int64
+	JobsFailed    []int64
 }
 
 // Counts is the overview's record counts.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"time"
 
 	"github.com/hallmark-ca/hallmark/signer"
 )
@@ -30,6 +31,19 @@ type Backend interface {
 // token, an upstream CA); the worker's /readyz asks it.
 type Checker interface {
 	Ready(ctx context.Context) error
+}
+
+// CRLSigner signs an issuer's CRLs, which the worker numbers, dates and
+// stores (crl.go): a *signer.Issuer, or a custom backend with a crl hook.
+type CRLSigner interface {
+	SignCRL(number int64, thisUpdate, nextUpdate time.Time, entries []signer.RevokedEntry, idpURL string) ([]byte, error)
+}
+
+// selfCRLSigner is a backend that may sign its own CRLs; SignsCRLs says
+// whether it is configured to.
+type selfCRLSigner interface {
+	CRLSigner
+	SignsCRLs() bool
 }
 
 // errRevokeLocally is what the local adapter answers to Revoke: a local or

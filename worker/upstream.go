@@ -13,7 +13,8 @@ import (
 )
 
 // RenewalInformer is a backend whose upstream CA says when its
-// certificates should be renewed (RFC 9773): a relay. The worker fetches
+// certificates should be renewed (RFC 9773): a relay, or a custom
+// backend with a renewal_info hook. The worker fetches
 // those windows and stores them; the frontend serves them from the store,
 // since it never talks to a backend (design.md, tests/layering).
 type RenewalInformer interface {
@@ -21,7 +22,9 @@ type RenewalInformer interface {
 	// signer.ErrNoRenewalInfo when the upstream offers no ARI,
 	// signer.ErrUnavailable when it could not be asked.
 	RenewalInfo(ctx context.Context, der []byte) (*signer.RenewalInfo, error)
-	// RenewalInfoPerRun bounds the certificates one job asks about.
+	// RenewalInfoPerRun bounds the certificates one job asks about; 0
+	// when the backend is configured to give none (a custom backend
+	// without a renewal_info hook).
 	RenewalInfoPerRun() int
 }
 
@@ -45,7 +48,7 @@ func (w *Worker) upstreamRenewals() []jobs.UpstreamRenewalArgs {
 	var out []jobs.UpstreamRenewalArgs
 	for _, n := range names {
 		b := w.mounts[n].backend
-		if _, ok := b.(RenewalInformer); !ok || seen[b.IssuerID()] {
+		if ri, ok := b.(RenewalInformer); !ok || ri.RenewalInfoPerRun() <= 0 || seen[b.IssuerID()] {
 			continue
 		}
 		seen[b.IssuerID()] = true
@@ -58,7 +61,7 @@ func (w *Worker) upstreamRenewals() []jobs.UpstreamRenewalArgs {
 // information; nil when this worker mounts none.
 func (w *Worker) informer(issuerID string) RenewalInformer {
 	for _, m := range w.mounts {
-		if ri, ok := m.backend.(RenewalInformer); ok && m.backend.IssuerID() == issuerID {
+		if ri, ok := m.backend.(RenewalInformer); ok && ri.RenewalInfoPerRun() > 0 && m.backend.IssuerID() == issuerID {
 			return ri
 		}
 	}

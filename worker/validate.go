@@ -66,7 +66,7 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 		// not configured): the CA's failure, not the client's. Retried
 		// with backoff, and abandoned with serverInternal after the last
 		// attempt, like any attempt that could not run.
-		w.log.WarnContext(ctx, "challenge not validated: the check could not run; the job will be retried",
+		w.log.WarnContext(ctx, "challenge check failed", "outcome", "the check could not run; the job will be retried",
 			"challenge", ch.ID, "identifier", authz.Identifier.String(), "err", res.Err)
 		return jobs.CouldNotRun(fmt.Errorf("validating challenge %s: %w", ch.ID, res.Err))
 	}

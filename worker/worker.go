@@ -33,11 +33,11 @@ type Worker struct {
 	id          string
 	st          stores // the store, through the part each job uses
 	validator   validator
-	slots       *accountSlots             // each account's share of the validation slots
-	mounts      map[string]mount          // by profile name
-	issuers     map[string]*signer.Issuer // by issuer ID
-	baseURL     string                    // the ACME API, for account URIs (CAA accounturi)
-	urlBase     string                    // plain-http base of CRLs and issuer certificates
+	slots       *accountSlots        // each account's share of the validation slots
+	mounts      map[string]mount     // by profile name
+	issuers     map[string]CRLSigner // by issuer ID
+	baseURL     string               // the ACME API, for account URIs (CAA accounturi)
+	urlBase     string               // plain-http base of CRLs and issuer certificates
 	crlValidity time.Duration
 	crlLease    time.Duration // a CRL lease's length: how long a dead holder blocks the next CRL
 	// crlTurn is one slot per issuer ID: this worker's CRL jobs for one
@@ -124,7 +124,7 @@ func New(cfg Config, st store.Store, opts Options) (*Worker, error) {
 		}),
 		slots:       newAccountSlots(cfg.Worker.ValidationAccountShare, cfg.Worker.ValidationConcurrency),
 		mounts:      map[string]mount{},
-		issuers:     map[string]*signer.Issuer{},
+		issuers:     map[string]CRLSigner{},
 		crlTurn:     map[string]chan struct{}{},
 		baseURL:     cfg.BaseURL,
 		urlBase:     cfg.CA.URLBase,
@@ -168,6 +168,10 @@ func New(cfg Config, st store.Store, opts Options) (*Worker, error) {
 			return nil, fmt.Errorf("profiles.%s: mounted twice (as an issuer and as a backend)", name)
 		}
 		w.mounts[name] = mount{profile: p, backend: b}
+		if cs, ok := b.(selfCRLSigner); ok && cs.SignsCRLs() {
+			w.issuers[b.IssuerID()] = cs
+			w.crlTurn[b.IssuerID()] = make(chan struct{}, 1)
+		}
 	}
 	return w, nil
 }

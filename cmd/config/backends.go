@@ -68,11 +68,10 @@ func (c *Config) backendPaths(base string) {
 		b.Cert = rel(base, b.Cert)
 		b.AccountKey = rel(base, b.AccountKey)
 		b.CACert = rel(base, b.CACert)
-		if len(b.IssueCommand) > 0 && strings.ContainsRune(b.IssueCommand[0], filepath.Separator) {
-			b.IssueCommand = append([]string{rel(base, b.IssueCommand[0])}, b.IssueCommand[1:]...)
-		}
-		if len(b.RevokeCommand) > 0 && strings.ContainsRune(b.RevokeCommand[0], filepath.Separator) {
-			b.RevokeCommand = append([]string{rel(base, b.RevokeCommand[0])}, b.RevokeCommand[1:]...)
+		for _, argv := range []*[]string{&b.IssueCommand, &b.RevokeCommand, &b.CRLCommand, &b.RenewalInfoCommand} {
+			if len(*argv) > 0 && strings.ContainsRune((*argv)[0], filepath.Separator) {
+				*argv = append([]string{rel(base, (*argv)[0])}, (*argv)[1:]...)
+			}
 		}
 		c.Backends[name] = b
 	}
@@ -117,12 +116,12 @@ func (c Config) backendProblems() []error {
 }
 
 // setKeys are the TOML keys of settings (a signerconf struct) that hold a
-// value: an empty list holds none.
+// value: an empty list or table holds none.
 func setKeys(settings any) []string {
 	v := reflect.ValueOf(settings)
 	var keys []string
 	for i := range v.NumField() {
-		if f := v.Field(i); !f.IsZero() && (f.Kind() != reflect.Slice || f.Len() > 0) {
+		if f := v.Field(i); !f.IsZero() && (f.Kind() != reflect.Slice && f.Kind() != reflect.Map || f.Len() > 0) {
 			keys = append(keys, strings.Split(v.Type().Field(i).Tag.Get("toml"), ",")[0])
 		}
 	}

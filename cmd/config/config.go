@@ -19,6 +19,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/hallmark-ca/hallmark/admin/adminconf"
+	"github.com/hallmark-ca/hallmark/cmd/internal/process"
 	"github.com/hallmark-ca/hallmark/protocol/access"
 	"github.com/hallmark-ca/hallmark/protocol/policy"
 	"github.com/hallmark-ca/hallmark/protocol/profile"
@@ -46,6 +47,8 @@ type Config struct {
 	Backends map[string]Backend `toml:"backends"`
 	// DefaultProfile is used when newOrder names none.
 	DefaultProfile string `toml:"default_profile"`
+	// Log is how every process writes its lines.
+	Log process.Log `toml:"log"`
 }
 
 // Default returns a configuration that runs a local CA on loopback with SQLite.
@@ -189,7 +192,7 @@ func (c Config) problems() []error {
 		errs = append(errs, c.Profiles[n].Validate(n))
 	}
 	errs = append(errs, c.backendProblems()...)
-	errs = append(errs, c.Limits.Validate(), c.Admin.Validate(), c.Audit.Validate(), c.Access.Validate())
+	errs = append(errs, c.Limits.Validate(), c.Admin.Validate(), c.Audit.Validate(), c.Access.Validate(), c.Log.Validate())
 	return append(errs, c.across()...)
 }
 

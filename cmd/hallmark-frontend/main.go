@@ -57,7 +57,7 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	log := process.Logger("frontend")
+	log := process.Logger("frontend", cfg.Log)
 	log.Info("starting", "version", version.Get().String())
 	log.Debug("garbage collector target", "gogc", process.TuneGC()) // cmd/internal/process
 	ctx, stop := process.SignalContext()

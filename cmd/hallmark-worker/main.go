@@ -214,7 +214,7 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	log := process.Logger("worker").With("worker", cfg.Worker.ID)
+	log := process.Logger("worker", cfg.Log).With("worker", cfg.Worker.ID)
 	log.Info("starting", "version", version.Get().String())
 	log.Debug("garbage collector target", "gogc", process.TuneGC()) // cmd/internal/process
 	ctx, stop := process.SignalContext()
@@ -253,7 +253,7 @@ func run(c *cli.Context) error {
 		return err
 	}
 	settings := w.JobSettings()
-	settings.Logger = process.QuietLogger("worker").With("worker", cfg.Worker.ID)
+	settings.Logger = process.QuietLogger("worker", cfg.Log).With("worker", cfg.Worker.ID)
 	runner, err := db.Queue.Start(ctx, handlers, settings)
 	if err != nil {
 		return err

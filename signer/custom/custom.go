@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -43,8 +42,13 @@ type Backend struct{ cfg Config }
 
 // New checks that the hooks exist and are executable.
 func New(cfg Config) (*Backend, error) {
-	for what, argv := range map[string][]string{"issue_command": cfg.IssueCommand, "revoke_command": cfg.RevokeCommand} {
+	hooks := map[string][]string{"issue_command": cfg.IssueCommand, "revoke_command": cfg.RevokeCommand,
+		"crl_command": cfg.CRLCommand, "renewal_info_command": cfg.RenewalInfoCommand}
+	for what, argv := range hooks {
 		if len(argv) == 0 {
+			if what == "crl_command" || what == "renewal_info_command" {
+				continue // optional (optional.go)
+			}
 			return nil, fmt.Errorf("backends.%s.%s: no command", cfg.Name, what)
 		}
 		if _, err := exec.LookPath(argv[0]); err != nil {
@@ -97,10 +101,15 @@ type RevokeRequest struct {
 }
 
 // Response is what a hook writes to stdout: a chain (issue), "revoked"
-// (revoke), or an error that is the backend's verdict on the request.
+// (revoke), a CRL (crl), a window or "unknown" (renewal_info), or an error
+// that is the backend's verdict on the request.
 type Response struct {
-	CertificateChain string `json:"certificate_chain,omitempty"`
-	Status           string `json:"status,omitempty"`
+	CertificateChain string  `json:"certificate_chain,omitempty"`
+	Status           string  `json:"status,omitempty"`
+	CRL              string  `json:"crl,omitempty"` // PEM "X509 CRL"
+	SuggestedWindow  *Window `json:"suggested_window,omitempty"`
+	ExplanationURL   string  `json:"explanation_url,omitempty"`
+	RetryAfter       int     `json:"retry_after_seconds,omitempty"`
 	Error            *struct {
 		Type   string `json:"type"`
 		Detail string `json:"detail"`
@@ -158,7 +167,7 @@ func (b *Backend) run(ctx context.Context, argv []string, req any) (*Response, e
 	var stdout, stderr capped
 	stdout.max, stderr.max = maxOutput, maxOutput
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.Env = append(os.Environ(), "HALLMARK_BACKEND="+b.cfg.Name)
+	cmd.Env = b.env()
 	// The hook's children die with it on a timeout.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }

@@ -135,6 +135,15 @@ func (b Relay) Validate(key string) error {
 type Custom struct {
 	IssueCommand  []string `toml:"issue_command"`
 	RevokeCommand []string `toml:"revoke_command"`
+	// CRLCommand and RenewalInfoCommand are optional: a hook that signs
+	// this backend's CRLs, and one that says when its certificates should
+	// be renewed (RFC 9773).
+	CRLCommand         []string `toml:"crl_command"`
+	RenewalInfoCommand []string `toml:"renewal_info_command"`
+	// Env and PassEnv are a hook's whole environment, with
+	// HALLMARK_BACKEND: these values, and these names of the worker's own.
+	Env     map[string]string `toml:"env"`
+	PassEnv []string          `toml:"pass_env"`
 }
 
 // Validate reports every problem of the custom backend at key
@@ -147,5 +156,27 @@ func (b Custom) Validate(key string) error {
 	if len(b.RevokeCommand) == 0 {
 		p.add(key+".revoke_command", "the revoke hook (argv) is required")
 	}
+	for name := range b.Env {
+		if !envName(name) {
+			p.add(key+".env", "%q is no environment variable name (letters, digits and '_', not starting with a digit)", name)
+		}
+	}
+	for _, name := range b.PassEnv {
+		if !envName(name) {
+			p.add(key+".pass_env", "%q is no environment variable name (letters, digits and '_', not starting with a digit)", name)
+		}
+	}
 	return errors.Join(p...)
+}
+
+// envName reports whether name is a portable environment variable name
+// (POSIX: letters, digits and '_', not starting with a digit).
+func envName(name string) bool {
+	for i, c := range name {
+		letter := c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+		if !letter && (i == 0 || c < '0' || c > '9') {
+			return false
+		}
+	}
+	return name != ""
 }

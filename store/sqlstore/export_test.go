@@ -151,3 +151,13 @@ func RevokeManySQL(d *Dialect, n int) (lock, revoke, rows string) {
 	return d.SQL(fmt.Sprintf(revokeManyLockSQL, serialList(1, n))), d.SQL(fmt.Sprintf(revokeManySQL, serialList(2, n))),
 		d.SQL(fmt.Sprintf(revokeManyRowsSQL, serialList(1, n)))
 }
+
+// ActivitySQL are the statements Activity runs for the window from start
+// to end, as d runs them, each followed by its arguments.
+func ActivitySQL(d *Dialect, start, end time.Time) [][]any {
+	qs := (&Store{d: d}).activityQueries(start, end)
+	for _, q := range qs {
+		q[0] = d.SQL(q[0].(string))
+	}
+	return qs
+}

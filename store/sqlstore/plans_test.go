@@ -58,7 +58,7 @@ func seeded(t *testing.T, analyze bool) *pgx.Conn {
 	ctx := context.Background()
 	conn := migrated(t)
 	execAll(t, conn, []string{
-		`DO $$ DECLARE t text; BEGIN FOREACH t IN ARRAY ARRAY['orders','authorizations','challenges','order_authz','certificates','certificate_names','certificate_domains'] LOOP
+		`DO $$ DECLARE t text; BEGIN FOREACH t IN ARRAY ARRAY['orders','authorizations','challenges','order_authz','certificates','certificate_names','certificate_domains','audit_events','river_job'] LOOP
 		   EXECUTE format('ALTER TABLE %I SET (autovacuum_enabled = false)', t); END LOOP; END $$`,
 		`INSERT INTO accounts (id, key_jwk, thumbprint, status) VALUES ('acct', '{}', 'tp', 'valid')`,
 		`INSERT INTO orders (id, account_id, status, identifiers, profile, expires_at)
@@ -78,6 +78,15 @@ func seeded(t *testing.T, analyze bool) *pgx.Conn {
 		 SELECT d, c.serial, c.issued_at FROM certificates c, generate_series(1, 20000) g,
 		   LATERAL (VALUES ('h'||g||'.example'||(g % 200)||'.com'), ('example'||(g % 200)||'.com')) v(d)
 		 WHERE c.serial = 's'||g`,
+		// A month of validations, trail events and finished jobs
+		// (TestActivityPlans).
+		`UPDATE challenges SET status = 'valid', validated_at = now() - (substr(authz_id, 2)::int % 30) * interval '1 day' WHERE position = 1`,
+		`INSERT INTO audit_events (actor, action, subject, at, trail)
+		 SELECT 'worker', CASE WHEN g % 2 = 0 THEN 'validation.failed' ELSE 'certificate.issued' END, 'c'||g, now() - (g % 30) * interval '1 day', true
+		 FROM generate_series(1, 20000) g`,
+		`INSERT INTO river_job (args, kind, max_attempts, state, created_at, scheduled_at, finalized_at)
+		 SELECT '{}', 'crl_generate', 5, 'completed', now() - (g % 30) * interval '1 day', now() - (g % 30) * interval '1 day', now() - (g % 30) * interval '1 day'
+		 FROM generate_series(1, 20000) g`,
 	}...)
 	if analyze {
 		if _, err := conn.Exec(ctx, "ANALYZE"); err != nil {

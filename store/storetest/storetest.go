@@ -106,6 +106,7 @@ var contract = []struct {
 	{"IssuersListed", testIssuersListed},
 	{"IssuersMigrated", testIssuersMigrated},
 	{"AdminViews", testAdminViews},
+	{"Activity", testActivity},
 	{"AdminSessions", testAdminSessions},
 	{"ExpirePending", testExpirePending},
 	{"ExpirePendingUnusableAuthz", testExpirePendingUnusableAuthz},

@@ -159,6 +159,12 @@ func TestBrowserRevoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Its charts count the certificate and its validation this hour.
+	for sel, want := range map[string]string{"#chart-issued-desc": ": 1 in all", "#chart-validations-desc": ": 1 valid, 0 invalid"} {
+		if got, err := chromedp.Run(ctx, chromedp.TextContent(sel)); err != nil || !strings.Contains(got, want) {
+			t.Errorf("overview %s = %q, %v; want %q", sel, got, err, want)
+		}
+	}
 	if !strings.Contains(crls, "fresh") || !strings.Contains(crls, crlNumber.String()) {
 		t.Fatalf("CRLs page does not show CRL number %v as fresh:\n%s", crlNumber, crls)
 	}

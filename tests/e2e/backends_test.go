@@ -252,6 +252,7 @@ cert = "ca/softhsm.pem"
 type = "custom"
 issue_command = [%q, %q, "issue"]
 revoke_command = [%q, %q, "revoke"]
+crl_command = [%q, %q, "crl"]
 timeout_ms = 5000
 
 [backends.pebble]
@@ -261,7 +262,7 @@ ca_cert = %q
 account_key = "relay-account.key"
 contact = ["ops@hallmark.test"]
 timeout_ms = 6000
-`, module, hook, hookCA, hook, hookCA, up.DirectoryURL, up.CACert)
+`, module, hook, hookCA, hook, hookCA, hook, hookCA, up.DirectoryURL, up.CACert)
 	dbURL := testdb.SQLite(t)
 	ca := startCA(t, dbURL, extra)
 	// The HSM key is made after the root exists; the worker mounts it when
@@ -332,6 +333,35 @@ timeout_ms = 6000
 			}
 		})
 	}
+
+	// The hooks backend's crl_command signs its CRL, which the frontend
+	// serves at /crl/custom:hooks (the worker signs one at start).
+	t.Run("hooks CRL", func(t *testing.T) {
+		hookIss, err := signer.LoadLocal(hookCA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body []byte
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			resp, err := ca.HTTPClient().Get(ca.BaseURL + "/crl/custom:hooks")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+			body = nil
+		}
+		crl, err := x509.ParseRevocationList(body)
+		if err != nil {
+			t.Fatalf("/crl/custom:hooks: %v (%d bytes)", err, len(body))
+		}
+		if err := crl.CheckSignatureFrom(hookIss.Cert); err != nil {
+			t.Fatalf("the hooks backend's CRL is not signed by the hook's CA: %v", err)
+		}
+	})
 
 	t.Run("token goes away mid-run", func(t *testing.T) {
 		if code, body := workerReady(t, ca); code != 200 {

@@ -21,12 +21,18 @@ type certbotRunner struct {
 	ca  *CA
 	bin string
 	dir string
+	// directory is the --server URL; "" is the CA's /directory.
+	directory string
 }
 
 func (c certbotRunner) run(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	server := c.directory
+	if server == "" {
+		server = c.ca.BaseURL + "/directory"
+	}
 	base := []string{
-		"-n", "--server", c.ca.BaseURL + "/directory",
+		"-n", "--server", server,
 		"--config-dir", filepath.Join(c.dir, "config"),
 		"--work-dir", filepath.Join(c.dir, "work"),
 		"--logs-dir", filepath.Join(c.dir, "logs"),

@@ -55,15 +55,40 @@ func MaskedStderr() io.Writer {
 	return w
 }
 
-// Logger is the slog logger every binary uses: text to stderr, with the
-// process name on every line so interleaved logs (hallmark up) stay readable,
-// and every secret masked (redact.ReplaceAttr).
-func Logger(process string) *slog.Logger {
+// Log is [log]: how a process writes its log lines.
+type Log struct {
+	// Format is "text" (slog's key=value, the default) or "json" (one
+	// object a line, for a log pipeline).
+	Format string `toml:"format"`
+}
+
+// Validate reports a format that is neither text nor json.
+func (l Log) Validate() error {
+	if l.Format != "" && l.Format != "text" && l.Format != "json" {
+		return fmt.Errorf("log.format: must be \"text\" or \"json\", got %q", l.Format)
+	}
+	return nil
+}
+
+// handler writes to w at level in l's format, every secret masked
+// (redact.ReplaceAttr) in either.
+func (l Log) handler(w io.Writer, level slog.Leveler) slog.Handler {
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: redact.ReplaceAttr}
+	if l.Format == "json" {
+		return slog.NewJSONHandler(w, opts)
+	}
+	return slog.NewTextHandler(w, opts)
+}
+
+// Logger is the slog logger every binary uses: to stderr in cfg's format,
+// with the process name on every line so interleaved logs (hallmark up)
+// stay readable, and every secret masked (redact.ReplaceAttr).
+func Logger(process string, cfg Log) *slog.Logger {
 	level := slog.LevelInfo
 	if os.Getenv("HALLMARK_DEBUG") != "" {
 		level = slog.LevelDebug
 	}
-	l := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: redact.ReplaceAttr})).With("process", process)
+	l := slog.New(cfg.handler(os.Stderr, level)).With("process", process)
 	// Libraries that log through slog's default (the signer, River) get the
 	// same format and process name.
 	slog.SetDefault(l)
@@ -72,8 +97,8 @@ func Logger(process string) *slog.Logger {
 
 // QuietLogger is Logger at warning level and above, for libraries whose
 // info lines are routine (River reports job counts every few seconds).
-func QuietLogger(process string) *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn, ReplaceAttr: redact.ReplaceAttr})).With("process", process)
+func QuietLogger(process string, cfg Log) *slog.Logger {
+	return slog.New(cfg.handler(os.Stderr, slog.LevelWarn)).With("process", process)
 }
 
 // SignalContext is cancelled on SIGINT or SIGTERM.

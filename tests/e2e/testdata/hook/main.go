@@ -1,6 +1,7 @@
 // Command hook is a custom-backend hook for the end-to-end tests: it
 // implements the JSON contract of docs/backends.md with a local CA in the
-// directory named by its first argument ("issue" or "revoke" is the second).
+// directory named by its first argument ("issue", "revoke" or "crl" is the
+// second).
 package main
 
 import (
@@ -9,8 +10,10 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/profile"
@@ -61,7 +64,37 @@ func main() {
 			fail(err)
 		}
 		fmt.Println(`{"status":"revoked"}`)
+	case "crl":
+		crl(iss)
 	}
+}
+
+// crl signs the CRL Hallmark asks for with the hook's CA.
+func crl(iss *signer.Issuer) {
+	var req struct {
+		Number            int64     `json:"number"`
+		ThisUpdate        time.Time `json:"this_update"`
+		NextUpdate        time.Time `json:"next_update"`
+		DistributionPoint string    `json:"distribution_point"`
+		Revoked           []struct {
+			Serial    string    `json:"serial"`
+			RevokedAt time.Time `json:"revoked_at"`
+			Reason    int       `json:"reason"`
+		} `json:"revoked"`
+	}
+	if err := json.NewDecoder(os.Stdin).Decode(&req); err != nil {
+		fail(err)
+	}
+	var entries []signer.RevokedEntry
+	for _, r := range req.Revoked {
+		serial, _ := new(big.Int).SetString(r.Serial, 16)
+		entries = append(entries, signer.RevokedEntry{Serial: serial, RevokedAt: r.RevokedAt, Reason: r.Reason})
+	}
+	der, err := iss.SignCRL(req.Number, req.ThisUpdate, req.NextUpdate, entries, req.DistributionPoint)
+	if err != nil {
+		fail(err)
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(map[string]string{"crl": string(pem.EncodeToMemory(&pem.Block{Type: "X509 CRL", Bytes: der}))})
 }
 
 func fail(err error) {
