@@ -98,6 +98,9 @@ type Settings struct {
 	// Logger receives River's logs and abandon reports. Default: warnings
 	// and errors to stderr.
 	Logger *slog.Logger
+	// Metrics counts and times each run of a handler (NewMetrics); nil
+	// records nothing.
+	Metrics *Metrics
 }
 
 // Scheduled is a job this worker inserts itself, once at start and then
@@ -187,6 +190,7 @@ func NewPostgres(pool *pgxpool.Pool) Queue {
 		}
 		return riverpgxv5.New(run), run.Close, nil
 	}
+	q.depth = depthOnPostgres(pool)
 	return q
 }
 
@@ -256,10 +260,12 @@ func NewSQLiteRunner(db *sql.DB, runner func() (*sql.DB, error)) Queue {
 // and how often a worker checks for other processes' commits.
 func newSQLite(db *sql.DB, notifyEvery, checkEvery time.Duration) *riverQueue[*sql.Tx] {
 	d := sqliteDriver{Driver: riversqlite.New(db), db: db, checkEvery: checkEvery}
-	return newQueue(d, defaultMaxWorkersSQLite, notifyEvery, func(tx Tx) (*sql.Tx, bool) {
+	q := newQueue(d, defaultMaxWorkersSQLite, notifyEvery, func(tx Tx) (*sql.Tx, bool) {
 		t, ok := tx.(*sql.Tx)
 		return t, ok
 	})
+	q.depth = depthOnSQLite(db)
+	return q
 }
 
 // riverQueue is Queue for one driver; TTx is pgx.Tx or *sql.Tx.
@@ -276,6 +282,9 @@ type riverQueue[TTx any] struct {
 	// runOn, if set, opens the driver a started worker runs on instead of
 	// driver, and how to close it once the worker stops.
 	runOn func(context.Context) (riverdriver.Driver[TTx], func(), error)
+
+	// depth reads the unfinished jobs for the metrics (jobs/metrics.go).
+	depth func(context.Context) ([]Depth, error)
 }
 
 func newQueue[TTx any](driver riverdriver.Driver[TTx], maxWorkers int, notifyEvery time.Duration, asTx func(Tx) (TTx, bool)) *riverQueue[TTx] {
@@ -369,10 +378,11 @@ func (q *riverQueue[TTx]) Start(ctx context.Context, reg *Registry, s Settings) 
 	if s.RescueAfter <= s.JobTimeout {
 		return nil, fmt.Errorf("starting the job runner: RescueAfter (%s) must be longer than JobTimeout (%s), or running jobs are rescued while alive", s.RescueAfter, s.JobTimeout)
 	}
-	workers, err := reg.workers(&runEnv{subjects: s.Subjects, logger: origin.Logger(s.Logger), workerID: s.WorkerID})
+	workers, err := reg.workers(&runEnv{subjects: s.Subjects, logger: origin.Logger(s.Logger), workerID: s.WorkerID, metrics: s.Metrics})
 	if err != nil {
 		return nil, err
 	}
+	s.Metrics.zero(reg.Kinds())
 	queues := make(map[string]river.QueueConfig, len(s.Queues))
 	for _, name := range s.Queues {
 		n := s.MaxWorkers

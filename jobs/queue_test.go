@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 
 	"github.com/hallmark-ca/hallmark/jobs"
@@ -120,6 +121,15 @@ func testInsertCommitsWithTheRow(t *testing.T, dialect string) {
 	}
 	if r, j := rowsOf(), jobsOf(); r != 1 || j != 1 {
 		t.Fatalf("after commit: %d rows, %d jobs; want both", r, j)
+	}
+	// No worker runs: the job waits, and the depth the metrics read says so.
+	ds, err := jobs.Depths(ctx, e.q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 1 || ds[0].Kind != "test_work" || ds[0].State != "available" || ds[0].Count != 1 || ds[0].Queue != testQueue ||
+		ds[0].Oldest < 0 || ds[0].Oldest > time.Minute {
+		t.Errorf("Depths = %+v, want one available test_work job in %s, due moments ago", ds, testQueue)
 	}
 	if insert("a", true) {
 		t.Fatal("second job for a subject with an outstanding job was inserted; uniqueness must skip it")
@@ -463,7 +473,13 @@ func testBrokenHandlerAbandons(t *testing.T, dialect string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start(t, e.q, reg, fast(e.db, e.q, "w"))
+	settings := fast(e.db, e.q, "w")
+	promReg := prometheus.NewRegistry()
+	if settings.Metrics, err = jobs.NewMetrics(promReg); err != nil {
+		t.Fatal(err)
+	}
+	start(t, e.q, reg, settings)
+	defer checkOutcomes(t, promReg, map[string]float64{jobs.OutcomeAbandoned: 3, jobs.OutcomeRetried: 2, jobs.OutcomeCompleted: 0})
 	tests := []struct {
 		key      string
 		attempts int
@@ -496,6 +512,36 @@ func testBrokenHandlerAbandons(t *testing.T, dialect string) {
 		j := jobFor(t, e.q, tc.key)
 		if len(j.Errors) == 0 || !strings.Contains(j.Errors[len(j.Errors)-1].Error, tc.errText) {
 			t.Errorf("%s: attempt log %+v, want the error %q", tc.key, j.Errors, tc.errText)
+		}
+	}
+}
+
+// checkOutcomes fails unless hallmark_jobs_total counted want of the
+// test_work kind.
+func checkOutcomes(t *testing.T, g prometheus.Gatherer, want map[string]float64) {
+	t.Helper()
+	fams, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() != "hallmark_jobs_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["kind"] == "test_work" {
+				got[labels["outcome"]] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	for outcome, n := range want {
+		if v, ok := got[outcome]; !ok || v != n {
+			t.Errorf("hallmark_jobs_total{kind=\"test_work\",outcome=%q} = %v (exported: %v), want %v", outcome, v, ok, n)
 		}
 	}
 }

@@ -117,6 +117,7 @@ type runEnv struct {
 	subjects Subjects
 	logger   *slog.Logger
 	workerID string
+	metrics  *Metrics
 }
 
 func (r *Registry) workers(env *runEnv) (*river.Workers, error) {
@@ -156,26 +157,41 @@ type worker[T river.JobArgs] struct {
 
 func (w *worker[T]) Work(ctx context.Context, rj *river.Job[T]) error {
 	ctx = withOrigin(ctx, originOf(rj.Metadata))
+	start := time.Now()
 	err := w.run(ctx, rj)
+	outcome := outcomeOf(ctx, err, rj.Attempt < rj.MaxAttempts)
+	w.env.metrics.observe(rj.Kind, outcome, time.Since(start))
 	if err == nil {
 		return nil
 	}
-	var cnr *couldNotRunError
 	switch {
-	case isSnooze(err):
-		return err // River runs it again later; the attempt is not counted
-	case errors.Is(ctx.Err(), context.Canceled):
-		// The client is stopping or an operator cancelled the job: River
-		// puts it back (stop) or marks it cancelled. Not the handler's fault.
+	case outcome != OutcomeAbandoned:
+		// Snoozed: River runs it later, the attempt not counted. Stopped:
+		// the client is stopping or an operator cancelled the job, which is
+		// not the handler's fault. Retried: River retries with backoff.
 		return err
-	case errors.As(err, &cnr) && rj.Attempt < rj.MaxAttempts:
-		return err // River retries with the backoff policy
-	case errors.As(err, &cnr):
+	case IsCouldNotRun(err):
 		// Out of attempts: River discards the job; the client must not poll
 		// forever.
 		return errors.Join(fmt.Errorf("giving up after %d attempts: %w", rj.Attempt, err), w.abandon(ctx, rj, err))
 	default:
 		return river.JobCancel(errors.Join(fmt.Errorf("handler failed, not retrying: %w", err), w.abandon(ctx, rj, err)))
+	}
+}
+
+// outcomeOf names what a run's error means (hallmark_jobs_total).
+func outcomeOf(ctx context.Context, err error, attemptsLeft bool) string {
+	switch {
+	case err == nil:
+		return OutcomeCompleted
+	case isSnooze(err):
+		return OutcomeSnoozed
+	case errors.Is(ctx.Err(), context.Canceled):
+		return OutcomeStopped
+	case IsCouldNotRun(err) && attemptsLeft:
+		return OutcomeRetried
+	default:
+		return OutcomeAbandoned
 	}
 }
 

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"errors"
 	"net/http"
 	"slices"
 	"sync"
@@ -50,6 +51,9 @@ func (s *Server) tryFold(w http.ResponseWriter, r *http.Request, url string, msg
 		return false, g, nil
 	}
 	done, err = fold(w, &post{r: r, url: url, payload: g.payload}, store.SignedUse{Nonce: use, AccountID: acctID, KeyJWK: []byte(g.jwk)})
+	if done && !isBadNonce(err) {
+		s.metrics.redeemed.Inc()
+	}
 	return done, g, err
 }
 
@@ -102,4 +106,10 @@ func (c *dbClock) estimate() (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return now.Add(c.offset).Round(0), true
+}
+
+// isBadNonce reports whether err refuses the request's nonce.
+func isBadNonce(err error) bool {
+	var ae *acme.Error
+	return errors.As(err, &ae) && ae.Problem.Type == acme.ProblemBadNonce
 }

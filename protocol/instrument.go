@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,8 @@ type metrics struct {
 	latency  *prometheus.HistogramVec
 	rejected prometheus.Counter
 	inFlight prometheus.Gauge
+	problems *prometheus.CounterVec // by problem type (badNonce, rateLimited, ...)
+	redeemed prometheus.Counter     // nonces consumed by a request that went on
 	access   *prometheus.CounterVec
 }
 
@@ -56,12 +59,24 @@ func (s *Server) registerMetrics(opts Options) error {
 			Name: "hallmark_frontend_requests_in_flight",
 			Help: "Requests holding an admission permit.",
 		}),
+		problems: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hallmark_frontend_problems_total",
+			Help: "Problem documents answered, by RFC 8555 type (badNonce, rateLimited, serverInternal, ...; other for none of them).",
+		}, []string{"problem"}),
+		redeemed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hallmark_frontend_nonces_redeemed_total",
+			Help: "Nonces consumed by a signed request that went on past the nonce check.",
+		}),
 		access: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hallmark_frontend_access_refusals_total",
 			Help: "Requests the access policy refused (deny), could not decide (unavailable: 503), or in mode warn would have (would_deny, would_unavailable).",
 		}, []string{"verdict"}),
 	}
-	for _, c := range []prometheus.Collector{s.metrics.requests, s.metrics.latency, s.metrics.rejected, s.metrics.inFlight, s.metrics.access} {
+	for _, t := range []acme.ProblemType{acme.ProblemBadNonce, acme.ProblemRateLimited, acme.ProblemServerInternal} {
+		s.metrics.problems.WithLabelValues(problemLabel(t)) // at 0 from the start, for rates
+	}
+	for _, c := range []prometheus.Collector{s.metrics.requests, s.metrics.latency, s.metrics.rejected, s.metrics.inFlight,
+		s.metrics.problems, s.metrics.redeemed, s.metrics.access} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("registering metrics: %w", err)
 		}
@@ -73,6 +88,15 @@ func (s *Server) registerMetrics(opts Options) error {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+}
+
+// problemLabel is a problem type's last segment ("badNonce"), for the
+// known types only, so the label's values stay bounded.
+func problemLabel(t acme.ProblemType) string {
+	if t.Known() {
+		return strings.TrimPrefix(string(t), "urn:ietf:params:acme:error:")
+	}
+	return "other"
 }
 
 func (w *statusWriter) WriteHeader(code int) {

@@ -25,6 +25,7 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 		ae = acme.AsError(err)
 	}
 	p := ae.Problem
+	s.metrics.problems.WithLabelValues(problemLabel(p.Type)).Inc()
 	status := p.HTTPStatus()
 	p.Status = status
 	switch {

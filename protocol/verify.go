@@ -159,6 +159,7 @@ func (s *Server) consumeNonce(r *http.Request, sg *signed, ahead readAhead) (*po
 	if err != nil {
 		return nil, nil, s.storeErr(err, "consuming the nonce")
 	}
+	s.metrics.redeemed.Inc()
 	s.clock.observe(now)
 	p := &post{r: r, url: sg.url, now: now}
 	if v, err, ok := red.Found(); ok {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
@@ -107,6 +108,7 @@ func (w *Worker) sign(ctx context.Context, m mount, profile string, o *store.Ord
 		return w.failOrder(ctx, o, acme.Problem{Type: acme.ProblemBadCSR, Detail: "the stored CSR does not parse: " + err.Error()})
 	}
 	issuerID := m.backend.IssuerID()
+	signStart := time.Now()
 	issued, err := m.backend.Issue(ctx, signer.Request{
 		Profile:     m.profile,
 		ProfileName: profile,
@@ -118,6 +120,7 @@ func (w *Worker) sign(ctx context.Context, m mount, profile string, o *store.Ord
 		IssuerURL:   w.urlBase + "/issuer/" + issuerID,
 		CRLURL:      w.urlBase + "/crl/" + issuerID,
 	}, csr)
+	w.metrics.signedBy(profile, m.profile.Backend, time.Since(signStart), err)
 	if err != nil {
 		var ae *acme.Error
 		if errors.As(err, &ae) && ae.Problem.Type != acme.ProblemServerInternal {
@@ -194,7 +197,7 @@ func (w *Worker) storeIssued(ctx context.Context, o *store.Order, profile string
 		w.log.WarnContext(ctx, "certificate signed but not stored; the job's retry stores it", "order", o.ID, "serial", c.issued.SerialHex, "err", err)
 		return jobs.CouldNotRun(fmt.Errorf("storing certificate %s for order %s: %w", c.issued.SerialHex, o.ID, err))
 	}
-	w.signed.Inc()
+	w.metrics.signed.Inc()
 	w.log.InfoContext(ctx, "certificate issued", "order", o.ID, "serial", c.issued.SerialHex, "profile", profile)
 	return nil
 }

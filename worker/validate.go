@@ -68,8 +68,10 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 		// attempt, like any attempt that could not run.
 		w.log.WarnContext(ctx, "challenge check failed", "outcome", "the check could not run; the job will be retried",
 			"challenge", ch.ID, "identifier", authz.Identifier.String(), "err", res.Err)
+		w.metrics.validated(ch.Type, nil, true)
 		return jobs.CouldNotRun(fmt.Errorf("validating challenge %s: %w", ch.ID, res.Err))
 	}
+	w.metrics.validated(ch.Type, res.Problem, false)
 	v := store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid}
 	if res.Problem != nil {
 		p := *res.Problem

@@ -61,7 +61,7 @@ type Worker struct {
 	// retention is how long housekeeping keeps trail events; 0 keeps all.
 	retention time.Duration
 	log       *slog.Logger
-	signed    prometheus.Counter
+	metrics   metrics
 }
 
 // Config is what New builds a worker from: its own sections, [worker] and
@@ -138,17 +138,7 @@ func New(cfg Config, st store.Store, opts Options) (*Worker, error) {
 		conf:          cfg.Worker,
 		retention:     cfg.Audit.Retention(),
 		log:           origin.Logger(opts.Logger), // a job's lines name its request
-		signed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hallmark_worker_certificates_signed_total",
-			Help: "Certificates signed and stored by this worker.",
-		}),
-	}
-	if opts.Registry != nil {
-		for _, c := range []prometheus.Collector{w.signed, w.slots.deferred} {
-			if err := opts.Registry.Register(c); err != nil {
-				return nil, fmt.Errorf("registering worker metrics: %w", err)
-			}
-		}
+		metrics:       newMetrics(),
 	}
 	for name, iss := range opts.Issuers {
 		p, ok := cfg.Profiles[name]
@@ -171,6 +161,11 @@ func New(cfg Config, st store.Store, opts Options) (*Worker, error) {
 		if cs, ok := b.(selfCRLSigner); ok && cs.SignsCRLs() {
 			w.issuers[b.IssuerID()] = cs
 			w.crlTurn[b.IssuerID()] = make(chan struct{}, 1)
+		}
+	}
+	if opts.Registry != nil {
+		if err := w.register(opts.Registry); err != nil {
+			return nil, err
 		}
 	}
 	return w, nil

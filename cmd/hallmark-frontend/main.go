@@ -19,6 +19,7 @@ import (
 	"github.com/hallmark-ca/hallmark/cmd/internal/accesswire"
 	"github.com/hallmark-ca/hallmark/cmd/internal/process"
 	"github.com/hallmark-ca/hallmark/cmd/internal/version"
+	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol"
 	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/store/redact"
@@ -72,6 +73,9 @@ func run(c *cli.Context) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The queue's depth from the frontend too: it is what shows jobs piling
+	// up when no worker is running to export it (jobs/metrics.go).
+	reg.MustRegister(jobs.NewDepthCollector(db.Queue, 2*time.Second))
 	pol, err := accesswire.Policy(cfg)
 	if err != nil {
 		return err

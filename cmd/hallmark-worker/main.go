@@ -27,6 +27,7 @@ import (
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/cmd/internal/process"
 	"github.com/hallmark-ca/hallmark/cmd/internal/version"
+	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/signer"
@@ -209,6 +210,15 @@ func mountIssuers(cfg config.Config) (map[string]*signer.Issuer, error) {
 	return out, nil
 }
 
+// jobMetrics registers the job runner's metrics and the queue's depth,
+// read at scrape time in one grouped query (jobs/metrics.go).
+func jobMetrics(reg prometheus.Registerer, q jobs.Queue) (*jobs.Metrics, error) {
+	if err := reg.Register(jobs.NewDepthCollector(q, 2*time.Second)); err != nil {
+		return nil, fmt.Errorf("registering the queue depth metrics: %w", err)
+	}
+	return jobs.NewMetrics(reg)
+}
+
 func run(c *cli.Context) error {
 	cfg, err := config.LoadWorker(c.String("config"))
 	if err != nil {
@@ -254,6 +264,9 @@ func run(c *cli.Context) error {
 	}
 	settings := w.JobSettings()
 	settings.Logger = process.QuietLogger("worker", cfg.Log).With("worker", cfg.Worker.ID)
+	if settings.Metrics, err = jobMetrics(reg, db.Queue); err != nil {
+		return err
+	}
 	runner, err := db.Queue.Start(ctx, handlers, settings)
 	if err != nil {
 		return err

@@ -164,3 +164,10 @@ func Unavailable(retryAfter time.Duration, format string, args ...any) error {
 func Internal(cause error) error {
 	return &Error{Problem: Problem{Type: ProblemServerInternal, Detail: "the server hit an internal error; try again later"}, Cause: cause}
 }
+
+// Known reports whether t is one of the problem types above: a metric
+// label takes only these, so its values stay bounded.
+func (t ProblemType) Known() bool {
+	_, ok := statusByType[t]
+	return ok
+}

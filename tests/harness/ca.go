@@ -32,8 +32,9 @@ type CA struct {
 	Config   string
 	BaseURL  string
 	Root     string
-	HTTPPort int // where the worker looks for http-01 answers
-	ALPNPort int // where the worker looks for tls-alpn-01 answers
+	HTTPPort int    // where the worker looks for http-01 answers
+	ALPNPort int    // where the worker looks for tls-alpn-01 answers
+	Health   string // the worker's health_listen: /healthz, /readyz, /metrics
 	DNS      *testdns.Server
 	Env      []string // the CA processes' extra environment
 
@@ -90,6 +91,7 @@ func (ca *CA) configure(t *testing.T, dbURL string, o Options) string {
 	ca.HTTPPort, ca.ALPNPort = FreePort(t), FreePort(t)
 	listen := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 	health := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	ca.Health = health
 	ca.BaseURL = "https://" + listen
 	ca.Config = WriteConfig(t, ca.Dir, "hallmark", Config{
 		Top:                o.Top,
