@@ -369,7 +369,7 @@ func (s *Server) jobsPage(w http.ResponseWriter, r *http.Request, p principal) e
 		list = append(list, j)
 	}
 	s.render(w, r, p, http.StatusOK, "jobs", map[string]any{"Jobs": list, "Next": next, "Filter": f,
-		"Kinds":  []string{jobs.KindChallengeValidate, jobs.KindSignerIssue, jobs.KindSignerRevoke, jobs.KindCRLGenerate, jobs.KindHousekeeping, jobs.KindUpstreamRenewal},
+		"Kinds":  []string{jobs.KindChallengeValidate, jobs.KindSignerIssue, jobs.KindSignerRevoke, jobs.KindCRLGenerate, jobs.KindHousekeeping, jobs.KindUpstreamRenewal, jobs.KindNotifySend},
 		"States": []string{"available", "scheduled", "running", "retryable", "pending", "completed", "cancelled", "discarded"}})
 	return nil
 }

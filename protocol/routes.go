@@ -27,6 +27,8 @@ const (
 	pathCert       = "/acme/cert/"
 	pathCRL        = "/crl/"
 	pathIssuer     = "/issuer/"
+	// pathRelayToken serves relay backends' http-01 answers (relaytoken.go).
+	pathRelayToken = "/.well-known/acme-challenge/"
 )
 
 // URL builders. Every URL the server emits is built from server.base_url.
@@ -42,7 +44,8 @@ func (s *Server) certURL(serial string) string { return s.base + pathCert + seri
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // PublicHandler serves only what relying parties fetch over plain http —
-// CRLs and issuer certificates — for the frontend's public_http_listen.
+// CRLs and issuer certificates — and the http-01 answers of relay backends
+// for their upstream's validator, for the frontend's public_http_listen.
 // It never serves the ACME API.
 func (s *Server) PublicHandler() http.Handler {
 	r := mux.NewRouter()
@@ -56,6 +59,7 @@ func (s *Server) publicRoutes(r *mux.Router) {
 	methods := []string{http.MethodGet, http.MethodHead}
 	r.Handle(pathCRL+"{issuer}", s.instrument("crl", true, methodsOnly(methods, s.crl)))
 	r.Handle(pathIssuer+"{issuer}", s.instrument("issuer", true, methodsOnly(methods, s.issuerCert)))
+	r.Handle(pathRelayToken+"{token}", s.instrument("relay_token", true, methodsOnly(methods, s.relayToken)))
 }
 
 func (s *Server) routes() http.Handler {

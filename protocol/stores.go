@@ -21,6 +21,9 @@ type stores struct {
 	trail    interface { // trail.go: the issuance trail, and other audit events
 		AuditRecord(ctx context.Context, ev store.AuditEvent) error
 	}
+	relay interface { // relaytoken.go: a relay's upstream http-01 answers
+		RelayTokenGet(ctx context.Context, token string) (string, error)
+	}
 	blocked interface { // blockedkey.go: keys reported compromised
 		KeyBlockedBy(ctx context.Context, spkiHash []byte) (*store.BlockedKey, error)
 	}

@@ -191,10 +191,12 @@ type Store interface {
 	RateLimits // store/ratelimit.go: counts for the frontend's rate limits
 	RemoteRevocations
 	UpstreamOrders // store/upstreamorders.go: the relay backends' journal of upstream orders
+	RelayTokens    // store/relaytokens.go: the relay backends' http-01 answers, served by the frontend
 	BlockedKeys    // store/blockedkeys.go: keys reported compromised, never certified again
 	AdminViews     // store/adminviews.go: the admin panel's summaries
 	AdminSessions  // store/adminsessions.go: the admin panel's sign-ins
 	Trail          // store/trail.go: the issuance trail in the audit log
+	Notices        // store/notify.go: certificate_expiring, found by housekeeping
 	// Now is the database's clock.
 	Now(ctx context.Context) (time.Time, error)
 	Ping(ctx context.Context) error

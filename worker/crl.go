@@ -224,6 +224,7 @@ func (w *Worker) housekeeping(ctx context.Context, _ jobs.Job[jobs.HousekeepingA
 		}
 	}
 	w.pruneTrail(ctx, now)
+	w.notifyExpiring(ctx)
 	// A subject processing for longer than a job may take plus the rescue
 	// time, with no outstanding job, was stranded (its job was lost); one
 	// stranded after giveUpAfter of trying is abandoned.

@@ -63,8 +63,9 @@ type revokeStore interface {
 	AuditRecord(ctx context.Context, ev store.AuditEvent) error
 }
 
-// housekeepStore is housekeeping's (the trail's pruning too), with the
-// stranded subjects it and the job runner recover (jobs.Recover).
+// housekeepStore is housekeeping's (the trail's pruning and the expiry
+// notifications too), with the stranded subjects it and the job runner
+// recover (jobs.Recover).
 type housekeepStore interface {
 	leaseStore
 	jobs.Subjects
@@ -73,6 +74,7 @@ type housekeepStore interface {
 	KeySweep(ctx context.Context, since time.Time, margin time.Duration) (store.KeyBlockResult, error)
 	KeyHashBackfill(ctx context.Context, limit int) (hashed int, revoked store.KeyBlockResult, err error)
 	AuditPrune(ctx context.Context, before time.Time, limit int) (int64, error)
+	NotifyExpiring(ctx context.Context, days, limit int) (int, error)
 }
 
 // upstreamStore is upstream_renewal's (upstream.go).

@@ -39,7 +39,9 @@ type Worker struct {
 	baseURL     string               // the ACME API, for account URIs (CAA accounturi)
 	urlBase     string               // plain-http base of CRLs and issuer certificates
 	crlValidity time.Duration
-	crlLease    time.Duration // a CRL lease's length: how long a dead holder blocks the next CRL
+	notify      jobs.Handler[jobs.NotifySendArgs] // nil: no notify_send jobs here
+	expiryDays  []int                             // [notify] expiry_days
+	crlLease    time.Duration                     // a CRL lease's length: how long a dead holder blocks the next CRL
 	// crlTurn is one slot per issuer ID: this worker's CRL jobs for one
 	// issuer take turns. The lease keeps other workers out but is this
 	// worker's own for every job it runs, and two of its jobs side by side
@@ -92,6 +94,12 @@ type Options struct {
 	Issuers map[string]*signer.Issuer
 	// Backends are the mounted relay and custom backends by profile name.
 	Backends map[string]Backend
+	// Notify delivers notify_send jobs ([notify]); nil: this worker takes
+	// none (their queue is left to a worker that does).
+	Notify jobs.Handler[jobs.NotifySendArgs]
+	// ExpiryDays are [notify] expiry_days: housekeeping reports the
+	// certificates not renewed that many days before they expire.
+	ExpiryDays []int
 }
 
 // New builds a worker for cfg over st.
@@ -137,6 +145,8 @@ func New(cfg Config, st store.Store, opts Options) (*Worker, error) {
 		giveUpAfter:   max(time.Hour, 10*stranded),
 		conf:          cfg.Worker,
 		retention:     cfg.Audit.Retention(),
+		notify:        opts.Notify,
+		expiryDays:    opts.ExpiryDays,
 		log:           origin.Logger(opts.Logger), // a job's lines name its request
 		metrics:       newMetrics(),
 	}
@@ -186,6 +196,11 @@ func (w *Worker) Registry() (*jobs.Registry, error) {
 			return nil, err
 		}
 	}
+	if w.notify != nil {
+		if err := jobs.Register(reg, w.notify); err != nil {
+			return nil, err
+		}
+	}
 	return reg, nil
 }
 
@@ -193,6 +208,9 @@ func (w *Worker) Registry() (*jobs.Registry, error) {
 // plus the signing queue of every profile it mounts.
 func (w *Worker) Queues() []string {
 	qs := []string{jobs.QueueValidate, jobs.QueueMaintenance}
+	if w.notify != nil {
+		qs = append(qs, jobs.QueueNotify)
+	}
 	names := make([]string, 0, len(w.mounts))
 	for n := range w.mounts {
 		names = append(names, n)

@@ -28,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/jobs/notify"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/signer"
@@ -39,6 +40,7 @@ import (
 	"github.com/hallmark-ca/hallmark/tests/testdns"
 	"github.com/hallmark-ca/hallmark/tests/testworker"
 	"github.com/hallmark-ca/hallmark/worker"
+	"github.com/hallmark-ca/hallmark/worker/notifysend"
 )
 
 // rig is a real store, a real local CA and a started worker.
@@ -62,6 +64,8 @@ type rig struct {
 	backends map[string]worker.Backend
 	// log, when set, is the workers' logger.
 	log *slog.Logger
+	// notify, when set, delivers the notify_send jobs the store queues.
+	notify jobs.Handler[jobs.NotifySendArgs]
 }
 
 type rigOpts struct {
@@ -78,6 +82,9 @@ type rigOpts struct {
 	// rig's, as a key kept when its database was not.
 	issuer *signer.Issuer
 	log    *slog.Logger // the workers' logger; nil: slog's default
+	// notify, if set, is [notify]: the store queues its events and the
+	// workers deliver them.
+	notify *notify.Config
 }
 
 func newRig(t *testing.T, o rigOpts) *rig {
@@ -104,6 +111,14 @@ func newRig(t *testing.T, o rigOpts) *rig {
 		iss = localIssuer(t, "Worker Test")
 	}
 	r := &rig{st: db.Store, db: db, url: url, path: strings.TrimPrefix(url, "sqlite:"), cfg: cfg, issuer: iss, dns: dns, mount: o.mount, backends: o.backends, log: o.log}
+	if o.notify != nil {
+		db.NotifyRoute(o.notify.Route)
+		sender, err := notifysend.New(*o.notify, o.log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.notify = sender.Handle
+	}
 	r.runner = r.startWorker(t, "test-worker", iss, 0)
 	return r
 }
@@ -128,7 +143,7 @@ func (r *rig) startWorker(t *testing.T, id string, iss *signer.Issuer, maxWorker
 	if r.wrap != nil {
 		st = r.wrap(st)
 	}
-	w, err := worker.New(cfg, st, worker.Options{Issuers: issuers, Backends: backends, Logger: r.log})
+	w, err := worker.New(cfg, st, worker.Options{Issuers: issuers, Backends: backends, Logger: r.log, Notify: r.notify})
 	if err != nil {
 		t.Fatal(err)
 	}

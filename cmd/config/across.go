@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 
@@ -28,6 +29,11 @@ func (c Config) across() []error {
 	}
 	if c.Challenge.TimeoutMS >= c.Worker.JobTimeoutMS {
 		p.add("challenge.timeout_ms", "must be shorter than worker.job_timeout_ms (%d)", c.Worker.JobTimeoutMS)
+	}
+	for i, d := range c.Notify.Destinations {
+		if d.TimeoutMS >= c.Worker.JobTimeoutMS {
+			p.add(fmt.Sprintf("notify.destinations[%d].timeout_ms", i), "must be shorter than worker.job_timeout_ms (%d)", c.Worker.JobTimeoutMS)
+		}
 	}
 	c.reservedInDeny(&p)
 	c.signerProblems(&p)

@@ -56,6 +56,9 @@ func (c *Config) backendDefaults() {
 		}
 		if b.Type == "relay" && b.Challenge == "" {
 			b.Challenge = "http-01"
+			if b.ChallengeStrategy == "dns01" {
+				b.Challenge = "dns-01"
+			}
 		}
 		c.Backends[name] = b
 	}
@@ -68,6 +71,8 @@ func (c *Config) backendPaths(base string) {
 		b.Cert = rel(base, b.Cert)
 		b.AccountKey = rel(base, b.AccountKey)
 		b.CACert = rel(base, b.CACert)
+		b.TSIGSecretFile = rel(base, b.TSIGSecretFile)
+		b.EABHMACKeyFile = rel(base, b.EABHMACKeyFile)
 		for _, argv := range []*[]string{&b.IssueCommand, &b.RevokeCommand, &b.CRLCommand, &b.RenewalInfoCommand} {
 			if len(*argv) > 0 && strings.ContainsRune((*argv)[0], filepath.Separator) {
 				*argv = append([]string{rel(base, (*argv)[0])}, (*argv)[1:]...)
@@ -107,6 +112,14 @@ func (c Config) backendProblems() []error {
 		// longer could never answer in time.
 		if b.Type == "custom" && b.TimeoutMS >= c.Server.RequestTimeoutMS-1000 {
 			p.add(key+".timeout_ms", "must be shorter than server.request_timeout_ms - 1000 (%d), so a revocation can finish inside the request", c.Server.RequestTimeoutMS-1000)
+		}
+		// The record's propagation wait is spent inside the upstream order's
+		// time, before the upstream has even been asked to validate.
+		if b.Type == "relay" && b.ChallengeStrategy == "dns01" && b.TimeoutMS <= 1000*b.PropagationWait() {
+			p.add(key+".timeout_ms", "must be longer than propagation_wait_seconds (%d s): the upstream order waits for the record, then for the upstream's validation", b.PropagationWait())
+		}
+		if b.Type == "relay" && b.ChallengeStrategy == "http01" && c.Server.PublicHTTPListen == "" {
+			p.add(key+".challenge_strategy", "http01 answers are served by the frontend's public http listener; set server.public_http_listen (the upstream validates on port 80 of each name)")
 		}
 		if b.TimeoutMS >= c.Worker.JobTimeoutMS {
 			p.add(key+".timeout_ms", "must be shorter than worker.job_timeout_ms (%d)", c.Worker.JobTimeoutMS)

@@ -101,6 +101,54 @@ challenges = ["http-01"]
 type = "relay"
 directory_url = "ftp://x"
 `, []string{"backends.le.directory_url", "backends.le.account_key"}},
+		{"relay dns01 missing its settings", `
+[profiles.up]
+backend = "relay"
+signer = "le"
+validity_hours = 1
+challenges = ["http-01"]
+[backends.le]
+type = "relay"
+directory_url = "https://acme.example/dir"
+account_key = "a.key"
+challenge_strategy = "dns01"
+tsig_algorithm = "hmac-md5"
+timeout_ms = 5000
+propagation_wait_seconds = 5
+eab_kid = "kid-1"
+`, []string{"backends.le.dns_server", "backends.le.dns_zone", "backends.le.tsig_key_name", "backends.le.tsig_algorithm: must be one of hmac-sha256",
+			"backends.le.tsig_secret_file", "backends.le.timeout_ms: must be longer than propagation_wait_seconds (5 s)",
+			"backends.le.eab_kid: set both eab_kid and eab_hmac_key_file"}},
+		{"relay strategy unknown", `
+[profiles.up]
+backend = "relay"
+signer = "le"
+validity_hours = 1
+challenges = ["http-01"]
+[backends.le]
+type = "relay"
+directory_url = "https://acme.example/dir"
+account_key = "a.key"
+challenge_strategy = "telepathy"
+`, []string{"backends.le.challenge_strategy: must be bypass, dns01 or http01"}},
+		{"relay dns01 with another challenge", `
+[profiles.up]
+backend = "relay"
+signer = "le"
+validity_hours = 1
+challenges = ["http-01"]
+[backends.le]
+type = "relay"
+directory_url = "https://acme.example/dir"
+account_key = "a.key"
+challenge = "http-01"
+challenge_strategy = "dns01"
+dns_server = "127.0.0.1:53"
+dns_zone = "example.com"
+tsig_key_name = "k"
+tsig_algorithm = "hmac-sha256"
+tsig_secret_file = "k.secret"
+`, []string{"backends.le.challenge: challenge_strategy dns01 answers dns-01 challenges"}},
 		{"unknown key", `
 [backends.x]
 type = "relay"
@@ -130,5 +178,37 @@ pin = "1234"
 				}
 			}
 		})
+	}
+}
+
+// TestRelayDNS01Defaults: a dns01 relay that names no challenge answers
+// dns-01, and its secret files are found next to the configuration file.
+func TestRelayDNS01Defaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := load(t, `
+[profiles.up]
+backend = "relay"
+signer = "le"
+validity_hours = 1
+challenges = ["http-01"]
+[backends.le]
+type = "relay"
+directory_url = "https://acme.example/dir"
+account_key = "a.key"
+challenge_strategy = "dns01"
+dns_server = "127.0.0.1:53"
+dns_zone = "example.com"
+tsig_key_name = "k"
+tsig_algorithm = "hmac-sha256"
+tsig_secret_file = "k.secret"
+eab_kid = "kid-1"
+eab_hmac_key_file = "eab.key"
+`)
+	if err != nil {
+		t.Fatalf("a valid dns01 relay refused: %v", err)
+	}
+	b := cfg.Backends["le"]
+	if b.Challenge != "dns-01" || !filepath.IsAbs(b.TSIGSecretFile) || !filepath.IsAbs(b.EABHMACKeyFile) {
+		t.Errorf("defaults not applied: challenge %q, tsig_secret_file %q, eab_hmac_key_file %q", b.Challenge, b.TSIGSecretFile, b.EABHMACKeyFile)
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hallmark-ca/hallmark/admin/adminconf"
 	"github.com/hallmark-ca/hallmark/cmd/internal/process"
+	"github.com/hallmark-ca/hallmark/jobs/notify"
 	"github.com/hallmark-ca/hallmark/protocol/access"
 	"github.com/hallmark-ca/hallmark/protocol/policy"
 	"github.com/hallmark-ca/hallmark/protocol/profile"
@@ -43,6 +44,7 @@ type Config struct {
 	Profiles  map[string]profile.Profile `toml:"profiles"`
 	Limits    serverconf.Limits          `toml:"limits"` // rate limits, 0 = unlimited
 	Access    access.Config              `toml:"access"` // who may ask: the client access policy
+	Notify    notify.Config              `toml:"notify"`
 	// Backends are the named pkcs11, relay and custom signing backends.
 	Backends map[string]Backend `toml:"backends"`
 	// DefaultProfile is used when newOrder names none.
@@ -133,6 +135,7 @@ func (c *Config) derive() {
 	c.backendDefaults()
 	c.profileDefaults()
 	c.Limits = c.Limits.WithDefaults()
+	c.Notify.Defaults()
 	if c.Worker.ID == "" {
 		host, _ := os.Hostname()
 		c.Worker.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
@@ -192,7 +195,7 @@ func (c Config) problems() []error {
 		errs = append(errs, c.Profiles[n].Validate(n))
 	}
 	errs = append(errs, c.backendProblems()...)
-	errs = append(errs, c.Limits.Validate(), c.Admin.Validate(), c.Audit.Validate(), c.Access.Validate(), c.Log.Validate())
+	errs = append(errs, c.Limits.Validate(), c.Admin.Validate(), c.Audit.Validate(), c.Access.Validate(), c.Log.Validate(), c.Notify.Validate())
 	return append(errs, c.across()...)
 }
 

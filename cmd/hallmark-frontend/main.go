@@ -69,6 +69,7 @@ func run(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
+	db.NotifyRoute(cfg.Notify.Route)
 	process.LogAdvice(ctx, db, log)
 
 	reg := prometheus.NewRegistry()

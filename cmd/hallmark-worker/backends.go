@@ -47,12 +47,19 @@ func mountToken(cfg config.Config, name string) (*signer.Issuer, error) {
 	return iss, nil
 }
 
+// relayStore is what a relay keeps in the store: its journal of upstream
+// orders and its http-01 answers.
+type relayStore interface {
+	relay.Journal
+	relay.Tokens
+}
+
 // mountBackends builds the relay and custom backends of the profiles this
 // worker serves (worker.profiles, or all when empty). Profiles naming the
 // same [backends.<name>] share one backend. Neither contacts anything here.
 // A relay journals its upstream orders in journal (the store), so that a
 // retry on any worker resumes them.
-func mountBackends(cfg config.Config, log *slog.Logger, journal relay.Journal) (map[string]worker.Backend, error) {
+func mountBackends(cfg config.Config, log *slog.Logger, journal relayStore) (map[string]worker.Backend, error) {
 	want := map[string]bool{}
 	for _, p := range cfg.Worker.Profiles {
 		want[p] = true
@@ -72,7 +79,7 @@ func mountBackends(cfg config.Config, log *slog.Logger, journal relay.Journal) (
 		var err error
 		switch p.Backend {
 		case "relay":
-			b, err = relay.New(relay.Config{Relay: bc.Relay, Name: p.Signer, Timeout: bc.Timeout(), Logger: log, Journal: journal})
+			b, err = relay.New(relay.Config{Relay: bc.Relay, Name: p.Signer, Timeout: bc.Timeout(), Logger: log, Journal: journal, Tokens: journal})
 		case "custom":
 			b, err = custom.New(custom.Config{Custom: bc.Custom, Name: p.Signer, Timeout: bc.Timeout(), Logger: log})
 		}

@@ -95,6 +95,7 @@ func withSession(fn func(ctx context.Context, s *session, c *cli.Context) error)
 			return cli.Exit(fmt.Sprintf("%v; check database.url and that the database is reachable", err), exitError)
 		}
 		defer db.Close()
+		db.NotifyRoute(cfg.Notify.Route)
 		s := &session{cfg: cfg, db: db, st: db.Store, q: db.Queue, json: c.Bool("json"), out: c.App.Writer}
 		if s.out == nil {
 			s.out = os.Stdout

@@ -4,11 +4,12 @@
 // identifiers, finalizes it with the subscriber's CSR and returns the
 // upstream's chain. Revocation goes to the upstream's revokeCert.
 //
-// The upstream must grant its authorizations without the relay answering a
-// challenge (an account it pre-authorises, or a CA that trusts the relay):
-// Hallmark has already validated the subscriber. If an upstream
-// authorization is pending, the relay accepts its configured challenge type
-// and waits for the upstream's verdict.
+// Hallmark has already validated the subscriber; a pending upstream
+// authorization is won as challenge_strategy says (solve.go): "bypass"
+// accepts the configured challenge and waits (an upstream that
+// pre-authorises the account), "dns01" publishes the TXT record by TSIG-signed
+// RFC 2136 UPDATE (dns01.go), "http01" stores the answer in the store
+// (Tokens) for the frontend's public http listener to serve.
 //
 // Each upstream order is journaled in the store (Journal) under its
 // Hallmark order before it is finalized, so that a retry on any worker

@@ -54,12 +54,29 @@ type Config struct {
 	Transport http.RoundTripper
 	// Journal records the upstream orders placed (required).
 	Journal Journal
+	// Tokens holds the http-01 answers the frontend serves (required
+	// with challenge_strategy "http01"; the store is one).
+	Tokens Tokens
+}
+
+// Tokens is where the relay stores the key authorization of an upstream
+// http-01 token for the frontend's public http listener to serve, and
+// removes it once the authorization is decided (store.RelayTokens).
+type Tokens interface {
+	RelayTokenPut(ctx context.Context, backend, token, keyAuthorization string, ttl time.Duration) error
+	RelayTokenDelete(ctx context.Context, token string) error
 }
 
 // Backend relays orders to the upstream CA.
 type Backend struct {
 	cfg    Config
 	client *xacme.Client
+	// dns publishes the dns-01 records (challenge_strategy "dns01"),
+	// nil otherwise.
+	dns *dnsPublisher
+	// eab binds the upstream account at registration (eab_kid), nil
+	// for none.
+	eab *xacme.ExternalAccountBinding
 
 	mu         sync.Mutex
 	registered bool
@@ -114,11 +131,23 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.Transport != nil {
 		rt = cfg.Transport
 	}
-	return &Backend{cfg: cfg, client: &xacme.Client{
+	b := &Backend{cfg: cfg, client: &xacme.Client{
 		Key: key, DirectoryURL: cfg.DirectoryURL,
 		HTTPClient: &http.Client{Transport: rt, Timeout: cfg.Timeout},
 		UserAgent:  "hallmark-relay",
-	}}, nil
+	}}
+	if b.eab, err = binding(cfg.Name, cfg.Relay); err != nil {
+		return nil, err
+	}
+	if cfg.ChallengeStrategy == "http01" && cfg.Tokens == nil {
+		return nil, fmt.Errorf("backends.%s: challenge_strategy http01 was built without a store for its http-01 answers", cfg.Name)
+	}
+	if cfg.ChallengeStrategy == "dns01" {
+		if b.dns, err = newDNSPublisher(cfg.Name, cfg.Relay); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }
 
 // IssuerID names the backend in certificate rows.
@@ -147,7 +176,7 @@ func (b *Backend) register(ctx context.Context) (string, error) {
 		}
 		contact = append(contact, c)
 	}
-	_, err := b.client.Register(ctx, &xacme.Account{Contact: contact}, xacme.AcceptTOS)
+	_, err := b.client.Register(ctx, &xacme.Account{Contact: contact, ExternalAccountBinding: b.eab}, xacme.AcceptTOS)
 	if err != nil && !errors.Is(err, xacme.ErrAccountAlreadyExists) {
 		return "", b.classify("registering the upstream account", err)
 	}
@@ -246,20 +275,8 @@ func (b *Backend) obtain(ctx context.Context, account string, r signer.Request, 
 		if z.Status != xacme.StatusPending {
 			continue
 		}
-		var chal *xacme.Challenge
-		for _, c := range z.Challenges {
-			if c.Type == b.cfg.Challenge {
-				chal = c
-			}
-		}
-		if chal == nil {
-			return nil, acme.New(acme.ProblemRejectedIdentifier, "the upstream CA offers no %s challenge for %s", b.cfg.Challenge, z.Identifier.Value)
-		}
-		if _, err := b.client.Accept(ctx, chal); err != nil {
-			return nil, b.classify("accepting an upstream challenge", err)
-		}
-		if _, err := b.client.WaitAuthorization(ctx, u); err != nil {
-			return nil, b.classify("waiting for an upstream authorization", err)
+		if err := b.authorize(ctx, z); err != nil {
+			return nil, err
 		}
 	}
 	o, err = b.client.WaitOrder(ctx, orderURL)

@@ -10,7 +10,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -109,7 +111,43 @@ type Relay struct {
 	// upstream's renewal windows (RFC 9773) asks the upstream about; 0 is
 	// relay.DefaultRenewalInfoPerRun.
 	RenewalInfoPerRun int `toml:"renewal_info_per_run"`
+	// ChallengeStrategy is how the relay answers the upstream's
+	// challenges: "bypass" (or empty: accept and wait, for an upstream
+	// that grants the account itself), "dns01" (publish the TXT record
+	// by RFC 2136 UPDATE signed with TSIG) or "http01" (the frontend's
+	// public http listener serves the answer the worker stores).
+	ChallengeStrategy string `toml:"challenge_strategy"`
+	// DNS01 settings: the authoritative server ("host:port") that takes
+	// the updates and answers the polls, the zone updated, the TSIG key's
+	// name, algorithm and secret file (base64), and how long to wait for
+	// the record to be served before answering the challenge.
+	DNSServer              string `toml:"dns_server"`
+	DNSZone                string `toml:"dns_zone"`
+	TSIGKeyName            string `toml:"tsig_key_name"`
+	TSIGAlgorithm          string `toml:"tsig_algorithm"`
+	TSIGSecretFile         string `toml:"tsig_secret_file"`
+	PropagationWaitSeconds int    `toml:"propagation_wait_seconds"`
+	// EABKID and EABHMACKeyFile bind the upstream account to an account
+	// the upstream CA issued (RFC 8555 §7.3.4): the key ID and a file
+	// holding the base64url HMAC key.
+	EABKID         string `toml:"eab_kid"`
+	EABHMACKeyFile string `toml:"eab_hmac_key_file"`
 }
+
+// DefaultPropagationWaitSeconds is propagation_wait_seconds when the file
+// sets none.
+const DefaultPropagationWaitSeconds = 10
+
+// PropagationWait is propagation_wait_seconds, or its default.
+func (b Relay) PropagationWait() int {
+	if b.PropagationWaitSeconds > 0 {
+		return b.PropagationWaitSeconds
+	}
+	return DefaultPropagationWaitSeconds
+}
+
+// TSIGAlgorithms are the tsig_algorithm values the relay signs with.
+var TSIGAlgorithms = []string{"hmac-sha256", "hmac-sha384", "hmac-sha512", "hmac-sha224", "hmac-sha1"}
 
 // Validate reports every problem of the relay backend at key
 // ("backends.<name>"), each naming its key.
@@ -127,7 +165,46 @@ func (b Relay) Validate(key string) error {
 	if b.RenewalInfoPerRun < 0 {
 		p.add(key+".renewal_info_per_run", "must be positive (0 takes the default, 100), got %d", b.RenewalInfoPerRun)
 	}
+	if (b.EABKID == "") != (b.EABHMACKeyFile == "") {
+		p.add(key+".eab_kid", "set both eab_kid and eab_hmac_key_file, or neither")
+	}
+	switch b.ChallengeStrategy {
+	case "", "bypass":
+	case "dns01":
+		b.validateDNS01(key, &p)
+	case "http01":
+		if b.Challenge != "http-01" {
+			p.add(key+".challenge", "challenge_strategy http01 answers http-01 challenges; set challenge = \"http-01\", got %q", b.Challenge)
+		}
+	default:
+		p.add(key+".challenge_strategy", "must be bypass, dns01 or http01, got %q", b.ChallengeStrategy)
+	}
 	return errors.Join(p...)
+}
+
+// validateDNS01 checks the settings challenge_strategy = "dns01" needs.
+func (b Relay) validateDNS01(key string, p *problems) {
+	if b.Challenge != "dns-01" {
+		p.add(key+".challenge", "challenge_strategy dns01 answers dns-01 challenges; set challenge = \"dns-01\", got %q", b.Challenge)
+	}
+	if _, port, err := net.SplitHostPort(b.DNSServer); err != nil || port == "" {
+		p.add(key+".dns_server", "the authoritative server that takes the updates, as host:port (e.g. \"ns1.example.com:53\"), is required; got %q", b.DNSServer)
+	}
+	if b.DNSZone == "" {
+		p.add(key+".dns_zone", "the zone the _acme-challenge records are added to is required")
+	}
+	if b.TSIGKeyName == "" {
+		p.add(key+".tsig_key_name", "the TSIG key's name is required (updates are always signed)")
+	}
+	if !slices.Contains(TSIGAlgorithms, strings.TrimSuffix(strings.ToLower(b.TSIGAlgorithm), ".")) {
+		p.add(key+".tsig_algorithm", "must be one of %s, got %q", strings.Join(TSIGAlgorithms, ", "), b.TSIGAlgorithm)
+	}
+	if b.TSIGSecretFile == "" {
+		p.add(key+".tsig_secret_file", "the file holding the TSIG secret (base64) is required; the secret is never written in the configuration")
+	}
+	if b.PropagationWaitSeconds < 0 {
+		p.add(key+".propagation_wait_seconds", "must be positive (0 takes the default, 10), got %d", b.PropagationWaitSeconds)
+	}
 }
 
 // Custom is a [backends.<name>] of type custom: the operator's executables

@@ -214,3 +214,12 @@ func Status(ctx context.Context, url string) (MigrationStatus, error) {
 	defer db.Close()
 	return db.MigrationStatus(ctx)
 }
+
+// NotifyRoute makes the store queue a notify_send job per destination of
+// each event it writes ([notify]; notify.Config.Route), in the write's
+// own transaction. Call it before the store is used.
+func (db *DB) NotifyRoute(route func(event string) []string) {
+	if s, ok := db.Store.(interface{ NotifyRoute(func(string) []string) }); ok {
+		s.NotifyRoute(route)
+	}
+}

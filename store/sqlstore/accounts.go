@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hallmark-ca/hallmark/jobs/notify"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
 )
@@ -171,6 +172,9 @@ WHERE account_id = $1 AND status IN ('pending', 'valid')`, id); err != nil {
 			}
 			if _, err := t.exec(ctx, `UPDATE orders SET status = 'invalid', error = $2, updated_at = {now}
 WHERE account_id = $1 AND status IN ('pending', 'ready', 'processing')`, id, pt); err != nil {
+				return err
+			}
+			if err := s.notify(ctx, t, eventNotice(notify.AccountDeactivated, store.AuditEvent{Subject: id})); err != nil {
 				return err
 			}
 		}

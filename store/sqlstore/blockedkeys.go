@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/jobs/notify"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -240,6 +241,9 @@ func (s *Store) revokeOfKey(ctx context.Context, t *txn, k store.BlockedKey, cer
 		return nil, nil, err
 	}
 	if err := s.revokeManyJobs(ctx, t, revoked); err != nil {
+		return nil, nil, err
+	}
+	if err := s.notifyCerts(ctx, t, notify.CertificateRevoked, revoked, ev); err != nil {
 		return nil, nil, err
 	}
 	return revoked, queued, nil

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/jobs/notify"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -217,6 +218,9 @@ SELECT serial, issuer_id, revoked_at, revocation_reason FROM certificates WHERE 
 			return err
 		}
 		if err := s.audit(ctx, t, ev); err != nil {
+			return err
+		}
+		if err := s.notify(ctx, t, certNotice(notify.CertificateRevoked, out, ev)); err != nil {
 			return err
 		}
 		if err := s.enqueue(ctx, t, jobs.CRLGenerateArgs{IssuerID: out.IssuerID}); err != nil {

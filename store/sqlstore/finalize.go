@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/jobs/notify"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
 )
@@ -100,6 +101,15 @@ func (s *Store) OrderIssued(ctx context.Context, in store.Issued) error {
 		// order (on PostgreSQL, one whose statements ran before newOrder
 		// committed it) leaves it processing, and the certificate is not
 		// recorded; ErrUnauthorized tells the worker to fail the order.
+		// Its notifications go first: the batch carries the COMMIT, and a
+		// swap that loses rolls them back with it.
+		var issuedEv store.AuditEvent
+		if in.Trail != nil {
+			issuedEv = *in.Trail
+		}
+		if err := s.notify(ctx, t, certNotice(notify.CertificateIssued, &in.Certificate, issuedEv)); err != nil {
+			return err
+		}
 		var b batch
 		moved := b.exec("", orderIssuedSQL, in.OrderID, in.Certificate.Serial)
 		var status string

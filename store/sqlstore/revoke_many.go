@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/jobs/notify"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -55,7 +56,12 @@ func (s *Store) RevokeMany(ctx context.Context, serials []string, reason int, ev
 			return err
 		}
 		b := s.revokeManyRecords(out, ev)
-		if _, err = t.sendAhead(ctx, b, func() error { return s.revokeManyJobs(ctx, t, out) }); err != nil {
+		if _, err = t.sendAhead(ctx, b, func() error {
+			if err := s.notifyCerts(ctx, t, notify.CertificateRevoked, out, ev); err != nil {
+				return err
+			}
+			return s.revokeManyJobs(ctx, t, out)
+		}); err != nil {
 			return err
 		}
 		if reason == store.ReasonKeyCompromise {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/jobs/notify"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -24,6 +25,9 @@ func (s *Store) RevokeRecorded(ctx context.Context, serial string, reason int, e
 			return fmt.Errorf("recording the revocation of certificate %s: it was already revoked: %w", serial, store.ErrConflict)
 		}
 		if err := s.audit(ctx, t, ev); err != nil {
+			return err
+		}
+		if err := s.notify(ctx, t, certNotice(notify.CertificateRevoked, c, ev)); err != nil {
 			return err
 		}
 		if reason == store.ReasonKeyCompromise {

@@ -25,6 +25,8 @@ type Store struct {
 	mem *memNonces
 	// issuers are those this store has registered (issuers.go).
 	issuers registered
+	// route names the destinations of each event ([notify]); nil: none.
+	route func(event string) []string
 }
 
 var _ store.Store = (*Store)(nil)

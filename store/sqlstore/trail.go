@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hallmark-ca/hallmark/jobs/notify"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
 )
@@ -80,7 +81,12 @@ func (s *Store) AccountCreateTrailed(ctx context.Context, a *store.Account, keyI
 		if e.Actor == "" {
 			e.Actor = "acme:" + id
 		}
-		return s.audit(ctx, t, e)
+		if err := s.audit(ctx, t, e); err != nil {
+			return err
+		}
+		n := eventNotice(notify.AccountCreated, e)
+		n.Account = id
+		return s.notify(ctx, t, n)
 	}
 	if keyID == "" {
 		return s.accountCreate(ctx, a, record)

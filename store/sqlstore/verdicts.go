@@ -71,6 +71,13 @@ func (s *Store) verdict(ctx context.Context, t *txn, challengeID string, status 
 	// tables never analysed (a fresh database, autovacuum behind) it
 	// walked every pending order through orders_status_idx to move one
 	// (TestVerdictPlans: 20,000 read).
+	if status == acme.StatusInvalid {
+		// Before the batch, which carries the COMMIT: a lost swap rolls
+		// the notification back with the verdict.
+		if err := s.notify(ctx, t, challengeNotice(challengeID, p, trail)); err != nil {
+			return err
+		}
+	}
 	var b batch
 	b.exec("", verdictLockSQL, challengeID)
 	var moved string

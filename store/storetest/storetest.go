@@ -116,6 +116,7 @@ var contract = []struct {
 	{"OrderReplaces", testOrderReplaces},
 	{"UpstreamRenewals", testUpstreamRenewals},
 	{"UpstreamOrders", testUpstreamOrders},
+	{"RelayTokens", testRelayTokens},
 	{"UpstreamOrdersConcurrent", testUpstreamOrdersConcurrent},
 	{"EABBindOnce", testEABBindOnce},
 	{"AuthzCreate", testAuthzCreate},

@@ -41,6 +41,7 @@ var never = []struct{ from, to, why string }{
 	{"protocol/access/...", module + "/protocol", "the access policy is shared by the frontend and the CLI's explain: it never links the HTTP frontend"},
 	{"protocol/access/...", module + "/store", "the access policy reads an account's binding through what the frontend or the CLI hands it, never the store"},
 	{"cmd/hallmark-load", module + "/...", "the load generator is an outside ACME client: it measures the built binaries and links none of their code"},
+	{"cmd/hallmark-frontend", module + "/worker/notifysend", "the frontend queues notifications; only the worker delivers them"},
 }
 
 // exempt are the imports a rule of never lets through: the configuration

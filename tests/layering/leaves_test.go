@@ -15,6 +15,7 @@ var leaves = []struct{ pkg, why string }{
 	{"store/redact", "redact is linked by every binary"},
 	{"protocol/profile", "the profile is shared by the frontend, the worker and the signer"},
 	{"protocol/origin", "who asked rides from the frontend through jobs and the store to the worker"},
+	{"jobs/notify", "[notify] and its events: every binary that writes an event routes it"},
 	{"protocol/serverconf", "a configuration leaf every binary links"},
 	{"admin/adminconf", "a configuration leaf every binary links: the worker and the CLI link no panel"},
 	{"signer/signerconf", "a configuration leaf every binary links (exempt)"},

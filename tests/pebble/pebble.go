@@ -6,6 +6,7 @@
 package pebble
 
 import (
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -86,11 +87,30 @@ func Binary() (string, error) {
 	return binary, buildErr
 }
 
+// Options change how Pebble runs; the zero value is Start's.
+type Options struct {
+	// DNSServer ("127.0.0.1:port"), when set, switches validation on:
+	// Pebble resolves the challenges' names through it (-dnsserver).
+	DNSServer string
+	// EABKeys, when set, makes external account binding required: each
+	// key ID with its base64url HMAC key.
+	EABKeys map[string]string
+	// HTTPPort is the port Pebble's validator connects to for http-01
+	// (default 5002).
+	HTTPPort int
+}
+
 // Start runs Pebble with validation switched off (PEBBLE_VA_ALWAYS_VALID:
 // the relay's subscriber was validated by Hallmark) and no random nonce
 // rejection, until the test ends. Without a Pebble it fails in CI and skips
 // loudly elsewhere.
 func Start(t testing.TB) *Server {
+	t.Helper()
+	return StartWith(t, Options{})
+}
+
+// StartWith runs Pebble as Start does, changed by o.
+func StartWith(t testing.TB, o Options) *Server {
 	t.Helper()
 	bin, err := Binary()
 	if err != nil {
@@ -102,12 +122,16 @@ func Start(t testing.TB) *Server {
 	dir := t.TempDir()
 	caFile, certFile, keyFile := tlsFiles(t, dir)
 	listen, mgmt := freeAddr(t), freeAddr(t)
-	cfg := map[string]any{"pebble": map[string]any{
+	pcfg := map[string]any{
 		"listenAddress": listen, "managementListenAddress": mgmt,
 		"certificate": certFile, "privateKey": keyFile,
-		"httpPort": 5002, "tlsPort": 5001, "ocspResponderURL": "",
-		"externalAccountBindingRequired": false,
-	}}
+		"httpPort": cmp.Or(o.HTTPPort, 5002), "tlsPort": 5001, "ocspResponderURL": "",
+		"externalAccountBindingRequired": len(o.EABKeys) > 0,
+	}
+	if len(o.EABKeys) > 0 {
+		pcfg["externalAccountMACKeys"] = o.EABKeys
+	}
+	cfg := map[string]any{"pebble": pcfg}
 	data, _ := json.Marshal(cfg)
 	cfgFile := filepath.Join(dir, "pebble.json")
 	if err := os.WriteFile(cfgFile, data, 0o600); err != nil {
@@ -117,8 +141,15 @@ func Start(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-config", cfgFile, "-strict=false")
-	cmd.Env = append(os.Environ(), "PEBBLE_VA_ALWAYS_VALID=1", "PEBBLE_WFE_NONCEREJECT=0", "PEBBLE_VA_NOSLEEP=1", "PEBBLE_AUTHZREUSE=0")
+	args := []string{"-config", cfgFile, "-strict=false"}
+	env := append(os.Environ(), "PEBBLE_WFE_NONCEREJECT=0", "PEBBLE_VA_NOSLEEP=1", "PEBBLE_AUTHZREUSE=0")
+	if o.DNSServer != "" {
+		args = append(args, "-dnsserver", o.DNSServer)
+	} else {
+		env = append(env, "PEBBLE_VA_ALWAYS_VALID=1")
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

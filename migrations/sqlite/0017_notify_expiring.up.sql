@@ -1,0 +1,10 @@
+-- certificate_expiring is reported once per certificate and threshold
+-- ([notify] expiry_days): housekeeping records here, in the transaction
+-- that queues the notification, which thresholds a certificate has been
+-- reported at.
+CREATE TABLE notify_expiring (
+    serial text NOT NULL,
+    days   integer NOT NULL,
+    at     integer NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000000 AS INTEGER)),
+    PRIMARY KEY (serial, days)
+);
