@@ -11,6 +11,7 @@ import (
 	"github.com/hallmark-ca/hallmark/admin/operator"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/store/storetest"
 )
 
 // TestAbandonAfterVerdict: the panel's Abandon on the job of a challenge
@@ -47,7 +48,7 @@ func TestAbandonAfterVerdict(t *testing.T) {
 	}
 
 	flash, evs := press()
-	if ch, err := st.ChallengeByID(ctx, challengeID); err != nil || ch.Status != acme.StatusValid {
+	if ch, err := storetest.ChallengeByID(ctx, st, challengeID); err != nil || ch.Status != acme.StatusValid {
 		t.Fatalf("challenge after abandon: %+v, %v; want valid", ch, err)
 	}
 	if strings.Contains(flash, "failed") || !strings.Contains(flash, "already had its verdict") {

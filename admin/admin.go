@@ -13,8 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hallmark-ca/hallmark/admin/operator"
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/profile"
+	"github.com/hallmark-ca/hallmark/protocol/renewal"
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/store"
 )
@@ -52,7 +54,7 @@ type Options struct {
 
 // Server is the admin panel.
 type Server struct {
-	st      store.Store
+	st      stores // the store, through the part each handler uses
 	q       jobs.Queue
 	rev     *revocation.Service
 	auth    *auth
@@ -64,6 +66,32 @@ type Server struct {
 	log     *slog.Logger
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
+}
+
+// stores is the store as the panel's sign-in (admin.go, login.go) and its
+// pages (pages.go) see it; New fills both from Options.Store.
+type stores struct {
+	sessions store.AdminSessions
+	pages    pageStore
+}
+
+// pageStore is what the pages read, and the operator actions, the CRL
+// judgement and the renewal window they share with the CLI take.
+type pageStore interface {
+	store.AdminViews
+	store.CRLReader
+	operator.Store
+	renewal.Store
+	AccountsList(ctx context.Context, p store.Page) ([]*store.Account, string, error)
+	AuditFind(ctx context.Context, f store.AuditFilter, p store.Page) ([]store.AuditEvent, string, error)
+	AuthzByID(ctx context.Context, id string) (*store.Authorization, error)
+	CertificateBySerial(ctx context.Context, serial string) (*store.Certificate, error)
+	CertificatesList(ctx context.Context, f store.CertFilter, p store.Page) ([]*store.Certificate, string, error)
+	KeysBlocked(ctx context.Context, limit int) ([]store.BlockedKey, error)
+	Now(ctx context.Context) (time.Time, error)
+	OrderByID(ctx context.Context, id string) (*store.Order, error)
+	OrdersList(ctx context.Context, f store.OrderFilter, p store.Page) ([]*store.Order, string, error)
+	UpstreamOrdersOf(ctx context.Context, orderID string) ([]store.UpstreamOrder, error)
 }
 
 // New builds the panel. It refuses a token shorter than MinTokenLength.
@@ -78,7 +106,7 @@ func New(o Options) (*Server, error) {
 		o.Logger = slog.Default()
 	}
 	a := newAuth(o.Token, o.SecureCookies)
-	s := &Server{st: o.Store, q: o.Queue, rev: o.Revoker, auth: a, limit: newLimiter(func() time.Time { return a.now() }),
+	s := &Server{st: stores{sessions: o.Store, pages: o.Store}, q: o.Queue, rev: o.Revoker, auth: a, limit: newLimiter(func() time.Time { return a.now() }),
 		crlBase: strings.TrimRight(o.CRLBase, "/"), wait: o.RevokeWait, profs: o.Profiles, version: o.Version, log: o.Logger, mux: http.NewServeMux()}
 	if err := s.parseTemplates(); err != nil {
 		return nil, err
@@ -168,7 +196,7 @@ func (s *Server) authed(h handlerFunc) http.Handler {
 		if ok && p.session != "" {
 			// The cookie's MAC says the panel minted it; the row says it
 			// has not been signed out (on any replica) or expired.
-			op, err := s.st.AdminSessionOperator(r.Context(), sessionKey(p.session))
+			op, err := s.st.sessions.AdminSessionOperator(r.Context(), sessionKey(p.session))
 			switch {
 			case errors.Is(err, store.ErrNotFound) || (err == nil && op != p.user):
 				ok = false
@@ -288,7 +316,7 @@ func (s *Server) redirectNotice(w http.ResponseWriter, r *http.Request, p princi
 // loudly but does not undo the action, which already happened.
 func (s *Server) record(ctx context.Context, p principal, action, subject, detail string) {
 	ev := store.AuditEvent{Actor: "admin:" + p.user, Action: action, Subject: subject, Detail: detail}
-	if err := s.st.AuditRecord(ctx, ev); err != nil {
+	if err := s.st.pages.AuditRecord(ctx, ev); err != nil {
 		s.log.Error("admin: recording an audit event failed", "action", action, "subject", subject, "user", p.user, "err", err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/open"
+	"github.com/hallmark-ca/hallmark/store/storetest"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
 
@@ -368,7 +369,7 @@ func TestAbandonJob(t *testing.T) {
 	if resp.StatusCode != 303 {
 		t.Fatalf("abandon: %d\n%s", resp.StatusCode, body)
 	}
-	ch, err := st.ChallengeByID(ctx, challengeID)
+	ch, err := storetest.ChallengeByID(ctx, st, challengeID)
 	if err != nil || ch.Status != acme.StatusInvalid || ch.Error == nil || ch.Error.Type != acme.ProblemServerInternal {
 		t.Fatalf("challenge after abandon = %+v, %v; want invalid with serverInternal", ch, err)
 	}

@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hallmark-ca/hallmark/admin/adminconf"
 	"github.com/hallmark-ca/hallmark/store/redact"
 )
 
@@ -36,7 +36,7 @@ const (
 
 // LoadToken reads the operator token named by the [admin] section: the
 // file's contents (trimmed) or else the environment variable's value.
-func LoadToken(a Config) (string, error) {
+func LoadToken(a adminconf.Config) (string, error) {
 	var tok string
 	switch {
 	case a.TokenFile != "":
@@ -58,36 +58,6 @@ func LoadToken(a Config) (string, error) {
 	}
 	redact.Add(tok)
 	return tok, nil
-}
-
-// Config is the operator panel's own listener, [admin]. Empty Listen
-// disables it.
-type Config struct {
-	Listen    string `toml:"listen"`
-	TokenFile string `toml:"token_file"`
-	TokenEnv  string `toml:"token_env"`
-	// SecureCookies marks the panel's cookies Secure, so a browser sends
-	// them only over HTTPS. Default false: the listener speaks plain HTTP
-	// (loopback or a management network); set it when a TLS-terminating
-	// proxy serves the panel.
-	SecureCookies bool `toml:"secure_cookies"`
-}
-
-// Validate reports the problems of [admin] when the panel is enabled, each
-// naming its key: a listener address and a token to check operators
-// against.
-func (c Config) Validate() error {
-	if c.Listen == "" {
-		return nil
-	}
-	var errs []error
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		errs = append(errs, fmt.Errorf("admin.listen: must be host:port: %v", err))
-	}
-	if c.TokenFile == "" && c.TokenEnv == "" {
-		errs = append(errs, errors.New("admin.token_file: the admin panel needs a token: set admin.token_file or admin.token_env"))
-	}
-	return errors.Join(errs...)
 }
 
 // auth checks credentials and mints and checks sessions and CSRF tokens.

@@ -55,7 +55,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cookie, id := s.auth.mintSession(user)
-	if err := s.st.AdminSessionCreate(r.Context(), sessionKey(id), user, sessionTTL); err != nil {
+	if err := s.st.sessions.AdminSessionCreate(r.Context(), sessionKey(id), user, sessionTTL); err != nil {
 		s.fail(w, r, principal{}, err)
 		return
 	}
@@ -74,7 +74,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 func (s *Server) logout(w http.ResponseWriter, r *http.Request, p principal) error {
 	http.SetCookie(w, s.auth.cookie(sessionCookie, "", -1))
 	if p.session != "" {
-		if err := s.st.AdminSessionEnd(r.Context(), sessionKey(p.session)); err != nil {
+		if err := s.st.sessions.AdminSessionEnd(r.Context(), sessionKey(p.session)); err != nil {
 			return err
 		}
 	}

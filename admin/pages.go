@@ -121,11 +121,11 @@ type crlRow struct {
 
 func (s *Server) overview(w http.ResponseWriter, r *http.Request, p principal) error {
 	ctx := r.Context()
-	counts, err := s.st.Counts(ctx)
+	counts, err := s.st.pages.Counts(ctx)
 	if err != nil {
 		return err
 	}
-	depth, err := s.st.QueueDepth(ctx)
+	depth, err := s.st.pages.QueueDepth(ctx)
 	if err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, p principal) e
 	if err != nil {
 		return err
 	}
-	activity, err := s.st.Activity(ctx, chartHours)
+	activity, err := s.st.pages.Activity(ctx, chartHours)
 	if err != nil {
 		return err
 	}
@@ -156,11 +156,11 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, p principal) e
 
 func (s *Server) crlRows(r *http.Request) ([]crlRow, error) {
 	ctx := r.Context()
-	issuers, err := s.st.Issuers(ctx)
+	issuers, err := s.st.pages.Issuers(ctx)
 	if err != nil {
 		return nil, err
 	}
-	now, err := s.st.Now(ctx)
+	now, err := s.st.pages.Now(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +171,7 @@ func (s *Server) crlRows(r *http.Request) ([]crlRow, error) {
 			row.URL = s.crlBase + "/crl/" + id
 		}
 		// The CLI's reads and rule, so the two never disagree.
-		h, err := store.JudgeIssuerCRL(ctx, s.st, id, now)
+		h, err := store.JudgeIssuerCRL(ctx, s.st.pages, id, now)
 		if err != nil {
 			return nil, err
 		}
@@ -193,7 +193,7 @@ func (s *Server) crls(w http.ResponseWriter, r *http.Request, p principal) error
 // --- accounts ---
 
 func (s *Server) accounts(w http.ResponseWriter, r *http.Request, p principal) error {
-	list, next, err := s.st.AccountsList(r.Context(), pageOf(r))
+	list, next, err := s.st.pages.AccountsList(r.Context(), pageOf(r))
 	if err != nil {
 		return pageErr(err)
 	}
@@ -203,15 +203,15 @@ func (s *Server) accounts(w http.ResponseWriter, r *http.Request, p principal) e
 
 func (s *Server) account(w http.ResponseWriter, r *http.Request, p principal) error {
 	ctx := r.Context()
-	a, err := s.st.AccountByID(ctx, r.PathValue("id"))
+	a, err := s.st.pages.AccountByID(ctx, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	orders, moreOrders, err := s.st.OrdersList(ctx, store.OrderFilter{AccountID: a.ID}, store.Page{Limit: 10})
+	orders, moreOrders, err := s.st.pages.OrdersList(ctx, store.OrderFilter{AccountID: a.ID}, store.Page{Limit: 10})
 	if err != nil {
 		return err
 	}
-	certs, moreCerts, err := s.st.CertificatesList(ctx, store.CertFilter{AccountID: a.ID}, store.Page{Limit: 10})
+	certs, moreCerts, err := s.st.pages.CertificatesList(ctx, store.CertFilter{AccountID: a.ID}, store.Page{Limit: 10})
 	if err != nil {
 		return err
 	}
@@ -225,7 +225,7 @@ func (s *Server) account(w http.ResponseWriter, r *http.Request, p principal) er
 func (s *Server) orders(w http.ResponseWriter, r *http.Request, p principal) error {
 	q := r.URL.Query()
 	f := store.OrderFilter{AccountID: strings.TrimSpace(q.Get("account")), Identifier: strings.ToLower(strings.TrimSpace(q.Get("identifier"))), Status: acme.Status(q.Get("status"))}
-	list, next, err := s.st.OrdersList(r.Context(), f, pageOf(r))
+	list, next, err := s.st.pages.OrdersList(r.Context(), f, pageOf(r))
 	if err != nil {
 		return pageErr(err)
 	}
@@ -236,13 +236,13 @@ func (s *Server) orders(w http.ResponseWriter, r *http.Request, p principal) err
 
 func (s *Server) order(w http.ResponseWriter, r *http.Request, p principal) error {
 	ctx := r.Context()
-	o, err := s.st.OrderByID(ctx, r.PathValue("id"))
+	o, err := s.st.pages.OrderByID(ctx, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
 	var authzs []*store.Authorization
 	for _, id := range o.AuthzIDs {
-		a, err := s.st.AuthzByID(ctx, id)
+		a, err := s.st.pages.AuthzByID(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -250,7 +250,7 @@ func (s *Server) order(w http.ResponseWriter, r *http.Request, p principal) erro
 	}
 	// A relay's upstream orders: where its certificate came from, or for
 	// a failed order where an unstored upstream certificate may be.
-	upstream, err := s.st.UpstreamOrdersOf(ctx, o.ID)
+	upstream, err := s.st.pages.UpstreamOrdersOf(ctx, o.ID)
 	if err != nil {
 		return err
 	}
@@ -281,7 +281,7 @@ func (s *Server) certs(w http.ResponseWriter, r *http.Request, p principal) erro
 		http.Redirect(w, r, "/certs/"+url.PathEscape(serial), http.StatusSeeOther)
 		return nil
 	}
-	list, next, err := s.st.CertificatesList(r.Context(), f, pageOf(r))
+	list, next, err := s.st.pages.CertificatesList(r.Context(), f, pageOf(r))
 	if err != nil {
 		return pageErr(err)
 	}
@@ -293,12 +293,12 @@ func (s *Server) certs(w http.ResponseWriter, r *http.Request, p principal) erro
 func ptr[T any](v T) *T { return &v }
 
 func (s *Server) cert(w http.ResponseWriter, r *http.Request, p principal) error {
-	c, err := s.st.CertificateBySerial(r.Context(), r.PathValue("serial"))
+	c, err := s.st.pages.CertificateBySerial(r.Context(), r.PathValue("serial"))
 	if err != nil {
 		return err
 	}
 	// What its ARI clients are told (renewalInfo's own rule).
-	win, err := renewal.Suggested(r.Context(), s.st, c, s.profs[c.Profile])
+	win, err := renewal.Suggested(r.Context(), s.st.pages, c, s.profs[c.Profile])
 	if err != nil {
 		return err
 	}
@@ -353,7 +353,7 @@ func (s *Server) jobsPage(w http.ResponseWriter, r *http.Request, p principal) e
 	ctx := r.Context()
 	q := r.URL.Query()
 	f := store.JobFilter{Kind: q.Get("kind"), State: q.Get("state")}
-	ids, next, err := s.st.JobIDs(ctx, f, pageOf(r))
+	ids, next, err := s.st.pages.JobIDs(ctx, f, pageOf(r))
 	if err != nil {
 		return pageErr(err)
 	}
@@ -402,7 +402,7 @@ func (s *Server) jobRetry(w http.ResponseWriter, r *http.Request, p principal) e
 	if err != nil {
 		return err
 	}
-	j, err := operator.RetryJob(r.Context(), s.st, s.q, id, "admin:"+p.user)
+	j, err := operator.RetryJob(r.Context(), s.st.pages, s.q, id, "admin:"+p.user)
 	msg := "Job made available to run now (state " + j.State + ")."
 	if errors.Is(err, operator.ErrNothingToDo) {
 		msg, err = "Not retried: "+err.Error(), nil
@@ -422,7 +422,7 @@ func (s *Server) jobAbandon(w http.ResponseWriter, r *http.Request, p principal)
 	if err != nil {
 		return err
 	}
-	j, failed, err := operator.AbandonJob(r.Context(), s.st, s.q, id, "admin:"+p.user, "the CA's operator abandoned this work; submit a new order")
+	j, failed, err := operator.AbandonJob(r.Context(), s.st.pages, s.q, id, "admin:"+p.user, "the CA's operator abandoned this work; submit a new order")
 	msg := "Job abandoned (state " + j.State + ")."
 	if sub, ok := operator.SubjectOf(j); ok && err == nil {
 		if failed {
@@ -445,7 +445,7 @@ func (s *Server) jobAbandon(w http.ResponseWriter, r *http.Request, p principal)
 // the CLI's path, which records the audit event.
 func (s *Server) accountDeactivate(w http.ResponseWriter, r *http.Request, p principal) error {
 	id := r.PathValue("id")
-	_, err := operator.DeactivateAccount(r.Context(), s.st, id, "admin:"+p.user)
+	_, err := operator.DeactivateAccount(r.Context(), s.st.pages, id, "admin:"+p.user)
 	msg := "Account deactivated; its authorizations no longer authorize and its unfinished orders are invalid."
 	if errors.Is(err, operator.ErrNothingToDo) {
 		msg, err = "Not deactivated: "+err.Error(), nil
@@ -465,7 +465,7 @@ const keysShown = 500
 // keys lists the keys reported compromised, which Hallmark refuses to
 // certify (store.BlockedKeys), the latest blocked first.
 func (s *Server) keys(w http.ResponseWriter, r *http.Request, p principal) error {
-	list, err := s.st.KeysBlocked(r.Context(), keysShown+1)
+	list, err := s.st.pages.KeysBlocked(r.Context(), keysShown+1)
 	if err != nil {
 		return pageErr(err)
 	}
@@ -496,7 +496,7 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request, p principal) erro
 		}
 		f.Since = t
 	}
-	list, next, err := s.st.AuditFind(r.Context(), f, pageOf(r))
+	list, next, err := s.st.pages.AuditFind(r.Context(), f, pageOf(r))
 	if err != nil {
 		return pageErr(err)
 	}

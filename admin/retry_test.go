@@ -14,6 +14,7 @@ import (
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/store/storetest"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
 
@@ -63,7 +64,7 @@ func TestRetryJob(t *testing.T) {
 	if !strings.Contains(page, `id="retry"`) {
 		t.Fatalf("the job page offers no retry button:\n%s", page)
 	}
-	if ch, err := st.ChallengeByID(ctx, challengeID); err != nil || ch.Status != acme.StatusProcessing {
+	if ch, err := storetest.ChallengeByID(ctx, st, challengeID); err != nil || ch.Status != acme.StatusProcessing {
 		t.Fatalf("challenge before the retry = %+v, %v; want processing", ch, err)
 	}
 	resp, body := do(t, c, "POST", jobURL+"/retry", bearer, url.Values{"csrf": {csrfOf(t, page)}})
@@ -77,7 +78,7 @@ func TestRetryJob(t *testing.T) {
 	// What the client polls: the challenge gets its verdict, the order is ready.
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		ch, err := st.ChallengeByID(ctx, challengeID)
+		ch, err := storetest.ChallengeByID(ctx, st, challengeID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -157,32 +157,10 @@ func (l *sqliteListener) WaitForNotification(ctx context.Context) (*riverdriver.
 			if top > 0 {
 				d = min(readFor<<l.unsure, pollEvery)
 			}
-			l.readAt = time.Now()
-			waits := l.db.Stats().WaitCount
-			readCtx, cancel := context.WithTimeout(ctx, d)
-			n, err := l.Listener.WaitForNotification(readCtx)
-			cancel()
-			switch {
-			case err == nil:
-				if top > 0 {
-					l.seen, l.unsure = top, 0
-				}
-				return n, nil
-			case ctx.Err() != nil:
-				return nil, ctx.Err()
-			case !errors.Is(err, context.DeadlineExceeded):
-				return nil, err
-			}
-			// Nothing new, and the read has waited out its deadline;
-			// unless it queued for the handle's one connection and the
-			// deadline came before the read did.
-			again = l.db.Stats().WaitCount != waits
-			if top > 0 && !again {
-				if d >= pollEvery {
-					l.seen, l.unsure = top, 0 // the longest read found nothing: those rows are not for us
-				} else {
-					l.unsure++ // found nothing, or was cut short: read again, longer
-				}
+			var n *riverdriver.Notification
+			var err error
+			if n, again, err = l.read(ctx, d, top, pollEvery); n != nil || err != nil {
+				return n, err
 			}
 		} else {
 			d := sleep
@@ -193,15 +171,9 @@ func (l *sqliteListener) WaitForNotification(ctx context.Context) (*riverdriver.
 			if watch != nil {
 				wake = watch.wake
 			}
-			t := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil, ctx.Err()
-			case <-wake:
-				t.Stop()
-				woken = true
-			case <-t.C:
+			var err error
+			if woken, err = pause(ctx, d, wake); err != nil {
+				return nil, err
 			}
 		}
 		var v int64
@@ -221,5 +193,52 @@ func (l *sqliteListener) WaitForNotification(ctx context.Context) (*riverdriver.
 		case l.rechecks > 0:
 			l.rechecks--
 		}
+	}
+}
+
+// read reads the outbox through the wrapped listener for at most d; top
+// is the highest id past seen that called for the read (0: none did). With
+// no notification and no error, the read waited out its deadline; again
+// says it queued for the handle's one connection and the deadline came
+// before the read did.
+func (l *sqliteListener) read(ctx context.Context, d time.Duration, top int64, pollEvery time.Duration) (n *riverdriver.Notification, again bool, err error) {
+	l.readAt = time.Now()
+	waits := l.db.Stats().WaitCount
+	readCtx, cancel := context.WithTimeout(ctx, d)
+	n, err = l.Listener.WaitForNotification(readCtx)
+	cancel()
+	switch {
+	case err == nil:
+		if top > 0 {
+			l.seen, l.unsure = top, 0
+		}
+		return n, false, nil
+	case ctx.Err() != nil:
+		return nil, false, ctx.Err()
+	case !errors.Is(err, context.DeadlineExceeded):
+		return nil, false, err
+	}
+	again = l.db.Stats().WaitCount != waits
+	if top > 0 && !again {
+		if d >= pollEvery {
+			l.seen, l.unsure = top, 0 // the longest read found nothing: those rows are not for us
+		} else {
+			l.unsure++ // found nothing, or was cut short: read again, longer
+		}
+	}
+	return nil, again, nil
+}
+
+// pause waits d, or until wake (a write on this process) or ctx ends.
+func pause(ctx context.Context, d time.Duration, wake <-chan struct{}) (woken bool, err error) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-wake:
+		return true, nil
+	case <-t.C:
+		return false, nil
 	}
 }

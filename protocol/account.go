@@ -48,7 +48,7 @@ func (s *Server) newAccount(w http.ResponseWriter, p *post) error {
 		return err
 	}
 	ctx := p.r.Context()
-	existing, err := s.st.AccountByThumbprint(ctx, p.thumb)
+	existing, err := s.st.accounts.AccountByThumbprint(ctx, p.thumb)
 	switch {
 	case err == nil:
 		return s.existingAccount(w, existing)
@@ -192,7 +192,7 @@ func (s *Server) account(w http.ResponseWriter, p *post) error {
 	switch req.Status {
 	case "":
 	case acme.StatusDeactivated:
-		a, err := s.st.AccountDeactivate(ctx, acct.ID)
+		a, err := s.st.accounts.AccountDeactivate(ctx, acct.ID)
 		if err != nil {
 			return s.storeErr(err, "deactivating the account")
 		}
@@ -204,7 +204,7 @@ func (s *Server) account(w http.ResponseWriter, p *post) error {
 		if err := checkContacts(*req.Contact); err != nil {
 			return err
 		}
-		a, err := s.st.AccountUpdate(ctx, acct.ID, *req.Contact)
+		a, err := s.st.accounts.AccountUpdate(ctx, acct.ID, *req.Contact)
 		if err != nil {
 			return s.storeErr(err, "updating the account's contacts")
 		}
@@ -227,7 +227,7 @@ func (s *Server) accountOrders(w http.ResponseWriter, p *post) error {
 		return acme.Malformed("the orders list is read with POST-as-GET: send an empty payload")
 	}
 	cursor := p.r.URL.Query().Get("cursor")
-	ids, next, err := s.st.OrdersByAccount(p.r.Context(), p.acct.ID, store.Page{After: cursor, Limit: ordersPage})
+	ids, next, err := s.st.accounts.OrdersByAccount(p.r.Context(), p.acct.ID, store.Page{After: cursor, Limit: ordersPage})
 	if errors.Is(err, store.ErrBadCursor) {
 		return acme.Malformed("the cursor %q is not one this server handed out in a \"next\" link", cursor)
 	}
@@ -310,14 +310,14 @@ func (s *Server) keyChange(w http.ResponseWriter, p *post) error {
 	// "If there is an existing account with the new key provided, then the
 	// server SHOULD use status code 409 (Conflict) and provide the URL of
 	// that account in the Location header field."
-	if other, err := s.st.AccountByThumbprint(ctx, newThumb); err == nil {
+	if other, err := s.st.accounts.AccountByThumbprint(ctx, newThumb); err == nil {
 		return s.keyInUse(w, other)
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return s.storeErr(err, "looking up the new key")
 	}
-	acct, err := s.st.AccountKeyChange(ctx, p.acct.ID, oldThumb, newRaw, newThumb)
+	acct, err := s.st.accounts.AccountKeyChange(ctx, p.acct.ID, oldThumb, newRaw, newThumb)
 	if errors.Is(err, store.ErrConflict) {
-		if other, err := s.st.AccountByThumbprint(ctx, newThumb); err == nil && other.ID != p.acct.ID {
+		if other, err := s.st.accounts.AccountByThumbprint(ctx, newThumb); err == nil && other.ID != p.acct.ID {
 			return s.keyInUse(w, other)
 		}
 		return acme.Unauthorized("the account's key changed while this request ran; sign with the current key and retry")

@@ -105,13 +105,13 @@ type aheadResult struct {
 func (s *Server) lookup(ctx context.Context, l store.Lookup) (any, error) {
 	switch l.Kind {
 	case store.LookupOrder:
-		return found(s.st.OrderByID(ctx, l.ID))
+		return found(s.st.verify.OrderByID(ctx, l.ID))
 	case store.LookupAuthz:
-		return found(s.st.AuthzByID(ctx, l.ID))
+		return found(s.st.verify.AuthzByID(ctx, l.ID))
 	case store.LookupChallenge:
-		return found(s.st.ChallengeWithAuthz(ctx, l.ID))
+		return found(s.st.verify.ChallengeWithAuthz(ctx, l.ID))
 	case store.LookupCert:
-		return found(s.st.CertificateBySerial(ctx, l.ID))
+		return found(s.st.verify.CertificateBySerial(ctx, l.ID))
 	}
 	return nil, acme.Internal(fmt.Errorf("no read for lookup kind %d", l.Kind))
 }

@@ -59,10 +59,10 @@ func parseCertID(s string) (certID, error) {
 // authority key identifier too (the serial alone is unique here, but a
 // client asking about another CA's certificate must get "not found").
 func (s *Server) certificateByCertID(ctx context.Context, id certID) (*store.Certificate, error) {
-	c, err := s.st.CertificateBySerial(ctx, id.serial)
+	c, err := s.st.certs.CertificateBySerial(ctx, id.serial)
 	if errors.Is(err, store.ErrNotFound) && strings.HasPrefix(id.serial, "0") {
 		// A store serial written with %x has no leading zero nibble.
-		c, err = s.st.CertificateBySerial(ctx, strings.TrimPrefix(id.serial, "0"))
+		c, err = s.st.certs.CertificateBySerial(ctx, strings.TrimPrefix(id.serial, "0"))
 	}
 	if err != nil {
 		return nil, s.readErr(err, "certificate", id.raw)
@@ -113,7 +113,7 @@ func (s *Server) renewalInfo(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) suggestedWindow(ctx context.Context, c *store.Certificate) (renewalInfoDoc, error) {
 	var doc renewalInfoDoc
 	prof, _ := s.profile(c.Profile) // a removed profile: the zero profile's defaults
-	win, err := renewal.Suggested(ctx, s.st, c, prof)
+	win, err := renewal.Suggested(ctx, s.st.certs, c, prof)
 	if err != nil {
 		return doc, s.storeErr(err, "reading the renewal window")
 	}
@@ -141,7 +141,7 @@ var explanationPage = template.Must(template.New("explanation").Parse(`<!doctype
 // operator's reason (RFC 9773 §4.2 explanationURL).
 func (s *Server) renewalExplanation(w http.ResponseWriter, r *http.Request) error {
 	serial := mux.Vars(r)["serial"]
-	mw, err := s.st.RenewalWindowBySerial(r.Context(), serial)
+	mw, err := s.st.certs.RenewalWindowBySerial(r.Context(), serial)
 	if errors.Is(err, store.ErrNotFound) {
 		return notFound("renewal explanation", serial)
 	}

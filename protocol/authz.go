@@ -114,7 +114,7 @@ func (s *Server) authz(w http.ResponseWriter, p *post) error {
 		if a.Status != acme.StatusPending && a.Status != acme.StatusValid {
 			return acme.Malformed("the authorization is %s; only a pending or valid authorization can be deactivated", a.Status)
 		}
-		a, err = s.st.AuthzDeactivate(p.r.Context(), id)
+		a, err = s.st.orders.AuthzDeactivate(p.r.Context(), id)
 		if errors.Is(err, store.ErrConflict) {
 			return acme.Malformed("the authorization changed state while this request ran; fetch it and retry")
 		}

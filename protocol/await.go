@@ -111,11 +111,11 @@ func (s *Server) settledChallenge(p *post, c *store.Challenge) (*store.Challenge
 		return c, nil
 	}
 	err := s.awaitVerdict(p, c.ID, func(ctx context.Context) (bool, error) {
-		cur, err := s.st.ChallengeByID(ctx, c.ID)
+		cur, err := s.st.verify.ChallengeWithAuthz(ctx, c.ID)
 		if err != nil {
 			return false, s.storeErr(err, "reading the challenge after its verdict")
 		}
-		c = cur
+		c = &cur.Challenge
 		return c.Status == acme.StatusProcessing, nil
 	})
 	return c, err
@@ -128,7 +128,7 @@ func (s *Server) settledOrder(p *post, o *store.Order) (*store.Order, error) {
 		return o, nil
 	}
 	err := s.awaitVerdict(p, o.ID, func(ctx context.Context) (bool, error) {
-		cur, err := s.st.OrderByID(ctx, o.ID)
+		cur, err := s.st.verify.OrderByID(ctx, o.ID)
 		if err != nil {
 			return false, s.storeErr(err, "reading the order after its issuance")
 		}
@@ -146,7 +146,7 @@ func (s *Server) settledAuthz(p *post, a *store.Authorization) (*store.Authoriza
 		return a, nil
 	}
 	err := s.awaitVerdict(p, chall, func(ctx context.Context) (bool, error) {
-		cur, err := s.st.AuthzByID(ctx, a.ID)
+		cur, err := s.st.verify.AuthzByID(ctx, a.ID)
 		if err != nil {
 			return false, s.storeErr(err, "reading the authorization after its validation")
 		}

@@ -17,7 +17,7 @@ import (
 // Applicant's Private Key has suffered a Key Compromise". what names the
 // key for the client operator ("the CSR's public key", "the account key").
 func (s *Server) keyBlocked(ctx context.Context, keyHash []byte, what string) error {
-	b, err := s.st.KeyBlockedBy(ctx, keyHash)
+	b, err := s.st.blocked.KeyBlockedBy(ctx, keyHash)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil

@@ -47,7 +47,7 @@ func (s *Server) challenge(w http.ResponseWriter, p *post) error {
 			if err := s.limitFailedValidations(ctx, p.acct.ID, a.Identifier); err != nil {
 				return err
 			}
-			cur, _, err := s.st.ChallengeClaim(ctx, id)
+			cur, _, err := s.st.orders.ChallengeClaim(ctx, id)
 			if err != nil {
 				return s.storeErr(err, "queuing the challenge for validation")
 			}
@@ -85,7 +85,7 @@ func (s *Server) challengeFolded(w http.ResponseWriter, p *post, u store.SignedU
 	if decodePayload(p, "challenge response", &req) != nil {
 		return false, nil
 	}
-	c, err := s.st.ChallengeClaimSigned(p.r.Context(), u, mux.Vars(p.r)["id"])
+	c, err := s.st.orders.ChallengeClaimSigned(p.r.Context(), u, mux.Vars(p.r)["id"])
 	if errors.Is(err, store.ErrUnfolded) {
 		return false, nil
 	}

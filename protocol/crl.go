@@ -16,7 +16,7 @@ import (
 // signs CRLs; this only reads the stored one.
 func (s *Server) crl(w http.ResponseWriter, r *http.Request) error {
 	issuer := mux.Vars(r)["issuer"]
-	c, err := s.st.CRLLatest(r.Context(), issuer)
+	c, err := s.st.certs.CRLLatest(r.Context(), issuer)
 	if errors.Is(err, store.ErrNotFound) {
 		return notFound("CRL for issuer", issuer)
 	}
@@ -48,7 +48,7 @@ func (s *Server) crl(w http.ResponseWriter, r *http.Request) error {
 // by the worker that mounts it.
 func (s *Server) issuerCert(w http.ResponseWriter, r *http.Request) error {
 	id := mux.Vars(r)["issuer"]
-	der, err := s.st.IssuerCert(r.Context(), id)
+	der, err := s.st.certs.IssuerCert(r.Context(), id)
 	if err != nil {
 		return s.readErr(err, "issuer certificate", id)
 	}

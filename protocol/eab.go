@@ -77,7 +77,7 @@ func (s *Server) verifyEAB(ctx context.Context, raw json.RawMessage, p *post) (s
 	if kid == "" {
 		return "", acme.Malformed("externalAccountBinding: the protected header has no kid (the key id the operator gave you)")
 	}
-	key, err := s.st.EABByID(ctx, kid)
+	key, err := s.st.accounts.EABByID(ctx, kid)
 	if errors.Is(err, store.ErrNotFound) {
 		return "", acme.Unauthorized("externalAccountBinding: there is no external account key %q", kid)
 	}
@@ -119,7 +119,7 @@ func (s *Server) verifyEAB(ctx context.Context, raw json.RawMessage, p *post) (s
 // keyID when it is set.
 // The account's creation is on the issuance trail, in its transaction.
 func (s *Server) createAccount(ctx context.Context, a *store.Account, keyID string) (*store.Account, error) {
-	acct, err := s.st.AccountCreateTrailed(ctx, a, keyID, trailAccount(ctx, a, keyID))
+	acct, err := s.st.accounts.AccountCreateTrailed(ctx, a, keyID, trailAccount(ctx, a, keyID))
 	if keyID != "" && errors.Is(err, store.ErrConflict) && acct == nil {
 		return nil, acme.Unauthorized("externalAccountBinding: key %q already bound an account; ask the operator for a new key", keyID)
 	}
@@ -135,7 +135,7 @@ func (s *Server) binding(ctx context.Context, acctID string) (*store.EABKey, err
 	if _, ok := s.unbound.get(acctID); ok {
 		return nil, nil
 	}
-	k, err := s.st.AccountEAB(ctx, acctID)
+	k, err := s.st.accounts.AccountEAB(ctx, acctID)
 	if errors.Is(err, store.ErrNotFound) {
 		s.unbound.put(acctID, struct{}{})
 		return nil, nil
@@ -230,7 +230,7 @@ func bornValid(a *store.Authorization) {
 
 // auditPreValidated records authorizations born valid, for the operator.
 func (s *Server) auditPreValidated(ctx context.Context, acctID string, k *store.EABKey, authzID string, id acme.Identifier) {
-	err := s.st.AuditRecord(ctx, store.AuditEvent{
+	err := s.st.trail.AuditRecord(ctx, store.AuditEvent{
 		Actor: "acme:" + acctID, Action: "authz.prevalidated", Subject: authzID,
 		Detail: fmt.Sprintf("%s %s pre-validated by external account key %s (%s)", id.Type, id.Value, k.ID, k.Label),
 		Origin: origin.Of(ctx),

@@ -39,7 +39,7 @@ func (s *Server) finalize(w http.ResponseWriter, p *post) error {
 	if err := s.limitCertificates(p.r.Context(), o.Identifiers); err != nil {
 		return err
 	}
-	cur, claimed, err := s.st.OrderFinalizeBegin(p.r.Context(), o.ID, o.Profile, der, keyHash)
+	cur, claimed, err := s.st.orders.OrderFinalizeBegin(p.r.Context(), o.ID, o.Profile, der, keyHash)
 	if err != nil {
 		return s.storeErr(err, "queuing the order for issuance")
 	}
@@ -127,7 +127,7 @@ func (s *Server) finalizeFolded(w http.ResponseWriter, p *post, u store.SignedUs
 	}
 	// A blocked key commits nothing (ErrUnfolded): the ordinary path
 	// claims again and says why.
-	o, err := s.st.OrderFinalizeSigned(p.r.Context(), u, id, f.profile, der, keyHash)
+	o, err := s.st.orders.OrderFinalizeSigned(p.r.Context(), u, id, f.profile, der, keyHash)
 	if errors.Is(err, store.ErrUnfolded) {
 		return false, nil
 	}

@@ -126,7 +126,7 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 	if err := s.limitNewOrder(ctx, p.acct.ID, no); err != nil {
 		return err
 	}
-	o, err := s.st.OrderCreate(ctx, no)
+	o, err := s.st.orders.OrderCreate(ctx, no)
 	if errors.Is(err, store.ErrAuthzUnusable) {
 		// An authorization chosen for reuse was deactivated or expired
 		// since: the order gets fresh authorizations instead, as it would
@@ -140,7 +140,7 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 		if err := s.limitOrderAuthzs(ctx, p.acct.ID, no); err != nil {
 			return err
 		}
-		o, err = s.st.OrderCreate(ctx, no)
+		o, err = s.st.orders.OrderCreate(ctx, no)
 	}
 	if err != nil {
 		return s.orderCreateErr(err, req.Replaces)
@@ -242,7 +242,7 @@ func (s *Server) newOrderFolded(w http.ResponseWriter, p *post, u store.SignedUs
 	if err != nil {
 		return false, nil
 	}
-	o, err := s.st.OrderCreateSigned(p.r.Context(), u, no, now)
+	o, err := s.st.orders.OrderCreateSigned(p.r.Context(), u, no, now)
 	if errors.Is(err, store.ErrUnfolded) {
 		return false, nil
 	}
@@ -340,7 +340,7 @@ func (s *Server) reusable(p *post, keys []store.AuthzKey, methods []acme.Challen
 		}
 		return out, nil
 	}
-	found, err := s.st.AuthzsReusable(p.r.Context(), p.acct.ID, keys, methods, expires)
+	found, err := s.st.orders.AuthzsReusable(p.r.Context(), p.acct.ID, keys, methods, expires)
 	if err != nil {
 		return nil, s.storeErr(err, "looking for reusable authorizations")
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/hallmark-ca/hallmark/protocol"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/store/storetest"
 )
 
 func challengeTypes(az authzJSON) string {
@@ -332,7 +333,7 @@ func TestRequestsNeverWaitForWork(t *testing.T) {
 		took := time.Since(start)
 		wantStatus(t, r, http.StatusOK)
 		t.Logf("%s: challenge POST answered in %v with no worker running", e.kind, took)
-		cur, err := e.st.ChallengeByID(context.Background(), lastSegment(ch.URL))
+		cur, err := storetest.ChallengeByID(context.Background(), e.st, lastSegment(ch.URL))
 		if err != nil || cur.Status != acme.StatusProcessing {
 			t.Fatalf("challenge in store: %v %v", cur, err)
 		}

@@ -62,7 +62,7 @@ func (s *Server) limitNewOrder(ctx context.Context, acctID string, no store.NewO
 	l := s.cfg.Limits
 	if n := l.OrdersPerAccount; n > 0 {
 		window := seconds(l.OrdersWindowSeconds, defaultOrdersWindow)
-		rc, err := s.st.RateOrders(ctx, acctID, window)
+		rc, err := s.st.limits.RateOrders(ctx, acctID, window)
 		if s.counted(ctx, "orders_per_account", err) && rc.Count >= n {
 			return limited(rc, rc.Oldest.Add(window), "too many new orders: the limit is %d per account per %s", n, window)
 		}
@@ -112,7 +112,7 @@ func (s *Server) limitPendingAuthzs(ctx context.Context, acctID string, fresh in
 	if n <= 0 || fresh == 0 {
 		return nil
 	}
-	rc, err := s.st.RatePendingAuthzs(ctx, acctID)
+	rc, err := s.st.limits.RatePendingAuthzs(ctx, acctID)
 	if s.counted(ctx, "pending_authorizations_per_account", err) && rc.Count+fresh > n {
 		return limited(rc, rc.Oldest, "too many pending authorizations: the limit is %d per account, the account has %d and %s needs %d more; complete or deactivate pending ones",
 			n, rc.Count, what, fresh)
@@ -128,7 +128,7 @@ func (s *Server) limitFailedValidations(ctx context.Context, acctID string, id a
 		return nil
 	}
 	base := id.Base()
-	rc, err := s.st.RateFailedValidations(ctx, acctID, base, failedWindow)
+	rc, err := s.st.limits.RateFailedValidations(ctx, acctID, base, failedWindow)
 	if s.counted(ctx, "failed_validations_per_hour", err) && rc.Count >= n {
 		return limited(rc, rc.Oldest.Add(failedWindow), "too many failed validations for %s: the limit is %d per account and name per hour", base.Value, n)
 	}
@@ -144,7 +144,7 @@ func (s *Server) limitCertificates(ctx context.Context, ids []acme.Identifier) e
 	}
 	window := seconds(s.cfg.Limits.CertificatesWindowSeconds, defaultCertsWindow)
 	for _, d := range registeredDomains(ids) {
-		rc, err := s.st.RateCertificates(ctx, d, window)
+		rc, err := s.st.limits.RateCertificates(ctx, d, window)
 		if s.counted(ctx, "certificates_per_domain", err) && rc.Count >= n {
 			return limited(rc, rc.Oldest.Add(window), "too many certificates for the registered domain %s: the limit is %d per %s", d, n, window)
 		}

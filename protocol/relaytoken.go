@@ -16,7 +16,7 @@ import (
 // makes it, stays in the worker.
 func (s *Server) relayToken(w http.ResponseWriter, r *http.Request) error {
 	token := mux.Vars(r)["token"]
-	ka, err := s.st.RelayTokenGet(r.Context(), token)
+	ka, err := s.st.relay.RelayTokenGet(r.Context(), token)
 	if errors.Is(err, store.ErrNotFound) {
 		return notFound("http-01 token", token)
 	}

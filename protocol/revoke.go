@@ -77,7 +77,7 @@ func (s *Server) revokeCert(w http.ResponseWriter, p *post) error {
 	if !ok {
 		deadline = time.Now().Add(s.timeout)
 	}
-	res, err := revocation.New(s.st, s.cfg.Profiles).Revoke(ctx, revocation.Request{
+	res, err := revocation.New(s.st.certs, s.cfg.Profiles).Revoke(ctx, revocation.Request{
 		Serial: c.Serial, Reason: reason, Actor: actor, Via: "ACME revokeCert",
 		Wait: time.Until(deadline.Add(-time.Second)),
 	})
@@ -101,7 +101,7 @@ func (s *Server) issuedCert(ctx context.Context, x *x509.Certificate, der []byte
 		if i > 0 && serial == candidates[0] {
 			continue
 		}
-		c, err := s.st.CertificateBySerial(ctx, serial)
+		c, err := s.st.certs.CertificateBySerial(ctx, serial)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
@@ -163,7 +163,7 @@ func (s *Server) unauthorized(ctx context.Context, acctID string, ids []acme.Ide
 			keys, of = append(keys, store.AuthzKey{Identifier: id.Base()}), append(of, i)
 		}
 	}
-	found, err := s.st.AuthzsReusable(ctx, acctID, keys, nil, now) // any method: RFC 8555 §7.6
+	found, err := s.st.certs.AuthzsReusable(ctx, acctID, keys, nil, now) // any method: RFC 8555 §7.6
 	if err != nil {
 		return nil, s.storeErr(err, "looking up the account's authorizations")
 	}

@@ -56,7 +56,7 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	base    string // server.base_url without a trailing slash
-	st      store.Store
+	st      stores // the store, through the part each handler uses
 	nonces  *nonce.Service
 	keys    keyCache
 	unbound memo[struct{}] // accounts without an external account binding (eab.go)
@@ -105,7 +105,7 @@ func New(cfg Config, st store.Store, opts Options) (*Server, error) {
 	if _, ok := cfg.Profiles[cfg.DefaultProfile]; !ok {
 		return nil, fmt.Errorf("default_profile %q is not a configured profile", cfg.DefaultProfile)
 	}
-	s := &Server{cfg: cfg, base: base, st: st, log: opts.Logger, version: opts.Version, access: opts.Access, verdicts: opts.Verdicts}
+	s := &Server{cfg: cfg, base: base, st: stores{accounts: st, orders: st, verify: st, certs: st, limits: st, trail: st, relay: st, blocked: st, ping: st}, log: opts.Logger, version: opts.Version, access: opts.Access, verdicts: opts.Verdicts}
 	s.unbound.max = 100_000 // account IDs are small
 	if s.log == nil {
 		s.log = slog.Default()
@@ -156,7 +156,7 @@ func New(cfg Config, st store.Store, opts Options) (*Server, error) {
 
 // Ready reports whether the server can answer requests: the store answers.
 func (s *Server) Ready(ctx context.Context) error {
-	if err := s.st.Ping(ctx); err != nil {
+	if err := s.st.ping.Ping(ctx); err != nil {
 		return fmt.Errorf("pinging the store: %w", err)
 	}
 	return nil

@@ -45,7 +45,7 @@ func (s *Server) trailed(action string, subject, asked func(*post) string, h fun
 // A record that fails is logged: the client's answer stands.
 func (s *Server) trail(ctx context.Context, ev store.AuditEvent) {
 	ev.Trail, ev.Origin = true, origin.Of(ctx)
-	if err := s.st.AuditRecord(ctx, ev); err != nil {
+	if err := s.st.trail.AuditRecord(ctx, ev); err != nil {
 		s.log.ErrorContext(ctx, "recording an event of the issuance trail", "action", ev.Action, "subject", ev.Subject, "err", err)
 	}
 }

@@ -80,7 +80,7 @@ func (s *Server) verified(route string, mode keyMode, h func(http.ResponseWriter
 			return err
 		}
 		sg.acctID, sg.kidErr = s.kidAccountID(msg.KeyID)
-		if fold != nil && sg.byAccount() && s.st.Folds() && ev.Settled() {
+		if fold != nil && sg.byAccount() && s.st.verify.Folds() && ev.Settled() {
 			var done bool
 			if done, sg.guess, err = s.tryFold(w, r, sg.url, msg, sg.acctID, fold); done {
 				return err

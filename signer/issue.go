@@ -80,36 +80,6 @@ var extKeyUsageByName = map[string]x509.ExtKeyUsage{
 	"clientAuth": x509.ExtKeyUsageClientAuth,
 }
 
-// CheckProfile reports the problems in a profile's signing settings that
-// profile.Validate does not know about (key and extended key usage names), so
-// the worker can refuse to start instead of failing every order.
-func CheckProfile(name string, p profile.Profile) error {
-	var errs []error
-	for _, u := range p.KeyUsages {
-		if _, ok := keyUsageByName[u]; !ok {
-			errs = append(errs, fmt.Errorf("profiles.%s.key_usages: unknown key usage %q (known: digitalSignature, keyEncipherment)", name, u))
-		}
-	}
-	for _, u := range p.ExtKeyUsages {
-		if _, ok := extKeyUsageByName[u]; !ok {
-			errs = append(errs, fmt.Errorf("profiles.%s.ext_key_usages: unknown extended key usage %q (known: serverAuth, clientAuth)", name, u))
-		}
-	}
-	if p.ValidityHours < 1 {
-		errs = append(errs, fmt.Errorf("profiles.%s.validity_hours: must be at least 1", name))
-	}
-	// An ECDSA or Ed25519 leaf can assert only digitalSignature (RFC 8813
-	// §3), and a leaf with no keyUsage breaks BR §7.1.2.7.11.
-	keyTypes := p.KeyTypes
-	if len(keyTypes) == 0 {
-		keyTypes = defaultKeyTypes
-	}
-	if !slices.Contains(p.KeyUsages, "digitalSignature") && slices.ContainsFunc(keyTypes, func(k string) bool { return !strings.HasPrefix(k, "rsa") }) {
-		errs = append(errs, fmt.Errorf("profiles.%s.key_usages: must include digitalSignature while key_types allow ECDSA or Ed25519 keys, whose certificates can assert nothing else", name))
-	}
-	return errors.Join(errs...)
-}
-
 // KeyType names a public key the way profile.Profile.KeyTypes does: "rsa2048",
 // "rsa3072", "rsa4096", "p256", "p384" or "ed25519". Other keys are an error.
 func KeyType(pub crypto.PublicKey) (string, error) {
@@ -215,18 +185,9 @@ func identifierStrings(ids []acme.Identifier) []string {
 // template builds the certificate r asks for, at time now.
 func (i *Issuer) template(r Request, now time.Time) (*x509.Certificate, error) {
 	p := r.Profile
-	kt, err := KeyType(r.PublicKey)
-	if err != nil {
-		return nil, acme.New(acme.ProblemBadCSR, "%s", err)
+	if err := checkKeyType(r); err != nil {
+		return nil, err
 	}
-	allowed := p.KeyTypes
-	if len(allowed) == 0 {
-		allowed = defaultKeyTypes
-	}
-	if !slices.Contains(allowed, kt) {
-		return nil, acme.New(acme.ProblemBadCSR, "profile %q does not accept %s keys; it accepts %s", r.ProfileName, kt, strings.Join(allowed, ", "))
-	}
-
 	dnsNames, ips, err := sans(r)
 	if err != nil {
 		return nil, err
@@ -241,35 +202,10 @@ func (i *Issuer) template(r Request, now time.Time) (*x509.Certificate, error) {
 			i.ID, i.Cert.NotAfter.Format(time.RFC3339), notAfter.Format(time.RFC3339), r.ProfileName))
 	}
 
-	var ku x509.KeyUsage
-	for _, name := range p.KeyUsages {
-		u, ok := keyUsageByName[name]
-		if !ok {
-			return nil, acme.Internal(fmt.Errorf("profiles.%s.key_usages: unknown key usage %q", r.ProfileName, name))
-		}
-		// RFC 8813 §3: an ECDSA (or EdDSA) subject key cannot encipher keys,
-		// so keyEncipherment is asserted only for RSA keys.
-		if u == x509.KeyUsageKeyEncipherment {
-			if _, isRSA := r.PublicKey.(*rsa.PublicKey); !isRSA {
-				continue
-			}
-		}
-		ku |= u
+	ku, eku, err := keyUsages(r)
+	if err != nil {
+		return nil, err
 	}
-	if ku == 0 {
-		// CheckProfile refuses such a profile at start; this keeps a leaf
-		// without keyUsage from being signed whatever the caller checked.
-		return nil, acme.Internal(fmt.Errorf("profiles.%s.key_usages %v leave a %T certificate no key usage: add digitalSignature", r.ProfileName, p.KeyUsages, r.PublicKey))
-	}
-	var eku []x509.ExtKeyUsage
-	for _, name := range p.ExtKeyUsages {
-		u, ok := extKeyUsageByName[name]
-		if !ok {
-			return nil, acme.Internal(fmt.Errorf("profiles.%s.ext_key_usages: unknown extended key usage %q", r.ProfileName, name))
-		}
-		eku = append(eku, u)
-	}
-
 	serial, err := newSerial()
 	if err != nil {
 		return nil, acme.Internal(err)
@@ -318,6 +254,57 @@ func (i *Issuer) template(r Request, now time.Time) (*x509.Certificate, error) {
 		tmpl.CRLDistributionPoints = []string{r.CRLURL}
 	}
 	return tmpl, nil
+}
+
+// checkKeyType refuses a key of a type the profile does not accept.
+func checkKeyType(r Request) error {
+	kt, err := KeyType(r.PublicKey)
+	if err != nil {
+		return acme.New(acme.ProblemBadCSR, "%s", err)
+	}
+	allowed := r.Profile.KeyTypes
+	if len(allowed) == 0 {
+		allowed = defaultKeyTypes
+	}
+	if !slices.Contains(allowed, kt) {
+		return acme.New(acme.ProblemBadCSR, "profile %q does not accept %s keys; it accepts %s", r.ProfileName, kt, strings.Join(allowed, ", "))
+	}
+	return nil
+}
+
+// keyUsages are the profile's key usages for r's key, and its extended
+// key usages.
+func keyUsages(r Request) (x509.KeyUsage, []x509.ExtKeyUsage, error) {
+	p := r.Profile
+	var ku x509.KeyUsage
+	for _, name := range p.KeyUsages {
+		u, ok := keyUsageByName[name]
+		if !ok {
+			return 0, nil, acme.Internal(fmt.Errorf("profiles.%s.key_usages: unknown key usage %q", r.ProfileName, name))
+		}
+		// RFC 8813 §3: an ECDSA (or EdDSA) subject key cannot encipher keys,
+		// so keyEncipherment is asserted only for RSA keys.
+		if u == x509.KeyUsageKeyEncipherment {
+			if _, isRSA := r.PublicKey.(*rsa.PublicKey); !isRSA {
+				continue
+			}
+		}
+		ku |= u
+	}
+	if ku == 0 {
+		// profile.Validate refuses such a profile at start; this keeps a leaf
+		// without keyUsage from being signed whatever the caller checked.
+		return 0, nil, acme.Internal(fmt.Errorf("profiles.%s.key_usages %v leave a %T certificate no key usage: add digitalSignature", r.ProfileName, p.KeyUsages, r.PublicKey))
+	}
+	var eku []x509.ExtKeyUsage
+	for _, name := range p.ExtKeyUsages {
+		u, ok := extKeyUsageByName[name]
+		if !ok {
+			return 0, nil, acme.Internal(fmt.Errorf("profiles.%s.ext_key_usages: unknown extended key usage %q", r.ProfileName, name))
+		}
+		eku = append(eku, u)
+	}
+	return ku, eku, nil
 }
 
 // sans turns the order's identifiers into subjectAltName entries, refusing

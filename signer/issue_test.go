@@ -481,28 +481,3 @@ func TestNewIssuerRefusesAMismatchedKey(t *testing.T) {
 		t.Fatal("NewIssuer accepted a key that does not belong to the certificate")
 	}
 }
-
-func TestCheckProfile(t *testing.T) {
-	t.Parallel()
-	if err := CheckProfile("default", defaultProfile()); err != nil {
-		t.Fatal(err)
-	}
-	bad := defaultProfile()
-	bad.KeyUsages = []string{"digitalSignature", "certSign"}
-	bad.ExtKeyUsages = []string{"serverAuth", "codeSigning"}
-	err := CheckProfile("web", bad)
-	if err == nil || !strings.Contains(err.Error(), "profiles.web.key_usages") || !strings.Contains(err.Error(), "profiles.web.ext_key_usages") {
-		t.Fatalf("got %v, want both bad keys named", err)
-	}
-	// An ECDSA or Ed25519 certificate can assert only digitalSignature
-	// (RFC 8813 §3): without it such a leaf would carry no key usage.
-	encipher := defaultProfile()
-	encipher.KeyUsages = []string{"keyEncipherment"}
-	if err := CheckProfile("web", encipher); err == nil || !strings.Contains(err.Error(), "profiles.web.key_usages: must include digitalSignature") {
-		t.Errorf("key_usages [keyEncipherment] with ECDSA key types: %v", err)
-	}
-	encipher.KeyTypes = []string{"rsa2048", "rsa3072"}
-	if err := CheckProfile("web", encipher); err != nil {
-		t.Errorf("key_usages [keyEncipherment] for RSA keys only: %v", err)
-	}
-}

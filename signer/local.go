@@ -28,10 +28,11 @@ const (
 // file: a re-run of `ca init` never replaces keys that certificates chain to.
 var ErrExists = errors.New("a local CA file already exists; refusing to overwrite it")
 
-// Validity of the development CA's certificates.
+// Validity of the development CA's certificates; IntermediateValidity is
+// an HSM intermediate's too (pkcs11.Init).
 const (
 	rootValidity         = 10 * 365 * 24 * time.Hour
-	intermediateValidity = 5 * 365 * 24 * time.Hour
+	IntermediateValidity = 5 * 365 * 24 * time.Hour
 )
 
 // InitLocal creates, in dir, a root CA (ECDSA P-384, 10 years) and an
@@ -69,7 +70,7 @@ func InitLocal(dir, commonName string) (rootPath string, err error) {
 	if err != nil {
 		return "", err
 	}
-	rootTmpl, err := caTemplate(commonName+" Root CA", commonName, rootKey.Public(), now, now.Add(rootValidity))
+	rootTmpl, err := caTemplate(commonName+" Root CA", []string{commonName}, rootKey.Public(), now, now.Add(rootValidity))
 	if err != nil {
 		return "", err
 	}
@@ -82,15 +83,10 @@ func InitLocal(dir, commonName string) (rootPath string, err error) {
 	if err != nil {
 		return "", err
 	}
-	interTmpl, err := caTemplate(commonName+" Intermediate CA", commonName, interKey.Public(), now, now.Add(intermediateValidity))
+	interTmpl, err := IntermediateTemplate(commonName+" Intermediate CA", []string{commonName}, interKey.Public(), now, now.Add(IntermediateValidity))
 	if err != nil {
 		return "", err
 	}
-	// The intermediate signs only leaves (pathLen 0) and, as CABF BR
-	// §7.1.2.10.6 asks of subordinate CAs, carries the EKUs its leaves use.
-	interTmpl.MaxPathLen, interTmpl.MaxPathLenZero = 0, true
-	interTmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature
-	interTmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
 	interDER, err := x509.CreateCertificate(rand.Reader, interTmpl, root, interKey.Public(), rootKey)
 	if err != nil {
 		return "", fmt.Errorf("signing intermediate certificate: %w", err)
@@ -118,14 +114,28 @@ func InitLocal(dir, commonName string) (rootPath string, err error) {
 		{IntermediateCertFile, "CERTIFICATE", interDER, 0o644},
 	}
 	for _, w := range writes {
-		if err := writeNew(filepath.Join(dir, w.name), w.mode, &pem.Block{Type: w.typ, Bytes: w.der}); err != nil {
+		if err := WriteNew(filepath.Join(dir, w.name), w.mode, &pem.Block{Type: w.typ, Bytes: w.der}); err != nil {
 			return "", fmt.Errorf("initialising local CA in %s: %w", dir, err)
 		}
 	}
 	return filepath.Join(dir, RootCertFile), nil
 }
 
-func caTemplate(cn, org string, pub crypto.PublicKey, notBefore, notAfter time.Time) (*x509.Certificate, error) {
+// IntermediateTemplate is the certificate of an issuing CA named cn: it
+// signs only leaves (pathLen 0) and, as CABF BR §7.1.2.10.6 asks of
+// subordinate CAs, carries the EKUs its leaves use.
+func IntermediateTemplate(cn string, org []string, pub crypto.PublicKey, notBefore, notAfter time.Time) (*x509.Certificate, error) {
+	t, err := caTemplate(cn, org, pub, notBefore, notAfter)
+	if err != nil {
+		return nil, err
+	}
+	t.MaxPathLen, t.MaxPathLenZero = 0, true
+	t.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature
+	t.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	return t, nil
+}
+
+func caTemplate(cn string, org []string, pub crypto.PublicKey, notBefore, notAfter time.Time) (*x509.Certificate, error) {
 	serial, err := newSerial()
 	if err != nil {
 		return nil, err
@@ -136,7 +146,7 @@ func caTemplate(cn, org string, pub crypto.PublicKey, notBefore, notAfter time.T
 	}
 	return &x509.Certificate{
 		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: cn, Organization: []string{org}},
+		Subject:               pkix.Name{CommonName: cn, Organization: org},
 		NotBefore:             notBefore,
 		NotAfter:              notAfter,
 		BasicConstraintsValid: true,
@@ -145,9 +155,9 @@ func caTemplate(cn, org string, pub crypto.PublicKey, notBefore, notAfter time.T
 	}, nil
 }
 
-// writeNew creates path (O_EXCL: never replaces a file) with mode and writes
-// the PEM block.
-func writeNew(path string, mode os.FileMode, b *pem.Block) error {
+// WriteNew creates path (O_EXCL: never replaces a file) with mode and
+// writes the PEM block.
+func WriteNew(path string, mode os.FileMode, b *pem.Block) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
 		if errors.Is(err, fs.ErrExist) {

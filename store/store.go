@@ -266,7 +266,6 @@ type Store interface {
 	// AuthzDeactivate moves a pending or valid authorization to deactivated
 	// and the orders that use it (pending or ready) to invalid.
 	AuthzDeactivate(ctx context.Context, id string) (*Authorization, error)
-	ChallengeByID(ctx context.Context, id string) (*Challenge, error)
 
 	// ChallengeClaim compare-and-swaps the challenge pending → processing and
 	// inserts challenge_validate in the same transaction. claimed is false

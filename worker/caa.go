@@ -34,7 +34,7 @@ func (w *Worker) accountURI(id string) string { return w.baseURL + "/acme/acct/"
 // down, or ctx ended) and none refused: no issuance then either, but a
 // retry rather than a verdict on the order.
 func (w *Worker) recheckCAA(ctx context.Context, o *store.Order) (*acme.Problem, error) {
-	stale, err := w.store.StaleValidations(ctx, o.ID, caaRecheckAfter)
+	stale, err := w.st.issue.StaleValidations(ctx, o.ID, caaRecheckAfter)
 	if err != nil {
 		return nil, jobs.CouldNotRun(fmt.Errorf("reading the validations of order %s: %w", o.ID, err))
 	}

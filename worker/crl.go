@@ -32,7 +32,7 @@ func (w *Worker) generateCRL(ctx context.Context, job jobs.Job[jobs.CRLGenerateA
 		return jobs.CouldNotRun(fmt.Errorf("waiting for this worker's other CRL job for %s: %w", args.IssuerID, ctx.Err()))
 	}
 	lease := "crl:" + args.IssuerID
-	got, err := w.store.TryLock(ctx, lease, w.id, w.crlLease)
+	got, err := w.st.crls.TryLock(ctx, lease, w.id, w.crlLease)
 	if err != nil {
 		return jobs.CouldNotRun(fmt.Errorf("leasing %s: %w", lease, err))
 	}
@@ -41,17 +41,17 @@ func (w *Worker) generateCRL(ctx context.Context, job jobs.Job[jobs.CRLGenerateA
 		// after it, so a revocation it may have missed is covered.
 		return jobs.CouldNotRun(fmt.Errorf("lease %s is held by another worker", lease))
 	}
-	defer func() { _ = w.store.Unlock(context.WithoutCancel(ctx), lease, w.id) }()
+	defer func() { _ = w.st.crls.Unlock(context.WithoutCancel(ctx), lease, w.id) }()
 
-	now, err := w.store.Now(ctx)
+	now, err := w.st.crls.Now(ctx)
 	if err != nil {
 		return jobs.CouldNotRun(fmt.Errorf("reading the database clock: %w", err))
 	}
-	revs, err := w.store.Revocations(ctx, args.IssuerID)
+	revs, err := w.st.crls.Revocations(ctx, args.IssuerID)
 	if err != nil {
 		return jobs.CouldNotRun(fmt.Errorf("listing revocations of %s: %w", args.IssuerID, err))
 	}
-	latest, err := w.store.CRLLatest(ctx, args.IssuerID)
+	latest, err := w.st.crls.CRLLatest(ctx, args.IssuerID)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return jobs.CouldNotRun(fmt.Errorf("loading the newest CRL of %s: %w", args.IssuerID, err))
 	}
@@ -61,7 +61,7 @@ func (w *Worker) generateCRL(ctx context.Context, job jobs.Job[jobs.CRLGenerateA
 	if latest != nil && coversAll(latest, revs) && now.Before(latest.NextUpdate.Add(-w.crlValidity/2)) {
 		return nil
 	}
-	next, err := w.store.CRLNextNumber(ctx, args.IssuerID)
+	next, err := w.st.crls.CRLNextNumber(ctx, args.IssuerID)
 	if err != nil {
 		return jobs.CouldNotRun(fmt.Errorf("numbering the next CRL of %s: %w", args.IssuerID, err))
 	}
@@ -91,7 +91,7 @@ func (w *Worker) generateCRL(ctx context.Context, job jobs.Job[jobs.CRLGenerateA
 	if err != nil {
 		return fmt.Errorf("signing CRL %d of %s: %w", number, args.IssuerID, err)
 	}
-	err = w.store.CRLStore(ctx, store.CRL{IssuerID: args.IssuerID, Number: number, ThisUpdate: thisUpdate, NextUpdate: nextUpdate, DER: der})
+	err = w.st.crls.CRLStore(ctx, store.CRL{IssuerID: args.IssuerID, Number: number, ThisUpdate: thisUpdate, NextUpdate: nextUpdate, DER: der})
 	if err != nil {
 		return jobs.CouldNotRun(fmt.Errorf("storing CRL %d of %s: %w", number, args.IssuerID, err))
 	}
@@ -156,7 +156,7 @@ func (w *Worker) pruneTrail(ctx context.Context, now time.Time) {
 	}
 	var total int64
 	for range trailPruneBatches {
-		n, err := w.store.AuditPrune(ctx, now.Add(-w.retention), trailPruneBatch)
+		n, err := w.st.housekeep.AuditPrune(ctx, now.Add(-w.retention), trailPruneBatch)
 		if err != nil {
 			w.log.WarnContext(ctx, "deleting trail events past audit.retention_days", "err", err)
 			break
@@ -176,30 +176,30 @@ func (w *Worker) pruneTrail(ctx context.Context, now time.Time) {
 func (w *Worker) housekeeping(ctx context.Context, _ jobs.Job[jobs.HousekeepingArgs]) error {
 	// One worker sweeps at a time (River's leader may change and enqueue
 	// twice); a dead holder's lease expires on the database clock.
-	if got, err := w.store.TryLock(ctx, "housekeeping", w.id, time.Minute); err != nil {
+	if got, err := w.st.housekeep.TryLock(ctx, "housekeeping", w.id, time.Minute); err != nil {
 		return jobs.CouldNotRun(fmt.Errorf("leasing housekeeping: %w", err))
 	} else if !got {
 		return nil // another worker is sweeping now
 	}
-	defer func() { _ = w.store.Unlock(context.WithoutCancel(ctx), "housekeeping", w.id) }()
-	if n, err := w.store.NonceGC(ctx); err != nil {
+	defer func() { _ = w.st.housekeep.Unlock(context.WithoutCancel(ctx), "housekeeping", w.id) }()
+	if n, err := w.st.housekeep.NonceGC(ctx); err != nil {
 		w.log.WarnContext(ctx, "nonce GC", "err", err)
 	} else if n > 0 {
 		w.log.InfoContext(ctx, "nonces forgotten", "count", n)
 	}
-	if n, err := w.store.ExpirePending(ctx); err != nil {
+	if n, err := w.st.housekeep.ExpirePending(ctx); err != nil {
 		w.log.WarnContext(ctx, "expiring pending objects", "err", err)
 	} else if n > 0 {
 		w.log.InfoContext(ctx, "pending objects expired", "count", n)
 	}
-	now, err := w.store.Now(ctx)
+	now, err := w.st.housekeep.Now(ctx)
 	if err != nil {
 		return jobs.CouldNotRun(fmt.Errorf("reading the database clock: %w", err))
 	}
 	// A certificate stored just after its key was blocked, whose order was
 	// read for signing just before (BR §4.9.1.1: revoked within 24 hours):
 	// the block's own search could not see it.
-	if r, err := w.store.KeySweep(ctx, now.Add(-keySweepSince), keySweepMargin); err != nil {
+	if r, err := w.st.housekeep.KeySweep(ctx, now.Add(-keySweepSince), keySweepMargin); err != nil {
 		w.log.WarnContext(ctx, "sweeping the certificates of keys blocked lately", "err", err)
 	} else if n := len(r.Revoked) + len(r.Queued); n > 0 {
 		w.log.WarnContext(ctx, "certificates stored after their key was blocked, revoked (keyCompromise)", "count", n)
@@ -208,7 +208,7 @@ func (w *Worker) housekeeping(ctx context.Context, _ jobs.Job[jobs.HousekeepingA
 	// key reported compromised finds them too: a few thousand a run, each
 	// batch its own transaction, until none is left.
 	for i := 0; i < keyHashBatches; i++ {
-		n, r, err := w.store.KeyHashBackfill(ctx, keyHashBatch)
+		n, r, err := w.st.housekeep.KeyHashBackfill(ctx, keyHashBatch)
 		if err != nil {
 			w.log.WarnContext(ctx, "recording the key hashes of older certificates", "err", err)
 			break
@@ -228,7 +228,7 @@ func (w *Worker) housekeeping(ctx context.Context, _ jobs.Job[jobs.HousekeepingA
 	// A subject processing for longer than a job may take plus the rescue
 	// time, with no outstanding job, was stranded (its job was lost); one
 	// stranded after giveUpAfter of trying is abandoned.
-	requeued, abandoned, err := jobs.Recover(ctx, w.store, now.Add(-w.strandedAfter), now.Add(-w.giveUpAfter))
+	requeued, abandoned, err := jobs.Recover(ctx, w.st.housekeep, now.Add(-w.strandedAfter), now.Add(-w.giveUpAfter))
 	if err != nil {
 		w.log.WarnContext(ctx, "recovering stranded subjects", "err", err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/store/storetest"
 )
 
 // The black-hole load: one account's silent targets, each waiting out
@@ -211,10 +212,10 @@ func (b *blackHoleRig) load(t *testing.T, name string, ids [][]string) time.Dura
 		for _, id := range round {
 			at, err := b.clock.wait(id, deadline)
 			if err != nil {
-				ch, _ := b.r.st.ChallengeByID(context.Background(), id)
+				ch, _ := storetest.ChallengeByID(context.Background(), b.r.st, id)
 				t.Fatalf("%s: challenge %s: %v (it is %s)", name, id, err, ch.Status)
 			}
-			if ch, err := b.r.st.ChallengeByID(context.Background(), id); err != nil || ch.Status != acme.StatusValid {
+			if ch, err := storetest.ChallengeByID(context.Background(), b.r.st, id); err != nil || ch.Status != acme.StatusValid {
 				t.Fatalf("%s: an answering target's challenge is %v (%v), want valid", name, ch.Status, err)
 			}
 			took = append(took, at.Sub(claimed[id]))
@@ -379,7 +380,7 @@ func TestBusyAccountPacedNotStalled(t *testing.T) {
 		if err != nil {
 			t.Fatalf("challenge %s: %v", id, err)
 		}
-		if ch, err := b.r.st.ChallengeByID(context.Background(), id); err != nil || ch.Status != acme.StatusValid {
+		if ch, err := storetest.ChallengeByID(context.Background(), b.r.st, id); err != nil || ch.Status != acme.StatusValid {
 			t.Fatalf("challenge %s is %v (%v), want valid", id, ch.Status, err)
 		}
 		last = maxTime(last, at)

@@ -27,7 +27,7 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		// serve; leave the job for a worker that mounts the profile.
 		return jobs.CouldNotRun(fmt.Errorf("profile %q is not mounted on worker %s", args.Profile, w.id))
 	}
-	ti, err := w.store.OrderToIssue(ctx, args.OrderID, caaRecheckAfter)
+	ti, err := w.st.issue.OrderToIssue(ctx, args.OrderID, caaRecheckAfter)
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("order %s does not exist: %w", args.OrderID, err)
 	}
@@ -46,53 +46,72 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		}
 		return nil
 	}
-	fail := func(p acme.Problem) error { return w.failOrder(ctx, o, p) }
-	// refuse fails the order for p, before any key operation for it; a
-	// certificate an earlier attempt signed before what p says was seen
-	// is recorded revoked (why: what happened to the order).
-	refuse := func(p acme.Problem, why string) error {
-		if err := fail(p); err != nil {
-			return err
-		}
-		if v, ok := w.unstored.LoadAndDelete(o.ID); ok {
-			return w.undelivered(ctx, o, args.Profile, v.(unstoredCert), why, undeliveredReasonFor(p))
-		}
-		return nil
+	if done, err := w.beforeSigning(ctx, ti, args.Profile); done {
+		return err
 	}
+	return w.sign(ctx, mount, args.Profile, o)
+}
+
+// refuseOrder fails o for p, before any key operation for it; a
+// certificate an earlier attempt signed before what p says was seen is
+// recorded revoked (why: what happened to the order).
+func (w *Worker) refuseOrder(ctx context.Context, o *store.Order, profile string, p acme.Problem, why string) error {
+	if err := w.failOrder(ctx, o, p); err != nil {
+		return err
+	}
+	if v, ok := w.unstored.LoadAndDelete(o.ID); ok {
+		return w.undelivered(ctx, o, profile, v.(unstoredCert), why, undeliveredReasonFor(p))
+	}
+	return nil
+}
+
+// beforeSigning settles a processing order that must not be signed now:
+// its account, an authorization or its key went bad since the finalize,
+// an earlier attempt's certificate waits to be stored, or a stale CAA
+// check now refuses. done is false when the order is to be signed.
+func (w *Worker) beforeSigning(ctx context.Context, ti *store.ToIssue, profile string) (done bool, err error) {
+	o := ti.Order
 	if ti.Lapsed != nil {
 		// Its account or an authorization stopped being valid since the
 		// finalize, and the deactivation did not move the order (on
 		// PostgreSQL it may not have seen an order newOrder committed
 		// during it).
-		return refuse(*ti.Lapsed, "lost its account or an authorization")
+		return true, w.refuseOrder(ctx, o, profile, *ti.Lapsed, "lost its account or an authorization")
 	}
 	if ti.Blocked != nil {
 		// The CSR's key was reported compromised since the finalize
 		// (CA/B Forum BR §6.1.1.3).
-		return refuse(*ti.Blocked, "had its key reported compromised")
+		return true, w.refuseOrder(ctx, o, profile, *ti.Blocked, "had its key reported compromised")
 	}
 	if v, ok := w.unstored.LoadAndDelete(o.ID); ok {
 		// An earlier attempt signed and could not store: store that
 		// certificate, which may already exist upstream (a relay backend),
 		// instead of signing another.
-		return w.storeIssued(ctx, o, args.Profile, v.(unstoredCert))
+		return true, w.storeIssued(ctx, o, profile, v.(unstoredCert))
 	}
 	if ti.Stale {
 		if p, err := w.recheckCAA(ctx, o); err != nil {
-			return err
+			return true, err
 		} else if p != nil {
-			return fail(*p)
+			return true, w.failOrder(ctx, o, *p)
 		}
 	}
+	return false, nil
+}
+
+// sign has the profile's backend sign o's certificate and stores it; the
+// backend's rejection or a signing error fails the order, an unavailable
+// backend leaves the job to retry.
+func (w *Worker) sign(ctx context.Context, m mount, profile string, o *store.Order) error {
 	csr, err := x509.ParseCertificateRequest(o.CSR)
 	if err != nil {
-		return fail(acme.Problem{Type: acme.ProblemBadCSR, Detail: "the stored CSR does not parse: " + err.Error()})
+		return w.failOrder(ctx, o, acme.Problem{Type: acme.ProblemBadCSR, Detail: "the stored CSR does not parse: " + err.Error()})
 	}
-	issuerID := mount.backend.IssuerID()
+	issuerID := m.backend.IssuerID()
 	signStart := time.Now()
-	issued, err := mount.backend.Issue(ctx, signer.Request{
-		Profile:     mount.profile,
-		ProfileName: args.Profile,
+	issued, err := m.backend.Issue(ctx, signer.Request{
+		Profile:     m.profile,
+		ProfileName: profile,
 		OrderID:     o.ID,
 		Names:       o.Identifiers,
 		PublicKey:   csr.PublicKey,
@@ -101,26 +120,26 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 		IssuerURL:   w.urlBase + "/issuer/" + issuerID,
 		CRLURL:      w.urlBase + "/crl/" + issuerID,
 	}, csr)
-	w.metrics.signedBy(args.Profile, mount.profile.Backend, time.Since(signStart), err)
+	w.metrics.signedBy(profile, m.profile.Backend, time.Since(signStart), err)
 	if err != nil {
 		var ae *acme.Error
 		if errors.As(err, &ae) && ae.Problem.Type != acme.ProblemServerInternal {
 			// The backend's own rejection (bad key, bad CSR) is a verdict.
-			return fail(ae.Problem)
+			return w.failOrder(ctx, o, ae.Problem)
 		}
 		if errors.Is(err, signer.ErrUnavailable) {
 			return jobs.CouldNotRun(fmt.Errorf("signing order %s: %w", o.ID, err))
 		}
 		// A lint failure or another signing error: terminal, logged with the cause.
 		w.log.ErrorContext(ctx, "signing failed", "order", o.ID, "err", err)
-		return fail(acme.Problem{Type: acme.ProblemServerInternal, Detail: "the CA could not issue this certificate; the operator has the details in the worker log"})
+		return w.failOrder(ctx, o, acme.Problem{Type: acme.ProblemServerInternal, Detail: "the CA could not issue this certificate; the operator has the details in the worker log"})
 	}
 	// The certificate's key is the CSR's: every backend signs it or checks
 	// it (the local signers certify csr.PublicKey; the relay and custom
 	// backends refuse a leaf of another key). Its hash is the one the
 	// finalize stored on the order (store.KeyHash of the raw SPKI), with
 	// no second parse of the certificate for it.
-	return w.storeIssued(ctx, o, args.Profile, unstoredCert{issued, issuerID, store.KeyHash(csr.RawSubjectPublicKeyInfo)})
+	return w.storeIssued(ctx, o, profile, unstoredCert{issued, issuerID, store.KeyHash(csr.RawSubjectPublicKeyInfo)})
 }
 
 // failOrder fails o with p, recording it on the issuance trail in the
@@ -128,7 +147,7 @@ func (w *Worker) issueOrder(ctx context.Context, job jobs.Job[jobs.SignerIssueAr
 func (w *Worker) failOrder(ctx context.Context, o *store.Order, p acme.Problem) error {
 	w.log.WarnContext(ctx, "order failed", "order", o.ID, "problem", p.Type, "detail", p.Detail)
 	ev := w.trailEvent(ctx, o.AccountID, store.ActionOrderInvalid, o.ID, string(p.Type)+": "+p.Detail)
-	err := w.store.OrderFailTrailed(ctx, o.ID, p, ev)
+	err := w.st.issue.OrderFailTrailed(ctx, o.ID, p, ev)
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		return jobs.CouldNotRun(fmt.Errorf("recording failure of order %s: %w", o.ID, err))
 	}
@@ -149,14 +168,14 @@ func (w *Worker) storeIssued(ctx context.Context, o *store.Order, profile string
 	row := certRow(o, profile, c)
 	ev := w.trailEvent(ctx, o.AccountID, store.ActionCertificateIssued, row.Serial,
 		fmt.Sprintf("order %s, profile %s, names %s, issuer %s", o.ID, profile, strings.Join(row.Names, ", "), c.issuerID))
-	err := w.store.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: row, Trail: &ev})
+	err := w.st.issue.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: row, Trail: &ev})
 	if errors.Is(err, store.ErrUnauthorized) {
 		// Its account or an authorization stopped being valid while it
 		// was signed, and the order is still processing: the swap stored
 		// nothing; the order fails with the reason OrderToIssue reads.
 		p := acme.Problem{Type: acme.ProblemUnauthorized, Detail: "the account or an authorization of this order stopped being valid while the certificate was issued, so it was not; create a new order"}
 		why := "lost its account or an authorization"
-		if ti, err := w.store.OrderToIssue(ctx, o.ID, caaRecheckAfter); err == nil && ti.Lapsed != nil {
+		if ti, err := w.st.issue.OrderToIssue(ctx, o.ID, caaRecheckAfter); err == nil && ti.Lapsed != nil {
 			p = *ti.Lapsed
 		} else if err == nil && ti.Blocked != nil {
 			p, why = *ti.Blocked, "had its key reported compromised"
@@ -246,7 +265,7 @@ func (w *Worker) undelivered(ctx context.Context, o *store.Order, profile string
 	ev := store.AuditEvent{Actor: "worker:" + w.id, Action: "certificate.undelivered", Subject: serial,
 		Detail: fmt.Sprintf("signed by %s for order %s, which %s while it was signed; not delivered, %s", c.issuerID, o.ID, why, revoked),
 		Origin: origin.Of(ctx)}
-	err := w.store.UndeliveredRecord(ctx, certRow(o, profile, c), reason, ev)
+	err := w.st.issue.UndeliveredRecord(ctx, certRow(o, profile, c), reason, ev)
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		// Stored already: an earlier attempt's store committed after all

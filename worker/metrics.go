@@ -139,7 +139,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	for _, id := range ids {
-		crl, err := c.w.store.CRLLatest(ctx, id)
+		crl, err := c.w.st.crls.CRLLatest(ctx, id)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			ch <- prometheus.MustNewConstMetric(descCRLUp, prometheus.GaugeValue, 0, id)
 			continue

@@ -11,7 +11,7 @@ const expiringPerRun = 500
 // each, so it is reported once per threshold).
 func (w *Worker) notifyExpiring(ctx context.Context) {
 	for _, days := range w.expiryDays {
-		n, err := w.store.NotifyExpiring(ctx, days, expiringPerRun)
+		n, err := w.st.housekeep.NotifyExpiring(ctx, days, expiringPerRun)
 		if err != nil {
 			w.log.WarnContext(ctx, "queueing notifications of expiring certificates", "days", days, "err", err)
 			continue

@@ -30,7 +30,7 @@ func (w *Worker) revokeCert(ctx context.Context, job jobs.Job[jobs.SignerRevokeA
 	if !ok {
 		return jobs.CouldNotRun(fmt.Errorf("profile %q is not mounted on worker %s", args.Profile, w.id))
 	}
-	c, err := w.store.CertificateBySerial(ctx, args.Serial)
+	c, err := w.st.revoke.CertificateBySerial(ctx, args.Serial)
 	if errors.Is(err, store.ErrNotFound) {
 		w.log.ErrorContext(ctx, "signer_revoke for a certificate that does not exist", "serial", args.Serial)
 		return nil
@@ -54,7 +54,7 @@ func (w *Worker) revokeCert(ctx context.Context, job jobs.Job[jobs.SignerRevokeA
 		// revocation, and its issuer's CRL lists it. The upstream or hooks
 		// never saw it and would refuse.
 		ev.Detail = fmt.Sprintf("reason %d recorded for issuer %s's CRL", args.Reason, c.IssuerID)
-		if _, err := w.store.Revoke(ctx, args.Serial, args.Reason, ev); err != nil && !errors.Is(err, store.ErrConflict) {
+		if _, err := w.st.revoke.Revoke(ctx, args.Serial, args.Reason, ev); err != nil && !errors.Is(err, store.ErrConflict) {
 			return jobs.CouldNotRun(fmt.Errorf("recording the revocation of %s: %w", args.Serial, err))
 		}
 		return nil
@@ -77,7 +77,7 @@ func (w *Worker) revokeCert(ctx context.Context, job jobs.Job[jobs.SignerRevokeA
 	case errors.As(err, &ae) && ae.Problem.Type != acme.ProblemServerInternal:
 		w.log.WarnContext(ctx, "the backend refused the revocation", "serial", args.Serial, "profile", args.Profile, "problem", ae.Problem.Type, "detail", ae.Problem.Detail)
 		ev.Action, ev.Detail = "revoke.refused", fmt.Sprintf("the %s backend refused: %s", m.profile.Backend, ae.Problem.Detail)
-		if err := w.store.AuditRecord(ctx, ev); err != nil {
+		if err := w.st.revoke.AuditRecord(ctx, ev); err != nil {
 			return jobs.CouldNotRun(fmt.Errorf("recording the refused revocation of %s: %w", args.Serial, err))
 		}
 		w.recordRefusal(ctx, job, ae.Problem)
@@ -89,7 +89,7 @@ func (w *Worker) revokeCert(ctx context.Context, job jobs.Job[jobs.SignerRevokeA
 		// and lands in the job's attempt log.
 		return jobs.CouldNotRun(fmt.Errorf("revoking %s: %w", args.Serial, err))
 	}
-	err = w.store.RevokeRecorded(ctx, args.Serial, args.Reason, ev)
+	err = w.st.revoke.RevokeRecorded(ctx, args.Serial, args.Reason, ev)
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		return jobs.CouldNotRun(fmt.Errorf("recording the revocation of %s: %w", args.Serial, err))
 	}

@@ -80,14 +80,14 @@ func (w *Worker) refreshUpstreamRenewals(ctx context.Context, job jobs.Job[jobs.
 	if ri == nil {
 		return jobs.CouldNotRun(fmt.Errorf("relay %s is not mounted on worker %s", id, w.id))
 	}
-	due, err := w.store.UpstreamDue(ctx, id, ri.RenewalInfoPerRun())
+	due, err := w.st.upstream.UpstreamDue(ctx, id, ri.RenewalInfoPerRun())
 	if err != nil {
 		return jobs.CouldNotRun(err)
 	}
 	if len(due) == 0 {
 		return nil
 	}
-	now, err := w.store.Now(ctx)
+	now, err := w.st.upstream.Now(ctx)
 	if err != nil {
 		return jobs.CouldNotRun(fmt.Errorf("reading the database clock: %w", err))
 	}
@@ -109,7 +109,7 @@ func (w *Worker) refreshUpstreamRenewals(ctx context.Context, job jobs.Job[jobs.
 		}
 		asked++
 		at := now.Add(time.Since(started)) // the database clock, moved on by the run so far
-		if err := w.store.UpstreamRecord(ctx, upstreamWindow(d.Serial, info, at)); err != nil {
+		if err := w.st.upstream.UpstreamRecord(ctx, upstreamWindow(d.Serial, info, at)); err != nil {
 			return jobs.CouldNotRun(err)
 		}
 	}

@@ -29,7 +29,7 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 	args := job.Args
 	// One read: the challenge, its authorization and the account's
 	// thumbprint (the foreign keys guarantee the last two exist).
-	tgt, err := w.store.ChallengeWithAuthz(ctx, args.ChallengeID)
+	tgt, err := w.st.validate.ChallengeWithAuthz(ctx, args.ChallengeID)
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("challenge %s does not exist: %w", args.ChallengeID, err)
 	}
@@ -86,7 +86,7 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 	}
 	w.log.InfoContext(ctx, "challenge validated", "challenge", ch.ID, "identifier", authz.Identifier.String(),
 		"type", ch.Type, "status", v.Status, "problem", problemType(v.Error))
-	err = w.store.ChallengeVerdict(ctx, v)
+	err = w.st.validate.ChallengeVerdict(ctx, v)
 	if errors.Is(err, store.ErrConflict) {
 		return nil // another attempt recorded a verdict first
 	}

@@ -31,7 +31,7 @@ type mount struct {
 // Worker holds the handlers' dependencies.
 type Worker struct {
 	id          string
-	store       store.Store
+	st          stores // the store, through the part each job uses
 	validator   validator
 	slots       *accountSlots        // each account's share of the validation slots
 	mounts      map[string]mount     // by profile name
@@ -119,8 +119,8 @@ func New(cfg Config, st store.Store, opts Options) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{
-		id:    cfg.Worker.ID,
-		store: st,
+		id: cfg.Worker.ID,
+		st: stores{validate: st, issue: st, crls: st, revoke: st, housekeep: st, upstream: st, ping: st},
 		validator: validate.New(validate.Config{
 			Resolvers:     cfg.Challenge.Resolvers,
 			HTTPPort:      cfg.Challenge.HTTPPort,
@@ -256,7 +256,7 @@ func (w *Worker) JobSettings() jobs.Settings {
 		RescueAfter:     time.Duration(w.conf.RescueAfterMS) * time.Millisecond,
 		Periodic:        w.Periodic(),
 		Scheduled:       w.Scheduled(time.Duration(w.conf.CRLIntervalMinutes) * time.Minute),
-		Subjects:        w.store,
+		Subjects:        w.st.housekeep,
 	}
 }
 
@@ -292,7 +292,7 @@ func (w *Worker) Scheduled(crlEvery time.Duration) []jobs.Scheduled {
 
 // Ready reports whether the worker can do its work: the database answers.
 func (w *Worker) Ready(ctx context.Context) error {
-	if err := w.store.Ping(ctx); err != nil {
+	if err := w.st.ping.Ping(ctx); err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
 	return nil

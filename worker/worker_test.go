@@ -35,6 +35,7 @@ import (
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/store/sqlite"
+	"github.com/hallmark-ca/hallmark/store/storetest"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 	"github.com/hallmark-ca/hallmark/tests/testdns"
 	"github.com/hallmark-ca/hallmark/tests/testworker"
@@ -495,7 +496,7 @@ func TestValidateHTTP01(t *testing.T) {
 			}
 			deadline := time.Now().Add(20 * time.Second)
 			for {
-				got, _ := r.st.ChallengeByID(context.Background(), ch.ID)
+				got, _ := storetest.ChallengeByID(context.Background(), r.st, ch.ID)
 				if got.Status != acme.StatusProcessing {
 					if got.Status != tc.status {
 						t.Fatalf("challenge %s (%+v), want %s", got.Status, got.Error, tc.status)
@@ -1038,7 +1039,7 @@ func TestSilentTargetsHoldNoOneUp(t *testing.T) {
 
 	deadline := time.Now().Add(time.Duration(r.cfg.Challenge.TimeoutMS)*time.Millisecond + 20*time.Second)
 	for {
-		got, err := r.st.ChallengeByID(ctx, answering)
+		got, err := storetest.ChallengeByID(ctx, r.st, answering)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1055,7 +1056,7 @@ func TestSilentTargetsHoldNoOneUp(t *testing.T) {
 	}
 	done := 0
 	for _, id := range held {
-		if got, err := r.st.ChallengeByID(ctx, id); err != nil || got.Status != acme.StatusProcessing {
+		if got, err := storetest.ChallengeByID(ctx, r.st, id); err != nil || got.Status != acme.StatusProcessing {
 			done++
 		}
 	}
@@ -1098,7 +1099,7 @@ func TestResolverDownIsNoVerdict(t *testing.T) {
 				t.Fatalf("claim: %v %v", claimed, err)
 			}
 			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-				got, _ := r.st.ChallengeByID(ctx, ch.ID)
+				got, _ := storetest.ChallengeByID(ctx, r.st, ch.ID)
 				if got.Status != acme.StatusProcessing {
 					return got.Status, got.Error
 				}

@@ -4,23 +4,23 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hallmark-ca/hallmark/admin"
+	"github.com/hallmark-ca/hallmark/admin/adminconf"
 )
 
 func TestValidateAdmin(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name    string
-		admin   admin.Config
+		admin   adminconf.Config
 		wantKey string // "" means valid
 	}{
-		{"disabled", admin.Config{}, ""},
-		{"own listener with a token file", admin.Config{Listen: "127.0.0.1:14090", TokenFile: "admin.token"}, ""},
-		{"own listener with a token env", admin.Config{Listen: "127.0.0.1:14090", TokenEnv: "HALLMARK_ADMIN_TOKEN"}, ""},
-		{"the public ACME listener", admin.Config{Listen: "127.0.0.1:14000", TokenFile: "t"}, "admin.listen"},
-		{"the public CRL listener", admin.Config{Listen: "127.0.0.1:14080", TokenFile: "t"}, "admin.listen"},
-		{"not host:port", admin.Config{Listen: "14090", TokenFile: "t"}, "admin.listen"},
-		{"no token", admin.Config{Listen: "127.0.0.1:14090"}, "admin.token_file"},
+		{"disabled", adminconf.Config{}, ""},
+		{"own listener with a token file", adminconf.Config{Listen: "127.0.0.1:14090", TokenFile: "admin.token"}, ""},
+		{"own listener with a token env", adminconf.Config{Listen: "127.0.0.1:14090", TokenEnv: "HALLMARK_ADMIN_TOKEN"}, ""},
+		{"the public ACME listener", adminconf.Config{Listen: "127.0.0.1:14000", TokenFile: "t"}, "admin.listen"},
+		{"the public CRL listener", adminconf.Config{Listen: "127.0.0.1:14080", TokenFile: "t"}, "admin.listen"},
+		{"not host:port", adminconf.Config{Listen: "14090", TokenFile: "t"}, "admin.listen"},
+		{"no token", adminconf.Config{Listen: "127.0.0.1:14090"}, "admin.token_file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Default()

@@ -18,7 +18,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/hallmark-ca/hallmark/admin"
+	"github.com/hallmark-ca/hallmark/admin/adminconf"
 	"github.com/hallmark-ca/hallmark/cmd/internal/process"
 	"github.com/hallmark-ca/hallmark/jobs/notify"
 	"github.com/hallmark-ca/hallmark/protocol/access"
@@ -35,7 +35,7 @@ import (
 type Config struct {
 	Database  open.Config                `toml:"database"`
 	Server    serverconf.Server          `toml:"server"`
-	Admin     admin.Config               `toml:"admin"`
+	Admin     adminconf.Config           `toml:"admin"`
 	Worker    workerconf.Worker          `toml:"worker"`
 	Challenge workerconf.Challenge       `toml:"challenge"`
 	Audit     workerconf.Audit           `toml:"audit"`

@@ -48,6 +48,11 @@ func TestValidateRanges(t *testing.T) {
 		// What a profile allows, its challenges must be able to validate.
 		{"[profiles.web]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\", \"tls-alpn-01\"]\nallow_wildcards = true\n", "profiles.web.allow_wildcards"},
 		{"[profiles.dns]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-01\"]\nidentifier_types = [\"dns\", \"ip\"]\n", "profiles.dns.identifier_types"},
+		// Usages the signer cannot set, or that leave an ECDSA or Ed25519
+		// leaf no key usage (RFC 8813 §3), would fail every order.
+		{"[profiles.web]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\nkey_usages = [\"digitalSignature\", \"certSign\"]\n", "profiles.web.key_usages"},
+		{"[profiles.web]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\next_key_usages = [\"codeSigning\"]\n", "profiles.web.ext_key_usages"},
+		{"[profiles.web]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\nkey_usages = [\"keyEncipherment\"]\n", "profiles.web.key_usages"},
 	}
 	for _, tc := range cases {
 		_, err := load(t, tc.body)
@@ -66,6 +71,7 @@ func TestValidateRanges(t *testing.T) {
 		"[server]\nrequest_id_trusted_proxies = [\"10.0.0.0/8\", \"192.0.2.7\", \"fd00::/8\"]\n[audit]\nretention_days = 1130\n",
 		"[profiles.wild]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-01\"]\nallow_wildcards = true\n" +
 			"[profiles.ip]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"tls-alpn-01\"]\nidentifier_types = [\"ip\"]\n",
+		"[profiles.rsa]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\nkey_types = [\"rsa2048\"]\nkey_usages = [\"keyEncipherment\"]\n",
 		"[profiles.short-lived_2]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\n" +
 			"[profiles." + strings.Repeat("a", 56) + "]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\n",
 	} {

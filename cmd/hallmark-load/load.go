@@ -166,24 +166,7 @@ func runLoad(ctx context.Context, spec loadSpec) (*result, error) {
 	var wg sync.WaitGroup
 	for i := range clients {
 		wg.Add(1)
-		go func(c *client, key *ecdsa.PrivateKey) {
-			defer wg.Done()
-			for {
-				n := next.Add(1)
-				if n > int64(spec.Count) || tctx.Err() != nil {
-					return
-				}
-				name := fmt.Sprintf("i%d-%s.load.test", n, prefix)
-				d, err := c.issue(tctx, name, key, spec.Responders.Tokens)
-				done := time.Now()
-				progress.finished(done)
-				tl.add(tctx, d, err, done)
-				if err != nil {
-					// A failed request may have left no nonce; fetch one.
-					c.nonce = ""
-				}
-			}
-		}(clients[i], keys[i])
+		go func() { defer wg.Done(); tl.issueAll(tctx, spec, clients[i], keys[i], prefix, &next, &progress) }()
 	}
 	wg.Wait()
 	res.Wall = time.Since(start)
@@ -216,6 +199,26 @@ type tally struct {
 	mu     sync.Mutex
 	res    *result
 	lastOK time.Time
+}
+
+// issueAll is one client's loop: issue for fresh names, numbered from
+// next, until the run's count is reached or ctx ends.
+func (t *tally) issueAll(ctx context.Context, spec loadSpec, c *client, key *ecdsa.PrivateKey, prefix string, next *atomic.Int64, progress *stallWatch) {
+	for {
+		n := next.Add(1)
+		if n > int64(spec.Count) || ctx.Err() != nil {
+			return
+		}
+		name := fmt.Sprintf("i%d-%s.load.test", n, prefix)
+		d, err := c.issue(ctx, name, key, spec.Responders.Tokens)
+		done := time.Now()
+		progress.finished(done)
+		t.add(ctx, d, err, done)
+		if err != nil {
+			// A failed request may have left no nonce; fetch one.
+			c.nonce = ""
+		}
+	}
 }
 
 // add records one issuance that ended at done: its steps, or its error by

@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -15,15 +14,12 @@ import (
 	"math/big"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // target is a CA the orchestrator started: where its directory is, what
@@ -117,6 +113,24 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
+// freePorts are n loopback ports free a moment ago.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, n)
+	for i := range ports {
+		var err error
+		if ports[i], err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	return ports, nil
+}
+
+// hallmarkPorts are the listeners of a Hallmark the orchestrator starts.
+type hallmarkPorts struct {
+	listen, publicHTTP, health int
+	pprofServer, pprofWorker   string // "" unless profiling
+}
+
 // startHallmark writes a configuration, creates the database (a fresh
 // PostgreSQL database, or a SQLite file), migrates, creates the CA and
 // starts hallmark-worker and hallmark-frontend.
@@ -144,22 +158,12 @@ func (e *benchEnv) startHallmark(ctx context.Context, storeKind, backend string)
 			return fail(err)
 		}
 		cleanups = append(cleanups, drop)
-		dbURL = u
-		t.Procs.pgDatabase = strings.TrimPrefix(mustURL(u).Path, "/")
-		t.Procs.pgAdmin = e.PostgresURL
-		t.DBURL = u
+		dbURL, t.DBURL = u, u
+		t.Procs.pgDatabase, t.Procs.pgAdmin = strings.TrimPrefix(mustURL(u).Path, "/"), e.PostgresURL
 	}
-	ports := make([]int, 5)
-	for i := range ports {
-		if ports[i], err = freePort(); err != nil {
-			return fail(err)
-		}
-	}
-	listen := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	pprofServer, pprofWorker := "", ""
-	if e.ProfileDir != "" {
-		pprofServer, pprofWorker = fmt.Sprintf("127.0.0.1:%d", ports[3]), fmt.Sprintf("127.0.0.1:%d", ports[4])
-		t.Profiles = map[string]string{"frontend": pprofServer, "worker": pprofWorker}
+	ports, err := e.hallmarkPorts(t)
+	if err != nil {
+		return fail(err)
 	}
 	top, tables, initArgs, env := "", "", []string(nil), []string(nil)
 	switch backend {
@@ -171,6 +175,46 @@ func (e *benchEnv) startHallmark(ctx context.Context, storeKind, backend string)
 	default:
 		return fail(fmt.Errorf("backend %q: local or pkcs11", backend))
 	}
+	cfgPath := filepath.Join(dir, "hallmark.toml")
+	if err := os.WriteFile(cfgPath, []byte(top+e.hallmarkConfig(dbURL, ports, tables)), 0o644); err != nil {
+		return fail(err)
+	}
+	if err := e.initHallmark(ctx, dir, env, cfgPath, initArgs); err != nil {
+		return fail(err)
+	}
+	t.Procs.pids = map[string][]int{}
+	for _, which := range []string{"worker", "frontend"} {
+		pid, stop, err := e.startProcess(dir, which+".log", env, filepath.Join(e.BinDir, "hallmark-"+which), "--config", cfgPath)
+		if err != nil {
+			return fail(err)
+		}
+		cleanups = append(cleanups, stop)
+		t.Procs.pids[which] = []int{pid}
+	}
+	if err := waitHallmark(ctx, t, dir, ports); err != nil {
+		return fail(err)
+	}
+	return t, nil
+}
+
+// hallmarkPorts picks the listeners' ports, and the pprof listeners when
+// the run profiles (t.Profiles).
+func (e *benchEnv) hallmarkPorts(t *target) (hallmarkPorts, error) {
+	free, err := freePorts(5)
+	if err != nil {
+		return hallmarkPorts{}, err
+	}
+	p := hallmarkPorts{listen: free[0], publicHTTP: free[1], health: free[2]}
+	if e.ProfileDir != "" {
+		p.pprofServer, p.pprofWorker = fmt.Sprintf("127.0.0.1:%d", free[3]), fmt.Sprintf("127.0.0.1:%d", free[4])
+		t.Profiles = map[string]string{"frontend": p.pprofServer, "worker": p.pprofWorker}
+	}
+	return p, nil
+}
+
+// hallmarkConfig is the configuration file but for the top-level keys,
+// with tables (a signing backend's) and e.ExtraConfig appended.
+func (e *benchEnv) hallmarkConfig(dbURL string, p hallmarkPorts, tables string) string {
 	workerConcurrency := "" // the configuration's default
 	if e.WorkerConcurrency > 0 {
 		workerConcurrency = fmt.Sprintf("concurrency = %d\n", e.WorkerConcurrency)
@@ -179,12 +223,12 @@ func (e *benchEnv) startHallmark(ctx context.Context, storeKind, backend string)
 	if e.VerdictWaitMS >= 0 {
 		verdictWait = fmt.Sprintf("verdict_wait_ms = %d\n", e.VerdictWaitMS)
 	}
-	cfg := top + fmt.Sprintf(`[database]
+	return fmt.Sprintf(`[database]
 url = %q
 max_conns = %d
 
 [server]
-listen = %q
+listen = "127.0.0.1:%d"
 tls_cert = "frontend.pem"
 tls_key = "frontend.key"
 public_http_listen = "127.0.0.1:%d"
@@ -205,12 +249,13 @@ timeout_ms = 5000
 [ca]
 dir = "ca"
 %s
-%s`, dbURL, e.MaxConns, listen, ports[1], e.RetryAfterSeconds, pprofServer, verdictWait, workerConcurrency, ports[2], pprofWorker,
+%s`, dbURL, e.MaxConns, p.listen, p.publicHTTP, e.RetryAfterSeconds, p.pprofServer, verdictWait, workerConcurrency, p.health, p.pprofWorker,
 		e.Resp.DNSAddr, e.HTTPPort, tables, e.ExtraConfig)
-	cfgPath := filepath.Join(dir, "hallmark.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		return fail(err)
-	}
+}
+
+// initHallmark migrates the database and creates the CA, as an operator
+// does before starting the servers.
+func (e *benchEnv) initHallmark(ctx context.Context, dir string, env []string, cfgPath string, initArgs []string) error {
 	run := func(bin string, args ...string) error {
 		cmd := exec.CommandContext(ctx, filepath.Join(e.BinDir, bin), args...)
 		cmd.Dir = dir
@@ -222,39 +267,33 @@ dir = "ca"
 		return nil
 	}
 	if err := run("hallmark", "--config", cfgPath, "migrate"); err != nil {
-		return fail(err)
+		return err
 	}
-	if err := run("hallmark-worker", append([]string{"--config", cfgPath, "ca", "init", "--tls-cert", "frontend.pem", "--tls-key", "frontend.key"}, initArgs...)...); err != nil {
-		return fail(err)
-	}
-	t.Procs.pids = map[string][]int{}
-	for _, which := range []string{"worker", "frontend"} {
-		pid, stop, err := e.startProcess(dir, which+".log", env, filepath.Join(e.BinDir, "hallmark-"+which), "--config", cfgPath)
-		if err != nil {
-			return fail(err)
-		}
-		cleanups = append(cleanups, stop)
-		t.Procs.pids[which] = []int{pid}
-	}
+	return run("hallmark-worker", append([]string{"--config", cfgPath, "ca", "init", "--tls-cert", "frontend.pem", "--tls-key", "frontend.key"}, initArgs...)...)
+}
+
+// waitHallmark trusts the new CA's root and waits for the frontend's
+// directory and the worker's readiness.
+func waitHallmark(ctx context.Context, t *target, dir string, p hallmarkPorts) error {
 	root, err := os.ReadFile(filepath.Join(dir, "ca", "root.pem"))
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	t.Roots = x509.NewCertPool()
 	t.Roots.AppendCertsFromPEM(root)
 	t.RootPEM = root
-	t.Directory = "https://" + listen + "/directory"
+	t.Directory = fmt.Sprintf("https://127.0.0.1:%d/directory", p.listen)
 	if err := waitDirectory(ctx, t); err != nil {
-		return fail(fmt.Errorf("%w (logs in %s)", err, dir))
+		return fmt.Errorf("%w (logs in %s)", err, dir)
 	}
 	// A worker that could not start (a port taken between freePort and its
 	// bind, say) would leave the run polling until --timeout: wait until it
 	// says it is ready, or fail with its log.
-	if err := waitReady(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[2])); err != nil {
+	if err := waitReady(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", p.health)); err != nil {
 		logText, _ := os.ReadFile(filepath.Join(dir, "worker.log"))
-		return fail(fmt.Errorf("hallmark-worker: %w; its log:\n%s", err, tail(logText, 2000)))
+		return fmt.Errorf("hallmark-worker: %w; its log:\n%s", err, tail(logText, 2000))
 	}
-	return t, nil
+	return nil
 }
 
 // waitReady polls url until it answers 200, for 30 s at most.
@@ -312,11 +351,9 @@ func (e *benchEnv) startPebble(ctx context.Context) (*target, error) {
 	if err != nil {
 		return fail(err)
 	}
-	ports := make([]int, 3)
-	for i := range ports {
-		if ports[i], err = freePort(); err != nil {
-			return fail(err)
-		}
+	ports, err := freePorts(3)
+	if err != nil {
+		return fail(err)
 	}
 	listen := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	cfg, _ := json.Marshal(map[string]any{"pebble": map[string]any{
@@ -385,43 +422,6 @@ func waitDirectory(ctx context.Context, t *target) error {
 		return fmt.Errorf("%s: %w", t.Label, err)
 	}
 	return nil
-}
-
-// createDatabase creates a fresh PostgreSQL database on the admin URL's
-// server and returns its URL and a function that drops it.
-func createDatabase(ctx context.Context, admin string) (string, func(), error) {
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		return "", nil, fmt.Errorf("connecting to PostgreSQL at %s (set --postgres): %w", maskedURL(admin), err)
-	}
-	defer conn.Close(ctx)
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "hallmark_load_" + hex.EncodeToString(b)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return "", nil, fmt.Errorf("creating database %s: %w", name, err)
-	}
-	drop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, admin)
-		if err != nil {
-			return
-		}
-		defer c.Close(ctx)
-		_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	}
-	u := mustURL(admin)
-	u.Path = "/" + name
-	return u.String(), drop, nil
-}
-
-func mustURL(s string) *url.URL {
-	u, err := url.Parse(s)
-	if err != nil {
-		panic(err)
-	}
-	return u
 }
 
 // selfSigned writes tls.pem and tls.key for Pebble's listener on
@@ -500,73 +500,4 @@ key_usages = ["digitalSignature", "keyEncipherment"]
 ext_key_usages = ["serverAuth"]
 `, module)
 	return "default_profile = \"hsm\"\n", tables, []string{"--pkcs11", "hsm"}, env, nil
-}
-
-// jobLatency reads, from River's own table, how long each kind of job
-// inserted since since waited from its insert to its start and how long it
-// ran (p50 and p99 in ms). River stamps created_at with the inserting
-// transaction's start, so the wait includes the rest of that transaction
-// and its commit.
-func jobLatency(ctx context.Context, dbURL string, since time.Time) (string, error) {
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT kind, count(*),
-  percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM attempted_at - created_at)) * 1000,
-  percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM attempted_at - created_at)) * 1000,
-  percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finalized_at - attempted_at)) * 1000,
-  percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM finalized_at - attempted_at)) * 1000
-FROM river_job WHERE attempted_at IS NOT NULL AND created_at >= $1 GROUP BY kind ORDER BY kind`, since)
-	if err != nil {
-		return "", err
-	}
-	defer rows.Close()
-	var b strings.Builder
-	for rows.Next() {
-		var kind string
-		var n int64
-		var w50, w99, r50, r99 *float64
-		if err := rows.Scan(&kind, &n, &w50, &w99, &r50, &r99); err != nil {
-			return "", err
-		}
-		f := func(p *float64) string {
-			if p == nil {
-				return "     -"
-			}
-			return fmt.Sprintf("%6.1f", *p)
-		}
-		fmt.Fprintf(&b, "  job %-20s n=%-5d insert→start p50 %s p99 %s ms; run p50 %s p99 %s ms\n", kind, n, f(w50), f(w99), f(r50), f(r99))
-	}
-	return b.String(), rows.Err()
-}
-
-// pgSettings is one line naming the PostgreSQL server at admin and the
-// settings a benchmark's figures depend on: whether commits wait for the
-// disk, whether dead rows are cleaned up as the run goes, and the cache;
-// and whether autovacuum is off.
-func pgSettings(ctx context.Context, admin string) (line string, autovacuumOff bool, err error) {
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		return "", false, fmt.Errorf("reading PostgreSQL's settings: %w", err)
-	}
-	defer conn.Close(ctx)
-	var version, autovacuum, syncCommit, fsync, buffers string
-	err = conn.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('autovacuum'),
-  current_setting('synchronous_commit'), current_setting('fsync'), current_setting('shared_buffers')`).Scan(&version, &autovacuum, &syncCommit, &fsync, &buffers)
-	if err != nil {
-		return "", false, fmt.Errorf("reading PostgreSQL's settings: %w", err)
-	}
-	line = fmt.Sprintf("PostgreSQL %s: autovacuum %s, synchronous_commit %s, fsync %s, shared_buffers %s", version, autovacuum, syncCommit, fsync, buffers)
-	return line, autovacuum == "off", nil
-}
-
-// maskedURL is admin with its password masked, for messages.
-func maskedURL(admin string) string {
-	u, err := url.Parse(admin)
-	if err != nil {
-		return "the --postgres URL"
-	}
-	return u.Redacted()
 }

@@ -285,19 +285,8 @@ func run(c *cli.Context) error {
 	ready := &readiness{mounted: issuers, unavailable: unavailable, ping: w.Ready}
 	go ready.watchDatabase(ctx, log, 2*time.Second)
 
-	if cfg.Worker.HealthListen != "" {
-		mux := http.NewServeMux()
-		line := version.Line("hallmark-worker")
-		mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) { fmt.Fprintf(rw, "ok\n%s\n", line) })
-		mux.Handle("/readyz", backendsReady(w, ready))
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		ln, err := net.Listen("tcp", cfg.Worker.HealthListen)
-		if err != nil {
-			return fmt.Errorf("listening on worker.health_listen %s: %w", cfg.Worker.HealthListen, err)
-		}
-		go func() {
-			_ = process.Serve(ctx, &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln, "", "", time.Second)
-		}()
+	if err := serveHealth(ctx, cfg.Worker.HealthListen, backendsReady(w, ready), reg); err != nil {
+		return err
 	}
 
 	<-ctx.Done()
@@ -305,4 +294,25 @@ func run(c *cli.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return runner.Stop(sctx)
+}
+
+// serveHealth serves /healthz, /readyz and /metrics on worker.health_listen
+// until ctx ends; an empty listen serves nothing.
+func serveHealth(ctx context.Context, listen string, readyz http.Handler, reg *prometheus.Registry) error {
+	if listen == "" {
+		return nil
+	}
+	mux := http.NewServeMux()
+	line := version.Line("hallmark-worker")
+	mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) { fmt.Fprintf(rw, "ok\n%s\n", line) })
+	mux.Handle("/readyz", readyz)
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listening on worker.health_listen %s: %w", listen, err)
+	}
+	go func() {
+		_ = process.Serve(ctx, &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln, "", "", time.Second)
+	}()
+	return nil
 }

@@ -49,20 +49,9 @@ type crlRestoreReport struct {
 }
 
 func crlRestore(ctx context.Context, s *session, c *cli.Context) error {
-	file, err := oneArg(c, "FILE")
+	crl, err := readCRL(c)
 	if err != nil {
 		return err
-	}
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		return usage("reading the CRL: %v", err)
-	}
-	if b, _ := pem.Decode(raw); b != nil {
-		raw = b.Bytes
-	}
-	crl, err := x509.ParseRevocationList(raw)
-	if err != nil {
-		return usage("%s is not a CRL (DER or PEM): %v", file, err)
 	}
 	issuer, err := crlIssuer(ctx, s.st, crl)
 	if err != nil {
@@ -72,24 +61,65 @@ func crlRestore(ctx context.Context, s *session, c *cli.Context) error {
 	if crl.Number != nil {
 		rep.Number = crl.Number.String()
 	}
-
-	// Each reason's certificates are revoked together, as a page of
-	// `hallmark revoke --account` is (revocation.Service.RevokeAll).
 	svc := revocation.New(s.st, s.cfg.Profiles)
+	byReason, unknown, err := rep.match(ctx, s.st, svc, crl)
+	if err != nil {
+		return err
+	}
+	failed := rep.revoke(ctx, svc, byReason)
+	if s.json {
+		if err := s.emit(rep); err != nil {
+			return err
+		}
+	} else {
+		rep.print(s)
+	}
+	switch {
+	case failed > 0:
+		return cli.Exit(fmt.Sprintf("%d of %d revocations failed (see above); fix the cause and run the command again", failed, len(rep.Certificates)), exitNothing)
+	case unknown > 0:
+		return cli.Exit(fmt.Sprintf("%d of %d certificates the CRL lists are not in this database: they were issued after its copy was taken, and Hallmark cannot revoke them (docs/operations.md, Backups)", unknown, len(rep.Certificates)), exitNothing)
+	}
+	return nil
+}
+
+// readCRL parses the CRL the argument names, DER or PEM.
+func readCRL(c *cli.Context) (*x509.RevocationList, error) {
+	file, err := oneArg(c, "FILE")
+	if err != nil {
+		return nil, err
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return nil, usage("reading the CRL: %v", err)
+	}
+	if b, _ := pem.Decode(raw); b != nil {
+		raw = b.Bytes
+	}
+	crl, err := x509.ParseRevocationList(raw)
+	if err != nil {
+		return nil, usage("%s is not a CRL (DER or PEM): %v", file, err)
+	}
+	return crl, nil
+}
+
+// match adds a row for each entry of crl and returns the certificates to
+// revoke again by reason, and how many entries this database does not know
+// as the CRL issuer's.
+func (rep *crlRestoreReport) match(ctx context.Context, st cliStore, svc *revocation.Service, crl *x509.RevocationList) (map[int][]*store.Certificate, int, error) {
 	byReason := map[int][]*store.Certificate{}
-	at := map[string]int{} // serial → its row in rep.Certificates
-	unknown, failed := 0, 0
+	unknown := 0
 	for _, e := range crl.RevokedCertificateEntries {
-		serial := resolveSerial(ctx, s.st, e.SerialNumber.Text(16))
+		serial := resolveSerial(ctx, st, e.SerialNumber.Text(16))
 		row := crlRestoreRow{revokeRow: revokeRow{Serial: serial}, Reason: e.ReasonCode}
-		cert, err := s.st.CertificateBySerial(ctx, serial)
+		cert, err := st.CertificateBySerial(ctx, serial)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			row.Outcome, row.Error = "unknown", "not in this database: issued after its copy was taken"
 			unknown++
 		case err != nil:
-			return err
-		case cert.IssuerID != issuer:
+			return nil, 0, err
+		case cert.IssuerID != rep.Issuer:
 			// Serials are random, but unique per issuer only: this CRL
 			// says nothing of another issuer's certificate.
 			row.Outcome, row.Error = "unknown", fmt.Sprintf("this database's certificate %s is issuer %s's, not the CRL's", cert.Serial, cert.IssuerID)
@@ -105,14 +135,25 @@ func crlRestore(ctx context.Context, s *session, c *cli.Context) error {
 				byReason[e.ReasonCode] = append(byReason[e.ReasonCode], cert)
 			}
 		}
-		at[row.Serial] = len(rep.Certificates)
 		rep.Certificates = append(rep.Certificates, row)
+	}
+	return byReason, unknown, nil
+}
+
+// revoke revokes each reason's certificates together, as a page of
+// `hallmark revoke --account` is (revocation.Service.RevokeAll), records
+// each outcome in its row and returns how many failed.
+func (rep *crlRestoreReport) revoke(ctx context.Context, svc *revocation.Service, byReason map[int][]*store.Certificate) int {
+	at := map[string]int{} // serial → its row in rep.Certificates
+	for i, r := range rep.Certificates {
+		at[r.Serial] = i
 	}
 	reasons := make([]int, 0, len(byReason))
 	for r := range byReason {
 		reasons = append(reasons, r)
 	}
 	sort.Ints(reasons)
+	failed := 0
 	for _, reason := range reasons {
 		certs := byReason[reason]
 		for start := 0; start < len(certs); start += 1000 {
@@ -134,35 +175,25 @@ func crlRestore(ctx context.Context, s *session, c *cli.Context) error {
 			}
 		}
 	}
+	return failed
+}
 
-	if s.json {
-		if err := s.emit(rep); err != nil {
-			return err
-		}
-	} else {
-		verb := "revoking again"
-		if rep.DryRun {
-			verb = "dry run: would revoke again"
-		}
-		s.printf("%s what CRL %s of issuer %s lists, as %s\n", verb, orDash(rep.Number), rep.Issuer, rep.Actor)
-		table := make([][]string, len(rep.Certificates))
-		for i, r := range rep.Certificates {
-			table[i] = []string{r.Serial, strings.Join(r.Names, ","), strconv.Itoa(r.Reason) + " " + revocation.Reason(r.Reason).String(), r.Outcome, orDash(r.Error)}
-		}
-		s.table([]string{"SERIAL", "NAMES", "REASON", "OUTCOME", "NOTE"}, table)
+func (rep *crlRestoreReport) print(s *session) {
+	verb := "revoking again"
+	if rep.DryRun {
+		verb = "dry run: would revoke again"
 	}
-	switch {
-	case failed > 0:
-		return cli.Exit(fmt.Sprintf("%d of %d revocations failed (see above); fix the cause and run the command again", failed, len(rep.Certificates)), exitNothing)
-	case unknown > 0:
-		return cli.Exit(fmt.Sprintf("%d of %d certificates the CRL lists are not in this database: they were issued after its copy was taken, and Hallmark cannot revoke them (docs/operations.md, Backups)", unknown, len(rep.Certificates)), exitNothing)
+	s.printf("%s what CRL %s of issuer %s lists, as %s\n", verb, orDash(rep.Number), rep.Issuer, rep.Actor)
+	table := make([][]string, len(rep.Certificates))
+	for i, r := range rep.Certificates {
+		table[i] = []string{r.Serial, strings.Join(r.Names, ","), strconv.Itoa(r.Reason) + " " + revocation.Reason(r.Reason).String(), r.Outcome, orDash(r.Error)}
 	}
-	return nil
+	s.table([]string{"SERIAL", "NAMES", "REASON", "OUTCOME", "NOTE"}, table)
 }
 
 // crlIssuer is the id of the issuer of this CA whose certificate verifies
 // crl's signature.
-func crlIssuer(ctx context.Context, st store.Store, crl *x509.RevocationList) (string, error) {
+func crlIssuer(ctx context.Context, st cliStore, crl *x509.RevocationList) (string, error) {
 	ids, err := st.Issuers(ctx)
 	if err != nil {
 		return "", err

@@ -24,110 +24,113 @@ var keyFlags = []cli.Flag{
 	&cli.StringFlag{Name: "public-key", Usage: "the public key (PEM PUBLIC KEY or RSA PUBLIC KEY, or DER SubjectPublicKeyInfo)"},
 }
 
-// keysCommand is `hallmark keys block|show`: keys reported compromised,
-// which Hallmark never certifies again (CA/B Forum BR §6.1.1.3).
+// keysCommand is `hallmark keys block|list|show`: keys reported
+// compromised, which Hallmark never certifies again (CA/B Forum BR §6.1.1.3).
 func keysCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "keys",
 		Usage: "keys reported compromised: block one, list them, or check one",
 		Subcommands: []*cli.Command{
-			{
-				Name: "block",
-				Usage: "block a key reported compromised (by anyone, with or without a certificate of ours) and revoke " +
-					"its unexpired certificates with reason keyCompromise",
+			{Name: "block", Usage: "block a key reported compromised (by anyone, with or without a certificate of ours) and revoke " +
+				"its unexpired certificates with reason keyCompromise",
 				Flags: append(append([]cli.Flag{}, keyFlags...),
 					&cli.StringFlag{Name: "source", Usage: "who reported it and how, for the record (e.g. \"mail from the subscriber, ticket 123\")"},
 					jsonFlag),
-				Action: withSession(func(ctx context.Context, s *session, c *cli.Context) error {
-					h, from, err := keyArg(c)
-					if err != nil {
-						return err
-					}
-					why := "reported to the operator (" + from + ")"
-					if src := strings.TrimSpace(c.String("source")); src != "" {
-						why += ": " + src
-					}
-					res, err := s.st.KeyBlock(ctx, store.BlockedKey{SPKIHash: h, Why: why, Actor: operator.CLIActor()})
-					if err != nil {
-						return err
-					}
-					if s.json {
-						if err := s.emit(blockJSON(res)); err != nil {
-							return err
-						}
-					} else {
-						s.showBlock(res.Key)
-						var rows [][]string
-						for _, c := range res.Revoked {
-							rows = append(rows, []string{c.Serial, c.IssuerID, strings.Join(c.Names, ","), "revoked"})
-						}
-						for _, c := range res.Queued {
-							rows = append(rows, []string{c.Serial, c.IssuerID, strings.Join(c.Names, ","), "queued"})
-						}
-						if len(rows) > 0 {
-							s.printf("\n")
-							s.table([]string{"SERIAL", "ISSUER", "NAMES", "OUTCOME"}, rows)
-						}
-					}
-					if res.Already && len(res.Revoked)+len(res.Queued) == 0 {
-						return cli.Exit(fmt.Sprintf("key %s was blocked already, on %s, and has no unrevoked certificate: nothing to do", res.Key.Hex(), when(res.Key.BlockedAt)), exitNothing)
-					}
-					return nil
-				}),
-			},
-			{
-				Name:  "list",
-				Usage: "the blocked keys, the latest blocked first",
-				Flags: []cli.Flag{&cli.IntFlag{Name: "limit", Value: 100, Usage: "list at most this many (0: all)"}, jsonFlag},
-				Action: withSession(func(ctx context.Context, s *session, c *cli.Context) error {
-					if c.Int("limit") < 0 {
-						return usage("--limit must be 0 (all) or more")
-					}
-					list, err := s.st.KeysBlocked(ctx, c.Int("limit"))
-					if err != nil {
-						return err
-					}
-					if s.json {
-						out := make([]blockedJSON, 0, len(list))
-						for _, b := range list {
-							out = append(out, blockJSON(store.KeyBlockResult{Key: b}))
-						}
-						return s.emit(out)
-					}
-					var rows [][]string
-					for _, b := range list {
-						rows = append(rows, []string{b.Hex(), when(b.BlockedAt), orDash(b.Serial), b.Actor, b.Why})
-					}
-					s.table([]string{"KEY (SHA-256 OF ITS SPKI)", "BLOCKED", "REPORTED BY", "ACTOR", "WHY"}, rows)
-					return nil
-				}),
-			},
-			{
-				Name:      "show",
-				Usage:     "whether a key is blocked, when, why and by whom (exit 3 when it is not)",
+				Action: withSession(keysBlock)},
+			{Name: "list", Usage: "the blocked keys, the latest blocked first",
+				Flags:  []cli.Flag{&cli.IntFlag{Name: "limit", Value: 100, Usage: "list at most this many (0: all)"}, jsonFlag},
+				Action: withSession(keysList)},
+			{Name: "show", Usage: "whether a key is blocked, when, why and by whom (exit 3 when it is not)",
 				ArgsUsage: "[<sha256 of the key's SubjectPublicKeyInfo, hex>]",
 				Flags:     append(append([]cli.Flag{}, keyFlags...), jsonFlag),
-				Action: withSession(func(ctx context.Context, s *session, c *cli.Context) error {
-					h, from, err := keyArg(c)
-					if err != nil {
-						return err
-					}
-					b, err := s.st.KeyBlockedBy(ctx, h)
-					if isNotFound(err) {
-						return notFound("key %s (%s) is not blocked", hex.EncodeToString(h), from)
-					}
-					if err != nil {
-						return err
-					}
-					if s.json {
-						return s.emit(blockJSON(store.KeyBlockResult{Key: *b}))
-					}
-					s.showBlock(*b)
-					return nil
-				}),
-			},
+				Action:    withSession(keysShow)},
 		},
 	}
+}
+
+func keysBlock(ctx context.Context, s *session, c *cli.Context) error {
+	h, from, err := keyArg(c)
+	if err != nil {
+		return err
+	}
+	why := "reported to the operator (" + from + ")"
+	if src := strings.TrimSpace(c.String("source")); src != "" {
+		why += ": " + src
+	}
+	res, err := s.st.KeyBlock(ctx, store.BlockedKey{SPKIHash: h, Why: why, Actor: operator.CLIActor()})
+	if err != nil {
+		return err
+	}
+	if s.json {
+		if err := s.emit(blockJSON(res)); err != nil {
+			return err
+		}
+	} else {
+		s.showBlockResult(res)
+	}
+	if res.Already && len(res.Revoked)+len(res.Queued) == 0 {
+		return cli.Exit(fmt.Sprintf("key %s was blocked already, on %s, and has no unrevoked certificate: nothing to do", res.Key.Hex(), when(res.Key.BlockedAt)), exitNothing)
+	}
+	return nil
+}
+
+// showBlockResult prints the blocked key and a table of the certificates
+// blocking it revoked or queued for revocation.
+func (s *session) showBlockResult(res store.KeyBlockResult) {
+	s.showBlock(res.Key)
+	var rows [][]string
+	for _, c := range res.Revoked {
+		rows = append(rows, []string{c.Serial, c.IssuerID, strings.Join(c.Names, ","), "revoked"})
+	}
+	for _, c := range res.Queued {
+		rows = append(rows, []string{c.Serial, c.IssuerID, strings.Join(c.Names, ","), "queued"})
+	}
+	if len(rows) > 0 {
+		s.printf("\n")
+		s.table([]string{"SERIAL", "ISSUER", "NAMES", "OUTCOME"}, rows)
+	}
+}
+
+func keysList(ctx context.Context, s *session, c *cli.Context) error {
+	if c.Int("limit") < 0 {
+		return usage("--limit must be 0 (all) or more")
+	}
+	list, err := s.st.KeysBlocked(ctx, c.Int("limit"))
+	if err != nil {
+		return err
+	}
+	if s.json {
+		out := make([]blockedJSON, 0, len(list))
+		for _, b := range list {
+			out = append(out, blockJSON(store.KeyBlockResult{Key: b}))
+		}
+		return s.emit(out)
+	}
+	var rows [][]string
+	for _, b := range list {
+		rows = append(rows, []string{b.Hex(), when(b.BlockedAt), orDash(b.Serial), b.Actor, b.Why})
+	}
+	s.table([]string{"KEY (SHA-256 OF ITS SPKI)", "BLOCKED", "REPORTED BY", "ACTOR", "WHY"}, rows)
+	return nil
+}
+
+func keysShow(ctx context.Context, s *session, c *cli.Context) error {
+	h, from, err := keyArg(c)
+	if err != nil {
+		return err
+	}
+	b, err := s.st.KeyBlockedBy(ctx, h)
+	if isNotFound(err) {
+		return notFound("key %s (%s) is not blocked", hex.EncodeToString(h), from)
+	}
+	if err != nil {
+		return err
+	}
+	if s.json {
+		return s.emit(blockJSON(store.KeyBlockResult{Key: *b}))
+	}
+	s.showBlock(*b)
+	return nil
 }
 
 func (s *session) showBlock(b store.BlockedKey) {

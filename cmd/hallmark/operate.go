@@ -17,6 +17,7 @@ import (
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/protocol/renewal"
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/open"
@@ -43,10 +44,35 @@ var limitFlag = &cli.IntFlag{Name: "limit", Value: 50, Usage: "print at most thi
 type session struct {
 	cfg  config.Config
 	db   *open.DB
-	st   store.Store
+	st   cliStore
 	q    jobs.Queue
 	json bool
 	out  io.Writer
+}
+
+// cliStore is what the commands read and write, with what the services
+// they share with the panel take (revocation, operator, renewal, the CRL
+// judgement).
+type cliStore interface {
+	revocation.Store
+	operator.Store
+	renewal.Store
+	store.CRLReader
+	AccountsList(ctx context.Context, p store.Page) ([]*store.Account, string, error)
+	AuditFind(ctx context.Context, f store.AuditFilter, p store.Page) ([]store.AuditEvent, string, error)
+	AuthzByID(ctx context.Context, id string) (*store.Authorization, error)
+	EABByID(ctx context.Context, id string) (*store.EABKey, error)
+	EABCreate(ctx context.Context, k store.EABKey, ev store.AuditEvent) (*store.EABKey, error)
+	EABDelete(ctx context.Context, id string, ev store.AuditEvent) error
+	EABList(ctx context.Context, p store.Page) ([]*store.EABKey, string, error)
+	IssuerCert(ctx context.Context, id string) ([]byte, error)
+	Issuers(ctx context.Context) ([]string, error)
+	KeyBlockedBy(ctx context.Context, spkiHash []byte) (*store.BlockedKey, error)
+	KeysBlocked(ctx context.Context, limit int) ([]store.BlockedKey, error)
+	Now(ctx context.Context) (time.Time, error)
+	OrdersList(ctx context.Context, f store.OrderFilter, p store.Page) ([]*store.Order, string, error)
+	RenewalMove(ctx context.Context, sel store.RenewalSelector, start, end time.Time, reason string, ev store.AuditEvent) ([]string, error)
+	UpstreamOrdersOf(ctx context.Context, orderID string) ([]store.UpstreamOrder, error)
 }
 
 // withSession loads the configuration, opens the database, runs fn and

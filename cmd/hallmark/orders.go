@@ -124,6 +124,14 @@ type authzRow struct {
 	Challenges []challengeRow  `json:"challenges"`
 }
 
+// orderDetail is an order with its authorizations and a relay's upstream
+// orders, as `orders show --json` prints it.
+type orderDetail struct {
+	orderRow
+	Authorizations []authzRow    `json:"authorizations"`
+	UpstreamOrders []upstreamRow `json:"upstream_orders"`
+}
+
 func ordersShow(ctx context.Context, s *session, c *cli.Context) error {
 	id, err := oneArg(c, "order id")
 	if err != nil {
@@ -136,40 +144,45 @@ func ordersShow(ctx context.Context, s *session, c *cli.Context) error {
 		}
 		return err
 	}
-	var authzs []authzRow
+	d, err := orderDetailOf(ctx, s.st, o)
+	if err != nil {
+		return err
+	}
+	if s.json {
+		return s.emit(d)
+	}
+	printOrder(s, o, d)
+	return nil
+}
+
+func orderDetailOf(ctx context.Context, st cliStore, o *store.Order) (orderDetail, error) {
+	d := orderDetail{orderRow: orderRowOf(o), Authorizations: []authzRow{}}
 	for _, aid := range o.AuthzIDs {
-		a, err := s.st.AuthzByID(ctx, aid)
+		a, err := st.AuthzByID(ctx, aid)
 		if err != nil {
-			return err
+			return d, err
 		}
 		ar := authzRow{ID: a.ID, Identifier: a.Identifier, Wildcard: a.Wildcard, Status: string(a.Status), Expires: a.Expires.UTC(), Challenges: []challengeRow{}}
 		for _, ch := range a.Challenges {
 			ar.Challenges = append(ar.Challenges, challengeRow{ID: ch.ID, Type: string(ch.Type), Status: string(ch.Status), Validated: ch.Validated, Error: ch.Error, ValidationRecord: ch.ValidationRecord})
 		}
-		authzs = append(authzs, ar)
+		d.Authorizations = append(d.Authorizations, ar)
 	}
 	// A relay's upstream orders: where its certificate came from, or, for
 	// an order that failed after one was placed, where to look for an
 	// upstream certificate Hallmark never stored (docs/backends.md).
-	ups, err := s.st.UpstreamOrdersOf(ctx, o.ID)
+	ups, err := st.UpstreamOrdersOf(ctx, o.ID)
 	if err != nil {
-		return err
+		return d, err
 	}
-	upstream := make([]upstreamRow, 0, len(ups))
+	d.UpstreamOrders = make([]upstreamRow, 0, len(ups))
 	for _, u := range ups {
-		upstream = append(upstream, upstreamRow{Backend: u.Backend, OrderURL: u.OrderURL, AccountURL: u.AccountURL, PlacedAt: u.PlacedAt.UTC()})
+		d.UpstreamOrders = append(d.UpstreamOrders, upstreamRow{Backend: u.Backend, OrderURL: u.OrderURL, AccountURL: u.AccountURL, PlacedAt: u.PlacedAt.UTC()})
 	}
-	if s.json {
-		v := struct {
-			orderRow
-			Authorizations []authzRow    `json:"authorizations"`
-			UpstreamOrders []upstreamRow `json:"upstream_orders"`
-		}{orderRowOf(o), authzs, upstream}
-		if v.Authorizations == nil {
-			v.Authorizations = []authzRow{}
-		}
-		return s.emit(v)
-	}
+	return d, nil
+}
+
+func printOrder(s *session, o *store.Order, d orderDetail) {
 	problem := "-"
 	if o.Error != nil {
 		problem = string(o.Error.Type) + ": " + o.Error.Detail
@@ -181,7 +194,7 @@ func ordersShow(ctx context.Context, s *session, c *cli.Context) error {
 	})
 	s.printf("\nauthorizations:\n")
 	var rows [][]string
-	for _, a := range authzs {
+	for _, a := range d.Authorizations {
 		name := a.Identifier.Value
 		if a.Wildcard {
 			name = "*." + name
@@ -198,10 +211,10 @@ func ordersShow(ctx context.Context, s *session, c *cli.Context) error {
 		}
 	}
 	s.table([]string{"AUTHZ", "IDENTIFIER", "AUTHZ STATUS", "CHALLENGE", "STATUS", "VALIDATED", "ERROR"}, rows)
-	if len(upstream) > 0 {
+	if len(d.UpstreamOrders) > 0 {
 		s.printf("\nupstream orders (relay backends):\n")
 		var rows [][]string
-		for _, u := range upstream {
+		for _, u := range d.UpstreamOrders {
 			rows = append(rows, []string{u.Backend, u.OrderURL, u.AccountURL, when(u.PlacedAt)})
 		}
 		s.table([]string{"BACKEND", "UPSTREAM ORDER", "UPSTREAM ACCOUNT", "PLACED"}, rows)
@@ -212,7 +225,6 @@ func ordersShow(ctx context.Context, s *session, c *cli.Context) error {
 	if o.Status == acme.StatusProcessing {
 		s.printf("\nthe order is processing: `hallmark jobs list --kind %s` shows its signing job\n", jobs.KindSignerIssue)
 	}
-	return nil
 }
 
 func isNotFound(err error) bool {

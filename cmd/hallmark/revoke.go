@@ -281,7 +281,7 @@ func normalSerial(s string) string {
 // resolveSerial finds the stored form of a serial: signers differ on a
 // leading zero nibble, so both the minimal and the whole-bytes form are
 // tried. It returns s unchanged when neither exists.
-func resolveSerial(ctx context.Context, st store.Store, s string) string {
+func resolveSerial(ctx context.Context, st cliStore, s string) string {
 	s = normalSerial(s)
 	min := strings.TrimLeft(s, "0")
 	for _, cand := range []string{s, min, "0" + min} {

@@ -77,39 +77,9 @@ func upCommand() *cli.Command {
 }
 
 func up(c *cli.Context) error {
-	data := c.String("data")
-	// Owner only: it holds the CA's keys and the database. An existing
-	// directory others can reach is refused, not repaired (checkDataDir).
-	if err := os.MkdirAll(data, 0o700); err != nil {
-		return fmt.Errorf("creating %s: %w", data, err)
-	}
-	if err := checkDataDir(data); err != nil {
-		return err
-	}
-	cfgPath := filepath.Join(data, "hallmark.toml")
-	if _, err := os.Stat(cfgPath); errors.Is(err, os.ErrNotExist) {
-		if err := os.WriteFile(cfgPath, []byte(devConfig), 0o644); err != nil {
-			return err
-		}
-		fmt.Printf("wrote %s\n", cfgPath)
-	}
-	cfg, err := config.LoadWorker(cfgPath) // it starts a worker
+	cfgPath, cfg, err := upData(c.String("data"))
 	if err != nil {
-		return cli.Exit(err.Error(), 2)
-	}
-	if err := checkKeyFiles(cfg, data); err != nil {
 		return err
-	}
-	if tf := cfg.Admin.TokenFile; tf != "" {
-		if _, err := os.Stat(tf); errors.Is(err, os.ErrNotExist) {
-			tok := make([]byte, 24)
-			if _, err := rand.Read(tok); err != nil {
-				return err
-			}
-			if err := os.WriteFile(tf, []byte(hex.EncodeToString(tok)+"\n"), 0o600); err != nil {
-				return fmt.Errorf("writing the admin token %s: %w", tf, err)
-			}
-		}
 	}
 	ctx, stop := process.SignalContext()
 	defer stop()
@@ -119,16 +89,9 @@ func up(c *cli.Context) error {
 		return err
 	}
 	db.Close()
-	self, err := os.Executable()
+	workerBin, frontendBin, err := siblingBinaries()
 	if err != nil {
 		return err
-	}
-	bin := filepath.Dir(self)
-	workerBin, frontendBin := filepath.Join(bin, "hallmark-worker"), filepath.Join(bin, "hallmark-frontend")
-	for _, b := range []string{workerBin, frontendBin} {
-		if _, err := os.Stat(b); err != nil {
-			return fmt.Errorf("%s is missing: build it with `make build` (it must sit beside this binary)", b)
-		}
 	}
 	// The CA is created by the worker binary: the CLI never touches keys.
 	caInit := exec.CommandContext(ctx, workerBin, "--config", cfgPath, "ca", "init",
@@ -148,19 +111,10 @@ func up(c *cli.Context) error {
 		exec.Command(workerBin, "--config", cfgPath),
 		exec.Command(frontendBin, "--config", cfgPath),
 	}
-	exited := make(chan error, len(procs))
-	for _, p := range procs {
-		p.Stdout, p.Stderr = os.Stdout, os.Stderr
-		// Own process group: Ctrl-C reaches us, and we stop the children
-		// in order rather than racing the terminal's signal.
-		p.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := p.Start(); err != nil {
-			stopAll(procs)
-			return fmt.Errorf("starting %s: %w", p.Path, err)
-		}
-		go func(p *exec.Cmd) { exited <- fmt.Errorf("%s exited: %v", filepath.Base(p.Path), p.Wait()) }(p)
+	exited, err := startAll(procs)
+	if err != nil {
+		return err
 	}
-
 	root := filepath.Join(cfg.CA.Dir, "root.pem")
 	if err := waitReady(ctx, cfg.Server.BaseURL+"/directory", root); err != nil {
 		stopAll(procs)
@@ -176,6 +130,88 @@ func up(c *cli.Context) error {
 		stopAll(procs)
 		return err
 	}
+}
+
+// upData makes the data directory (owner only: it holds the CA's keys and
+// the database; an existing one others can reach is refused, not repaired
+// by checkDataDir), writes the dev configuration and the admin token on
+// first run, and loads the configuration.
+func upData(data string) (string, config.Config, error) {
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return "", config.Config{}, fmt.Errorf("creating %s: %w", data, err)
+	}
+	if err := checkDataDir(data); err != nil {
+		return "", config.Config{}, err
+	}
+	cfgPath := filepath.Join(data, "hallmark.toml")
+	if _, err := os.Stat(cfgPath); errors.Is(err, os.ErrNotExist) {
+		if err := os.WriteFile(cfgPath, []byte(devConfig), 0o644); err != nil {
+			return "", config.Config{}, err
+		}
+		fmt.Printf("wrote %s\n", cfgPath)
+	}
+	cfg, err := config.LoadWorker(cfgPath) // it starts a worker
+	if err != nil {
+		return "", cfg, cli.Exit(err.Error(), 2)
+	}
+	if err := checkKeyFiles(cfg, data); err != nil {
+		return "", cfg, err
+	}
+	return cfgPath, cfg, writeAdminToken(cfg.Admin.TokenFile)
+}
+
+// writeAdminToken writes a random operator token to tf, owner only,
+// unless tf is empty or already exists.
+func writeAdminToken(tf string) error {
+	if tf == "" {
+		return nil
+	}
+	if _, err := os.Stat(tf); !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	tok := make([]byte, 24)
+	if _, err := rand.Read(tok); err != nil {
+		return err
+	}
+	if err := os.WriteFile(tf, []byte(hex.EncodeToString(tok)+"\n"), 0o600); err != nil {
+		return fmt.Errorf("writing the admin token %s: %w", tf, err)
+	}
+	return nil
+}
+
+// siblingBinaries are hallmark-worker and hallmark-frontend beside this
+// binary.
+func siblingBinaries() (worker, frontend string, err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", "", err
+	}
+	bin := filepath.Dir(self)
+	worker, frontend = filepath.Join(bin, "hallmark-worker"), filepath.Join(bin, "hallmark-frontend")
+	for _, b := range []string{worker, frontend} {
+		if _, err := os.Stat(b); err != nil {
+			return "", "", fmt.Errorf("%s is missing: build it with `make build` (it must sit beside this binary)", b)
+		}
+	}
+	return worker, frontend, nil
+}
+
+// startAll starts procs, each in its own process group (Ctrl-C reaches us,
+// and we stop the children in order rather than racing the terminal's
+// signal); the channel says when the first exits. On a failure to start it
+// stops those it started.
+func startAll(procs []*exec.Cmd) (<-chan error, error) {
+	exited := make(chan error, len(procs))
+	for _, p := range procs {
+		p.Stdout, p.Stderr = os.Stdout, os.Stderr
+		p.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := p.Start(); err != nil {
+			stopAll(procs)
+			return nil, fmt.Errorf("starting %s: %w", p.Path, err)
+		}
+		go func(p *exec.Cmd) { exited <- fmt.Errorf("%s exited: %v", filepath.Base(p.Path), p.Wait()) }(p)
+	}
+	return exited, nil
 }
 
 // runningBanner is what up prints once the CA answers: where every

@@ -131,103 +131,24 @@ func parse(body []byte, r rules) (*Message, error) {
 	if r.inner {
 		what = "inner JWS of keyChange"
 	}
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) == 0 {
-		return nil, acme.Malformed("the request body is empty; ACME requests are JWS in the flattened JSON serialization")
-	}
-	if trimmed[0] != '{' {
-		return nil, acme.Malformed("the %s must use the flattened JSON serialization (RFC 8555 §6.2); compact serialization is not accepted", what)
-	}
-	outer, err := members(trimmed)
+	protected, payload, signature, err := flattened(body, what)
 	if err != nil {
-		return nil, acme.Malformed("the %s is not a JSON object: %v", what, err)
-	}
-	if err := uniqueWithin(outer); err != nil {
-		return nil, acme.Malformed("the %s is not valid: %v; send each member once", what, err)
-	}
-	if _, ok := outer["signatures"]; ok {
-		return nil, acme.Malformed("the %s must use the flattened JSON serialization with exactly one signature; the general serialization (\"signatures\") is not accepted", what)
-	}
-	if _, ok := outer["header"]; ok {
-		return nil, acme.Malformed("the %s must not have an unprotected header (RFC 8555 §6.2); put every header parameter in \"protected\"", what)
-	}
-	var protected, payload, signature string
-	for _, p := range []struct {
-		name string
-		dst  *string
-	}{{"protected", &protected}, {"payload", &payload}, {"signature", &signature}} {
-		raw, ok := outer[p.name]
-		if !ok {
-			return nil, acme.Malformed("the %s must have \"protected\", \"payload\" and \"signature\" members; %q is missing", what, p.name)
-		}
-		if err := json.Unmarshal(raw, p.dst); err != nil {
-			return nil, acme.Malformed("the %s member %q must be a string", what, p.name)
-		}
-		if _, err := base64.RawURLEncoding.DecodeString(*p.dst); err != nil {
-			return nil, acme.Malformed("the %s member %q is not base64url without padding", what, p.name)
-		}
-	}
-	if protected == "" {
-		return nil, acme.Malformed("the %s has an empty protected header", what)
+		return nil, err
 	}
 	rawHeader, _ := base64.RawURLEncoding.DecodeString(protected)
 	h, err := parseHeader(rawHeader)
 	if err != nil {
 		return nil, acme.Malformed("the %s protected header is not valid: %v", what, err)
 	}
-	if len(h.JWK) > maxJWKBytes {
-		return nil, acme.Malformed("the %s \"jwk\" is %d bytes of JSON; this server accepts at most %d (an 8192-bit RSA key's is about 1,400): send the public key's members only", what, len(h.JWK), maxJWKBytes)
+	if err := checkAlg(h, what); err != nil {
+		return nil, err
 	}
-	if h.Alg == nil || *h.Alg == "" {
-		return nil, acme.Malformed("the %s protected header has no \"alg\"", what)
+	hasJWK, hasKID, err := checkKeyAndURL(h, r, what)
+	if err != nil {
+		return nil, err
 	}
-	if !allowedAlg(*h.Alg) {
-		return nil, &acme.Error{Problem: acme.Problem{
-			Type:       acme.ProblemBadSignatureAlgorithm,
-			Detail:     fmt.Sprintf("the %s is signed with algorithm %q, which this server does not accept; use one of %s", what, *h.Alg, strings.Join(Algorithms, ", ")),
-			Algorithms: Algorithms,
-		}}
-	}
-	// RFC 8555 §6.2: "the Unencoded Payload Option [RFC7797] MUST NOT be used".
-	if h.B64 != nil {
-		return nil, acme.Malformed("the %s must not use the \"b64\" header parameter (RFC 8555 §6.2)", what)
-	}
-	if h.Crit != nil {
-		return nil, acme.Malformed("the %s has a \"crit\" header parameter; this server understands no critical extensions", what)
-	}
-	hasJWK := h.JWK != nil && !bytes.Equal(bytes.TrimSpace(h.JWK), []byte("null"))
-	hasKID := h.KID != nil
-	switch {
-	case hasJWK && hasKID:
-		return nil, acme.Malformed("the %s protected header must carry exactly one of \"jwk\" and \"kid\", not both", what)
-	case r.inner && hasKID:
-		return nil, acme.Malformed("the %s must identify the new key with \"jwk\", not \"kid\" (RFC 8555 §7.3.5)", what)
-	case !hasJWK && !hasKID:
-		if r.inner {
-			return nil, acme.Malformed("the %s must carry the new key in \"jwk\" (RFC 8555 §7.3.5)", what)
-		}
-		return nil, acme.Malformed("the %s protected header must carry exactly one of \"jwk\" and \"kid\"", what)
-	}
-	if hasKID && *h.KID == "" {
-		return nil, acme.Malformed("the %s protected header has an empty \"kid\"; it must be the account URL", what)
-	}
-	if h.URL == nil || *h.URL == "" {
-		return nil, acme.Malformed("the %s protected header has no \"url\" (RFC 8555 §6.4)", what)
-	}
-	if r.inner {
-		if h.Nonce != nil {
-			return nil, acme.Malformed("the %s must not carry a \"nonce\" (RFC 8555 §7.3.5)", what)
-		}
-	} else {
-		// RFC 8555 §6.5: a request whose nonce is "unacceptable (or not
-		// present)" is refused with badNonce; one whose value is not
-		// base64url is "malformed" (§6.5.1).
-		if h.Nonce == nil || *h.Nonce == "" {
-			return nil, acme.BadNonce("the JWS protected header has no \"nonce\"; get one from newNonce")
-		}
-		if !isBase64URL(*h.Nonce) {
-			return nil, acme.Malformed("the JWS \"nonce\" is not base64url (RFC 8555 §6.5.1)")
-		}
+	if err := checkNonce(h, r, what); err != nil {
+		return nil, err
 	}
 
 	m := &Message{Alg: *h.Alg, URL: *h.URL}
@@ -238,19 +159,9 @@ func parse(body []byte, r rules) (*Message, error) {
 		m.KeyID = *h.KID
 	}
 	if hasJWK {
-		var k jose.JSONWebKey
-		if err := k.UnmarshalJSON(h.JWK); err != nil {
-			if errors.Is(err, jose.ErrUnsupportedKeyType) {
-				// go-jose's own words name no limit; this is also how an
-				// RSA modulus above maxRSABits is refused.
-				return nil, acme.New(acme.ProblemBadPublicKey, "the %s \"jwk\" is a key this server does not accept: %s", what, acceptedKeys)
-			}
-			return nil, acme.New(acme.ProblemBadPublicKey, "the %s \"jwk\" is not a usable public key: %v", what, err)
-		}
-		if err := checkKey(&k, m.Alg); err != nil {
+		if m.JWK, err = parseJWK(h.JWK, m.Alg, what); err != nil {
 			return nil, err
 		}
-		m.JWK = &k
 	}
 
 	// Hand go-jose exactly the members checked above, as the compact
@@ -268,6 +179,140 @@ func parse(body []byte, r rules) (*Message, error) {
 	}
 	m.sig = sig
 	return m, nil
+}
+
+// flattened reads body as the flattened JSON serialization with one
+// signature and no unprotected header, and returns its three members, each
+// checked to be base64url; the protected header is not empty.
+func flattened(body []byte, what string) (protected, payload, signature string, err error) {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		return "", "", "", acme.Malformed("the request body is empty; ACME requests are JWS in the flattened JSON serialization")
+	}
+	if trimmed[0] != '{' {
+		return "", "", "", acme.Malformed("the %s must use the flattened JSON serialization (RFC 8555 §6.2); compact serialization is not accepted", what)
+	}
+	outer, err := members(trimmed)
+	if err != nil {
+		return "", "", "", acme.Malformed("the %s is not a JSON object: %v", what, err)
+	}
+	if err := uniqueWithin(outer); err != nil {
+		return "", "", "", acme.Malformed("the %s is not valid: %v; send each member once", what, err)
+	}
+	if _, ok := outer["signatures"]; ok {
+		return "", "", "", acme.Malformed("the %s must use the flattened JSON serialization with exactly one signature; the general serialization (\"signatures\") is not accepted", what)
+	}
+	if _, ok := outer["header"]; ok {
+		return "", "", "", acme.Malformed("the %s must not have an unprotected header (RFC 8555 §6.2); put every header parameter in \"protected\"", what)
+	}
+	for _, p := range []struct {
+		name string
+		dst  *string
+	}{{"protected", &protected}, {"payload", &payload}, {"signature", &signature}} {
+		raw, ok := outer[p.name]
+		if !ok {
+			return "", "", "", acme.Malformed("the %s must have \"protected\", \"payload\" and \"signature\" members; %q is missing", what, p.name)
+		}
+		if err := json.Unmarshal(raw, p.dst); err != nil {
+			return "", "", "", acme.Malformed("the %s member %q must be a string", what, p.name)
+		}
+		if _, err := base64.RawURLEncoding.DecodeString(*p.dst); err != nil {
+			return "", "", "", acme.Malformed("the %s member %q is not base64url without padding", what, p.name)
+		}
+	}
+	if protected == "" {
+		return "", "", "", acme.Malformed("the %s has an empty protected header", what)
+	}
+	return protected, payload, signature, nil
+}
+
+// checkAlg refuses an oversized "jwk", a missing or refused "alg", and the
+// header parameters RFC 8555 §6.2 rules out.
+func checkAlg(h header, what string) error {
+	if len(h.JWK) > maxJWKBytes {
+		return acme.Malformed("the %s \"jwk\" is %d bytes of JSON; this server accepts at most %d (an 8192-bit RSA key's is about 1,400): send the public key's members only", what, len(h.JWK), maxJWKBytes)
+	}
+	if h.Alg == nil || *h.Alg == "" {
+		return acme.Malformed("the %s protected header has no \"alg\"", what)
+	}
+	if !allowedAlg(*h.Alg) {
+		return &acme.Error{Problem: acme.Problem{
+			Type:       acme.ProblemBadSignatureAlgorithm,
+			Detail:     fmt.Sprintf("the %s is signed with algorithm %q, which this server does not accept; use one of %s", what, *h.Alg, strings.Join(Algorithms, ", ")),
+			Algorithms: Algorithms,
+		}}
+	}
+	// RFC 8555 §6.2: "the Unencoded Payload Option [RFC7797] MUST NOT be used".
+	if h.B64 != nil {
+		return acme.Malformed("the %s must not use the \"b64\" header parameter (RFC 8555 §6.2)", what)
+	}
+	if h.Crit != nil {
+		return acme.Malformed("the %s has a \"crit\" header parameter; this server understands no critical extensions", what)
+	}
+	return nil
+}
+
+// checkKeyAndURL requires exactly one of "jwk" and "kid" ("jwk" for an
+// inner JWS) and a "url".
+func checkKeyAndURL(h header, r rules, what string) (hasJWK, hasKID bool, err error) {
+	hasJWK = h.JWK != nil && !bytes.Equal(bytes.TrimSpace(h.JWK), []byte("null"))
+	hasKID = h.KID != nil
+	switch {
+	case hasJWK && hasKID:
+		return false, false, acme.Malformed("the %s protected header must carry exactly one of \"jwk\" and \"kid\", not both", what)
+	case r.inner && hasKID:
+		return false, false, acme.Malformed("the %s must identify the new key with \"jwk\", not \"kid\" (RFC 8555 §7.3.5)", what)
+	case !hasJWK && !hasKID:
+		if r.inner {
+			return false, false, acme.Malformed("the %s must carry the new key in \"jwk\" (RFC 8555 §7.3.5)", what)
+		}
+		return false, false, acme.Malformed("the %s protected header must carry exactly one of \"jwk\" and \"kid\"", what)
+	}
+	if hasKID && *h.KID == "" {
+		return false, false, acme.Malformed("the %s protected header has an empty \"kid\"; it must be the account URL", what)
+	}
+	if h.URL == nil || *h.URL == "" {
+		return false, false, acme.Malformed("the %s protected header has no \"url\" (RFC 8555 §6.4)", what)
+	}
+	return hasJWK, hasKID, nil
+}
+
+// checkNonce requires a base64url "nonce" of an outer JWS and none of an
+// inner one.
+func checkNonce(h header, r rules, what string) error {
+	if r.inner {
+		if h.Nonce != nil {
+			return acme.Malformed("the %s must not carry a \"nonce\" (RFC 8555 §7.3.5)", what)
+		}
+		return nil
+	}
+	// RFC 8555 §6.5: a request whose nonce is "unacceptable (or not
+	// present)" is refused with badNonce; one whose value is not base64url
+	// is "malformed" (§6.5.1).
+	if h.Nonce == nil || *h.Nonce == "" {
+		return acme.BadNonce("the JWS protected header has no \"nonce\"; get one from newNonce")
+	}
+	if !isBase64URL(*h.Nonce) {
+		return acme.Malformed("the JWS \"nonce\" is not base64url (RFC 8555 §6.5.1)")
+	}
+	return nil
+}
+
+// parseJWK decodes the header's "jwk" and checks it fits alg.
+func parseJWK(raw json.RawMessage, alg, what string) (*jose.JSONWebKey, error) {
+	var k jose.JSONWebKey
+	if err := k.UnmarshalJSON(raw); err != nil {
+		if errors.Is(err, jose.ErrUnsupportedKeyType) {
+			// go-jose's own words name no limit; this is also how an RSA
+			// modulus above maxRSABits is refused.
+			return nil, acme.New(acme.ProblemBadPublicKey, "the %s \"jwk\" is a key this server does not accept: %s", what, acceptedKeys)
+		}
+		return nil, acme.New(acme.ProblemBadPublicKey, "the %s \"jwk\" is not a usable public key: %v", what, err)
+	}
+	if err := checkKey(&k, alg); err != nil {
+		return nil, err
+	}
+	return &k, nil
 }
 
 // UnverifiedPayload is the payload as sent, before any signature check.

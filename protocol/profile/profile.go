@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -72,6 +73,8 @@ func (p Profile) RenewalWindow() (start, end float64) {
 var knownKeyTypes = map[string]bool{"rsa2048": true, "rsa3072": true, "rsa4096": true, "p256": true, "p384": true, "ed25519": true}
 var knownChallenges = map[string]bool{"http-01": true, "dns-01": true, "tls-alpn-01": true}
 var knownBackends = map[string]bool{"local": true, "pkcs11": true, "relay": true, "custom": true}
+var knownKeyUsages = map[string]bool{"digitalSignature": true, "keyEncipherment": true}
+var knownExtKeyUsages = map[string]bool{"serverAuth": true, "clientAuth": true}
 
 // nameRE and maxName are what a profile may be named. The name is also the
 // River queue of its signing and revoking jobs (jobs.ProfileQueue:
@@ -125,6 +128,25 @@ func (p Profile) Validate(name string) error {
 	}
 	if slices.Contains(p.IdentifierTypes, "ip") && !slices.Contains(p.Challenges, "http-01") && !slices.Contains(p.Challenges, "tls-alpn-01") {
 		add(key+".identifier_types", "an IP address is validated only by http-01 or tls-alpn-01 (RFC 8738 §7); add one to challenges or remove \"ip\"")
+	}
+	for _, u := range p.KeyUsages {
+		if !knownKeyUsages[u] {
+			add(key+".key_usages", "unknown key usage %q (known: digitalSignature, keyEncipherment)", u)
+		}
+	}
+	for _, u := range p.ExtKeyUsages {
+		if !knownExtKeyUsages[u] {
+			add(key+".ext_key_usages", "unknown extended key usage %q (known: serverAuth, clientAuth)", u)
+		}
+	}
+	// An ECDSA or Ed25519 leaf can assert only digitalSignature (RFC 8813
+	// §3), and a leaf with no keyUsage breaks BR §7.1.2.7.11.
+	keyTypes := p.KeyTypes
+	if len(keyTypes) == 0 {
+		keyTypes = Default().KeyTypes
+	}
+	if !slices.Contains(p.KeyUsages, "digitalSignature") && slices.ContainsFunc(keyTypes, func(k string) bool { return !strings.HasPrefix(k, "rsa") }) {
+		add(key+".key_usages", "must include digitalSignature while key_types allow ECDSA or Ed25519 keys, whose certificates can assert nothing else")
 	}
 	if start, end := p.RenewalWindow(); start < 0 || end > 1 || start >= end {
 		add(key+".renewal_window_start", "renewal_window_start (%g) and renewal_window_end (%g) must satisfy 0 <= start < end <= 1", start, end)

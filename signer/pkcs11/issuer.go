@@ -4,12 +4,10 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/big"
 	"os"
 	"time"
 
@@ -37,9 +35,6 @@ func LoadIssuer(cfg Config, certFile string) (*signer.Issuer, *Token, error) {
 	}
 	return iss, tok, nil
 }
-
-// intermediateValidity matches the local development CA's intermediate.
-const intermediateValidity = 5 * 365 * 24 * time.Hour
 
 // KeyTypes are the issuing key types Init can generate.
 var KeyTypes = []string{"p256", "p384", "rsa2048", "rsa3072", "rsa4096"}
@@ -69,6 +64,33 @@ func Init(cfg Config, keyType, commonName, rootCertFile, rootKeyFile, certFile s
 		return nil, fmt.Errorf("opening PKCS#11 %s: %w", cfg, err)
 	}
 	defer ctx.Close()
+	key, err := generateKey(ctx, cfg, keyType)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now().Truncate(time.Second).UTC()
+	notAfter := now.Add(signer.IntermediateValidity)
+	if notAfter.After(root.NotAfter) {
+		notAfter = root.NotAfter
+	}
+	tmpl, err := signer.IntermediateTemplate(commonName, root.Subject.Organization, key.Public(), now, notAfter)
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, root, key.Public(), rootKey)
+	if err != nil {
+		return nil, fmt.Errorf("signing the PKCS#11 intermediate with the root: %w", err)
+	}
+	if err := signer.WriteNew(certFile, 0o644, &pem.Block{Type: "CERTIFICATE", Bytes: der}); err != nil {
+		return nil, err
+	}
+	return x509.ParseCertificate(der)
+}
+
+// generateKey makes a keyType key pair on the token under cfg's label and
+// id (a label or id of its own when cfg names none), refusing when the
+// token holds a key with either already.
+func generateKey(ctx *crypto11.Context, cfg Config, keyType string) (crypto11.Signer, error) {
 	id, label := cfg.KeyID, []byte(cfg.KeyLabel)
 	if len(id) == 0 {
 		id = idFor(cfg.KeyLabel)
@@ -82,6 +104,7 @@ func Init(cfg Config, keyType, commonName, rootCertFile, rootKeyFile, certFile s
 		}
 	}
 	var key crypto11.Signer
+	var err error
 	switch keyType {
 	case "p256":
 		key, err = ctx.GenerateECDSAKeyPairWithLabel(id, label, elliptic.P256())
@@ -96,48 +119,5 @@ func Init(cfg Config, keyType, commonName, rootCertFile, rootKeyFile, certFile s
 	if err != nil {
 		return nil, fmt.Errorf("generating a %s key on PKCS#11 %s: %w", keyType, cfg, err)
 	}
-	now := time.Now().Truncate(time.Second).UTC()
-	notAfter := now.Add(intermediateValidity)
-	if notAfter.After(root.NotAfter) {
-		notAfter = root.NotAfter
-	}
-	serial := make([]byte, 16)
-	if _, err := rand.Read(serial); err != nil {
-		return nil, err
-	}
-	serial[0] = serial[0]&0x7f | 0x01
-	skid, err := signer.SubjectKeyID(key.Public())
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          new(big.Int).SetBytes(serial),
-		Subject:               pkix.Name{CommonName: commonName, Organization: root.Subject.Organization},
-		NotBefore:             now,
-		NotAfter:              notAfter,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		MaxPathLen:            0,
-		MaxPathLenZero:        true,
-		SubjectKeyId:          skid,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-		// As for the local intermediate (CABF BR §7.1.2.10.6).
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, root, key.Public(), rootKey)
-	if err != nil {
-		return nil, fmt.Errorf("signing the PKCS#11 intermediate with the root: %w", err)
-	}
-	f, err := os.OpenFile(certFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := pem.Encode(f, &pem.Block{Type: "CERTIFICATE", Bytes: der}); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := f.Close(); err != nil {
-		return nil, err
-	}
-	return x509.ParseCertificate(der)
+	return key, nil
 }

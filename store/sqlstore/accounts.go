@@ -102,12 +102,7 @@ VALUES ($1, $2, $3, $4, $5, $6, {now})`, id, string(a.KeyJWK), a.Thumbprint, ct,
 }
 
 func (s *Store) AccountByID(ctx context.Context, id string) (*store.Account, error) {
-	var out *store.Account
-	err := s.autocommit(ctx, func(t *txn) (err error) {
-		out, err = s.accountByID(ctx, t, id)
-		return err
-	})
-	return out, err
+	return autocommitted(ctx, s, func(t *txn) (*store.Account, error) { return s.accountByID(ctx, t, id) })
 }
 
 func (s *Store) AccountByThumbprint(ctx context.Context, thumbprint string) (*store.Account, error) {

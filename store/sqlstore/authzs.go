@@ -96,12 +96,7 @@ func (s *Store) authzByID(ctx context.Context, t *txn, id string) (*store.Author
 }
 
 func (s *Store) AuthzByID(ctx context.Context, id string) (*store.Authorization, error) {
-	var out *store.Authorization
-	err := s.autocommit(ctx, func(t *txn) (err error) {
-		out, err = s.authzByID(ctx, t, id)
-		return err
-	})
-	return out, err
+	return autocommitted(ctx, s, func(t *txn) (*store.Authorization, error) { return s.authzByID(ctx, t, id) })
 }
 
 // ordersUsing locks (PostgreSQL) the orders that use authorization $1,

@@ -26,3 +26,13 @@ func (s *Store) autocommit(ctx context.Context, fn func(t *txn) error) error {
 	}
 	return s.outage(ac.Autocommit(ctx, func(raw Tx) error { return fn(&txn{raw: raw, d: s.d, c: s.c}) }))
 }
+
+// autocommitted is autocommit for a read that returns what fn read.
+func autocommitted[T any](ctx context.Context, s *Store, fn func(t *txn) (T, error)) (T, error) {
+	var out T
+	err := s.autocommit(ctx, func(t *txn) (err error) {
+		out, err = fn(t)
+		return err
+	})
+	return out, err
+}

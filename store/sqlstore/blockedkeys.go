@@ -43,11 +43,7 @@ func nullBytes(b []byte) any {
 }
 
 func (s *Store) KeyBlockedBy(ctx context.Context, spkiHash []byte) (*store.BlockedKey, error) {
-	var out *store.BlockedKey
-	err := s.autocommit(ctx, func(t *txn) (err error) {
-		out, err = s.keyBlocked(ctx, t, spkiHash)
-		return err
-	})
+	out, err := autocommitted(ctx, s, func(t *txn) (*store.BlockedKey, error) { return s.keyBlocked(ctx, t, spkiHash) })
 	if err != nil {
 		return nil, fmt.Errorf("reading the block of key %x: %w", spkiHash, err)
 	}

@@ -143,12 +143,7 @@ func (s *Store) certBySerial(ctx context.Context, t *txn, serial string) (*store
 }
 
 func (s *Store) CertificateBySerial(ctx context.Context, serial string) (*store.Certificate, error) {
-	var out *store.Certificate
-	err := s.autocommit(ctx, func(t *txn) (err error) {
-		out, err = s.certBySerial(ctx, t, serial)
-		return err
-	})
-	return out, err
+	return autocommitted(ctx, s, func(t *txn) (*store.Certificate, error) { return s.certBySerial(ctx, t, serial) })
 }
 
 // certificatesListSQL is CertificatesList's statement for f, with its

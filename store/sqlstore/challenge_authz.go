@@ -11,10 +11,8 @@ import (
 // ChallengeWithAuthz is one autocommitted statement: the worker reads it
 // for every challenge_validate job, before the network work of validating.
 func (s *Store) ChallengeWithAuthz(ctx context.Context, challengeID string) (*store.ChallengeAuthz, error) {
-	var out *store.ChallengeAuthz
-	err := s.autocommit(ctx, func(t *txn) (err error) {
-		out, err = scanChallengeAuthz(t.queryRow(ctx, challengeAuthzSQL, challengeID))
-		return err
+	out, err := autocommitted(ctx, s, func(t *txn) (*store.ChallengeAuthz, error) {
+		return scanChallengeAuthz(t.queryRow(ctx, challengeAuthzSQL, challengeID))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading challenge %s to validate: %w", challengeID, err)

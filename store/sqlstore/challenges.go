@@ -50,10 +50,5 @@ func (s *Store) challengeByID(ctx context.Context, t *txn, id string) (*store.Ch
 }
 
 func (s *Store) ChallengeByID(ctx context.Context, id string) (*store.Challenge, error) {
-	var out *store.Challenge
-	err := s.autocommit(ctx, func(t *txn) (err error) {
-		out, err = s.challengeByID(ctx, t, id)
-		return err
-	})
-	return out, err
+	return autocommitted(ctx, s, func(t *txn) (*store.Challenge, error) { return s.challengeByID(ctx, t, id) })
 }

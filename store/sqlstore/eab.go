@@ -89,10 +89,8 @@ func (s *Store) EABDelete(ctx context.Context, id string, ev store.AuditEvent) e
 }
 
 func (s *Store) EABByID(ctx context.Context, id string) (*store.EABKey, error) {
-	var out *store.EABKey
-	err := s.autocommit(ctx, func(t *txn) (err error) {
-		out, err = scanEAB(t.queryRow(ctx, `SELECT `+eabCols+` FROM eab_keys WHERE id = $1`, id), nil)
-		return err
+	out, err := autocommitted(ctx, s, func(t *txn) (*store.EABKey, error) {
+		return scanEAB(t.queryRow(ctx, `SELECT `+eabCols+` FROM eab_keys WHERE id = $1`, id), nil)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading EAB key %s: %w", id, err)
@@ -128,10 +126,8 @@ func (s *Store) bindEAB(ctx context.Context, t *txn, keyID, id string) error {
 }
 
 func (s *Store) AccountEAB(ctx context.Context, accountID string) (*store.EABKey, error) {
-	var out *store.EABKey
-	err := s.autocommit(ctx, func(t *txn) (err error) {
-		out, err = scanEAB(t.queryRow(ctx, `SELECT `+eabCols+` FROM eab_keys WHERE account_id = $1`, accountID), nil)
-		return err
+	out, err := autocommitted(ctx, s, func(t *txn) (*store.EABKey, error) {
+		return scanEAB(t.queryRow(ctx, `SELECT `+eabCols+` FROM eab_keys WHERE account_id = $1`, accountID), nil)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading the EAB key of account %s: %w", accountID, err)

@@ -70,12 +70,7 @@ func (s *Store) orderByID(ctx context.Context, t *txn, id string) (*store.Order,
 }
 
 func (s *Store) OrderByID(ctx context.Context, id string) (*store.Order, error) {
-	var out *store.Order
-	err := s.autocommit(ctx, func(t *txn) (err error) {
-		out, err = s.orderByID(ctx, t, id)
-		return err
-	})
-	return out, err
+	return autocommitted(ctx, s, func(t *txn) (*store.Order, error) { return s.orderByID(ctx, t, id) })
 }
 
 func (s *Store) OrdersByAccount(ctx context.Context, accountID string, p store.Page) ([]string, string, error) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/store/sqlstore"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
 
@@ -210,7 +211,7 @@ func BenchmarkValidationRead(b *testing.B) {
 		})
 		b.Run(kind+"/three", func(b *testing.B) {
 			for b.Loop() {
-				c, err := s.ChallengeByID(ctx, id)
+				c, err := s.(*sqlstore.Store).ChallengeByID(ctx, id)
 				if err != nil {
 					b.Fatal(err)
 				}
