@@ -87,7 +87,7 @@ func (s *Server) registerMetrics(opts Options) error {
 	for _, t := range []acme.ProblemType{acme.ProblemBadNonce, acme.ProblemRateLimited, acme.ProblemServerInternal} {
 		s.metrics.problems.WithLabelValues(problemLabel(t)) // at 0 from the start, for rates
 	}
-	for _, o := range []string{"verdict", "timeout", "busy"} {
+	for _, o := range []string{"verdict", "timeout", "busy", "error"} {
 		s.metrics.verdictWaits.WithLabelValues(o) // at 0 from the start, for rates
 	}
 	for _, c := range []prometheus.Collector{s.metrics.requests, s.metrics.latency, s.metrics.rejected, s.metrics.inFlight,
