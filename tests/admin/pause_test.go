@@ -97,7 +97,9 @@ func TestPausedClientUnpauses(t *testing.T) {
 			}
 			c := startPausingCA(t, dbURL)
 			ctx := browser(t, chromedp.Flag("ignore-certificate-errors", true)) // the frontend's test CA
-			name := "zombie-" + dialect + ".pause.test"
+			// A name per round: a valid authorization would be reused,
+			// with no validation to fail.
+			var name string
 			l := harness.Lego{Bin: lego, Directory: c.BaseURL + "/directory", Root: c.Root, Email: "zombie@hallmark.test", Path: t.TempDir()}
 			run := func(port int) (string, error) {
 				return l.Run(context.Background(), "--domains", name, "--http", "--http.port", fmt.Sprintf("127.0.0.1:%d", port), "run")
@@ -130,11 +132,12 @@ func TestPausedClientUnpauses(t *testing.T) {
 				}
 				return rows
 			}
-			pauseAgain := func() string {
+			pauseAgain := func(round string) string {
 				t.Helper()
+				name = round + "-" + dialect + ".pause.test"
 				fail()
 				fail()
-				if rows := pauses(true); len(rows) != 1 || rows[0].Failures != 2 || rows[0].Paused {
+				if rows := pauses(true); len(rows) != 1 || rows[0].Identifier != "dns:"+name || rows[0].Failures != 2 || rows[0].Paused {
 					t.Fatalf("after 2 failures within a day: %+v, want one run of 2, not paused", rows)
 				}
 				ageRuns(t, dbURL, 25*time.Hour)
@@ -146,7 +149,7 @@ func TestPausedClientUnpauses(t *testing.T) {
 			}
 
 			// 1. The subscriber unpauses through the link, in a browser.
-			link := unpauseURL.FindString(pauseAgain())
+			link := unpauseURL.FindString(pauseAgain("subscriber"))
 			if link == "" {
 				t.Fatal("the refusal carries no unpause link")
 			}
@@ -168,7 +171,7 @@ func TestPausedClientUnpauses(t *testing.T) {
 			issue("after the subscriber unpaused")
 
 			// 2. An operator lifts it with the CLI.
-			pauseAgain()
+			pauseAgain("cli")
 			rows := pauses(false)
 			if len(rows) != 1 || !rows[0].Paused || rows[0].Identifier != "dns:"+name {
 				t.Fatalf("hallmark pauses list: %+v, want the account paused for %s", rows, name)
@@ -179,7 +182,7 @@ func TestPausedClientUnpauses(t *testing.T) {
 			issue("after the CLI lifted the pause")
 
 			// 3. An operator lifts it in the panel.
-			pauseAgain()
+			pauseAgain("panel")
 			if err := chromedp.Do(ctx,
 				chromedp.Navigate(c.adminURL+"/"),
 				chromedp.WaitVisible("#token"),
