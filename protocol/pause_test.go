@@ -109,6 +109,15 @@ func TestPausedAccount(t *testing.T) {
 		if st, body := page(http.MethodPost, e.base+"/unpause", url.Values{"jwt": {forged}}); st != http.StatusBadRequest || !strings.Contains(body, "expired") {
 			t.Errorf("a forged link: %d %s", st, body)
 		}
+		// Hostile input: a huge token, none, a malformed one, a huge form.
+		for _, u := range []string{e.base + "/unpause?jwt=" + strings.Repeat("A", 10000), e.base + "/unpause", e.base + "/unpause?jwt=a.b.c"} {
+			if st, _ := page(http.MethodGet, u, nil); st != http.StatusBadRequest {
+				t.Errorf("GET %.60s: %d, want 400", u, st)
+			}
+		}
+		if st, _ := page(http.MethodPost, e.base+"/unpause", url.Values{"jwt": {strings.Repeat("A", 20000)}}); st != http.StatusBadRequest {
+			t.Errorf("a 20 KiB form: %d, want 400", st)
+		}
 		st, body := page(http.MethodGet, link, nil)
 		if st != http.StatusOK || !strings.Contains(body, "dns:zombie.example.com") || !strings.Contains(body, `id="unpause"`) {
 			t.Fatalf("the unpause page: %d %s", st, body)
