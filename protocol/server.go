@@ -105,7 +105,7 @@ func New(cfg Config, st store.Store, opts Options) (*Server, error) {
 	if _, ok := cfg.Profiles[cfg.DefaultProfile]; !ok {
 		return nil, fmt.Errorf("default_profile %q is not a configured profile", cfg.DefaultProfile)
 	}
-	s := &Server{cfg: cfg, base: base, st: stores{accounts: st, orders: st, verify: st, certs: st, limits: st, trail: st, relay: st, blocked: st, ping: st}, log: opts.Logger, version: opts.Version, access: opts.Access, verdicts: opts.Verdicts}
+	s := &Server{cfg: cfg, base: base, st: stores{accounts: st, orders: st, verify: st, certs: st, limits: st, trail: st, relay: st, blocked: st, ping: st, pauses: st}, log: opts.Logger, version: opts.Version, access: opts.Access, verdicts: opts.Verdicts}
 	s.unbound.max = 100_000 // account IDs are small
 	if s.log == nil {
 		s.log = slog.Default()

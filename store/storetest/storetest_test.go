@@ -68,6 +68,7 @@ var contract = []struct {
 	{"AuthzReusable", testAuthzReusable},
 	{"AuthzReusableByMethod", testAuthzReusableByMethod},
 	{"InvalidVerdict", testInvalidVerdict},
+	{"Pauses", testPauses},
 	{"VerdictIsTerminal", testVerdictIsTerminal},
 	{"LateVerdict", testLateVerdict},
 	{"ConcurrentVerdicts", testConcurrentVerdicts},
