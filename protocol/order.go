@@ -139,7 +139,7 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 		no.ReplacesSerial, no.Limits = replacesSerial, s.orderLimits()
 		o, err = s.st.orders.OrderCreate(ctx, no)
 	}
-	if rl := reservedLimit(err); rl != nil {
+	if rl := reservedLimit(err, "this order"); rl != nil {
 		return rl
 	}
 	if err != nil {

@@ -67,16 +67,17 @@ func (s *Server) orderLimits() store.OrderLimits {
 		PendingAuthzs: l.PendingAuthorizationsPerAccount}
 }
 
-// reservedLimit is the rateLimited problem for an order OrderCreate
-// refused over one of its limits, nil for any other error.
-func reservedLimit(err error) error {
+// reservedLimit is the rateLimited problem for a request (what: "this
+// order") that OrderCreate or AuthzCreate refused over one of its limits,
+// nil for any other error.
+func reservedLimit(err error, what string) error {
 	var rl *store.RateLimited
 	if !errors.As(err, &rl) {
 		return nil
 	}
 	if rl.Limit == store.LimitPendingAuthzs {
-		return limited(rl.Count, rl.Opens, "too many pending authorizations: the limit is %d per account, the account has %d and this order needs %d more; complete or deactivate pending ones",
-			rl.Max, rl.Count.Count, rl.Fresh)
+		return limited(rl.Count, rl.Opens, "too many pending authorizations: the limit is %d per account, the account has %d and %s needs %d more; complete or deactivate pending ones",
+			rl.Max, rl.Count.Count, what, rl.Fresh)
 	}
 	return limited(rl.Count, rl.Opens, "too many new orders: the limit is %d per account per %s", rl.Max, rl.Window)
 }
@@ -93,32 +94,6 @@ func (s *Server) limitNewOrder(ctx context.Context, acctID string, no store.NewO
 		}
 	}
 	return s.limitCertificates(ctx, no.Identifiers)
-}
-
-// limitNewAuthz applies to a pre-authorization (newAuthz) that creates an
-// authorization the limits that bound an order's: pending authorizations
-// per account, so newAuthz is no way around the bound on one account's
-// waiting validations, and failed validations per account and name.
-func (s *Server) limitNewAuthz(ctx context.Context, acctID string, id acme.Identifier) error {
-	if err := s.limitPendingAuthzs(ctx, acctID, 1, "this pre-authorization"); err != nil {
-		return err
-	}
-	return s.limitFailedValidations(ctx, acctID, id)
-}
-
-// limitPendingAuthzs applies pending authorizations per account to a
-// request (what) that would create fresh more of them.
-func (s *Server) limitPendingAuthzs(ctx context.Context, acctID string, fresh int, what string) error {
-	n := s.cfg.Limits.PendingAuthorizationsPerAccount
-	if n <= 0 || fresh == 0 {
-		return nil
-	}
-	rc, err := s.st.limits.RatePendingAuthzs(ctx, acctID)
-	if s.counted(ctx, "pending_authorizations_per_account", err) && rc.Count+fresh > n {
-		return limited(rc, rc.Oldest, "too many pending authorizations: the limit is %d per account, the account has %d and %s needs %d more; complete or deactivate pending ones",
-			n, rc.Count, what, fresh)
-	}
-	return nil
 }
 
 // limitFailedValidations applies failed validations per account and name

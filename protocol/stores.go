@@ -51,7 +51,7 @@ type orderStore interface {
 	OrderCreate(ctx context.Context, o store.NewOrder) (*store.Order, error)
 	OrderCreateSigned(ctx context.Context, u store.SignedUse, o store.NewOrder, clock time.Time) (*store.Order, error)
 	AuthzsReusable(ctx context.Context, accountID string, keys []store.AuthzKey, methods []acme.ChallengeType, minExpiry time.Time) ([]*store.Authorization, error)
-	AuthzCreate(ctx context.Context, a *store.Authorization) (*store.Authorization, error)
+	AuthzCreate(ctx context.Context, a *store.Authorization, limits store.OrderLimits) (*store.Authorization, error)
 	AuthzDeactivate(ctx context.Context, id string) (*store.Authorization, error)
 	OrderFinalizeBegin(ctx context.Context, orderID, profile string, csrDER, keyHash []byte) (*store.Order, bool, error)
 	OrderFinalizeSigned(ctx context.Context, u store.SignedUse, orderID, profile string, csrDER, keyHash []byte) (*store.Order, error)

@@ -17,7 +17,7 @@ import (
 // exactly one; the others write nothing and are *store.RateLimited with
 // the count and when a unit frees up. The same holds for pending
 // authorizations per account, where an order's born-valid authorization
-// takes no unit, and for the folded newOrder, which commits nothing over a
+// takes no unit, for newAuthz (AuthzCreate), and for the folded newOrder, which commits nothing over a
 // limit (ErrUnfolded: the ordinary path answers it).
 func testOrderLimitsReserved(t *testing.T, s store.Store, x Extras) {
 	ctx := ctxT(t)
@@ -93,6 +93,20 @@ func testOrderLimitsReserved(t *testing.T, s store.Store, x Extras) {
 	born.Limits = pending
 	if _, err := s.OrderCreate(ctx, born); err != nil {
 		t.Errorf("an order whose one authorization is born valid, at the pending limit: %v, want it written", err)
+	}
+	// newAuthz: a pending pre-authorization takes a unit too.
+	pre := &store.Authorization{AccountID: b.ID, Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: "pre.reserve.example"},
+		Expires: dbNow(t, s).Add(time.Hour), Challenges: []store.Challenge{{Type: acme.ChallengeHTTP01}}}
+	var rl *store.RateLimited
+	if _, err := other.AuthzCreate(ctx, pre, pending); !errors.As(err, &rl) || rl.Limit != store.LimitPendingAuthzs || rl.Fresh != 1 {
+		t.Errorf("a pre-authorization at the pending limit: %v, want *store.RateLimited", err)
+	}
+	if n, err := s.RatePendingAuthzs(ctx, b.ID); err != nil || n.Count != 3 {
+		t.Errorf("the account holds %d pending authorizations (%v), want 3", n.Count, err)
+	}
+	pre.Status, pre.Challenges = acme.StatusValid, nil
+	if _, err := other.AuthzCreate(ctx, pre, pending); err != nil {
+		t.Errorf("a pre-authorization born valid, at the pending limit: %v, want it written", err)
 	}
 
 	if !s.Folds() {
