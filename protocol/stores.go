@@ -81,10 +81,10 @@ type certStore interface {
 	AuthzsReusable(ctx context.Context, accountID string, keys []store.AuthzKey, methods []acme.ChallengeType, minExpiry time.Time) ([]*store.Authorization, error)
 }
 
-// limitStore is the rate limits' counts (ratelimit.go).
+// limitStore is the counts of the rate limits read before a request's
+// transaction (ratelimit.go); those on what a request creates are reserved
+// in it (OrderCreate, AuthzCreate).
 type limitStore interface {
-	RateOrders(ctx context.Context, accountID string, window time.Duration) (store.RateCount, error)
-	RatePendingAuthzs(ctx context.Context, accountID string) (store.RateCount, error)
 	RateFailedValidations(ctx context.Context, accountID string, id acme.Identifier, window time.Duration) (store.RateCount, error)
 	RateCertificates(ctx context.Context, registeredDomain string, window time.Duration) (store.RateCount, error)
 }
