@@ -239,14 +239,17 @@ func (c *cluster) issueSeen(ctx context.Context, cl *acme.Client, name string) (
 // that was not a success is 503 with Retry-After (or badNonce, once per
 // client: nonces are not replicated), every order a client saw
 // valid is valid on the new primary with the very certificate the client
-// got, and no order or challenge is left processing.
+// got, and no order or challenge is left processing. Afterwards a verdict
+// wakes the requests waiting for it on both frontends: their listeners
+// are on the new primary.
 func TestStandbyFailover(t *testing.T) {
 	requireTool(t, "pg_basebackup", "apt-get install postgresql")
 	primary := newPrivatePostgres(t)
 	standby := newSynchronousStandby(t, primary.url)
 	u, _ := url.Parse(primary.url)
 	both := fmt.Sprintf("postgres://postgres@%s,127.0.0.1:%d/postgres?sslmode=disable&target_session_attrs=read-write", u.Host, standby.port)
-	c := startCluster(t, both, options{frontends: 2, workers: 2, worker: "job_timeout_ms = 5000\nrescue_after_ms = 8000"})
+	c := startCluster(t, both, options{frontends: 2, workers: 2, worker: "job_timeout_ms = 5000\nrescue_after_ms = 8000",
+		server: "verdict_wait_ms = 8000", challengeTimeoutMS: 4500})
 	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
 	defer cancel()
 	pids := map[string]int{}
@@ -331,4 +334,47 @@ JOIN certificates c ON c.order_id = o.id AND c.serial = o.cert_serial WHERE o.id
 		signed += c.signed(w)
 	}
 	t.Logf("the workers signed %d certificates; the new primary holds %d", signed, certs)
+	verdictsWakeAfterFailover(t, ctx, c)
+}
+
+// verdictsWakeAfterFailover: each frontend's verdict listener is on the
+// new primary: a challenge POST on frontend 1 and a read of it on frontend
+// 2, both waiting for the worker's verdict, are woken by it and answer
+// valid, well inside the 8 s wait.
+func verdictsWakeAfterFailover(t *testing.T, ctx context.Context, c *cluster) {
+	t.Helper()
+	cl, err := c.acmeClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "after.failover.test"
+	release := c.gate(name)
+	defer release()
+	_, ch := c.answeredChallenge(t, ctx, cl, name)
+	on1, _, err := c.pinned(ctx, cl, c.frontends[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	on2, _, err := c.pinned(ctx, cl, c.frontends[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	posted, read := make(chan *acme.Challenge, 1), make(chan *acme.Challenge, 1)
+	go func() { x, _ := on1.Accept(ctx, ch); posted <- x }()
+	for deadline := time.Now().Add(30 * time.Second); c.gated.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the worker's validation never reached the target")
+		}
+	}
+	go func() { x, _ := on2.GetChallenge(ctx, ch.URI); read <- x }()
+	c.waitMetric(t, c.frontends[0], "hallmark_frontend_verdict_waiting", 1)
+	c.waitMetric(t, c.frontends[1], "hallmark_frontend_verdict_waiting", 1)
+	start := time.Now()
+	release()
+	for what, res := range map[string]chan *acme.Challenge{"the challenge POST on frontend 1": posted, "the challenge read on frontend 2": read} {
+		if x := <-res; x == nil || x.Status != acme.StatusValid {
+			t.Errorf("%s after the failover answered %+v, want valid: the verdict did not wake it", what, x)
+		}
+	}
+	t.Logf("both waits woken %s after the verdict was let through", time.Since(start).Round(time.Millisecond))
 }
