@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/open"
@@ -52,5 +54,56 @@ func TestReadOnlyConnectionDropped(t *testing.T) {
 	}
 	if after == before {
 		t.Errorf("the read-only session %d is still the pool's", before)
+	}
+}
+
+// TestNoWritableHostIsUnavailable: while database.url names no server that
+// takes writes (a failover between the old primary's end and the standby's
+// promotion), target_session_attrs=read-write refuses every host, and a
+// write, a read and a ping are store.ErrUnavailable, which the frontend
+// answers 503 with Retry-After; once a host takes writes again the store
+// works, with no restart.
+func TestNoWritableHostIsUnavailable(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	url := testdb.Postgres(t)
+	if err := open.Migrate(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	var db string
+	if err := admin.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	readOnly := func(on bool) {
+		t.Helper()
+		q := `ALTER DATABASE ` + pgx.Identifier{db}.Sanitize() + ` SET default_transaction_read_only = on`
+		if !on {
+			q = `ALTER DATABASE ` + pgx.Identifier{db}.Sanitize() + ` RESET default_transaction_read_only`
+		}
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readOnly(true)
+	st, _ := outageStore(t, url+"&target_session_attrs=read-write")
+	_, err = st.AccountCreate(ctx, newAccount("no-primary"))
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("a write with no host taking writes: %v, want store.ErrUnavailable", err)
+	}
+	if _, err := st.AccountByThumbprint(ctx, "no-primary"); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("a read with no host taking writes: %v, want store.ErrUnavailable", err)
+	}
+	if err := st.Ping(ctx); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("a ping with no host taking writes: %v, want store.ErrUnavailable", err)
+	}
+	readOnly(false)
+	if _, err := st.AccountCreate(ctx, newAccount("primary-back")); err != nil {
+		t.Errorf("a write once a host takes writes: %v", err)
 	}
 }
