@@ -90,10 +90,15 @@ func (s *Server) newAuthz(w http.ResponseWriter, p *post) error {
 			bornValid(a)
 		} else if err := s.pausedFor(ctx, p.acct.ID, ids); err != nil { // pause.go: one read, rare route
 			return err
-		} else if err := s.limitNewAuthz(ctx, p.acct.ID, id); err != nil {
+		} else if err := s.limitFailedValidations(ctx, p.acct.ID, id); err != nil {
 			return err
 		}
-		if a, err = s.st.orders.AuthzCreate(ctx, a); err != nil {
+		// Pending authorizations per account is reserved in AuthzCreate's
+		// transaction (orderLimits), so newAuthz is no way around it.
+		if a, err = s.st.orders.AuthzCreate(ctx, a, s.orderLimits()); err != nil {
+			if rl := reservedLimit(err, "this pre-authorization"); rl != nil {
+				return rl
+			}
 			return s.storeErr(err, "creating the authorization")
 		}
 		if fresh {

@@ -122,7 +122,7 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 	if err != nil {
 		return err
 	}
-	no.ReplacesSerial = replacesSerial
+	no.ReplacesSerial, no.Limits = replacesSerial, s.orderLimits()
 	if err := s.limitNewOrder(ctx, p.acct.ID, no); err != nil {
 		return err
 	}
@@ -131,16 +131,16 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 		// An authorization chosen for reuse was deactivated or expired
 		// since: the order gets fresh authorizations instead, as it would
 		// have had it come a moment later, and within the
-		// pending-authorizations limit as the first draft was: this one
-		// creates more of them.
+		// pending-authorizations limit as the first draft was (its
+		// transaction reserves them): this one creates more of them.
 		if no, err = s.draftOrder(p.acct.ID, req, name, prof, ids, bind, now, nil); err != nil {
 			return err
 		}
-		no.ReplacesSerial = replacesSerial
-		if err := s.limitOrderAuthzs(ctx, p.acct.ID, no); err != nil {
-			return err
-		}
+		no.ReplacesSerial, no.Limits = replacesSerial, s.orderLimits()
 		o, err = s.st.orders.OrderCreate(ctx, no)
+	}
+	if rl := reservedLimit(err, "this order"); rl != nil {
+		return rl
 	}
 	if errors.Is(err, store.ErrPaused) {
 		return s.orderPaused(ctx, p.acct.ID, ids) // pause.go

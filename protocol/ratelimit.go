@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -16,11 +17,13 @@ import (
 )
 
 // Rate limits ([limits]) are counted in the database from the records
-// themselves, so every frontend enforces the same limit. A limited request
+// themselves, so every frontend enforces the same limit; those on what a
+// newOrder creates are reserved in its own transaction (orderLimits). A limited request
 // gets rateLimited with Retry-After set to when a slot opens and a detail
-// naming the limit. A limit that cannot be read (the database failed) never
-// blocks issuance: the request goes on and the failure is logged, because
-// a broken counter must not become an outage.
+// naming the limit. A limit read beforehand that cannot be read (the
+// database failed) never blocks issuance: the request goes on and the
+// failure is logged, because a broken counter must not become an outage. A
+// reserved limit's count fails only with the order's own transaction.
 
 const (
 	defaultOrdersWindow = 3 * time.Hour
@@ -54,70 +57,43 @@ func (s *Server) counted(ctx context.Context, limit string, err error) bool {
 	return err == nil
 }
 
-// limitNewOrder applies the limits a new order meets: orders per account,
-// pending authorizations per account (counting the ones this order would
-// create), failed validations per account and name, and certificates per
-// registered domain, so a client learns before it validates anything.
-func (s *Server) limitNewOrder(ctx context.Context, acctID string, no store.NewOrder) error {
+// orderLimits are the limits a new order reserves its units of in its own
+// transaction (store.OrderLimits): orders per account, and pending
+// authorizations per account counting the ones the order creates. Racing
+// newOrders on any number of frontends cannot pass them together.
+func (s *Server) orderLimits() store.OrderLimits {
 	l := s.cfg.Limits
-	if n := l.OrdersPerAccount; n > 0 {
-		window := seconds(l.OrdersWindowSeconds, defaultOrdersWindow)
-		rc, err := s.st.limits.RateOrders(ctx, acctID, window)
-		if s.counted(ctx, "orders_per_account", err) && rc.Count >= n {
-			return limited(rc, rc.Oldest.Add(window), "too many new orders: the limit is %d per account per %s", n, window)
-		}
+	return store.OrderLimits{Orders: l.OrdersPerAccount, OrdersWindow: seconds(l.OrdersWindowSeconds, defaultOrdersWindow),
+		PendingAuthzs: l.PendingAuthorizationsPerAccount}
+}
+
+// reservedLimit is the rateLimited problem for a request (what: "this
+// order") that OrderCreate or AuthzCreate refused over one of its limits,
+// nil for any other error.
+func reservedLimit(err error, what string) error {
+	var rl *store.RateLimited
+	if !errors.As(err, &rl) {
+		return nil
 	}
-	if err := s.limitOrderAuthzs(ctx, acctID, no); err != nil {
-		return err
+	if rl.Limit == store.LimitPendingAuthzs {
+		return limited(rl.Count, rl.Opens, "too many pending authorizations: the limit is %d per account, the account has %d and %s needs %d more; complete or deactivate pending ones",
+			rl.Max, rl.Count.Count, what, rl.Fresh)
 	}
+	return limited(rl.Count, rl.Opens, "too many new orders: the limit is %d per account per %s", rl.Max, rl.Window)
+}
+
+// limitNewOrder applies the limits a new order meets that count what the
+// worker creates, read before the order's transaction: failed validations
+// per account and name, and certificates per registered domain, so a
+// client learns before it validates anything. Orders and pending
+// authorizations are reserved in the order's transaction (orderLimits).
+func (s *Server) limitNewOrder(ctx context.Context, acctID string, no store.NewOrder) error {
 	for _, id := range no.Identifiers {
 		if err := s.limitFailedValidations(ctx, acctID, id); err != nil {
 			return err
 		}
 	}
 	return s.limitCertificates(ctx, no.Identifiers)
-}
-
-// limitOrderAuthzs applies pending authorizations per account to the
-// pending authorizations the order no creates: one born valid (a
-// pre-validating binding vouched for its name) waits for no validation
-// and does not count. It is the one limit that depends on how an order is
-// drafted: a newOrder drafted again (a reused authorization became
-// unusable) meets it once more with the new draft.
-func (s *Server) limitOrderAuthzs(ctx context.Context, acctID string, no store.NewOrder) error {
-	fresh := 0
-	for _, a := range no.Authzs {
-		if a.ID == "" && a.Status != acme.StatusValid {
-			fresh++
-		}
-	}
-	return s.limitPendingAuthzs(ctx, acctID, fresh, "this order")
-}
-
-// limitNewAuthz applies to a pre-authorization (newAuthz) that creates an
-// authorization the limits that bound an order's: pending authorizations
-// per account, so newAuthz is no way around the bound on one account's
-// waiting validations, and failed validations per account and name.
-func (s *Server) limitNewAuthz(ctx context.Context, acctID string, id acme.Identifier) error {
-	if err := s.limitPendingAuthzs(ctx, acctID, 1, "this pre-authorization"); err != nil {
-		return err
-	}
-	return s.limitFailedValidations(ctx, acctID, id)
-}
-
-// limitPendingAuthzs applies pending authorizations per account to a
-// request (what) that would create fresh more of them.
-func (s *Server) limitPendingAuthzs(ctx context.Context, acctID string, fresh int, what string) error {
-	n := s.cfg.Limits.PendingAuthorizationsPerAccount
-	if n <= 0 || fresh == 0 {
-		return nil
-	}
-	rc, err := s.st.limits.RatePendingAuthzs(ctx, acctID)
-	if s.counted(ctx, "pending_authorizations_per_account", err) && rc.Count+fresh > n {
-		return limited(rc, rc.Oldest, "too many pending authorizations: the limit is %d per account, the account has %d and %s needs %d more; complete or deactivate pending ones",
-			n, rc.Count, what, fresh)
-	}
-	return nil
 }
 
 // limitFailedValidations applies failed validations per account and name

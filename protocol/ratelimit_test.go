@@ -140,16 +140,18 @@ func TestRateLimitPendingAuthorizations(t *testing.T) {
 // failingLimits is the real store whose rate counts fail.
 type failingLimits struct{ store.Store }
 
-func (failingLimits) RateOrders(context.Context, string, time.Duration) (store.RateCount, error) {
+func (failingLimits) RateCertificates(context.Context, string, time.Duration) (store.RateCount, error) {
 	return store.RateCount{}, errors.New("rate table on fire")
 }
 
-// TestRateLimitUnreadableAllows: a limit the database cannot count never
-// blocks issuance; the failure is logged.
+// TestRateLimitUnreadableAllows: a limit read before the order's
+// transaction that the database cannot count never blocks issuance; the
+// failure is logged. (The limits reserved in the order's transaction fail
+// with the order's own write.)
 func TestRateLimitUnreadableAllows(t *testing.T) {
 	t.Parallel()
 	var logs syncBuffer
-	withWrappedStores(t, func(c *protocol.Config) { c.Limits.OrdersPerAccount = 1 },
+	withWrappedStores(t, func(c *protocol.Config) { c.Limits.CertificatesPerDomain = 1 },
 		func(s store.Store) store.Store { return failingLimits{s} }, &logs, func(t *testing.T, e *env) {
 			a := e.register(t)
 			e.newOrder(t, a, dnsIDs("x1.example"))

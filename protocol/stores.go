@@ -52,7 +52,7 @@ type orderStore interface {
 	OrderCreate(ctx context.Context, o store.NewOrder) (*store.Order, error)
 	OrderCreateSigned(ctx context.Context, u store.SignedUse, o store.NewOrder, clock time.Time) (*store.Order, error)
 	AuthzsReusable(ctx context.Context, accountID string, keys []store.AuthzKey, methods []acme.ChallengeType, minExpiry time.Time) ([]*store.Authorization, error)
-	AuthzCreate(ctx context.Context, a *store.Authorization) (*store.Authorization, error)
+	AuthzCreate(ctx context.Context, a *store.Authorization, limits store.OrderLimits) (*store.Authorization, error)
 	AuthzDeactivate(ctx context.Context, id string) (*store.Authorization, error)
 	OrderFinalizeBegin(ctx context.Context, orderID, profile string, csrDER, keyHash []byte) (*store.Order, bool, error)
 	OrderFinalizeSigned(ctx context.Context, u store.SignedUse, orderID, profile string, csrDER, keyHash []byte) (*store.Order, error)
@@ -82,10 +82,10 @@ type certStore interface {
 	AuthzsReusable(ctx context.Context, accountID string, keys []store.AuthzKey, methods []acme.ChallengeType, minExpiry time.Time) ([]*store.Authorization, error)
 }
 
-// limitStore is the rate limits' counts (ratelimit.go).
+// limitStore is the counts of the rate limits read before a request's
+// transaction (ratelimit.go); those on what a request creates are reserved
+// in it (OrderCreate, AuthzCreate).
 type limitStore interface {
-	RateOrders(ctx context.Context, accountID string, window time.Duration) (store.RateCount, error)
-	RatePendingAuthzs(ctx context.Context, accountID string) (store.RateCount, error)
 	RateFailedValidations(ctx context.Context, accountID string, id acme.Identifier, window time.Duration) (store.RateCount, error)
 	RateCertificates(ctx context.Context, registeredDomain string, window time.Duration) (store.RateCount, error)
 }

@@ -58,6 +58,9 @@ type ExternalAccounts interface {
 // PreAuthorizations is what newAuthz (RFC 8555 §7.4.1) needs of the store.
 type PreAuthorizations interface {
 	// AuthzCreate writes a standalone authorization with its challenges
-	// (newAuthz, RFC 8555 §7.4.1) and returns it as stored.
-	AuthzCreate(ctx context.Context, a *Authorization) (*Authorization, error)
+	// (newAuthz, RFC 8555 §7.4.1) and returns it as stored. A pending one
+	// takes its unit of limits.PendingAuthzs in the same transaction, as
+	// OrderCreate does, or nothing is written and the error is a
+	// *RateLimited.
+	AuthzCreate(ctx context.Context, a *Authorization, limits OrderLimits) (*Authorization, error)
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
@@ -19,8 +20,10 @@ type RateCount struct {
 
 // RateLimits counts what the frontend's rate limits need, from the records
 // themselves, so every replica sees the same counts and nothing is kept per
-// process. A count is read, never reserved: requests racing on two
-// replicas may both pass at the edge of a limit.
+// process. These counts are reads: a limit on what a request creates
+// itself is reserved in the creating transaction instead (OrderLimits).
+// What the worker creates later (certificates, failed validations) is
+// read, so requests racing on two replicas may both pass at its edge.
 type RateLimits interface {
 	// RateOrders counts the account's orders created in the last window.
 	RateOrders(ctx context.Context, accountID string, window time.Duration) (RateCount, error)
@@ -36,4 +39,42 @@ type RateLimits interface {
 	// authorizations; Oldest is the soonest of their expiries, when a slot
 	// opens at the latest.
 	RatePendingAuthzs(ctx context.Context, accountID string) (RateCount, error)
+}
+
+// OrderLimits are the limits OrderCreate reserves a unit of in the order's
+// own transaction: it locks the account's row (on PostgreSQL; SQLite's
+// writers are serialized already), counts, and writes the order only
+// within them, so newOrders racing on any number of frontends for the
+// last unit admit exactly one. Zero is unlimited.
+type OrderLimits struct {
+	// Orders is the most orders the account may create per OrdersWindow.
+	Orders       int
+	OrdersWindow time.Duration
+	// PendingAuthzs is the most pending, unexpired authorizations the
+	// account may hold, counting the order's new ones that are pending.
+	PendingAuthzs int
+}
+
+// Limit names of RateLimited, as [limits] names them.
+const (
+	LimitOrders        = "orders_per_account"
+	LimitPendingAuthzs = "pending_authorizations_per_account"
+)
+
+// RateLimited is OrderCreate refusing an order over one of its
+// OrderLimits: nothing was written.
+type RateLimited struct {
+	Limit string    // LimitOrders or LimitPendingAuthzs
+	Max   int       // the limit
+	Count RateCount // what the transaction counted
+	// Opens is when a unit frees up on the database clock: the oldest
+	// order's creation plus the window, or the soonest pending
+	// authorization's expiry.
+	Opens  time.Time
+	Fresh  int           // the pending authorizations the order would have added
+	Window time.Duration // LimitOrders' window
+}
+
+func (e *RateLimited) Error() string {
+	return fmt.Sprintf("store: %s: the account has %d of %d", e.Limit, e.Count.Count, e.Max)
 }

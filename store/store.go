@@ -106,6 +106,9 @@ type NewOrder struct {
 	// if its account is paused for one of its identifiers, checked in its
 	// transaction.
 	Pause PauseRule
+	// Limits are the rate limits the order's own transaction reserves a
+	// unit of (ratelimit.go): zero is none.
+	Limits OrderLimits
 }
 
 // Verdict is a validator's answer for one challenge. Status is valid or invalid.
@@ -226,6 +229,8 @@ type Store interface {
 	// OrderCreate writes an order and its new authorizations and challenges.
 	// An authorization it reuses must still be the account's, valid and
 	// unexpired, or it writes nothing and the error is ErrAuthzUnusable.
+	// With o.Limits set it takes its units of them in the same
+	// transaction, or writes nothing and the error is a *RateLimited.
 	OrderCreate(ctx context.Context, o NewOrder) (*Order, error)
 	// OrderCreateSigned is a newOrder in one transaction with its
 	// request's nonce and account check, as ChallengeClaimSigned is for a
@@ -235,8 +240,8 @@ type Store interface {
 	// for any of o's identifiers that outlives o.Expires (which the
 	// ordinary path would reuse), and the database's clock is within
 	// ClockSlack of clock, the caller's estimate of it that o's times were
-	// computed from. Otherwise it commits nothing and the error is
-	// ErrUnfolded.
+	// computed from, and o is within o.Limits. Otherwise it commits nothing
+	// and the error is ErrUnfolded.
 	OrderCreateSigned(ctx context.Context, u SignedUse, o NewOrder, clock time.Time) (*Order, error)
 	OrderByID(ctx context.Context, id string) (*Order, error)
 	// OrderToIssue is OrderByID for the issuing worker, in the same one

@@ -23,8 +23,8 @@ type Listener interface {
 
 // listenIdle is how long the listening connection waits for a
 // notification before it checks that the database still answers: a
-// connection lost without a word (a network partition) is noticed within
-// about that.
+// connection lost without a word (a network partition), or left on a
+// server that no longer takes writes, is noticed within about that.
 const listenIdle = 30 * time.Second
 
 // Listen LISTENs on sqlstore.VerdictChannel on one connection of its own
@@ -82,12 +82,17 @@ func listenOnce(ctx context.Context, pool *pgxpool.Pool, l Listener) error {
 		case !pgconn.Timeout(err):
 			return errors.Join(errListened, err)
 		}
-		// Idle: a read timing out leaves the connection usable.
+		// Idle: a read timing out leaves the connection usable. A server
+		// that takes no writes now (a failover fenced or demoted it) sends
+		// no verdicts: dial again, for the primary (failover.go).
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err = conn.Ping(pctx)
+		ok, err := writable(pctx, conn)
 		cancel()
 		if err != nil {
 			return errors.Join(errListened, err)
+		}
+		if !ok {
+			return errors.Join(errListened, errors.New("the server no longer takes writes"))
 		}
 	}
 }

@@ -28,6 +28,7 @@ func Connect(ctx context.Context, url string, maxConns int) (*pgxpool.Pool, erro
 	if err != nil {
 		return nil, fmt.Errorf("parsing the PostgreSQL URL: %w", err)
 	}
+	dropReadOnly(cfg) // failover.go
 	cfg.MaxConns = int32(maxConns)
 	if maxConns <= 0 {
 		cfg.MaxConns = int32(DefaultConns())

@@ -135,10 +135,16 @@ func (s *Store) AccountEAB(ctx context.Context, accountID string) (*store.EABKey
 	return out, nil
 }
 
-func (s *Store) AuthzCreate(ctx context.Context, a *store.Authorization) (*store.Authorization, error) {
+func (s *Store) AuthzCreate(ctx context.Context, a *store.Authorization, limits store.OrderLimits) (*store.Authorization, error) {
 	var out *store.Authorization
 	err := s.inTx(ctx, func(t *txn) error {
-		id, err := s.authzCreate(ctx, t, store.NewOrder{AccountID: a.AccountID, Expires: a.Expires}, a)
+		// Only pending authorizations per account bounds a newAuthz
+		// (reserve.go); an authorization born valid takes no unit.
+		o := store.NewOrder{AccountID: a.AccountID, Expires: a.Expires, Limits: store.OrderLimits{PendingAuthzs: limits.PendingAuthzs}}
+		if err := s.reserveOrder(ctx, t, o, orderDraft{fresh: []*store.Authorization{a}}); err != nil {
+			return err
+		}
+		id, err := s.authzCreate(ctx, t, o, a)
 		if err != nil {
 			return err
 		}

@@ -26,7 +26,12 @@ func (s *Store) OrderCreate(ctx context.Context, o store.NewOrder) (*store.Order
 	}
 	var out *store.Order
 	err = s.inTx(ctx, func(t *txn) error {
-		// Reused authorizations are checked first: that is the one read,
+		// The rate limits' units are taken first, under the account's
+		// lock (reserve.go): one round trip, only when a limit is set.
+		if err := s.reserveOrder(ctx, t, o, d); err != nil {
+			return err
+		}
+		// Reused authorizations are checked next: that is the one read,
 		// and every write after it needs no result of another, so they go
 		// in one batch (on PostgreSQL one round trip, with BEGIN when
 		// nothing is reused).
@@ -74,7 +79,8 @@ func (s *Store) OrderCreate(ctx context.Context, o store.NewOrder) (*store.Order
 // store.ClockSlack of clock, which o's times were computed from, and the
 // account has no authorization for o's identifiers that the ordinary path
 // would reuse (reusableSQL, for o.Expires), and, when o.Pause is on, is
-// paused for none of o's identifiers (pauseCheck). Then everything and the COMMIT
+// paused for none of o's identifiers (pauseCheck); and with o.Limits set, the
+// account is locked and o within them (reserveChecks). Then everything and the COMMIT
 // go in one round trip. An order that replaces a certificate, or names
 // more identifiers than one reusable read asks about, is not folded.
 func (s *Store) OrderCreateSigned(ctx context.Context, u store.SignedUse, o store.NewOrder, clock time.Time) (*store.Order, error) {
@@ -106,6 +112,7 @@ func (s *Store) OrderCreateSigned(ctx context.Context, u store.SignedUse, o stor
 		for i := range checks {
 			checks[i] = i
 		}
+		checks = append(checks, reserveChecks(&b, o, d)...)
 		ord := s.queueOrder(&b, o, d)
 		must := mustMoveAt(&b, checks...)
 		if _, err := t.sendLast(ctx, &must); err != nil {

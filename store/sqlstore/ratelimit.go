@@ -38,9 +38,13 @@ func (s *Store) rateCount(ctx context.Context, what, q string, args ...any) (sto
 	return rc, nil
 }
 
+// rateOrdersSQL counts an account's orders created in a window ($2,
+// negative microseconds).
+const rateOrdersSQL = `SELECT COUNT(*), MIN(created_at), {now} FROM orders
+WHERE account_id = $1 AND created_at > {now+$2}`
+
 func (s *Store) RateOrders(ctx context.Context, accountID string, window time.Duration) (store.RateCount, error) {
-	return s.rateCount(ctx, "orders", `SELECT COUNT(*), MIN(created_at), {now} FROM orders
-WHERE account_id = $1 AND created_at > {now+$2}`, accountID, -window.Microseconds())
+	return s.rateCount(ctx, "orders", rateOrdersSQL, accountID, -window.Microseconds())
 }
 
 // rateCertificatesSQL counts the certificates issued in a window under a
@@ -62,7 +66,10 @@ WHERE account_id = $1 AND identifier_type = $2 AND identifier_value = $3 AND sta
 		accountID, string(id.Type), id.Value, -window.Microseconds())
 }
 
+// ratePendingSQL counts an account's pending, unexpired authorizations.
+const ratePendingSQL = `SELECT COUNT(*), MIN(expires_at), {now} FROM authorizations
+WHERE account_id = $1 AND status = 'pending' AND expires_at > {now}`
+
 func (s *Store) RatePendingAuthzs(ctx context.Context, accountID string) (store.RateCount, error) {
-	return s.rateCount(ctx, "pending authorizations", `SELECT COUNT(*), MIN(expires_at), {now} FROM authorizations
-WHERE account_id = $1 AND status = 'pending' AND expires_at > {now}`, accountID)
+	return s.rateCount(ctx, "pending authorizations", ratePendingSQL, accountID)
 }

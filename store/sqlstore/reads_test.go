@@ -155,7 +155,7 @@ func TestAuthzWithoutChallenges(t *testing.T) {
 		ctx := context.Background()
 		acct := account(t, s, t.Name())
 		a, err := s.AuthzCreate(ctx, &store.Authorization{AccountID: acct.ID, Status: acme.StatusValid,
-			Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: "bare.example"}, Expires: time.Now().Add(time.Hour)})
+			Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: "bare.example"}, Expires: time.Now().Add(time.Hour)}, store.OrderLimits{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -190,7 +190,7 @@ func testAuthzCreate(t *testing.T, s store.Store, _ Extras) {
 	a := newAccount(t, s)
 	now := dbNow(t, s)
 	az, err := s.AuthzCreate(ctx, &store.Authorization{AccountID: a.ID, Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: "pre.example.com"},
-		Expires: now.Add(time.Hour), Challenges: []store.Challenge{{Type: acme.ChallengeHTTP01}}})
+		Expires: now.Add(time.Hour), Challenges: []store.Challenge{{Type: acme.ChallengeHTTP01}}}, store.OrderLimits{})
 	if err != nil || az.Status != acme.StatusPending || len(az.Challenges) != 1 {
 		t.Fatalf("AuthzCreate = %+v, %v", az, err)
 	}

@@ -100,6 +100,7 @@ var contract = []struct {
 	{"Leases", testLeases},
 	{"RateCounts", testRateCounts},
 	{"RateCertificatesByDomain", testRateCertificatesByDomain},
+	{"OrderLimitsReserved", testOrderLimitsReserved},
 	{"Audit", testAudit},
 	{"TrailWithItsRecord", testTrailWithItsRecord},
 	{"TrailFindAndPrune", testTrailFindAndPrune},

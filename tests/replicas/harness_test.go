@@ -53,6 +53,8 @@ type options struct {
 	noKey map[int]bool
 	// startWorkers false leaves the workers to the test to start.
 	deferWorkers bool
+	// tables is further TOML tables for every process (e.g. [limits]).
+	tables string
 }
 
 // proc is one frontend or worker process.
@@ -133,6 +135,7 @@ func startCluster(t *testing.T, dbURL string, o options) *cluster {
 			ChallengeTimeoutMS: o.challengeTimeoutMS,
 			CADir:              caDir,
 			CAExtra:            fmt.Sprintf("url_base = \"http://127.0.0.1:%d\"", pub),
+			Tables:             o.tables,
 		}
 	}
 	newProc := func(name, bin, addr string, cfg harness.Config) *proc {
