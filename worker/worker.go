@@ -129,6 +129,7 @@ func New(cfg Config, st store.Store, opts Options) (*Worker, error) {
 			Timeout:       time.Duration(cfg.Challenge.TimeoutMS) * time.Millisecond,
 			CAAIdentities: cfg.CAAIdentities,
 			Dial:          dial,
+			DNSSEC:        cfg.Challenge.DNSSEC,
 		}),
 		slots:       newAccountSlots(cfg.Worker.ValidationAccountShare, cfg.Worker.ValidationConcurrency),
 		mounts:      map[string]mount{},

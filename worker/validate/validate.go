@@ -39,6 +39,7 @@ type Config struct {
 	Timeout       time.Duration // bounds one whole attempt, challenge and CAA (challenge.timeout_ms)
 	CAAIdentities []string      // issuer domain names this CA answers to in CAA issue/issuewild records
 	Dial          DialRules     // where http-01 and tls-alpn-01 may connect (dialpolicy.go)
+	DNSSEC        string        // challenge.dnssec (workerconf.DNSSEC*; "" is DNSSECCheck): dnssec.go
 }
 
 // Validator runs challenges and CAA checks. It is safe for concurrent use.
@@ -65,7 +66,7 @@ func New(cfg Config) *Validator {
 	}
 	cfg.Resolvers = append([]string(nil), cfg.Resolvers...)
 	cfg.CAAIdentities = append([]string(nil), cfg.CAAIdentities...)
-	return &Validator{cfg: cfg, res: &resolver{servers: cfg.Resolvers}, dialer: newDialPolicy(cfg.Dial)}
+	return &Validator{cfg: cfg, res: &resolver{servers: cfg.Resolvers, dnssec: dnssecMode(cfg.DNSSEC)}, dialer: newDialPolicy(cfg.Dial)}
 }
 
 // Request describes one challenge attempt.
