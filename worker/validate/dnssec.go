@@ -63,8 +63,8 @@ func (r *resolver) insecure(resp *dns.Msg, qtype uint16, display string) error {
 	if r.dnssec != workerconf.DNSSECRequire || resp.AuthenticatedData {
 		return nil
 	}
-	return &dnsError{qtype: qtype, name: display, rcode: -1, err: errInsecure,
-		why: "this CA accepts only DNSSEC-validated answers, and the resolver did not mark this one secure (no AD bit: the zone is unsigned, or has no chain of trust)"}
+	return &dnsError{qtype: qtype, name: display, rcode: -1, err: errInsecure, why: "answer not DNSSEC-validated",
+		hint: ": this CA accepts only DNSSEC-validated answers, and the resolver did not mark this one secure (no AD bit: the zone is unsigned, or has no chain of trust)"}
 }
 
 // bogus returns a DNSSEC failure when resp, a SERVFAIL from server, says
@@ -77,8 +77,8 @@ func (r *resolver) bogus(ctx context.Context, m, resp *dns.Msg, server string, q
 		return nil
 	}
 	fail := func(why string) error {
-		return &dnsError{qtype: qtype, name: display, rcode: -1, err: errBogus,
-			why: "DNSSEC validation failed (" + why + "); the resolver found the signed answer bogus"}
+		return &dnsError{qtype: qtype, name: display, rcode: -1, err: errBogus, why: "DNSSEC validation failed (" + why + ")",
+			hint: ": the validating resolver found the signed answer bogus (forged, or its signatures do not verify), so it is not used"}
 	}
 	if opt := resp.IsEdns0(); opt != nil {
 		seen := false

@@ -53,6 +53,7 @@ type dnsError struct {
 	rcode int    // -1 when no answer arrived
 	err   error  // the network error when rcode is -1; kept out of Error()
 	why   string // set for failures that are neither (a CNAME loop)
+	hint  string // what follows the name in Error(), when why is set
 	// down is set when every resolver failed at the transport level, none
 	// by timing out: see ErrResolversUnreachable.
 	down bool
@@ -62,7 +63,7 @@ func (e *dnsError) Error() string {
 	q := dns.TypeToString[e.qtype]
 	switch {
 	case e.why != "":
-		return fmt.Sprintf("%s looking up %s for %s", e.why, q, e.name)
+		return fmt.Sprintf("%s looking up %s for %s%s", e.why, q, e.name, e.hint)
 	case e.rcode >= 0:
 		return fmt.Sprintf("%s looking up %s for %s", dns.RcodeToString[e.rcode], q, e.name)
 	case isTimeout(e.err):
