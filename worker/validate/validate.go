@@ -33,13 +33,13 @@ const (
 // configuration so tests can point validation at loopback listeners.
 type Config struct {
 	Resolvers     []string      // "host:port" DNS resolvers, tried in order
+	DNSSEC        string        // challenge.dnssec (workerconf.DNSSEC*; "" is DNSSECCheck): dnssec.go
 	HTTPPort      int           // port for http-01 (80 in production)
 	HTTPSPort     int           // port a redirect to https:// may use (443 in production)
 	TLSALPNPort   int           // port for tls-alpn-01 (443 in production)
 	Timeout       time.Duration // bounds one whole attempt, challenge and CAA (challenge.timeout_ms)
 	CAAIdentities []string      // issuer domain names this CA answers to in CAA issue/issuewild records
 	Dial          DialRules     // where http-01 and tls-alpn-01 may connect (dialpolicy.go)
-	DNSSEC        string        // challenge.dnssec (workerconf.DNSSEC*; "" is DNSSECCheck): dnssec.go
 }
 
 // Validator runs challenges and CAA checks. It is safe for concurrent use.
