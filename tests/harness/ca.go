@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -23,6 +24,10 @@ type Options struct {
 	Server   string   // further [server] lines
 	InitArgs []string // added to `hallmark-worker ca init`
 	Env      []string // added to every CA process's environment
+	// Resolver, when set, is what validation resolves through instead of
+	// the CA's testdns server (a validating resolver: tests/unbound).
+	Resolver  string
+	Challenge string // further [challenge] lines (dnssec = "require")
 }
 
 // CA is a running Hallmark: one frontend and one worker process, and a DNS
@@ -101,7 +106,8 @@ func (ca *CA) configure(t *testing.T, dbURL string, o Options) string {
 		ServerExtra:        "tls_cert = \"frontend.pem\"\ntls_key = \"frontend.key\"\n" + o.Server,
 		HealthListen:       health,
 		WorkerExtra:        "job_timeout_ms = 8000\nrescue_after_ms = 15000",
-		Resolver:           ca.DNS.Addr,
+		Resolver:           cmp.Or(o.Resolver, ca.DNS.Addr),
+		ChallengeExtra:     o.Challenge,
 		HTTPPort:           ca.HTTPPort,
 		HTTPSPort:          ca.ALPNPort,
 		ALPNPort:           ca.ALPNPort,
