@@ -98,7 +98,7 @@ func (ca *CA) configure(t *testing.T, dbURL string, o Options) string {
 	health := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 	ca.Health = health
 	ca.BaseURL = "https://" + listen
-	ca.Config = WriteConfig(t, ca.Dir, "hallmark", Config{
+	c := Config{
 		Top:                o.Top,
 		DatabaseURL:        dbURL,
 		Listen:             listen,
@@ -106,15 +106,16 @@ func (ca *CA) configure(t *testing.T, dbURL string, o Options) string {
 		ServerExtra:        "tls_cert = \"frontend.pem\"\ntls_key = \"frontend.key\"\n" + o.Server,
 		HealthListen:       health,
 		WorkerExtra:        "job_timeout_ms = 8000\nrescue_after_ms = 15000",
-		Resolver:           cmp.Or(o.Resolver, ca.DNS.Addr),
-		ChallengeExtra:     o.Challenge,
+		Resolver:           ca.DNS.Addr,
 		HTTPPort:           ca.HTTPPort,
 		HTTPSPort:          ca.ALPNPort,
 		ALPNPort:           ca.ALPNPort,
 		ChallengeTimeoutMS: 5000,
 		CADir:              "ca",
 		Tables:             o.Tables,
-	})
+	}
+	c.Resolver, c.ChallengeExtra = cmp.Or(o.Resolver, c.Resolver), o.Challenge
+	ca.Config = WriteConfig(t, ca.Dir, "hallmark", c)
 	return health
 }
 
