@@ -35,6 +35,9 @@ url = "sqlite:hallmark.db"
 listen = "127.0.0.1:14000"
 tls_cert = "frontend.pem"
 tls_key = "frontend.key"
+# The issuer domain name a CAA record names to let this CA issue (the
+# directory's meta.caaIdentities; dev.zone has an example).
+caa_identities = ["hallmark.localhost"]
 
 [worker]
 health_listen = "127.0.0.1:14001"
