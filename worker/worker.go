@@ -123,6 +123,7 @@ func New(cfg Config, st store.Store, opts Options) (*Worker, error) {
 		st: stores{validate: st, issue: st, crls: st, revoke: st, housekeep: st, upstream: st, ping: st},
 		validator: validate.New(validate.Config{
 			Resolvers:     cfg.Challenge.Resolvers,
+			DNSSEC:        cfg.Challenge.DNSSEC,
 			HTTPPort:      cfg.Challenge.HTTPPort,
 			HTTPSPort:     cfg.Challenge.HTTPSPort,
 			TLSALPNPort:   cfg.Challenge.TLSALPNPort,

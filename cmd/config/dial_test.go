@@ -83,3 +83,21 @@ func TestHealthListenDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestChallengeDNSSEC: challenge.dnssec defaults to check, takes off,
+// check and require, and check-config names the key for anything else.
+func TestChallengeDNSSEC(t *testing.T) {
+	t.Parallel()
+	c, err := load(t, "")
+	if err != nil || c.Challenge.DNSSEC != workerconf.DNSSECCheck {
+		t.Fatalf("default challenge.dnssec = %q (%v), want %q", c.Challenge.DNSSEC, err, workerconf.DNSSECCheck)
+	}
+	for _, mode := range []string{"off", "check", "require"} {
+		if c, err := load(t, "[challenge]\ndnssec = \""+mode+"\"\n"); err != nil || c.Challenge.DNSSEC != mode {
+			t.Errorf("dnssec = %q: %q, %v", mode, c.Challenge.DNSSEC, err)
+		}
+	}
+	if _, err := load(t, "[challenge]\ndnssec = \"validate\"\n"); err == nil || !strings.Contains(err.Error(), `challenge.dnssec: must be "off"`) {
+		t.Errorf("dnssec = \"validate\": %v", err)
+	}
+}

@@ -25,7 +25,8 @@ import (
 // devConfig is the configuration `hallmark up` writes on first run. Paths
 // are relative to the file. The worker resolves names through the CLI's
 // own loopback DNS server (devDNS), which answers *.localhost with
-// 127.0.0.1, so http-01 and tls-alpn-01 work with no network at all.
+// 127.0.0.1 and serves the zone file dev.zone, so http-01, tls-alpn-01 and
+// dns-01 work with no network at all.
 const devConfig = `# Written by 'hallmark up' for a local trial CA. Edit freely.
 [database]
 url = "sqlite:hallmark.db"
@@ -34,12 +35,16 @@ url = "sqlite:hallmark.db"
 listen = "127.0.0.1:14000"
 tls_cert = "frontend.pem"
 tls_key = "frontend.key"
+# The issuer domain name a CAA record names to let this CA issue (the
+# directory's meta.caaIdentities; dev.zone has an example).
+caa_identities = ["hallmark.localhost"]
 
 [worker]
 health_listen = "127.0.0.1:14001"
 
 [challenge]
-# The dev DNS server that 'hallmark up' runs: *.localhost -> 127.0.0.1.
+# The dev DNS server that 'hallmark up' runs: *.localhost -> 127.0.0.1, and
+# the records of dev.zone (re-read when it changes).
 resolvers = ["127.0.0.1:14053"]
 # Where the worker looks for challenge responses (lego: --http.port :5002 --tls.port :5001).
 http_port = 5002
@@ -101,11 +106,24 @@ func up(c *cli.Context) error {
 		return fmt.Errorf("creating the dev CA: %w", err)
 	}
 
-	dns, err := startDevDNS(c.String("dns"))
+	data := c.String("data")
+	caaID := "hallmark.invalid"
+	if len(cfg.Server.CAAIdentities) > 0 {
+		caaID = cfg.Server.CAAIdentities[0]
+	}
+	if err := writeDevZone(data, caaID, c.String("dns")); err != nil {
+		return err
+	}
+	zonePath := filepath.Join(data, devZoneFile)
+	dns, err := startDevDNS(c.String("dns"), zonePath, os.Stderr)
 	if err != nil {
 		return err
 	}
-	defer dns.Shutdown()
+	defer func() {
+		for _, s := range dns {
+			_ = s.Shutdown()
+		}
+	}()
 
 	procs := []*exec.Cmd{
 		exec.Command(workerBin, "--config", cfgPath),
@@ -120,7 +138,7 @@ func up(c *cli.Context) error {
 		stopAll(procs)
 		return err
 	}
-	fmt.Print(runningBanner(cfg, c.String("dns"), root))
+	fmt.Print(runningBanner(cfg, c.String("dns"), root, zonePath))
 	select {
 	case <-ctx.Done():
 		fmt.Println("\nstopping the frontend and the worker")
@@ -216,7 +234,7 @@ func startAll(procs []*exec.Cmd) (<-chan error, error) {
 
 // runningBanner is what up prints once the CA answers: where every
 // endpoint is, and a first lego command.
-func runningBanner(cfg config.Config, dns, root string) string {
+func runningBanner(cfg config.Config, dns, root, zone string) string {
 	var b strings.Builder
 	line := func(what, format string, args ...any) {
 		fmt.Fprintf(&b, "  %-18s %s\n", what+":", fmt.Sprintf(format, args...))
@@ -225,6 +243,7 @@ func runningBanner(cfg config.Config, dns, root string) string {
 	line("ACME directory", "%s/directory", cfg.Server.BaseURL)
 	line("root certificate", "%s", root)
 	line("names that work", "anything under .localhost (the dev DNS on %s answers 127.0.0.1)", dns)
+	line("dev DNS zone", "%s (served beside them, read again when it changes)", zone)
 	if cfg.CA.URLBase != "" {
 		line("CRLs, issuer certs", "%s/crl/<issuer>, %s/issuer/<issuer>", cfg.CA.URLBase, cfg.CA.URLBase)
 	}

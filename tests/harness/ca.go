@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -23,6 +24,10 @@ type Options struct {
 	Server   string   // further [server] lines
 	InitArgs []string // added to `hallmark-worker ca init`
 	Env      []string // added to every CA process's environment
+	// Resolver, when set, is what validation resolves through instead of
+	// the CA's testdns server (a validating resolver: tests/unbound).
+	Resolver  string
+	Challenge string // further [challenge] lines (dnssec = "require")
 }
 
 // CA is a running Hallmark: one frontend and one worker process, and a DNS
@@ -93,7 +98,7 @@ func (ca *CA) configure(t *testing.T, dbURL string, o Options) string {
 	health := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 	ca.Health = health
 	ca.BaseURL = "https://" + listen
-	ca.Config = WriteConfig(t, ca.Dir, "hallmark", Config{
+	c := Config{
 		Top:                o.Top,
 		DatabaseURL:        dbURL,
 		Listen:             listen,
@@ -108,7 +113,9 @@ func (ca *CA) configure(t *testing.T, dbURL string, o Options) string {
 		ChallengeTimeoutMS: 5000,
 		CADir:              "ca",
 		Tables:             o.Tables,
-	})
+	}
+	c.Resolver, c.ChallengeExtra = cmp.Or(o.Resolver, c.Resolver), o.Challenge
+	ca.Config = WriteConfig(t, ca.Dir, "hallmark", c)
 	return health
 }
 

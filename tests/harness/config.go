@@ -25,6 +25,7 @@ type Config struct {
 	Resolver                      string // the DNS server validation resolves through
 	HTTPPort, HTTPSPort, ALPNPort int    // where validation connects
 	ChallengeTimeoutMS            int
+	ChallengeExtra                string
 
 	CADir   string
 	CAExtra string
@@ -56,6 +57,7 @@ http_port = %d
 https_port = %d
 tls_alpn_port = %d
 timeout_ms = %d
+%s
 
 [ca]
 dir = %q
@@ -63,7 +65,7 @@ dir = %q
 %s`, c.Top, c.DatabaseURL, c.DatabaseExtra,
 		c.Listen, c.PublicHTTPListen, c.ServerExtra,
 		c.HealthListen, c.WorkerExtra,
-		c.Resolver, c.HTTPPort, c.HTTPSPort, c.ALPNPort, c.ChallengeTimeoutMS,
+		c.Resolver, c.HTTPPort, c.HTTPSPort, c.ALPNPort, c.ChallengeTimeoutMS, c.ChallengeExtra,
 		c.CADir, c.CAExtra, c.Tables)
 }
 

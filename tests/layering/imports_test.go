@@ -27,7 +27,7 @@ var homes = []struct {
 		"PostgreSQL is the store's and the job queue's; the load generator and tests/testdb make databases"},
 	{"github.com/riverqueue/river/...", []string{"jobs", "store/sqlstore", "worker"},
 		"River is the job queue's (jobs); the store completes jobs in its transactions and the worker schedules its periodic jobs"},
-	{"github.com/miekg/dns/...", []string{"worker/validate", "protocol/access/rdns", "signer/relay", "cmd/hallmark", "tests/testdns", "cmd/hallmark-load"},
+	{"github.com/miekg/dns/...", []string{"worker/validate", "protocol/access/rdns", "signer/relay", "cmd/hallmark", "tests/testdns", "tests/signeddns", "cmd/hallmark-load"},
 		"DNS lookups on a client's behalf are validation's (worker/validate); the access policy's reverse DNS of a client is protocol/access/rdns's; the relay publishes its upstream's dns-01 records (TSIG-signed updates); the CLI's dev DNS and the test servers answer"},
 	{"github.com/ThalesGroup/crypto11/...", []string{"signer/pkcs11"}, "PKCS#11 needs cgo and holds the CA key: signer/pkcs11 only"},
 	{"github.com/zmap/zlint/v3/...", []string{"signer"}, "lint-before-sign is the signer's"},

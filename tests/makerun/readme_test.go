@@ -68,7 +68,8 @@ func contains(list []string, s string) bool {
 
 // TestREADMEReads: the parts of the README the make run test runs are
 // there and say what it needs: the addresses of the make run paragraph,
-// and lego commands for http-01 and tls-alpn-01 against its directory.
+// and lego commands for http-01, tls-alpn-01 and dns-01 (through the dev
+// DNS's zone file) against its directory.
 func TestREADMEReads(t *testing.T) {
 	t.Parallel()
 	r := readREADME(t)
@@ -77,7 +78,7 @@ func TestREADMEReads(t *testing.T) {
 			t.Errorf("the make run paragraph does not name %s:\n%s", want, r.makeRun)
 		}
 	}
-	for _, want := range []string{"# http-01", "# tls-alpn-01", "LEGO_CA_CERTIFICATES=hallmark-data/ca/root.pem", "--path /tmp/lego"} {
+	for _, want := range []string{"# http-01", "# tls-alpn-01", "# dns-01", "--dns exec", "LEGO_CA_CERTIFICATES=hallmark-data/ca/root.pem", "--path /tmp/lego"} {
 		found := false
 		for _, l := range r.lego {
 			found = found || strings.Contains(l, want)

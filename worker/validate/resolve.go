@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/hallmark-ca/hallmark/worker/workerconf"
 )
 
 const (
@@ -31,6 +33,7 @@ const (
 // resolver asks the configured resolvers, in order, and never the system's.
 type resolver struct {
 	servers []string
+	dnssec  string // challenge.dnssec (dnssec.go)
 }
 
 // ErrResolversUnreachable is the cause of a check that could not run
@@ -50,6 +53,7 @@ type dnsError struct {
 	rcode int    // -1 when no answer arrived
 	err   error  // the network error when rcode is -1; kept out of Error()
 	why   string // set for failures that are neither (a CNAME loop)
+	hint  string // what follows the name in Error(), when why is set
 	// down is set when every resolver failed at the transport level, none
 	// by timing out: see ErrResolversUnreachable.
 	down bool
@@ -59,7 +63,7 @@ func (e *dnsError) Error() string {
 	q := dns.TypeToString[e.qtype]
 	switch {
 	case e.why != "":
-		return fmt.Sprintf("%s looking up %s for %s", e.why, q, e.name)
+		return fmt.Sprintf("%s looking up %s for %s%s", e.why, q, e.name, e.hint)
 	case e.rcode >= 0:
 		return fmt.Sprintf("%s looking up %s for %s", dns.RcodeToString[e.rcode], q, e.name)
 	case isTimeout(e.err):
@@ -109,8 +113,9 @@ func isTimeout(err error) bool {
 }
 
 // exchange sends one question and returns a NOERROR answer. NXDOMAIN and
-// other RCODEs come back as a *dnsError. SERVFAIL, REFUSED and network
-// failures move on to the next resolver; the last failure is returned,
+// other RCODEs come back as a *dnsError, as do DNSSEC failures (dnssec.go),
+// which end the lookup. SERVFAIL, REFUSED and network failures move on to
+// the next resolver; the last failure is returned,
 // marked down when every resolver failed at the transport level without
 // timing out (ErrResolversUnreachable).
 func (r *resolver) exchange(ctx context.Context, name string, qtype uint16) (*dns.Msg, error) {
@@ -119,7 +124,8 @@ func (r *resolver) exchange(ctx context.Context, name string, qtype uint16) (*dn
 	m := new(dns.Msg)
 	m.SetQuestion(qname, qtype)
 	m.RecursionDesired = true
-	m.SetEdns0(dnsUDPSize, false)
+	m.SetEdns0(dnsUDPSize, r.dnssec != workerconf.DNSSECOff)
+	m.AuthenticatedData = r.dnssec != workerconf.DNSSECOff
 
 	if len(r.servers) == 0 {
 		return nil, &dnsError{qtype: qtype, name: display, rcode: -1, err: ErrNotConfigured, down: true}
@@ -142,6 +148,16 @@ func (r *resolver) exchange(ctx context.Context, name string, qtype uint16) (*dn
 			continue
 		}
 		allDown = false
+		if resp.Rcode == dns.RcodeSuccess || resp.Rcode == dns.RcodeNameError {
+			if err := r.insecure(resp, qtype, display); err != nil {
+				return nil, err
+			}
+		}
+		if resp.Rcode == dns.RcodeServerFailure {
+			if err := r.bogus(ctx, m, resp, server, qtype, display); err != nil {
+				return nil, err // never another resolver's answer instead
+			}
+		}
 		switch resp.Rcode {
 		case dns.RcodeSuccess:
 			return resp, nil
@@ -306,6 +322,13 @@ func (r *resolver) lookupIPs(ctx context.Context, name string) ([]netip.Addr, er
 	go ask(dns.TypeAAAA, v6)
 	go ask(dns.TypeA, v4)
 	a6, a4 := <-v6, <-v4
+	// A bogus (or, when required, unsigned) answer for either family fails
+	// the lookup, even when the other family answered.
+	for _, a := range []answer{a6, a4} {
+		if isDNSSECFailure(a.err) {
+			return nil, a.err
+		}
+	}
 	addrs := append(a6.addrs, a4.addrs...)
 	if len(addrs) > 0 {
 		return addrs, nil

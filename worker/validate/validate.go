@@ -33,6 +33,7 @@ const (
 // configuration so tests can point validation at loopback listeners.
 type Config struct {
 	Resolvers     []string      // "host:port" DNS resolvers, tried in order
+	DNSSEC        string        // challenge.dnssec (workerconf.DNSSEC*; "" is DNSSECCheck): dnssec.go
 	HTTPPort      int           // port for http-01 (80 in production)
 	HTTPSPort     int           // port a redirect to https:// may use (443 in production)
 	TLSALPNPort   int           // port for tls-alpn-01 (443 in production)
@@ -65,7 +66,7 @@ func New(cfg Config) *Validator {
 	}
 	cfg.Resolvers = append([]string(nil), cfg.Resolvers...)
 	cfg.CAAIdentities = append([]string(nil), cfg.CAAIdentities...)
-	return &Validator{cfg: cfg, res: &resolver{servers: cfg.Resolvers}, dialer: newDialPolicy(cfg.Dial)}
+	return &Validator{cfg: cfg, res: &resolver{servers: cfg.Resolvers, dnssec: dnssecMode(cfg.DNSSEC)}, dialer: newDialPolicy(cfg.Dial)}
 }
 
 // Request describes one challenge attempt.

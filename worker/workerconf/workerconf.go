@@ -56,7 +56,25 @@ type Challenge struct {
 	// multicast, broadcast, the CA's own listeners) for these CIDR ranges.
 	// policy.deny_ip_ranges still applies. Empty, the default, lifts none.
 	AllowReservedRanges []string `toml:"allow_reserved_ranges"`
+	// DNSSEC is what validation asks of DNSSEC (DNSSECOff, DNSSECCheck,
+	// DNSSECRequire); DNSSECCheck unless set.
+	DNSSEC string `toml:"dnssec"`
 }
+
+// The values of challenge.dnssec. Every one but DNSSECOff sets the DO bit
+// on the worker's queries; none validates itself: the configured resolvers
+// must, and the path to them must be trusted (the AD bit is not signed).
+const (
+	// DNSSECOff sends queries without DO and reads no DNSSEC signal.
+	DNSSECOff = "off"
+	// DNSSECCheck, the default: a bogus answer (a validating resolver's
+	// SERVFAIL) fails the lookup as a DNSSEC failure, never asking
+	// another resolver; unsigned zones validate as before.
+	DNSSECCheck = "check"
+	// DNSSECRequire also refuses every answer without the AD bit: only
+	// names in signed zones with a chain of trust validate or pass CAA.
+	DNSSECRequire = "require"
+)
 
 // Listener is one of the CA's own listening addresses and the key that
 // sets it: validation never connects to it on a client's behalf.
@@ -81,7 +99,7 @@ func DefaultWorker() Worker {
 // DefaultChallenge is [challenge] when the file sets nothing: no
 // resolvers, which a worker refuses (ValidateResolvers).
 func DefaultChallenge() Challenge {
-	return Challenge{TimeoutMS: 10000, HTTPPort: 80, TLSALPNPort: 443, HTTPSPort: 443}
+	return Challenge{TimeoutMS: 10000, HTTPPort: 80, TLSALPNPort: 443, HTTPSPort: 443, DNSSEC: DNSSECCheck}
 }
 
 // Validate reports every problem of [worker], each naming its key.
@@ -128,6 +146,12 @@ func (c Challenge) Validate() error {
 	}
 	if c.TimeoutMS < 100 {
 		errs = append(errs, errors.New("challenge.timeout_ms: must be at least 100"))
+	}
+	switch c.DNSSEC {
+	case DNSSECOff, DNSSECCheck, DNSSECRequire:
+	default:
+		errs = append(errs, fmt.Errorf("challenge.dnssec: must be %q (no DO bit), %q (bogus answers fail; the default) or %q (only DNSSEC-validated answers pass), got %q",
+			DNSSECOff, DNSSECCheck, DNSSECRequire, c.DNSSEC))
 	}
 	for _, r := range c.AllowReservedRanges {
 		if _, err := netip.ParsePrefix(strings.TrimSpace(r)); err != nil {

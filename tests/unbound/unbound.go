@@ -1,0 +1,164 @@
+// Package unbound runs Debian's unbound, a validating recursive resolver,
+// on a loopback port for tests: it resolves the zones it is given through
+// the authoritative servers the test runs (stub zones), validates DNSSEC
+// from the trust anchors it is given (and no other: no root anchor, no
+// network), and answers with Extended DNS Errors (RFC 8914) unless told
+// not to. A child process with a generated configuration in the test's
+// directory, killed when the test ends; its log is shown when the test fails.
+package unbound
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Config is what the resolver knows.
+type Config struct {
+	// Stubs maps each zone ("secure.test.") to the "host:port" of its
+	// authoritative server.
+	Stubs map[string]string
+	// TrustAnchors are DNSKEY or DS records in zone-file syntax; zones
+	// under none of them are insecure.
+	TrustAnchors []string
+	// NoEDE turns Extended DNS Errors off, as a resolver without them
+	// answers: a bogus answer is then a bare SERVFAIL.
+	NoEDE bool
+}
+
+// Server is a running unbound.
+type Server struct {
+	Addr string // "127.0.0.1:port", UDP and TCP
+}
+
+// Start runs unbound until the test ends. Without it, it fails in CI and
+// skips loudly elsewhere.
+func Start(t testing.TB, c Config) *Server {
+	t.Helper()
+	bin, err := exec.LookPath("unbound")
+	if err != nil {
+		if p := "/usr/sbin/unbound"; fileExists(p) {
+			bin, err = p, nil
+		}
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" || os.Getenv("HALLMARK_REQUIRE_TOOLS") == "1" {
+			t.Fatalf("unbound (Debian's unbound) is required here: %v", err)
+		}
+		t.Skipf("SKIPPING: unbound is not installed (apt-get install unbound): %v", err)
+	}
+	dir := t.TempDir()
+	s := &Server{Addr: freeAddr(t)}
+	conf := config(dir, s.Addr, c)
+	confPath := filepath.Join(dir, "unbound.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(dir, "unbound.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-d", "-c", confPath)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			if len(b) > 6000 {
+				b = b[len(b)-6000:]
+			}
+			t.Logf("---- unbound log ----\n%s\n---- unbound.conf ----\n%s", b, conf)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", s.Addr, time.Second)
+		if err == nil {
+			conn.Close()
+			return s
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(logf.Name())
+			t.Fatalf("unbound did not listen on %s: %v\n%s", s.Addr, err, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// config is unbound.conf for c, listening on addr, with its files in dir.
+func config(dir, addr string, c Config) string {
+	host, port, _ := net.SplitHostPort(addr)
+	var b strings.Builder
+	fmt.Fprintf(&b, `server:
+    interface: %[2]s
+    port: %[3]s
+    do-daemonize: no
+    chroot: ""
+    username: ""
+    directory: "%[1]s"
+    pidfile: "%[1]s/unbound.pid"
+    use-syslog: no
+    logfile: ""
+    verbosity: 1
+    log-servfail: yes
+    val-log-level: 2
+    num-threads: 1
+    do-ip6: no
+    access-control: 127.0.0.0/8 allow
+    # The authoritative servers are on loopback, which unbound does not
+    # ask by default.
+    do-not-query-localhost: no
+    qname-minimisation: no
+    prefetch: no
+    module-config: "validator iterator"
+    ede: %[4]s
+`, dir, host, port, map[bool]string{false: "yes", true: "no"}[c.NoEDE])
+	for zone := range c.Stubs {
+		// Resolved, not answered by one of unbound's built-in local zones
+		// (test., invalid., ...): the closest local zone decides.
+		fmt.Fprintf(&b, "    local-zone: %q transparent\n", zone)
+	}
+	for _, ta := range c.TrustAnchors {
+		fmt.Fprintf(&b, "    trust-anchor: %q\n", strings.Join(strings.Fields(ta), " "))
+	}
+	for zone, auth := range c.Stubs {
+		h, p, _ := net.SplitHostPort(auth)
+		fmt.Fprintf(&b, "stub-zone:\n    name: %q\n    stub-addr: %s@%s\n", zone, h, p)
+	}
+	b.WriteString("remote-control:\n    control-enable: no\n")
+	return b.String()
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// freeAddr is a loopback port free for TCP and UDP when asked.
+func freeAddr(t testing.TB) string {
+	for range 20 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		pc, err := net.ListenPacket("udp", addr)
+		if err == nil {
+			pc.Close()
+			return addr
+		}
+	}
+	t.Fatal("no loopback port free for both TCP and UDP")
+	return ""
+}
