@@ -19,6 +19,7 @@ import (
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/cmd/internal/accesswire"
 	"github.com/hallmark-ca/hallmark/cmd/internal/process"
+	"github.com/hallmark-ca/hallmark/cmd/internal/reload"
 	"github.com/hallmark-ca/hallmark/cmd/internal/version"
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol"
@@ -65,13 +66,18 @@ func run(c *cli.Context) error {
 	log.Debug("garbage collector target", "gogc", process.TuneGC()) // cmd/internal/process
 	ctx, stop := process.SignalContext()
 	defer stop()
+	hangups := process.Hangups(ctx) // before anything slow: a SIGHUP must not end the process
+	lv, err := newLive(c.String("config"), cfg, log)
+	if err != nil {
+		return err
+	}
 
 	db, err := open.Open(ctx, cfg.Database.URL, cfg.Database.MaxConns)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	db.NotifyRoute(cfg.Notify.Route)
+	db.NotifyRoute(lv.route)
 	process.LogAdvice(ctx, db, log)
 
 	reg := prometheus.NewRegistry()
@@ -90,8 +96,7 @@ func run(c *cli.Context) error {
 	if cfg.Server.VerdictWaitMS > 0 {
 		verdicts = watchVerdicts(ctx, db, log)
 	}
-	srv, err := protocol.New(protocol.Config{Server: cfg.Server, Limits: cfg.Limits, Policy: cfg.Policy,
-		Profiles: cfg.Profiles, DefaultProfile: cfg.DefaultProfile}, db.Store,
+	srv, err := protocol.New(protocolConfig(cfg), db.Store,
 		protocol.Options{Logger: log, Registry: reg, Gatherer: reg, Version: version.Line("hallmark-frontend"), Access: pol, Verdicts: verdicts})
 	if err != nil {
 		return err
@@ -109,10 +114,12 @@ func run(c *cli.Context) error {
 		MaxHeaderBytes:    32 << 10,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
-	cert, key := cfg.Server.TLSCert, cfg.Server.TLSKey
-	if cfg.Server.PlainHTTP {
-		cert, key = "", ""
+	if tlsOn(cfg) {
+		hs.TLSConfig = lv.tlsConfig()
 	}
+	lv.srv = srv
+	watcher := &reload.Watcher{Actor: actor(), Store: db.Store, Log: log, Apply: lv.apply, Hangups: hangups}
+	go watcher.Run(ctx)
 	if cfg.Server.PublicHTTPListen != "" {
 		pln, err := net.Listen("tcp", cfg.Server.PublicHTTPListen)
 		if err != nil {
@@ -132,8 +139,8 @@ func run(c *cli.Context) error {
 	if err := serveAdmin(ctx, cfg, db, log); err != nil {
 		return err
 	}
-	log.Info("ACME directory", "url", cfg.Server.BaseURL+"/directory", "listen", ln.Addr().String(), "tls", cert != "")
-	return process.Serve(ctx, hs, ln, cert, key, 10*time.Second)
+	log.Info("ACME directory", "url", cfg.Server.BaseURL+"/directory", "listen", ln.Addr().String(), "tls", tlsOn(cfg))
+	return process.Serve(ctx, hs, ln, "", "", 10*time.Second)
 }
 
 // watchVerdicts starts the frontend's one watch of the workers' verdicts

@@ -40,6 +40,7 @@ func main() {
 			ariCommand(),
 			auditCommand(),
 			policyCommand(),
+			reloadCommand(),
 			version.Command("hallmark"),
 		},
 	}
