@@ -22,9 +22,6 @@ func (s *Server) Reload(cfg Config, acc *access.Policy) error {
 	return nil
 }
 
-// Current is the snapshot new requests run on.
-func (s *Server) Current() *Server { return s.live.Load() }
-
 // serveLive runs the request on the current snapshot.
 func (s *Server) serveLive(w http.ResponseWriter, r *http.Request) {
 	s.live.Load().handler.ServeHTTP(w, r)

@@ -61,7 +61,9 @@ func (l *live) apply(ctx context.Context) (err error) {
 			ts.close(l.log)
 		}
 	}()
-	issuers, unavailable := mountAvailable(next, ts, l.log)
+	// Quiet: a profile that does not mount refuses the reload, and the
+	// refusal names it.
+	issuers, unavailable := mountAvailable(next, ts, slog.New(slog.DiscardHandler))
 	if err := stillMounted(l.ready.mounts.Load(), unavailable); err != nil {
 		return err
 	}
