@@ -120,18 +120,8 @@ func run(c *cli.Context) error {
 	lv.srv = srv
 	watcher := &reload.Watcher{Actor: actor(), Store: db.Store, Log: log, Apply: lv.apply, Hangups: hangups}
 	go watcher.Run(ctx)
-	if cfg.Server.PublicHTTPListen != "" {
-		pln, err := net.Listen("tcp", cfg.Server.PublicHTTPListen)
-		if err != nil {
-			return fmt.Errorf("listening on server.public_http_listen %s: %w", cfg.Server.PublicHTTPListen, err)
-		}
-		ps := &http.Server{Handler: srv.PublicHandler(), ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute}
-		go func() {
-			if err := process.Serve(ctx, ps, pln, "", "", 5*time.Second); err != nil {
-				log.Error("public http listener", "err", err)
-			}
-		}()
-		log.Info("CRLs and issuer certificates over plain http", "url", cfg.CA.URLBase)
+	if err := servePublic(ctx, cfg, srv, log); err != nil {
+		return err
 	}
 	if err := process.ServeProfiling(ctx, cfg.Server.PprofListen, log); err != nil {
 		return err
@@ -141,6 +131,26 @@ func run(c *cli.Context) error {
 	}
 	log.Info("ACME directory", "url", cfg.Server.BaseURL+"/directory", "listen", ln.Addr().String(), "tls", tlsOn(cfg))
 	return process.Serve(ctx, hs, ln, "", "", 10*time.Second)
+}
+
+// servePublic starts server.public_http_listen, when configured: CRLs,
+// issuer certificates and relay http-01 answers over plain http.
+func servePublic(ctx context.Context, cfg config.Config, srv *protocol.Server, log *slog.Logger) error {
+	if cfg.Server.PublicHTTPListen == "" {
+		return nil
+	}
+	pln, err := net.Listen("tcp", cfg.Server.PublicHTTPListen)
+	if err != nil {
+		return fmt.Errorf("listening on server.public_http_listen %s: %w", cfg.Server.PublicHTTPListen, err)
+	}
+	ps := &http.Server{Handler: srv.PublicHandler(), ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute}
+	go func() {
+		if err := process.Serve(ctx, ps, pln, "", "", 5*time.Second); err != nil {
+			log.Error("public http listener", "err", err)
+		}
+	}()
+	log.Info("CRLs and issuer certificates over plain http", "url", cfg.CA.URLBase)
+	return nil
 }
 
 // watchVerdicts starts the frontend's one watch of the workers' verdicts

@@ -248,7 +248,6 @@ func run(c *cli.Context) error {
 		return err
 	}
 	process.LogAdvice(ctx, db, log)
-
 	// The frontend serves issuer certificates at the AIA URL but never sees
 	// the CA's files: publish them.
 	for _, iss := range issuers {
@@ -256,16 +255,13 @@ func run(c *cli.Context) error {
 			return err
 		}
 	}
-
 	sender, err := notifysend.New(cfg.Notify, log)
 	if err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	w, err := worker.New(worker.Config{Worker: cfg.Worker, Challenge: cfg.Challenge, Audit: cfg.Audit, CA: cfg.CA, Profiles: cfg.Profiles,
-		BaseURL: cfg.Server.BaseURL, CAAIdentities: cfg.Server.CAAIdentities, DenyIPRanges: cfg.Policy.DenyIPRanges,
-		Listeners: cfg.Listeners()}, db.Store, worker.Options{Logger: log, Registry: reg, Issuers: issuers, Backends: backends,
+	w, err := worker.New(workerConfig(cfg), db.Store, worker.Options{Logger: log, Registry: reg, Issuers: issuers, Backends: backends,
 		Notify: sender.Handle, ExpiryDays: cfg.Notify.ExpiryDays})
 	if err != nil {
 		return err
@@ -288,14 +284,12 @@ func run(c *cli.Context) error {
 		return err
 	}
 	log.Info("worker started", "queues", w.Queues())
-	ready := &readiness{ping: w.Ready}
-	ready.mounts.Store(&mountState{mounted: issuers, unavailable: unavailable})
-	go ready.watchDatabase(ctx, log, 2*time.Second)
-	lv.ready = ready
-	watcher := &reload.Watcher{Actor: actorFor(cfg), Store: db.Store, Log: log, Apply: lv.apply, Hangups: hangups}
-	go watcher.Run(ctx)
+	lv.ready = &readiness{ping: w.Ready}
+	lv.ready.mounts.Store(&mountState{mounted: issuers, unavailable: unavailable})
+	go lv.ready.watchDatabase(ctx, log, 2*time.Second)
+	go (&reload.Watcher{Actor: actorFor(cfg), Store: db.Store, Log: log, Apply: lv.apply, Hangups: hangups}).Run(ctx)
 
-	if err := serveHealth(ctx, cfg.Worker.HealthListen, backendsReady(lv.jobs, ready), reg); err != nil {
+	if err := serveHealth(ctx, cfg.Worker.HealthListen, backendsReady(lv.jobs, lv.ready), reg); err != nil {
 		return err
 	}
 
