@@ -71,8 +71,7 @@ func outcomes(ca *harness.CA, which string) (applied, refused int) {
 	return strings.Count(log, `msg="configuration reloaded"`), strings.Count(log, `msg="configuration not reloaded`)
 }
 
-// hangup sends SIGHUP to both processes and waits for each one's outcome;
-// it returns the lines of the outcomes.
+// hangup sends SIGHUP to both processes and waits for each one's outcome.
 func hangup(t *testing.T, ca *harness.CA) {
 	t.Helper()
 	before := map[string][2]int{}
@@ -81,11 +80,13 @@ func hangup(t *testing.T, ca *harness.CA) {
 		before[p] = [2]int{a, r}
 		ca.Signal(p, syscall.SIGHUP)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	start := time.Now()
+	deadline := start.Add(30 * time.Second)
 	for _, p := range []string{"frontend", "worker"} {
 		for {
 			a, r := outcomes(ca, p)
 			if a+r > before[p][0]+before[p][1] {
+				t.Logf("%s: an outcome logged %s after SIGHUP", p, time.Since(start).Round(time.Millisecond))
 				break
 			}
 			if time.Now().After(deadline) {
@@ -217,12 +218,15 @@ func (tr *traffic) one(c *http.Client, method, u string) {
 // end stops the clients and fails the test if any request failed.
 func (tr *traffic) end(t *testing.T) {
 	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); tr.ok.Load() < 50 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	close(tr.stop)
 	tr.wg.Wait()
 	if n := tr.failed.Load(); n > 0 {
 		t.Fatalf("%d of %d requests failed during the reload, e.g. %v", n, n+tr.ok.Load(), tr.failures[:min(5, len(tr.failures))])
 	}
-	if tr.ok.Load() < 10 {
+	if tr.ok.Load() < 50 {
 		t.Fatalf("only %d requests were made during the reload: the clients did not run", tr.ok.Load())
 	}
 	t.Logf("%d requests during the reload, none failed", tr.ok.Load())
