@@ -36,6 +36,9 @@ func newLive(path string, cfg config.Config, log *slog.Logger) (*live, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := validNow(cfg, c); err != nil {
+			log.Warn("serving a TLS certificate that clients will refuse", "err", err) // as before reload existed
+		}
 		l.cert.Store(c)
 	}
 	return l, nil
@@ -58,7 +61,7 @@ func (l *live) tlsConfig() *tls.Config {
 }
 
 // loadCert reads server.tls_cert and tls_key: the key must be the
-// certificate's, and the certificate valid now.
+// certificate's.
 func loadCert(cfg config.Config) (*tls.Certificate, error) {
 	c, err := tls.LoadX509KeyPair(cfg.Server.TLSCert, cfg.Server.TLSKey)
 	if err != nil {
@@ -68,11 +71,18 @@ func loadCert(cfg config.Config) (*tls.Certificate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server.tls_cert %s: %w", cfg.Server.TLSCert, err)
 	}
-	if now := time.Now(); now.After(leaf.NotAfter) || now.Before(leaf.NotBefore) {
-		return nil, fmt.Errorf("server.tls_cert %s: valid from %s to %s, not now", cfg.Server.TLSCert, leaf.NotBefore.UTC().Format(time.RFC3339), leaf.NotAfter.UTC().Format(time.RFC3339))
-	}
 	c.Leaf = leaf
 	return &c, nil
+}
+
+// validNow refuses a certificate outside its validity: a reload does not
+// replace a working certificate with one every client refuses.
+func validNow(cfg config.Config, c *tls.Certificate) error {
+	if now := time.Now(); now.After(c.Leaf.NotAfter) || now.Before(c.Leaf.NotBefore) {
+		return fmt.Errorf("server.tls_cert %s: valid from %s to %s, not now", cfg.Server.TLSCert,
+			c.Leaf.NotBefore.UTC().Format(time.RFC3339), c.Leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // protocolConfig is the ACME server's part of cfg.
@@ -99,6 +109,9 @@ func (l *live) apply(context.Context) error {
 	var cert *tls.Certificate
 	if tlsOn(next) {
 		if cert, err = loadCert(next); err != nil {
+			return err
+		}
+		if err := validNow(next, cert); err != nil {
 			return err
 		}
 	}
