@@ -1,11 +1,14 @@
 package reload
 
 import (
+	"crypto/x509"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hallmark-ca/hallmark/signer"
 	"github.com/hallmark-ca/hallmark/tests/harness"
@@ -14,7 +17,9 @@ import (
 
 // TestReloadCustomBackend: a custom backend's hooks change (they now sign
 // with another CA); the reload builds the backend again and the next
-// certificate comes from the new CA. Hooks that do not exist refuse the
+// certificate comes from the new CA, while an issuance already running
+// when the reload came is not failed: it finishes with the old hooks, and
+// the reload does not wait for it. Hooks that do not exist refuse the
 // reload and the running ones keep issuing.
 func TestReloadCustomBackend(t *testing.T) {
 	dir := t.TempDir()
@@ -28,6 +33,13 @@ func TestReloadCustomBackend(t *testing.T) {
 		}
 	}
 	caA, caB := filepath.Join(dir, "hook-ca-A"), filepath.Join(dir, "hook-ca-B")
+	// The issue hook, slowed while dir/slow exists, says when it started.
+	slow, started := filepath.Join(dir, "slow"), filepath.Join(dir, "started")
+	issue := filepath.Join(dir, "issue.sh")
+	script := fmt.Sprintf("#!/bin/sh\nif [ -e %q ]; then touch %q; sleep 3; fi\nexec %q \"$@\"\n", slow, started, hook)
+	if err := os.WriteFile(issue, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	tables := profileTOML(100) + fmt.Sprintf(`
 [profiles.hooks]
 backend = "custom"
@@ -41,8 +53,8 @@ identifier_types = ["dns"]
 type = "custom"
 issue_command = [%q, %q, "issue"]
 revoke_command = [%q, %q, "revoke"]
-timeout_ms = 5000
-`, hook, caA, hook, caA)
+timeout_ms = 6000
+`, issue, caA, hook, caA)
 	harness.RequireTool(t, "lego", "apt-get install lego")
 	ca := harness.StartCA(t, testdb.SQLite(t), harness.Options{Top: `default_profile = "hooks"`, Tables: tables})
 	issuedBy := func(name, prefix string) {
@@ -53,10 +65,40 @@ timeout_ms = 5000
 	}
 	issuedBy("before.hooks.test", "Hook CA A")
 
+	if err := os.WriteFile(slow, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		c   *x509.Certificate
+		err error
+	}
+	straddling := make(chan result, 1)
+	go func() {
+		c, err := lego(t, ca, "straddle.hooks.test")
+		straddling <- result{c, err}
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the issue hook never started\n%s", harness.Tail(ca.Log("worker"), 3000))
+		}
+	}
 	edit(t, ca, func(s string) string { return strings.ReplaceAll(s, caA, caB) })
-	hangup(t, ca)
+	hangup(t, ca) // while the issuance sleeps in the old hook
 	if a, r := outcomes(ca, "worker"); a != 1 || r != 0 {
 		t.Fatalf("worker: %d applied, %d refused; want 1 applied\n%s", a, r, harness.Tail(ca.Log("worker"), 3000))
+	}
+	if err := os.Remove(slow); err != nil {
+		t.Fatal(err)
+	}
+	res := <-straddling
+	if res.err != nil {
+		t.Fatalf("the issuance running across the reload: %v", res.err)
+	}
+	if !strings.HasPrefix(res.c.Issuer.CommonName, "Hook CA A") {
+		t.Fatalf("the issuance that started before the reload was issued by %q, want the old hooks' Hook CA A", res.c.Issuer.CommonName)
 	}
 	issuedBy("after.hooks.test", "Hook CA B")
 
