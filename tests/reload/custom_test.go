@@ -102,7 +102,9 @@ timeout_ms = 6000
 	}
 	issuedBy("after.hooks.test", "Hook CA B")
 
-	edit(t, ca, func(s string) string { return strings.ReplaceAll(s, fmt.Sprintf("%q", hook), fmt.Sprintf("%q", hook+"-gone")) })
+	edit(t, ca, func(s string) string {
+		return strings.ReplaceAll(s, fmt.Sprintf("%q", hook), fmt.Sprintf("%q", hook+"-gone"))
+	})
 	hangup(t, ca)
 	if a, r := outcomes(ca, "worker"); a != 1 || r != 1 {
 		t.Fatalf("worker: %d applied, %d refused; want hooks that do not exist refused\n%s", a, r, harness.Tail(ca.Log("worker"), 3000))
