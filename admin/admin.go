@@ -50,6 +50,10 @@ type Options struct {
 	Logger   *slog.Logger
 	// Version is the frontend's version, shown to signed-in operators.
 	Version string
+	// PauseAfter and PauseMinFailures are [limits]' pausing
+	// (serverconf.Limits.Pause), for the pauses page; zero: off.
+	PauseAfter       time.Duration
+	PauseMinFailures int
 }
 
 // Server is the admin panel.
@@ -63,6 +67,7 @@ type Server struct {
 	wait    time.Duration
 	profs   map[string]profile.Profile
 	version string
+	pause   store.PauseRule // Options.Pause
 	log     *slog.Logger
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
@@ -73,6 +78,7 @@ type Server struct {
 type stores struct {
 	sessions store.AdminSessions
 	pages    pageStore
+	pauses   pauseStore // pauses.go
 }
 
 // pageStore is what the pages read, and the operator actions, the CRL
@@ -106,8 +112,8 @@ func New(o Options) (*Server, error) {
 		o.Logger = slog.Default()
 	}
 	a := newAuth(o.Token, o.SecureCookies)
-	s := &Server{st: stores{sessions: o.Store, pages: o.Store}, q: o.Queue, rev: o.Revoker, auth: a, limit: newLimiter(func() time.Time { return a.now() }),
-		crlBase: strings.TrimRight(o.CRLBase, "/"), wait: o.RevokeWait, profs: o.Profiles, version: o.Version, log: o.Logger, mux: http.NewServeMux()}
+	s := &Server{st: stores{sessions: o.Store, pages: o.Store, pauses: o.Store}, q: o.Queue, rev: o.Revoker, auth: a, limit: newLimiter(func() time.Time { return a.now() }),
+		crlBase: strings.TrimRight(o.CRLBase, "/"), wait: o.RevokeWait, profs: o.Profiles, version: o.Version, pause: store.PauseRule{After: o.PauseAfter, MinFailures: int64(o.PauseMinFailures)}, log: o.Logger, mux: http.NewServeMux()}
 	if err := s.parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -152,6 +158,8 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /jobs/{id}/abandon", s.authed(s.jobAbandon))
 	s.mux.Handle("GET /crls", s.authed(s.crls))
 	s.mux.Handle("GET /keys", s.authed(s.keys))
+	s.mux.Handle("GET /pauses", s.authed(s.pauses))
+	s.mux.Handle("POST /pauses/lift", s.authed(s.pauseLift))
 	s.mux.Handle("GET /audit", s.authed(s.audit))
 }
 

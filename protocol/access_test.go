@@ -9,8 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/hallmark-ca/hallmark/tests/testproc"
 
 	"github.com/hallmark-ca/hallmark/protocol"
 	"github.com/hallmark-ca/hallmark/protocol/access"
@@ -42,24 +43,6 @@ func policyEnv(t *testing.T, kind string, cfg access.Config, logs io.Writer) *en
 		url = testdb.Postgres(t)
 	}
 	return newEnvVia(t, kind, url, url, nil, nil, logs, func(o *protocol.Options) { o.Access = pol })
-}
-
-// lockedBuffer is a log both stores' servers write to.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // via is a client whose connections come from the loopback address src,
@@ -178,7 +161,7 @@ func TestAccessPolicyWarn(t *testing.T) {
 	t.Parallel()
 	cfg := labPolicy()
 	cfg.Mode = "warn"
-	var logs lockedBuffer
+	var logs testproc.Buffer
 	withPolicy(t, cfg, &logs, func(t *testing.T, e *env) {
 		outside := from("127.0.0.3", "")
 		a, r := outside.register(t, e)

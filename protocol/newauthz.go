@@ -88,6 +88,8 @@ func (s *Server) newAuthz(w http.ResponseWriter, p *post) error {
 		fresh := preValidated(bind, id)
 		if fresh {
 			bornValid(a)
+		} else if err := s.pausedFor(ctx, p.acct.ID, ids); err != nil { // pause.go: one read, rare route
+			return err
 		} else if err := s.limitNewAuthz(ctx, p.acct.ID, id); err != nil {
 			return err
 		}

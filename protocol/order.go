@@ -142,6 +142,9 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 		}
 		o, err = s.st.orders.OrderCreate(ctx, no)
 	}
+	if errors.Is(err, store.ErrPaused) {
+		return s.orderPaused(ctx, p.acct.ID, ids) // pause.go
+	}
 	if err != nil {
 		return s.orderCreateErr(err, req.Replaces)
 	}
@@ -181,7 +184,7 @@ func (s *Server) draftOrder(acctID string, req newOrderReq, name string, prof pr
 	no := store.NewOrder{
 		AccountID: acctID, Identifiers: ids, Profile: name, Methods: offered(prof),
 		NotBefore: nb, NotAfter: na, Expires: now.Add(s.orderLifetime()),
-		Replaces: req.Replaces,
+		Replaces: req.Replaces, Pause: s.pauseRule(),
 	}
 	authzLife := hours(s.cfg.Server.AuthzLifetimeHours, 30*24)
 	for i, id := range ids {

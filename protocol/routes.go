@@ -109,6 +109,9 @@ func (s *Server) routes() http.Handler {
 	postRoute(pathChallenge+"{id}", "challenge", kidOnly, s.challenge, challengeAhead, s.challengeFolded)
 	postRoute(pathCert+"{serial}", "cert", kidOnly, s.cert, certAhead, nil)
 
+	// pause.go, unpause.go: the subscriber's unpause page, for a browser.
+	r.Handle(pathUnpause, s.instrument("unpause", true, methodsOnly([]string{http.MethodGet, http.MethodHead, http.MethodPost}, s.unpause)))
+
 	// The CRL touches the store, so it takes a permit too.
 	s.publicRoutes(r)
 

@@ -110,7 +110,7 @@ type core struct {
 // New builds the frontend for cfg on st. It loads the shared nonce key from
 // the store, so the store must be migrated and reachable.
 func New(cfg Config, st store.Store, opts Options) (*Server, error) {
-	c := &core{st: stores{accounts: st, orders: st, verify: st, certs: st, limits: st, trail: st, relay: st, blocked: st, ping: st}, log: opts.Logger, version: opts.Version, verdicts: opts.Verdicts}
+	c := &core{st: stores{accounts: st, orders: st, verify: st, certs: st, limits: st, trail: st, relay: st, blocked: st, ping: st, pauses: st}, log: opts.Logger, version: opts.Version, verdicts: opts.Verdicts}
 	c.unbound.max = 100_000 // account IDs are small
 	if c.log == nil {
 		c.log = slog.Default()

@@ -30,6 +30,7 @@ type stores struct {
 	ping interface {
 		Ping(ctx context.Context) error
 	}
+	pauses pauseStore // pause.go, unpause.go: accounts paused for identifiers they keep failing
 }
 
 // accountStore is the account handlers' (account.go, eab.go): RFC 8555

@@ -102,6 +102,10 @@ type NewOrder struct {
 	// such certificate or ErrConflict if an order that is not invalid
 	// already replaces it.
 	ReplacesSerial string
+	// Pause, when on, refuses the order with ErrPaused, writing nothing,
+	// if its account is paused for one of its identifiers, checked in its
+	// transaction.
+	Pause PauseRule
 }
 
 // Verdict is a validator's answer for one challenge. Status is valid or invalid.
@@ -197,6 +201,7 @@ type Store interface {
 	AdminSessions  // store/adminsessions.go: the admin panel's sign-ins
 	Trail          // store/trail.go: the issuance trail in the audit log
 	Notices        // store/notify.go: certificate_expiring, found by housekeeping
+	Pauses         // store/pauses.go: accounts paused for an identifier they keep failing
 	// Now is the database's clock.
 	Now(ctx context.Context) (time.Time, error)
 	Ping(ctx context.Context) error

@@ -39,6 +39,8 @@ func TestValidateRanges(t *testing.T) {
 		{"[server]\nrequest_id_trusted_proxies = [\"10.0.0.0/33\"]\n", "server.request_id_trusted_proxies"},
 		{"[server]\nrequest_id_trusted_proxies = [\"proxy.corp.example\"]\n", "server.request_id_trusted_proxies"},
 		{"[audit]\nretention_days = -1\n", "audit.retention_days"},
+		{"[limits]\npause_after_days = -1\n", "limits.pause_after_days"},
+		{"[limits]\npause_min_failures = -2\n", "limits.pause_min_failures"},
 		// A profile's name is its job queue's (jobs.ProfileQueue), which
 		// River takes only in lowercase, '_' or '-' separated, ≤ 64 chars.
 		{"[profiles.Short]\nvalidity_hours = 24\n", "profiles.Short"},
@@ -183,6 +185,30 @@ kind = "geoip"
 		"access.checks.geo.kind"} {
 		if !strings.Contains(err.Error(), "\n  "+key+": ") {
 			t.Errorf("the report does not name %s:\n%v", key, err)
+		}
+	}
+}
+
+// TestPauseDefaults: pausing is on when [limits] says nothing of it (7
+// days, 10 failures), and pause_after_days = 0 turns it off.
+func TestPauseDefaults(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		body      string
+		wantDays  int
+		wantFails int
+	}{
+		{"", 7, 10},
+		{"[limits]\npause_after_days = 3\npause_min_failures = 4\n", 3, 4},
+		{"[limits]\npause_after_days = 0\n", 0, 0},
+	} {
+		c, err := load(t, tc.body)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.body, err)
+		}
+		after, fails := c.Limits.Pause()
+		if int(after.Hours()/24) != tc.wantDays || fails != tc.wantFails {
+			t.Errorf("%q: pause after %s and %d failures, want %d days and %d", tc.body, after, fails, tc.wantDays, tc.wantFails)
 		}
 	}
 }

@@ -27,7 +27,9 @@ func serveAdmin(ctx context.Context, cfg config.Config, db *open.DB, log *slog.L
 	if err != nil {
 		return err
 	}
+	pauseAfter, pauseMin := cfg.Limits.Pause()
 	panel, err := admin.New(admin.Options{
+		PauseAfter: pauseAfter, PauseMinFailures: pauseMin,
 		Store: db.Store, Queue: db.Queue, Token: token,
 		Revoker:       revocation.New(db.Store, cfg.Profiles),
 		CRLBase:       cfg.CA.URLBase,

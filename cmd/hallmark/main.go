@@ -30,6 +30,7 @@ func main() {
 			upCommand(),
 			revokeCommand(),
 			accountsCommand(),
+			pausesCommand(),
 			ordersCommand(),
 			certsCommand(),
 			jobsCommand(),

@@ -74,6 +74,7 @@ type cliStore interface {
 	OrdersList(ctx context.Context, f store.OrderFilter, p store.Page) ([]*store.Order, string, error)
 	RenewalMove(ctx context.Context, sel store.RenewalSelector, start, end time.Time, reason string, ev store.AuditEvent) ([]string, error)
 	UpstreamOrdersOf(ctx context.Context, orderID string) ([]store.UpstreamOrder, error)
+	store.Pauses // pauses.go
 }
 
 // withSession loads the configuration, opens the database, runs fn and

@@ -249,3 +249,12 @@ func (s *Service) mac(body []byte) []byte {
 	h.Write(body)
 	return h.Sum(nil)[:macLen]
 }
+
+// Derive is a key for another purpose of the frontends' (label names it),
+// derived from the shared nonce key: every frontend derives the same one,
+// and it reveals nothing of the nonce key.
+func (s *Service) Derive(label string) []byte {
+	h := hmac.New(sha256.New, s.key)
+	h.Write([]byte("hallmark derived key: " + label))
+	return h.Sum(nil)
+}

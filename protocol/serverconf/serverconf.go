@@ -191,6 +191,29 @@ type Limits struct {
 	// PendingAuthorizationsPerAccount bounds an account's pending
 	// authorizations.
 	PendingAuthorizationsPerAccount int `toml:"pending_authorizations_per_account"`
+	// PauseAfterDays pauses an account for an identifier whose
+	// validations have failed for this many days with no success between
+	// (and PauseMinFailures times at least): newOrder and newAuthz for it
+	// are refused with a link to unpause. Unset is DefaultPauseAfterDays;
+	// 0 turns pausing off.
+	PauseAfterDays   *int `toml:"pause_after_days"`
+	PauseMinFailures int  `toml:"pause_min_failures"`
+}
+
+// The pausing defaults: a client that has failed every validation of a
+// name for a week, at least 10 times, is not going to succeed unattended.
+const (
+	DefaultPauseAfterDays   = 7
+	DefaultPauseMinFailures = 10
+)
+
+// Pause is when an account is paused for an identifier (PauseAfterDays,
+// PauseMinFailures): zero when pausing is off.
+func (l Limits) Pause() (after time.Duration, minFailures int) {
+	if l.PauseAfterDays == nil || *l.PauseAfterDays <= 0 {
+		return 0, 0
+	}
+	return time.Duration(*l.PauseAfterDays) * 24 * time.Hour, l.PauseMinFailures
 }
 
 // WithDefaults fills the windows left at 0.
@@ -200,6 +223,13 @@ func (l Limits) WithDefaults() Limits {
 	}
 	if l.CertificatesWindowSeconds == 0 {
 		l.CertificatesWindowSeconds = 7 * 24 * 3600
+	}
+	if l.PauseAfterDays == nil {
+		days := DefaultPauseAfterDays
+		l.PauseAfterDays = &days
+	}
+	if l.PauseMinFailures == 0 {
+		l.PauseMinFailures = DefaultPauseMinFailures
 	}
 	return l
 }
@@ -222,6 +252,12 @@ func (l Limits) Validate() error {
 	}
 	if l.OrdersWindowSeconds < 1 {
 		errs = append(errs, fmt.Errorf("limits.orders_window_seconds: must be at least 1, got %d", l.OrdersWindowSeconds))
+	}
+	if l.PauseAfterDays != nil && (*l.PauseAfterDays < 0 || *l.PauseAfterDays > 3650) {
+		errs = append(errs, fmt.Errorf("limits.pause_after_days: must be 0 (pausing off) up to 3650, got %d", *l.PauseAfterDays))
+	}
+	if l.PauseMinFailures < 0 {
+		errs = append(errs, fmt.Errorf("limits.pause_min_failures: must be at least 1, got %d", l.PauseMinFailures))
 	}
 	if l.CertificatesWindowSeconds < 1 {
 		errs = append(errs, fmt.Errorf("limits.certificates_window_seconds: must be at least 1, got %d", l.CertificatesWindowSeconds))

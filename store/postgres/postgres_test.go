@@ -5,30 +5,19 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/open"
 	"github.com/hallmark-ca/hallmark/store/postgres"
-	"github.com/hallmark-ca/hallmark/store/sqlstore"
-	"github.com/hallmark-ca/hallmark/store/storetest"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-func TestContract(t *testing.T) {
-	t.Run("postgres", func(t *testing.T) { storetest.Run(t, newStore) })
-}
-
 // newStore opens a fresh database the way the binaries do (open.Open,
-// then Hallmark's and River's migrations) and gives the suite its extras
-// through handles of their own.
-func newStore(t *testing.T) (store.Store, storetest.Extras) {
+// then Hallmark's and River's migrations) and a handle of its own to look
+// at it directly.
+func newStore(t *testing.T) (store.Store, raw) {
 	ctx := context.Background()
 	url := testdb.Postgres(t)
-	// Four connections a handle: the suite runs eight tests at once beside
-	// other packages on one PostgreSQL (max_connections 100), and its races
-	// use four handles, so 16 connections still race for real.
 	db, err := open.Open(ctx, url, 4)
 	if err != nil {
 		t.Fatal(err)
@@ -37,38 +26,28 @@ func newStore(t *testing.T) (store.Store, storetest.Extras) {
 	if err := db.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	connect := func(t *testing.T) *pgxpool.Pool {
-		pool, err := postgres.Connect(ctx, url, 4)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		return pool
+	pool, err := postgres.Connect(ctx, url, 2)
+	if err != nil {
+		t.Fatal(err)
 	}
-	raw := connect(t)
-	return db.Store, storetest.Extras{
-		Dialect: db.Dialect,
-		Open: func(t *testing.T, ins jobs.Inserter) store.Store {
-			pool := connect(t)
-			if ins == nil {
-				ins = jobs.NewPostgres(pool).Inserter()
-			}
-			return postgres.New(pool, ins)
-		},
-		Int: func(t *testing.T, q string) int64 {
-			var n int64
-			if err := raw.QueryRow(ctx, q).Scan(&n); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-			return n
-		},
-		Exec: func(t *testing.T, q string) {
-			if _, err := raw.Exec(ctx, q); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-		},
-		Migrate: func(ctx context.Context) ([]int, error) { return postgres.Migrate(ctx, raw) },
-		Status:  func(ctx context.Context) (sqlstore.MigrationStatus, error) { return postgres.MigrationStatus(ctx, raw) },
+	t.Cleanup(pool.Close)
+	return db.Store, raw{pool}
+}
+
+// raw runs SQL on a handle beside the store's.
+type raw struct{ pool *pgxpool.Pool }
+
+func (r raw) Int(t *testing.T, q string) int64 {
+	var n int64
+	if err := r.pool.QueryRow(t.Context(), q).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+func (r raw) Exec(t *testing.T, q string) {
+	if _, err := r.pool.Exec(t.Context(), q); err != nil {
+		t.Fatalf("%s: %v", q, err)
 	}
 }
 

@@ -98,7 +98,9 @@ func TestWriteRoundTrips(t *testing.T) {
 		Identifiers: []acme.Identifier{{Type: acme.IdentifierDNS, Value: "trips.example"}},
 		Authzs: []*store.Authorization{{AccountID: acct.ID, Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: "trips.example"},
 			Status: acme.StatusPending, Expires: now.Add(time.Hour),
-			Challenges: []store.Challenge{{Type: acme.ChallengeHTTP01, Token: "tok-trips", Status: acme.StatusPending}}}}}
+			Challenges: []store.Challenge{{Type: acme.ChallengeHTTP01, Token: "tok-trips", Status: acme.StatusPending}}}},
+		// Pausing on: its check rides in the order's own round trip.
+		Pause: store.PauseRule{After: 7 * 24 * time.Hour, MinFailures: 10}}
 
 	count := func(name string, want int64, fn func() error) {
 		t.Helper()

@@ -16,7 +16,9 @@ import (
 // their challenges and the links between them with one multi-row INSERT
 // per table, and returns the order as built here: what it wrote is what
 // orderByID would read back, apart from the database clock's times, which
-// come back from the INSERT.
+// come back from the INSERT. When o.Pause is on, its first statement
+// checks that the account is paused for none of o's identifiers
+// (pauseCheck): ErrPaused, and nothing written, otherwise.
 func (s *Store) OrderCreate(ctx context.Context, o store.NewOrder) (*store.Order, error) {
 	d, err := draftOrder(o)
 	if err != nil {
@@ -34,6 +36,8 @@ func (s *Store) OrderCreate(ctx context.Context, o store.NewOrder) (*store.Order
 			}
 		}
 		var b batch
+		var one int
+		check := pauseCheck(&b, o, &one) // pauses.go
 		ord := s.queueOrder(&b, o, d)
 		ready := -1
 		if d.reusing {
@@ -45,7 +49,7 @@ func (s *Store) OrderCreate(ctx context.Context, o store.NewOrder) (*store.Order
 		if o.ReplacesSerial != "" {
 			send = t.send // s.replace below still has statements to run
 		}
-		n, err := send(ctx, &b)
+		n, err := t.sendChecked(ctx, &b, check, send)
 		if err != nil {
 			return err
 		}
@@ -69,7 +73,8 @@ func (s *Store) OrderCreate(ctx context.Context, o store.NewOrder) (*store.Order
 // when it finds nothing (mustMove): the database's clock is within
 // store.ClockSlack of clock, which o's times were computed from, and the
 // account has no authorization for o's identifiers that the ordinary path
-// would reuse (reusableSQL, for o.Expires). Then everything and the COMMIT
+// would reuse (reusableSQL, for o.Expires), and, when o.Pause is on, is
+// paused for none of o's identifiers (pauseCheck). Then everything and the COMMIT
 // go in one round trip. An order that replaces a certificate, or names
 // more identifiers than one reusable read asks about, is not folded.
 func (s *Store) OrderCreateSigned(ctx context.Context, u store.SignedUse, o store.NewOrder, clock time.Time) (*store.Order, error) {
@@ -96,6 +101,7 @@ func (s *Store) OrderCreateSigned(ctx context.Context, u store.SignedUse, o stor
 			s.d.T(clock.Add(-store.ClockSlack)), s.d.T(clock.Add(store.ClockSlack)))
 		reused, args := s.reusableSQL(u.AccountID, keys, o.Methods, o.Expires)
 		b.scan("", []any{&one}, `SELECT 1 WHERE NOT EXISTS (`+reused+`)`, args...)
+		pauseCheck(&b, o, &one) // paused: the ordinary path says for what
 		checks := make([]int, len(b.stmts))
 		for i := range checks {
 			checks[i] = i

@@ -86,7 +86,13 @@ func (s *Store) verdict(ctx context.Context, t *txn, challengeID string, status 
 	b.exec("", verdictAuthzSQL, challengeID, string(status))
 	if status == acme.StatusValid {
 		b.exec("", verdictReadySQL, challengeID)
+		b.exec("", streakResetSQL, challengeID) // pauses.go
 	} else {
+		if p == nil || p.Type != acme.ProblemServerInternal {
+			// The client's failure, not the CA's (an abandoned job):
+			// it lengthens the account's run for the identifier.
+			b.exec("", streakFailSQL, challengeID)
+		}
 		if p == nil {
 			pt, _ = problemText(&acme.Problem{Type: acme.ProblemUnauthorized, Detail: "challenge " + challengeID + " failed"})
 		}

@@ -18,8 +18,9 @@ import (
 	"github.com/hallmark-ca/hallmark/tests/harness"
 )
 
-// browser starts headless Chromium with a throwaway profile.
-func browser(t *testing.T) context.Context {
+// browser starts headless Chromium with a throwaway profile, and extra
+// options.
+func browser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	bin := requireTool(t, "chromium", "apt-get install chromium")
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
@@ -38,6 +39,7 @@ func browser(t *testing.T) context.Context {
 		// in /tmp each run. Under the test's directory it goes with it.
 		chromedp.Env("TMPDIR="+t.TempDir()),
 	)
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx)
 	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)

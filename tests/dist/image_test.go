@@ -13,6 +13,7 @@ import (
 
 	"github.com/hallmark-ca/hallmark/tests/harness"
 	"github.com/hallmark-ca/hallmark/tests/testdns"
+	"github.com/hallmark-ca/hallmark/tests/testproc"
 )
 
 // podman runs podman with its images and containers in dir, apart from
@@ -99,7 +100,7 @@ func TestContainerImage(t *testing.T) {
 	}
 	procs := map[string]*service{}
 	for _, bin := range []string{"hallmark-worker", "hallmark-frontend"} {
-		s := &service{name: bin, cmd: podmanRun(bin, bin), out: &lockedBuffer{}, done: make(chan struct{})}
+		s := &service{name: bin, cmd: podmanRun(bin, bin), out: &testproc.Buffer{}, done: make(chan struct{})}
 		s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 		if err := s.cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -1,7 +1,6 @@
 package dist
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hallmark-ca/hallmark/tests/testproc"
 
 	"github.com/hallmark-ca/hallmark/tests/harness"
 )
@@ -146,32 +147,15 @@ func cleanMachine(t *testing.T) {
 type service struct {
 	name string
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *testproc.Buffer
 	done chan struct{}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // start starts the unit's ExecStart as command builds it; it stops when
 // the test ends, or with stop.
 func start(t *testing.T, u unit) *service {
 	t.Helper()
-	s := &service{name: u.name, cmd: u.command(t), out: &lockedBuffer{}, done: make(chan struct{})}
+	s := &service{name: u.name, cmd: u.command(t), out: &testproc.Buffer{}, done: make(chan struct{})}
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", u.name, err)

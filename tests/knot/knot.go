@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hallmark-ca/hallmark/tests/testproc"
 )
 
 // Server is a running knotd.
@@ -81,27 +83,8 @@ zone:
 	if err := os.WriteFile(filepath.Join(dir, zone+"zone"), []byte(zoneFile), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logf, err := os.Create(filepath.Join(dir, "knotd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-c", filepath.Join(dir, "knot.conf"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			if len(b) > 4000 {
-				b = b[len(b)-4000:]
-			}
-			t.Logf("---- knotd log ----\n%s", b)
-		}
-	})
+	logPath := filepath.Join(dir, "knotd.log")
+	testproc.Start(t, "knotd", exec.Command(bin, "-c", filepath.Join(dir, "knot.conf")), logPath)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", s.Addr, time.Second)
@@ -110,7 +93,7 @@ zone:
 			return s
 		}
 		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logf.Name())
+			b, _ := os.ReadFile(logPath)
 			t.Fatalf("knotd did not listen on %s: %v\n%s", s.Addr, err, b)
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -25,7 +25,7 @@ var homes = []struct {
 		"JWS is parsed and checked in protocol/jws; the load generator signs as a client does"},
 	{"github.com/jackc/pgx/v5/...", []string{"store/postgres", "store/open", "jobs", "tests/testdb", "cmd/hallmark-load"},
 		"PostgreSQL is the store's and the job queue's; the load generator and tests/testdb make databases"},
-	{"github.com/riverqueue/river/...", []string{"jobs", "store/sqlstore", "store/storetest", "worker"},
+	{"github.com/riverqueue/river/...", []string{"jobs", "store/sqlstore", "worker"},
 		"River is the job queue's (jobs); the store completes jobs in its transactions and the worker schedules its periodic jobs"},
 	{"github.com/miekg/dns/...", []string{"worker/validate", "protocol/access/rdns", "signer/relay", "cmd/hallmark", "tests/testdns", "cmd/hallmark-load"},
 		"DNS lookups on a client's behalf are validation's (worker/validate); the access policy's reverse DNS of a client is protocol/access/rdns's; the relay publishes its upstream's dns-01 records (TSIG-signed updates); the CLI's dev DNS and the test servers answer"},

@@ -11,10 +11,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hallmark-ca/hallmark/tests/testproc"
 
 	"github.com/hallmark-ca/hallmark/tests/harness"
 )
@@ -44,7 +45,7 @@ func TestMakeRun(t *testing.T) {
 	mk := exec.Command("make", "--no-print-directory", "run", "BIN="+filepath.Join(dir, "bin"), "DATA="+data)
 	mk.Dir = repo
 	mk.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a terminal's process group: Ctrl-C reaches make and up
-	out := &lockedBuffer{}
+	out := &testproc.Buffer{}
 	mk.Stdout, mk.Stderr = out, out
 	if err := mk.Start(); err != nil {
 		t.Fatal(err)
@@ -120,7 +121,7 @@ func legoCerts(t *testing.T, path string) {
 }
 
 // waitRunning waits for up's banner; make builds the binaries first.
-func waitRunning(t *testing.T, out *lockedBuffer, done chan error) {
+func waitRunning(t *testing.T, out *testproc.Buffer, done chan error) {
 	t.Helper()
 	deadline := time.After(5 * time.Minute)
 	for !strings.Contains(out.String(), "Press Ctrl-C to stop.") {
@@ -250,21 +251,4 @@ func portsFree(t *testing.T) {
 		}
 		ln.Close()
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

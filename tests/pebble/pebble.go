@@ -26,6 +26,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hallmark-ca/hallmark/tests/testproc"
 )
 
 // Version is the Pebble release the tests run.
@@ -137,10 +139,6 @@ func StartWith(t testing.TB, o Options) *Server {
 	if err := os.WriteFile(cfgFile, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logf, err := os.Create(filepath.Join(dir, "pebble.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	args := []string{"-config", cfgFile, "-strict=false"}
 	env := append(os.Environ(), "PEBBLE_WFE_NONCEREJECT=0", "PEBBLE_VA_NOSLEEP=1", "PEBBLE_AUTHZREUSE=0")
 	if o.DNSServer != "" {
@@ -150,22 +148,7 @@ func StartWith(t testing.TB, o Options) *Server {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			if len(b) > 4000 {
-				b = b[len(b)-4000:]
-			}
-			t.Logf("---- pebble log ----\n%s", b)
-		}
-	})
+	testproc.Start(t, "pebble", cmd, filepath.Join(dir, "pebble.log"))
 	pool := x509.NewCertPool()
 	pemBytes, _ := os.ReadFile(caFile)
 	if !pool.AppendCertsFromPEM(pemBytes) {

@@ -1,38 +1,20 @@
 package redaction
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hallmark-ca/hallmark/tests/testproc"
+
 	"github.com/hallmark-ca/hallmark/tests/harness"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
-
-// lockedBuffer is a bytes.Buffer two goroutines share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // writeUpConfig writes up's development configuration on free ports
 // into data, where up keeps it (it writes its own only when there is
@@ -82,7 +64,7 @@ func TestUpNeverPrintsThePassword(t *testing.T) {
 	dns := writeUpConfig(t, data)
 	cmd := exec.Command(harness.Bin("hallmark"), "up", "--data", data, "--dns", dns)
 	cmd.Env = append(os.Environ(), "HALLMARK_CONFIG=", "HALLMARK_DEBUG=1", "HALLMARK_DATABASE_URL="+dbURL)
-	var out lockedBuffer
+	var out testproc.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

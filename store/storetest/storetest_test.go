@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,6 +68,7 @@ var contract = []struct {
 	{"AuthzReusable", testAuthzReusable},
 	{"AuthzReusableByMethod", testAuthzReusableByMethod},
 	{"InvalidVerdict", testInvalidVerdict},
+	{"Pauses", testPauses},
 	{"VerdictIsTerminal", testVerdictIsTerminal},
 	{"LateVerdict", testLateVerdict},
 	{"ConcurrentVerdicts", testConcurrentVerdicts},
@@ -125,16 +127,24 @@ var contract = []struct {
 	{"MigrationsRefuseNewer", testMigrationsRefuseNewer},
 }
 
-// Run runs the contract suite. newStore returns a store on a fresh database
-// to which Hallmark's and River's migrations have been applied.
+// Run runs the contract suite, four cases at a time whatever go test's
+// -parallel: the cases wait on the database, not the CPU. newStore returns
+// a store on a fresh database to which Hallmark's and River's migrations
+// have been applied.
 func Run(t *testing.T, newStore func(t *testing.T) (store.Store, Extras)) {
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
 	for _, tc := range contract {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s, x := newStore(t)
-			tc.fn(t, s, x)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			t.Run(tc.name, func(t *testing.T) {
+				s, x := newStore(t)
+				tc.fn(t, s, x)
+			})
 		})
 	}
+	wg.Wait()
 }
 
 // --- fixtures ---
@@ -218,17 +228,6 @@ func order(t *testing.T, s store.Store, id string) *store.Order {
 		t.Fatalf("OrderByID(%s): %v", id, err)
 	}
 	return o
-}
-
-// ChallengeByID reads one challenge for a test, through the read the
-// frontend and the worker share: the store has no read of a challenge
-// alone.
-func ChallengeByID(ctx context.Context, s store.ChallengeReads, id string) (*store.Challenge, error) {
-	ca, err := s.ChallengeWithAuthz(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return &ca.Challenge, nil
 }
 
 func challenge(t *testing.T, s store.Store, id string) *store.Challenge {

@@ -1,0 +1,44 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// PauseLifter is what lifting a pause needs of the store.
+type PauseLifter interface {
+	PauseLift(ctx context.Context, accountID string, ident *acme.Identifier, ev store.AuditEvent) (int64, error)
+}
+
+// LiftPause deletes an account's runs of failed validations (only ident's
+// when it is set: "dns:example.com" or a bare DNS name), so it may order
+// again, recording the audit event in the same transaction. Nothing to
+// lift is ErrNothingToDo.
+func LiftPause(ctx context.Context, st PauseLifter, accountID, ident, actor string) (int64, error) {
+	var id *acme.Identifier
+	what := "every identifier"
+	if ident != "" {
+		typ, value, ok := strings.Cut(ident, ":")
+		if !ok {
+			typ, value = string(acme.IdentifierDNS), ident
+		}
+		if typ != string(acme.IdentifierDNS) && typ != string(acme.IdentifierIP) || value == "" {
+			return 0, fmt.Errorf("identifier %q: write dns:<name>, ip:<address> or a bare DNS name", ident)
+		}
+		id = &acme.Identifier{Type: acme.IdentifierType(typ), Value: value}
+		what = id.String()
+	}
+	n, err := st.PauseLift(ctx, accountID, id, store.AuditEvent{Actor: actor, Action: store.ActionPauseLifted,
+		Detail: "pause lifted by an operator for " + what})
+	if err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("account %s has no failing validations recorded for %s: %w", accountID, what, ErrNothingToDo)
+	}
+	return n, nil
+}

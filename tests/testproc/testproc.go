@@ -1,0 +1,57 @@
+// Package testproc runs the outside programs tests start (Pebble, knotd)
+// and collects what test processes print.
+package testproc
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+)
+
+// Start starts cmd with its output in the file at logPath, and kills it
+// when the test ends, printing the log's tail if the test failed.
+func Start(t testing.TB, name string, cmd *exec.Cmd, logPath string) {
+	t.Helper()
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			if len(b) > 4000 {
+				b = b[len(b)-4000:]
+			}
+			t.Logf("---- %s log ----\n%s", name, b)
+		}
+	})
+}
+
+// Buffer is a bytes.Buffer that a process's output and the test's reads
+// may share.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *Buffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *Buffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
