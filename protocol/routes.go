@@ -41,7 +41,7 @@ func (s *Server) certURL(serial string) string { return s.base + pathCert + seri
 
 // Handler is the public listener's handler: the ACME API, /crl/{issuer},
 // /healthz, /readyz and /metrics.
-func (s *Server) Handler() http.Handler { return s.handler }
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveLive) }
 
 // PublicHandler serves only what relying parties fetch over plain http —
 // CRLs and issuer certificates — and the http-01 answers of relay backends

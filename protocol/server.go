@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,10 +53,26 @@ type Config struct {
 	DefaultProfile string // used when newOrder names none
 }
 
-// Server is the ACME frontend. It is safe for concurrent use.
+// Server is the ACME frontend. It is safe for concurrent use. A Server
+// is one configuration's snapshot over the state that outlives a reload
+// (core); Reload builds the next snapshot and swaps it in whole, and each
+// request runs on the snapshot current when it arrived (reload.go).
 type Server struct {
-	cfg     Config
-	base    string // server.base_url without a trailing slash
+	*core
+	cfg    Config
+	base   string // server.base_url without a trailing slash
+	policy *policy.Policy
+	// idProxies are server.request_id_trusted_proxies (requestid.go).
+	idProxies []netip.Prefix
+	timeout   time.Duration
+	retry     time.Duration
+	access    *access.Policy
+	handler   http.Handler
+}
+
+// core is what every snapshot of one frontend shares: the store, caches,
+// admission, metrics and the verdict hub.
+type core struct {
 	st      stores // the store, through the part each handler uses
 	nonces  *nonce.Service
 	keys    keyCache
@@ -72,64 +89,42 @@ type Server struct {
 	reuses memo[bool]
 	// clock: the database's clock as the latest nonce answer read it, for
 	// a folded newOrder's times (fold.go).
-	clock  dbClock
-	policy *policy.Policy
-	// idProxies are server.request_id_trusted_proxies (requestid.go).
-	idProxies []netip.Prefix
+	clock dbClock
 	// log adds each request's request_id to its lines (origin.LogHandler):
 	// log with the request's context.
 	log     *slog.Logger
 	permits chan struct{}
-	timeout time.Duration
-	retry   time.Duration
 	outages outageLog // requests refused for a database outage (outage.go)
-	access  *access.Policy
 	// accessOutages: requests refused because the access policy could not
 	// decide (accesspolicy.go).
 	accessOutages outageLog
 	gather        prometheus.Gatherer
 	version       string // Options.Version
 	metrics       metrics
-	handler       http.Handler
 	// verdicts: what a request waiting for a verdict waits on (await.go).
 	verdicts Verdicts
+	// live is the snapshot new requests run on (reload.go).
+	live atomic.Pointer[Server]
 }
 
 // New builds the frontend for cfg on st. It loads the shared nonce key from
 // the store, so the store must be migrated and reachable.
 func New(cfg Config, st store.Store, opts Options) (*Server, error) {
-	base := strings.TrimRight(cfg.Server.BaseURL, "/")
-	if !strings.HasPrefix(base, "https://") && !strings.HasPrefix(base, "http://") {
-		return nil, fmt.Errorf("server.base_url must be an absolute http(s) URL, got %q", cfg.Server.BaseURL)
+	c := &core{st: stores{accounts: st, orders: st, verify: st, certs: st, limits: st, trail: st, relay: st, blocked: st, ping: st, pauses: st}, log: opts.Logger, version: opts.Version, verdicts: opts.Verdicts}
+	c.unbound.max = 100_000 // account IDs are small
+	if c.log == nil {
+		c.log = slog.Default()
 	}
-	if _, ok := cfg.Profiles[cfg.DefaultProfile]; !ok {
-		return nil, fmt.Errorf("default_profile %q is not a configured profile", cfg.DefaultProfile)
-	}
-	s := &Server{cfg: cfg, base: base, st: stores{accounts: st, orders: st, verify: st, certs: st, limits: st, trail: st, relay: st, blocked: st, ping: st, pauses: st}, log: opts.Logger, version: opts.Version, access: opts.Access, verdicts: opts.Verdicts}
-	s.unbound.max = 100_000 // account IDs are small
-	if s.log == nil {
-		s.log = slog.Default()
-	}
-	s.log = origin.Logger(s.log)
-	s.idProxies = cfg.Server.RequestIDProxies()
-	s.cfg.Server.BaseURL = base
-	s.timeout = cfg.Server.RequestTimeout()
-	if s.timeout <= 0 {
-		s.timeout = 10 * time.Second
-	}
-	s.retry = time.Duration(cfg.Server.RetryAfterSeconds) * time.Second
-	if s.retry <= 0 {
-		s.retry = time.Second
-	}
+	c.log = origin.Logger(c.log)
 	n := cfg.Server.MaxConcurrentRequests
 	if n < 1 {
 		n = 1
 	}
-	s.permits = make(chan struct{}, n)
-	if s.cfg.Server.MaxBodyBytes <= 0 {
-		s.cfg.Server.MaxBodyBytes = 64 << 10
+	c.permits = make(chan struct{}, n)
+	s, err := c.snapshot(cfg, opts.Access)
+	if err != nil {
+		return nil, err
 	}
-
 	lifetime := time.Duration(cfg.Server.NonceLifetimeSeconds) * time.Second
 	if lifetime <= 0 {
 		lifetime = time.Hour
@@ -141,16 +136,43 @@ func New(cfg Config, st store.Store, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("loading the nonce key: %w", err)
 	}
 	s.nonces = ns
+	if err := s.registerMetrics(opts); err != nil {
+		return nil, err
+	}
+	s.handler = s.routes()
+	s.live.Store(s)
+	return s, nil
+}
+
+// snapshot is cfg's Server over c, without its routes: what a reload
+// replaces. It checks what New checked of cfg.
+func (c *core) snapshot(cfg Config, acc *access.Policy) (*Server, error) {
+	base := strings.TrimRight(cfg.Server.BaseURL, "/")
+	if !strings.HasPrefix(base, "https://") && !strings.HasPrefix(base, "http://") {
+		return nil, fmt.Errorf("server.base_url must be an absolute http(s) URL, got %q", cfg.Server.BaseURL)
+	}
+	if _, ok := cfg.Profiles[cfg.DefaultProfile]; !ok {
+		return nil, fmt.Errorf("default_profile %q is not a configured profile", cfg.DefaultProfile)
+	}
+	s := &Server{core: c, cfg: cfg, base: base, access: acc}
+	s.idProxies = cfg.Server.RequestIDProxies()
+	s.cfg.Server.BaseURL = base
+	s.timeout = cfg.Server.RequestTimeout()
+	if s.timeout <= 0 {
+		s.timeout = 10 * time.Second
+	}
+	s.retry = time.Duration(cfg.Server.RetryAfterSeconds) * time.Second
+	if s.retry <= 0 {
+		s.retry = time.Second
+	}
+	if s.cfg.Server.MaxBodyBytes <= 0 {
+		s.cfg.Server.MaxBodyBytes = 64 << 10
+	}
 	pol, err := policy.New(cfg.Policy)
 	if err != nil {
 		return nil, fmt.Errorf("building the identifier policy: %w", err)
 	}
 	s.policy = pol
-
-	if err := s.registerMetrics(opts); err != nil {
-		return nil, err
-	}
-	s.handler = s.routes()
 	return s, nil
 }
 

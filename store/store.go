@@ -410,6 +410,7 @@ type Store interface {
 
 	AuditRecord(ctx context.Context, ev AuditEvent) error
 	AuditList(ctx context.Context, p Page) ([]AuditEvent, string, error)
+	Reloads // reload.go
 
 	// ExpirePending moves pending authorizations and pending/ready orders
 	// past their expiry to expired (invalid for orders, RFC 8555 §7.1.6).

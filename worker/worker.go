@@ -50,7 +50,7 @@ type Worker struct {
 	// unstored holds certificates signed whose storing failed, by order
 	// ID, so the job's retry on this worker stores the same certificate
 	// rather than signing a second one and leaving the first unrecorded.
-	unstored      sync.Map
+	unstored      *sync.Map // shared by the workers a reload swaps (live.go)
 	strandedAfter time.Duration
 	// giveUpAfter is how long a subject may stay processing, re-queued
 	// each time its job is lost, before it is abandoned: an hour, or ten
@@ -133,6 +133,7 @@ func New(cfg Config, st store.Store, opts Options) (*Worker, error) {
 		}),
 		slots:       newAccountSlots(cfg.Worker.ValidationAccountShare, cfg.Worker.ValidationConcurrency),
 		mounts:      map[string]mount{},
+		unstored:    new(sync.Map),
 		issuers:     map[string]CRLSigner{},
 		crlTurn:     map[string]chan struct{}{},
 		baseURL:     cfg.BaseURL,

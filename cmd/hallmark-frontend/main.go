@@ -19,6 +19,7 @@ import (
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/cmd/internal/accesswire"
 	"github.com/hallmark-ca/hallmark/cmd/internal/process"
+	"github.com/hallmark-ca/hallmark/cmd/internal/reload"
 	"github.com/hallmark-ca/hallmark/cmd/internal/version"
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol"
@@ -65,13 +66,18 @@ func run(c *cli.Context) error {
 	log.Debug("garbage collector target", "gogc", process.TuneGC()) // cmd/internal/process
 	ctx, stop := process.SignalContext()
 	defer stop()
+	hangups := process.Hangups(ctx) // before anything slow: a SIGHUP must not end the process
+	lv, err := newLive(c.String("config"), cfg, log)
+	if err != nil {
+		return err
+	}
 
 	db, err := open.Open(ctx, cfg.Database.URL, cfg.Database.MaxConns)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	db.NotifyRoute(cfg.Notify.Route)
+	db.NotifyRoute(lv.route)
 	process.LogAdvice(ctx, db, log)
 
 	reg := prometheus.NewRegistry()
@@ -90,8 +96,7 @@ func run(c *cli.Context) error {
 	if cfg.Server.VerdictWaitMS > 0 {
 		verdicts = watchVerdicts(ctx, db, log)
 	}
-	srv, err := protocol.New(protocol.Config{Server: cfg.Server, Limits: cfg.Limits, Policy: cfg.Policy,
-		Profiles: cfg.Profiles, DefaultProfile: cfg.DefaultProfile}, db.Store,
+	srv, err := protocol.New(protocolConfig(cfg), db.Store,
 		protocol.Options{Logger: log, Registry: reg, Gatherer: reg, Version: version.Line("hallmark-frontend"), Access: pol, Verdicts: verdicts})
 	if err != nil {
 		return err
@@ -109,22 +114,14 @@ func run(c *cli.Context) error {
 		MaxHeaderBytes:    32 << 10,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
-	cert, key := cfg.Server.TLSCert, cfg.Server.TLSKey
-	if cfg.Server.PlainHTTP {
-		cert, key = "", ""
+	if tlsOn(cfg) {
+		hs.TLSConfig = lv.tlsConfig()
 	}
-	if cfg.Server.PublicHTTPListen != "" {
-		pln, err := net.Listen("tcp", cfg.Server.PublicHTTPListen)
-		if err != nil {
-			return fmt.Errorf("listening on server.public_http_listen %s: %w", cfg.Server.PublicHTTPListen, err)
-		}
-		ps := &http.Server{Handler: srv.PublicHandler(), ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute}
-		go func() {
-			if err := process.Serve(ctx, ps, pln, "", "", 5*time.Second); err != nil {
-				log.Error("public http listener", "err", err)
-			}
-		}()
-		log.Info("CRLs and issuer certificates over plain http", "url", cfg.CA.URLBase)
+	lv.srv = srv
+	watcher := &reload.Watcher{Actor: actor(), Store: db.Store, Log: log, Apply: lv.apply, Hangups: hangups}
+	go watcher.Run(ctx)
+	if err := servePublic(ctx, cfg, srv, log); err != nil {
+		return err
 	}
 	if err := process.ServeProfiling(ctx, cfg.Server.PprofListen, log); err != nil {
 		return err
@@ -132,8 +129,28 @@ func run(c *cli.Context) error {
 	if err := serveAdmin(ctx, cfg, db, log); err != nil {
 		return err
 	}
-	log.Info("ACME directory", "url", cfg.Server.BaseURL+"/directory", "listen", ln.Addr().String(), "tls", cert != "")
-	return process.Serve(ctx, hs, ln, cert, key, 10*time.Second)
+	log.Info("ACME directory", "url", cfg.Server.BaseURL+"/directory", "listen", ln.Addr().String(), "tls", tlsOn(cfg))
+	return process.Serve(ctx, hs, ln, "", "", 10*time.Second)
+}
+
+// servePublic starts server.public_http_listen, when configured: CRLs,
+// issuer certificates and relay http-01 answers over plain http.
+func servePublic(ctx context.Context, cfg config.Config, srv *protocol.Server, log *slog.Logger) error {
+	if cfg.Server.PublicHTTPListen == "" {
+		return nil
+	}
+	pln, err := net.Listen("tcp", cfg.Server.PublicHTTPListen)
+	if err != nil {
+		return fmt.Errorf("listening on server.public_http_listen %s: %w", cfg.Server.PublicHTTPListen, err)
+	}
+	ps := &http.Server{Handler: srv.PublicHandler(), ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute}
+	go func() {
+		if err := process.Serve(ctx, ps, pln, "", "", 5*time.Second); err != nil {
+			log.Error("public http listener", "err", err)
+		}
+	}()
+	log.Info("CRLs and issuer certificates over plain http", "url", cfg.CA.URLBase)
+	return nil
 }
 
 // watchVerdicts starts the frontend's one watch of the workers' verdicts

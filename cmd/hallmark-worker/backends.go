@@ -20,18 +20,23 @@ import (
 	"github.com/hallmark-ca/hallmark/worker"
 )
 
-// tokens are the PKCS#11 issuers opened so far, by backend name: profiles
-// naming the same [backends.<name>] share one login and session pool.
-var tokens = struct {
+// tokens are the PKCS#11 issuers one mount opened, by backend name:
+// profiles naming the same [backends.<name>] share one login and session
+// pool. A reload opens its own set and closes the one it replaced once
+// that one's jobs have ended.
+type tokens struct {
 	sync.Mutex
-	m map[string]*signer.Issuer
-}{m: map[string]*signer.Issuer{}}
+	m    map[string]*signer.Issuer
+	open []*pkcs11.Token
+}
 
-// mountToken opens the token of [backends.<name>] once.
-func mountToken(cfg config.Config, name string) (*signer.Issuer, error) {
-	tokens.Lock()
-	defer tokens.Unlock()
-	if iss, ok := tokens.m[name]; ok {
+func newTokens() *tokens { return &tokens{m: map[string]*signer.Issuer{}} }
+
+// mount opens the token of [backends.<name>] once.
+func (ts *tokens) mount(cfg config.Config, name string) (*signer.Issuer, error) {
+	ts.Lock()
+	defer ts.Unlock()
+	if iss, ok := ts.m[name]; ok {
 		return iss, nil
 	}
 	b := cfg.Backends[name]
@@ -39,12 +44,25 @@ func mountToken(cfg config.Config, name string) (*signer.Issuer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backends.%s: %w", name, err)
 	}
-	iss, _, err := pkcs11.LoadIssuer(pc, b.Cert)
+	iss, tok, err := pkcs11.LoadIssuer(pc, b.Cert)
 	if err != nil {
 		return nil, fmt.Errorf("backends.%s (run `hallmark-worker ca init --pkcs11 %s` to create the key and certificate): %w", name, name, err)
 	}
-	tokens.m[name] = iss
+	ts.m[name] = iss
+	ts.open = append(ts.open, tok)
 	return iss, nil
+}
+
+// close closes every token opened.
+func (ts *tokens) close(log *slog.Logger) {
+	ts.Lock()
+	defer ts.Unlock()
+	for _, t := range ts.open {
+		if err := t.Close(); err != nil {
+			log.Warn("closing a PKCS#11 token", "err", err)
+		}
+	}
+	ts.open = nil
 }
 
 // relayStore is what a relay keeps in the store: its journal of upstream
@@ -119,11 +137,11 @@ func initPKCS11(c *cli.Context, cfg config.Config, name string) error {
 // backendsReady puts the mounted backends' health in front of /readyz: a
 // token that went away or an upstream CA that does not answer makes the
 // worker not ready, while its jobs are retried.
-func backendsReady(w *worker.Worker, next http.Handler) http.Handler {
+func backendsReady(w *worker.Live, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 		defer cancel()
-		if err := w.BackendsReady(ctx); err != nil {
+		if err := w.Current().BackendsReady(ctx); err != nil {
 			http.Error(rw, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/cmd/internal/process"
+	"github.com/hallmark-ca/hallmark/cmd/internal/reload"
 	"github.com/hallmark-ca/hallmark/cmd/internal/version"
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
@@ -175,7 +176,7 @@ func splitNames(s string) []acme.Identifier {
 // mountIssuers builds the key-holding backend (local, pkcs11) of every
 // profile this worker serves (worker.profiles, or all when empty); relay and
 // custom profiles are mountBackends'.
-func mountIssuers(cfg config.Config) (map[string]*signer.Issuer, error) {
+func mountIssuers(cfg config.Config, ts *tokens) (map[string]*signer.Issuer, error) {
 	want := map[string]bool{}
 	for _, p := range cfg.Worker.Profiles {
 		want[p] = true
@@ -197,7 +198,7 @@ func mountIssuers(cfg config.Config) (map[string]*signer.Issuer, error) {
 			}
 			out[name] = local
 		case "pkcs11":
-			iss, err := mountToken(cfg, p.Signer)
+			iss, err := ts.mount(cfg, p.Signer)
 			if err != nil {
 				return nil, fmt.Errorf("profiles.%s: %w", name, err)
 			}
@@ -230,20 +231,23 @@ func run(c *cli.Context) error {
 	log.Debug("garbage collector target", "gogc", process.TuneGC()) // cmd/internal/process
 	ctx, stop := process.SignalContext()
 	defer stop()
+	hangups := process.Hangups(ctx) // before anything slow: a SIGHUP must not end the process
 
-	issuers, unavailable := mountAvailable(cfg, log)
+	ts := newTokens()
+	issuers, unavailable := mountAvailable(cfg, ts, log)
 	db, err := open.Open(ctx, cfg.Database.URL, cfg.Database.MaxConns)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	db.NotifyRoute(cfg.Notify.Route)
+	lv := &live{path: c.String("config"), log: log, st: db.Store, tokens: ts}
+	lv.cfg.Store(&cfg)
+	db.NotifyRoute(lv.route)
 	backends, err := mountBackends(cfg, log, db.Store)
 	if err != nil {
 		return err
 	}
 	process.LogAdvice(ctx, db, log)
-
 	// The frontend serves issuer certificates at the AIA URL but never sees
 	// the CA's files: publish them.
 	for _, iss := range issuers {
@@ -251,21 +255,19 @@ func run(c *cli.Context) error {
 			return err
 		}
 	}
-
 	sender, err := notifysend.New(cfg.Notify, log)
 	if err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	w, err := worker.New(worker.Config{Worker: cfg.Worker, Challenge: cfg.Challenge, Audit: cfg.Audit, CA: cfg.CA, Profiles: cfg.Profiles,
-		BaseURL: cfg.Server.BaseURL, CAAIdentities: cfg.Server.CAAIdentities, DenyIPRanges: cfg.Policy.DenyIPRanges,
-		Listeners: cfg.Listeners()}, db.Store, worker.Options{Logger: log, Registry: reg, Issuers: issuers, Backends: backends,
+	w, err := worker.New(workerConfig(cfg), db.Store, worker.Options{Logger: log, Registry: reg, Issuers: issuers, Backends: backends,
 		Notify: sender.Handle, ExpiryDays: cfg.Notify.ExpiryDays})
 	if err != nil {
 		return err
 	}
-	handlers, err := w.Registry()
+	lv.jobs = worker.NewLive(w)
+	handlers, err := lv.jobs.Registry()
 	if err != nil {
 		return err
 	}
@@ -282,10 +284,12 @@ func run(c *cli.Context) error {
 		return err
 	}
 	log.Info("worker started", "queues", w.Queues())
-	ready := &readiness{mounted: issuers, unavailable: unavailable, ping: w.Ready}
-	go ready.watchDatabase(ctx, log, 2*time.Second)
+	lv.ready = &readiness{ping: w.Ready}
+	lv.ready.mounts.Store(&mountState{mounted: issuers, unavailable: unavailable})
+	go lv.ready.watchDatabase(ctx, log, 2*time.Second)
+	go (&reload.Watcher{Actor: actorFor(cfg), Store: db.Store, Log: log, Apply: lv.apply, Hangups: hangups}).Run(ctx)
 
-	if err := serveHealth(ctx, cfg.Worker.HealthListen, backendsReady(w, ready), reg); err != nil {
+	if err := serveHealth(ctx, cfg.Worker.HealthListen, backendsReady(lv.jobs, lv.ready), reg); err != nil {
 		return err
 	}
 

@@ -19,7 +19,7 @@ import (
 // unmounted (and reported on /readyz), so its issuance jobs stay queued for
 // a worker that has the key instead of failing here. The worker still
 // validates and signs for the profiles it could mount.
-func mountAvailable(cfg config.Config, log *slog.Logger) (map[string]*signer.Issuer, map[string]error) {
+func mountAvailable(cfg config.Config, ts *tokens, log *slog.Logger) (map[string]*signer.Issuer, map[string]error) {
 	want := map[string]bool{}
 	for _, p := range cfg.Worker.Profiles {
 		want[p] = true
@@ -35,7 +35,7 @@ func mountAvailable(cfg config.Config, log *slog.Logger) (map[string]*signer.Iss
 	for _, name := range names {
 		one := cfg
 		one.Worker.Profiles = []string{name}
-		got, err := mountIssuers(one)
+		got, err := mountIssuers(one, ts)
 		if err != nil {
 			log.Error("profile not mounted: its issuance jobs stay queued for a worker that has the key", "profile", name, "err", err)
 			unavailable[name] = err
@@ -52,10 +52,15 @@ func mountAvailable(cfg config.Config, log *slog.Logger) (map[string]*signer.Iss
 // this worker serves, mounted or not. It is 503 while the database does not
 // answer or a profile's backend is unavailable.
 type readiness struct {
+	mounts atomic.Pointer[mountState] // switched by a reload
+	dbDown atomic.Bool
+	ping   func(context.Context) error
+}
+
+// mountState is what mountAvailable mounted and could not.
+type mountState struct {
 	mounted     map[string]*signer.Issuer
 	unavailable map[string]error
-	dbDown      atomic.Bool
-	ping        func(context.Context) error
 }
 
 func (rd *readiness) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
@@ -69,20 +74,21 @@ func (rd *readiness) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	} else {
 		b.WriteString("database: ok\n")
 	}
+	ms := rd.mounts.Load()
 	var names []string
-	for n := range rd.mounted {
+	for n := range ms.mounted {
 		names = append(names, n)
 	}
-	for n := range rd.unavailable {
+	for n := range ms.unavailable {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		if iss, yes := rd.mounted[n]; yes {
+		if iss, yes := ms.mounted[n]; yes {
 			fmt.Fprintf(&b, "profile %s: mounted (issuer %s)\n", n, iss.ID)
 		} else {
 			ok = false
-			fmt.Fprintf(&b, "profile %s: unavailable, its jobs are left for other workers: %v\n", n, rd.unavailable[n])
+			fmt.Fprintf(&b, "profile %s: unavailable, its jobs are left for other workers: %v\n", n, ms.unavailable[n])
 		}
 	}
 	rw.Header().Set("Content-Type", "text/plain; charset=utf-8")

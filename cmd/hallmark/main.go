@@ -41,6 +41,7 @@ func main() {
 			ariCommand(),
 			auditCommand(),
 			policyCommand(),
+			reloadCommand(),
 			version.Command("hallmark"),
 		},
 	}

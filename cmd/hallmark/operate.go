@@ -58,6 +58,7 @@ type cliStore interface {
 	operator.Store
 	renewal.Store
 	store.CRLReader
+	store.Reloads
 	AccountsList(ctx context.Context, p store.Page) ([]*store.Account, string, error)
 	AuditFind(ctx context.Context, f store.AuditFilter, p store.Page) ([]store.AuditEvent, string, error)
 	AuthzByID(ctx context.Context, id string) (*store.Authorization, error)

@@ -120,6 +120,7 @@ var contract = []struct {
 	{"UpstreamRenewals", testUpstreamRenewals},
 	{"UpstreamOrders", testUpstreamOrders},
 	{"RelayTokens", testRelayTokens},
+	{"ReloadRequested", testReloadRequested},
 	{"UpstreamOrdersConcurrent", testUpstreamOrdersConcurrent},
 	{"EABBindOnce", testEABBindOnce},
 	{"AuthzCreate", testAuthzCreate},

@@ -138,6 +138,19 @@ func (ca *CA) Kill(which string) { ca.procs[which].Kill() }
 // Log is the log of "worker" or "frontend" so far.
 func (ca *CA) Log(which string) string { return ca.procs[which].Log() }
 
+// Signal sends sig to "worker" or "frontend" (SIGHUP: reload the
+// configuration).
+func (ca *CA) Signal(which string, sig os.Signal) {
+	ca.t.Helper()
+	p := ca.procs[which]
+	if p.Cmd == nil || p.Cmd.Process == nil {
+		ca.t.Fatalf("%s is not running", which)
+	}
+	if err := p.Cmd.Process.Signal(sig); err != nil {
+		ca.t.Fatalf("signalling %s: %v", which, err)
+	}
+}
+
 // Stop shuts "worker" or "frontend" down as an operator would (SIGTERM):
 // running jobs finish and leases are released.
 func (ca *CA) Stop(which string) { ca.procs[which].Stop() }

@@ -106,13 +106,39 @@ func SignalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
+// Hangups delivers a value on each SIGHUP, the operator's request to
+// reload the configuration (systemctl reload), until ctx ends. Call it
+// early: until it is called, a SIGHUP ends the process.
+func Hangups(ctx context.Context) <-chan struct{} {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGHUP)
+	out := make(chan struct{}, 1)
+	go func() {
+		defer signal.Stop(sig)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-sig:
+				select {
+				case out <- struct{}{}:
+				default: // one reload pending covers any number of signals
+				}
+			}
+		}
+	}()
+	return out
+}
+
 // Serve runs srv on ln until ctx ends, then shuts it down gracefully within
-// grace. The error is nil after a clean shutdown.
+// grace. It serves TLS when tlsCert is set, or when srv.TLSConfig is
+// (its GetCertificate choosing the certificate). The error is nil after a
+// clean shutdown.
 func Serve(ctx context.Context, srv *http.Server, ln net.Listener, tlsCert, tlsKey string, grace time.Duration) error {
 	errc := make(chan error, 1)
 	go func() {
 		var err error
-		if tlsCert != "" {
+		if tlsCert != "" || srv.TLSConfig != nil {
 			err = srv.ServeTLS(ln, tlsCert, tlsKey)
 		} else {
 			err = srv.Serve(ln)
