@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hallmark-ca/hallmark/tests/testproc"
 )
@@ -85,19 +84,8 @@ zone:
 	}
 	logPath := filepath.Join(dir, "knotd.log")
 	testproc.Start(t, "knotd", exec.Command(bin, "-c", filepath.Join(dir, "knot.conf")), logPath)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", s.Addr, time.Second)
-		if err == nil {
-			c.Close()
-			return s
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("knotd did not listen on %s: %v\n%s", s.Addr, err, b)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testproc.WaitTCP(t, "knotd", s.Addr, logPath)
+	return s
 }
 
 // SecretFile writes secret (base64) to a file in the test's directory, as

@@ -4,10 +4,12 @@ package testproc
 
 import (
 	"bytes"
+	"net"
 	"os"
 	"os/exec"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Start starts cmd with its output in the file at logPath, and kills it
@@ -54,4 +56,23 @@ func (l *Buffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// WaitTCP waits up to 10 s for a program started by Start to accept TCP
+// connections on addr, and fails the test with its log if it does not.
+func WaitTCP(t testing.TB, name, addr, logPath string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("%s did not listen on %s: %v\n%s", name, addr, err, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

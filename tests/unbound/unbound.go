@@ -15,7 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/hallmark-ca/hallmark/tests/testproc"
 )
 
 // Config is what the resolver knows.
@@ -59,40 +60,15 @@ func Start(t testing.TB, c Config) *Server {
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logf, err := os.Create(filepath.Join(dir, "unbound.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-d", "-c", confPath)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	logPath := filepath.Join(dir, "unbound.log")
+	testproc.Start(t, "unbound", exec.Command(bin, "-d", "-c", confPath), logPath)
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		logf.Close()
 		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			if len(b) > 6000 {
-				b = b[len(b)-6000:]
-			}
-			t.Logf("---- unbound log ----\n%s\n---- unbound.conf ----\n%s", b, conf)
+			t.Logf("---- unbound.conf ----\n%s", conf)
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		conn, err := net.DialTimeout("tcp", s.Addr, time.Second)
-		if err == nil {
-			conn.Close()
-			return s
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logf.Name())
-			t.Fatalf("unbound did not listen on %s: %v\n%s", s.Addr, err, b)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testproc.WaitTCP(t, "unbound", s.Addr, logPath)
+	return s
 }
 
 // config is unbound.conf for c, listening on addr, with its files in dir.
