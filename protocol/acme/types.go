@@ -54,4 +54,17 @@ const (
 	ChallengeHTTP01    ChallengeType = "http-01"
 	ChallengeDNS01     ChallengeType = "dns-01"
 	ChallengeTLSALPN01 ChallengeType = "tls-alpn-01"
+	// ChallengeDNSAccount01 is dns-01 at an account-scoped name
+	// (draft-ietf-acme-dns-account-label).
+	ChallengeDNSAccount01 ChallengeType = "dns-account-01"
+	// ChallengeDNSPersist01 is a standing TXT record naming the CA and the
+	// account (draft-ietf-acme-dns-persist-01).
+	ChallengeDNSPersist01 ChallengeType = "dns-persist-01"
 )
+
+// ByDNS reports whether t proves control of a name through its DNS zone:
+// the only methods that may validate a wildcard (RFC 8555 §7.1.3), and
+// none of them an IP address (RFC 8738 §7).
+func (t ChallengeType) ByDNS() bool {
+	return t == ChallengeDNS01 || t == ChallengeDNSAccount01 || t == ChallengeDNSPersist01
+}

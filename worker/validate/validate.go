@@ -159,6 +159,10 @@ func (v *Validator) Validate(parent context.Context, r Request) (res Result) {
 		res.Record, res.Problem, res.Err = v.dns01(ctx, r)
 	case acme.ChallengeTLSALPN01:
 		res.Record, res.Problem, res.Err = v.tlsALPN01(ctx, r)
+	case acme.ChallengeDNSAccount01:
+		res.Record, res.Problem, res.Err = v.dnsAccount01(ctx, r)
+	case acme.ChallengeDNSPersist01:
+		res.Record, res.Problem, res.Err = v.dnsPersist01(ctx, r)
 	}
 	if caaDone != nil {
 		if res.Problem != nil {
@@ -194,7 +198,7 @@ func ended(ctx context.Context) error {
 // network traffic: the identifier and token end up in DNS queries and URLs.
 func (v *Validator) checkRequest(r Request) *acme.Problem {
 	switch r.Type {
-	case acme.ChallengeHTTP01, acme.ChallengeDNS01, acme.ChallengeTLSALPN01:
+	case acme.ChallengeHTTP01, acme.ChallengeDNS01, acme.ChallengeTLSALPN01, acme.ChallengeDNSAccount01, acme.ChallengeDNSPersist01:
 	default:
 		return problem(acme.ProblemMalformed, "unknown challenge type %q", r.Type)
 	}
@@ -203,10 +207,10 @@ func (v *Validator) checkRequest(r Request) *acme.Problem {
 		if !validDNSName(r.Identifier.Value) {
 			return problem(acme.ProblemMalformed, "identifier %q is not a valid DNS name", r.Identifier.Value)
 		}
-		// RFC 8555 §7.1.3: wildcard authorizations are satisfied by dns-01 only
-		// (the others would prove control of one host, not the whole zone).
-		if r.Wildcard && r.Type != acme.ChallengeDNS01 {
-			return problem(acme.ProblemMalformed, "*.%s is a wildcard; only dns-01 can validate it, not %s", r.Identifier.Value, r.Type)
+		// RFC 8555 §7.1.3: wildcard authorizations are satisfied through DNS
+		// only (the others would prove control of one host, not the zone).
+		if r.Wildcard && !r.Type.ByDNS() {
+			return problem(acme.ProblemMalformed, "*.%s is a wildcard; only dns-01, dns-account-01 or dns-persist-01 can validate it, not %s", r.Identifier.Value, r.Type)
 		}
 	case acme.IdentifierIP:
 		if _, err := parseIP(r.Identifier.Value); err != nil {
@@ -217,8 +221,8 @@ func (v *Validator) checkRequest(r Request) *acme.Problem {
 		}
 		// RFC 8738 §7: there is no DNS-based challenge for IP identifiers;
 		// dns-01 must not be used for them.
-		if r.Type == acme.ChallengeDNS01 {
-			return problem(acme.ProblemMalformed, "dns-01 cannot validate the IP address %s (RFC 8738 §7); use http-01 or tls-alpn-01", r.Identifier.Value)
+		if r.Type.ByDNS() {
+			return problem(acme.ProblemMalformed, "%s cannot validate the IP address %s (RFC 8738 §7); use http-01 or tls-alpn-01", r.Type, r.Identifier.Value)
 		}
 	default:
 		return problem(acme.ProblemUnsupportedIdentifier, "identifier type %q is not supported", r.Identifier.Type)
