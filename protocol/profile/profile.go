@@ -71,6 +71,7 @@ func (p Profile) RenewalWindow() (start, end float64) {
 }
 
 var knownKeyTypes = map[string]bool{"rsa2048": true, "rsa3072": true, "rsa4096": true, "p256": true, "p384": true, "ed25519": true}
+
 // knownChallenges are the challenge types a profile may offer. dns-account-01
 // and dns-persist-01 are never offered unless listed: a dns-persist-01
 // record is a standing authorization (docs/operations.md).
