@@ -13,7 +13,8 @@ import (
 // dns-account-01 offers them, for a wildcard too (never http-01 there);
 // dns-persist-01's challenge carries the CAA identities as its
 // issuer-domain-names, normalized, and no token. The built-in profile
-// offers neither.
+// offers neither. The directory advertises what draft -02 asks for
+// pre-provisioning a record.
 func TestStandingChallenges(t *testing.T) {
 	withStores(t, func(c *protocol.Config) {
 		c.Server.CAAIdentities = []string{"Hallmark.Example.", "ca.example"}
@@ -49,15 +50,26 @@ func TestStandingChallenges(t *testing.T) {
 					}
 					continue
 				}
-				var names []string
+				var names, names02 []string
 				_ = json.Unmarshal(ch["issuer-domain-names"], &names)
-				if _, ok := ch["token"]; ok || !slices.Equal(names, []string{"hallmark.example", "ca.example"}) {
-					t.Errorf("dns-persist-01 challenge %s: want no token and issuer-domain-names [hallmark.example ca.example]", ch)
+				_ = json.Unmarshal(ch["issuerDomainNames"], &names02)
+				if _, ok := ch["token"]; ok || !slices.Equal(names, []string{"hallmark.example", "ca.example"}) || !slices.Equal(names02, names) {
+					t.Errorf("dns-persist-01 challenge %s: want no token and issuer-domain-names and issuerDomainNames [hallmark.example ca.example]", ch)
 				}
 			}
 			if !slices.Equal(types, want[az.Identifier.Value]) {
 				t.Errorf("%s offers %v, want %v", az.Identifier.Value, types, want[az.Identifier.Value])
 			}
+		}
+		var dir struct {
+			Meta struct {
+				IssuerDomainNames []string
+				AccountHashPrefix string
+			}
+		}
+		e.get(t, http.MethodGet, "/directory").json(t, &dir)
+		if !slices.Equal(dir.Meta.IssuerDomainNames, []string{"hallmark.example", "ca.example"}) || dir.Meta.AccountHashPrefix != e.base+"/acme/account-hash/" {
+			t.Errorf("directory meta %+v, want the issuer domain names and %s/acme/account-hash/", dir.Meta, e.base)
 		}
 		o2, _ := e.newOrder(t, a, dnsIDs("c.example"))
 		az := e.authz(t, a, o2.Authorizations[0])

@@ -104,8 +104,9 @@ type challengeDoc struct {
 	Error            *acme.Problem      `json:"error,omitempty"`
 	ValidationRecord json.RawMessage    `json:"validationRecord,omitempty"`
 	// IssuerDomainNames is dns-persist-01's (draft-ietf-acme-dns-persist-01
-	// §3.1), which has no token.
-	IssuerDomainNames []string `json:"issuer-domain-names,omitempty"`
+	// §3.1), which has no token; draft -02 renamed it issuerDomainNames.
+	IssuerDomainNames   []string `json:"issuer-domain-names,omitempty"`
+	IssuerDomainNames02 []string `json:"issuerDomainNames,omitempty"`
 }
 
 func (s *Server) challengeDoc(c *store.Challenge) challengeDoc {
@@ -114,6 +115,7 @@ func (s *Server) challengeDoc(c *store.Challenge) challengeDoc {
 	if c.Type == acme.ChallengeDNSPersist01 {
 		d.Token = ""
 		d.IssuerDomainNames = issuerDomainNames(s.cfg.Server.CAAIdentities)
+		d.IssuerDomainNames02 = d.IssuerDomainNames
 	}
 	if len(c.ValidationRecord) > 0 && json.Valid(c.ValidationRecord) {
 		d.ValidationRecord = c.ValidationRecord

@@ -62,6 +62,11 @@ const (
 	ChallengeDNSPersist01 ChallengeType = "dns-persist-01"
 )
 
+// AccountHashPath follows the base URL in the prefix of dns-persist-01's
+// hashed account URIs (draft-ietf-acme-dns-persist-02 §4.1), which the
+// directory advertises and the worker recomputes; nothing is served there.
+const AccountHashPath = "/acme/account-hash/"
+
 // ByDNS reports whether t proves control of a name through its DNS zone:
 // the only methods that may validate a wildcard (RFC 8555 §7.1.3), and
 // none of them an IP address (RFC 8738 §7).

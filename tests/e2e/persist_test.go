@@ -8,6 +8,8 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base32"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -51,6 +53,29 @@ func accountWithURL(t *testing.T, ca *CA) (*xacme.Client, string) {
 func accountLabel(accountURL string) string {
 	sum := sha256.Sum256([]byte(accountURL))
 	return "_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:10]))
+}
+
+// directoryHashPrefix is the directory's meta.accountHashPrefix.
+func directoryHashPrefix(t *testing.T, ca *CA) string {
+	t.Helper()
+	resp, err := ca.HTTPClient().Get(ca.BaseURL + "/directory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var dir struct{ Meta struct{ AccountHashPrefix string } }
+	if err := json.NewDecoder(resp.Body).Decode(&dir); err != nil || dir.Meta.AccountHashPrefix == "" {
+		t.Fatalf("directory has no meta.accountHashPrefix (%v)", err)
+	}
+	return dir.Meta.AccountHashPrefix
+}
+
+// hashedAccountURI is draft-ietf-acme-dns-persist-02's hashed accounturi,
+// computed here as a client does.
+func hashedAccountURI(prefix, domain, thumbprint, accountURL string) string {
+	in := append([]byte{byte(len(domain))}, domain+thumbprint+accountURL...)
+	sum := sha256.Sum256(in)
+	return prefix + "sha-256/" + base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
 // obtainBy orders names under the standing profile and answers each
@@ -159,6 +184,22 @@ func TestDNSPersistAndAccount(t *testing.T) {
 					}
 				})
 			}
+			t.Run("hashed accounturi of draft -02, from the directory's prefix", func(t *testing.T) {
+				prefix := directoryHashPrefix(t, ca)
+				thumb, err := xacme.JWKThumbprint(alice.Key.Public())
+				if err != nil {
+					t.Fatal(err)
+				}
+				record("hashed.persist.test", "hallmark.test; accounturi="+hashedAccountURI(prefix, "hashed.persist.test", thumb, aliceURL))
+				chain, err := obtainBy(ctx, alice, "dns-persist-01", []string{"hashed.persist.test"}, published)
+				if err != nil {
+					t.Fatal(err)
+				}
+				verifyTo(t, chain, root, "hashed.persist.test")
+				if _, err := obtainBy(ctx, bob, "dns-persist-01", []string{"hashed.persist.test"}, published); err == nil {
+					t.Fatal("another account was validated by alice's hashed accounturi")
+				}
+			})
 			t.Run("dns-account-01 wildcard at the account's label", func(t *testing.T) {
 				chain, err := obtainBy(ctx, alice, "dns-account-01", []string{"*.acct.persist.test"}, func(base string, ch *xacme.Challenge) {
 					rec, err := alice.DNS01ChallengeRecord(ch.Token)

@@ -81,7 +81,7 @@ func (v *Validator) dnsPersist01(ctx context.Context, r Request) ([]Attempt, *ac
 			}
 			continue
 		}
-		if w.weigh(name, a.rrs, issuers, r, i > 0, time.Now()) {
+		if w.weigh(v, name, a.rrs, issuers, r, i > 0, time.Now()) {
 			return record[:i+1], nil, nil
 		}
 	}
@@ -98,7 +98,8 @@ type persistWeighing struct {
 // weigh reports whether a TXT record among rrs, found at name (an
 // ancestor's when ancestor), validates r; otherwise it notes why each of
 // this CA's records there does not. Other CAs' records are ignored (§4.1.2).
-func (w *persistWeighing) weigh(name string, rrs []dns.RR, issuers []string, r Request, ancestor bool, now time.Time) bool {
+func (w *persistWeighing) weigh(v *Validator, name string, rrs []dns.RR, issuers []string, r Request, ancestor bool, now time.Time) bool {
+	domain := strings.TrimPrefix(name, PersistLabel+".")
 	for _, rr := range rrs {
 		txt, ok := rr.(*dns.TXT)
 		if !ok {
@@ -110,10 +111,14 @@ func (w *persistWeighing) weigh(name string, rrs []dns.RR, issuers []string, r R
 			continue
 		}
 		quoted := fmt.Sprintf("%s %q", name, truncate(value, 160))
+		ours := false
+		if err == nil {
+			ours, err = v.accountMatches(rec.AccountURI, domain, r)
+		}
 		switch {
 		case err != nil:
 			w.malformed = append(w.malformed, quoted+" is malformed: "+err.Error())
-		case rec.AccountURI != r.AccountURI:
+		case !ours:
 			w.refused = append(w.refused, quoted+" names another account (accounturi)")
 		case !rec.PersistUntil.IsZero() && now.After(rec.PersistUntil):
 			w.refused = append(w.refused, fmt.Sprintf("%s expired at its persistUntil, %s", quoted, rec.PersistUntil.Format(time.RFC3339)))

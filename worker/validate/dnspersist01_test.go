@@ -131,3 +131,43 @@ func TestDNSAccount01(t *testing.T) {
 		})
 	}
 }
+
+// TestDNSPersist01HashedAccountURI: with a hash prefix configured, a
+// record may name the account by draft -02's hashed URI of its current key,
+// for the record's own name or for "*"; a hash of another key does not
+// validate, and one under the prefix that is not sha-256 is malformed.
+func TestDNSPersist01HashedAccountURI(t *testing.T) {
+	t.Parallel()
+	const prefix = "https://ca.hallmark.test/acme/account-hash/"
+	thumb := strings.TrimPrefix(testKeyAuth, testToken+".")
+	hashed := func(domain string) string { return HashedAccountURI(prefix, domain, thumb, testAccount) }
+	tests := []struct {
+		name     string
+		owner    string
+		uri      string
+		id       string
+		want     acme.ProblemType
+		mentions []string
+	}{
+		{"hash for the name", "example.test", hashed("example.test"), "example.test", "", nil},
+		{"hash for every name", "example.test", hashed("*"), "example.test", "", nil},
+		{"ancestor's record hashed for the ancestor", "example.test", hashed("example.test"), "www.example.test", "", nil},
+		{"hash for another name", "example.test", hashed("other.test"), "example.test", acme.ProblemUnauthorized, []string{"another account"}},
+		{"hash of another key", "example.test", HashedAccountURI(prefix, "example.test", "x"+thumb[1:], testAccount), "example.test",
+			acme.ProblemUnauthorized, []string{"another account"}},
+		{"another algorithm", "example.test", prefix + "sha-512/" + strings.Repeat("A", 86), "example.test", acme.ProblemMalformed, []string{"not sha-256"}},
+		{"digest cut short", "example.test", prefix + "sha-256/abc", "example.test", acme.ProblemMalformed, []string{"43 characters"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := newTestDNS(t)
+			d.add(t, persistTXT(tc.owner, testCAA+"; accounturi="+tc.uri+"; policy=wildcard"))
+			cfg := testConfig(d)
+			cfg.AccountHashPrefix = prefix
+			res := New(cfg).Validate(t.Context(), Request{Identifier: dnsID(tc.id), Type: acme.ChallengeDNSPersist01, Token: testToken,
+				KeyAuthorization: testKeyAuth, AccountURI: testAccount})
+			checkResult(t, res, tc.want, tc.mentions...)
+		})
+	}
+}

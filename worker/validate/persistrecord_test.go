@@ -120,3 +120,18 @@ func FuzzParsePersistRecord(f *testing.F) {
 		}
 	})
 }
+
+// TestHashedAccountURI computes draft-ietf-acme-dns-persist-02's test
+// vectors (§10.2), for the name and for "*".
+func TestHashedAccountURI(t *testing.T) {
+	t.Parallel()
+	const prefix, thumb, acct = "https://ca.example/account-hash/", "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs", "https://ca.example/acct/123"
+	for domain, want := range map[string]string{
+		"example.com": prefix + "sha-256/5SQm7n6tPh2-PlLbCKGnViTXX5z19SCN4cPGQHSk-kw",
+		"*":           prefix + "sha-256/NpDnSwUthQK8zCgFdefYxAdAVPnygMLbs9US6oO-5ug",
+	} {
+		if got := HashedAccountURI(prefix, domain, thumb, acct); got != want {
+			t.Errorf("HashedAccountURI(%q) = %q, want %q", domain, got, want)
+		}
+	}
+}

@@ -38,7 +38,10 @@ type Config struct {
 	TLSALPNPort   int           // port for tls-alpn-01 (443 in production)
 	Timeout       time.Duration // bounds one whole attempt, challenge and CAA (challenge.timeout_ms)
 	CAAIdentities []string      // issuer domain names this CA answers to in CAA issue/issuewild records
-	Dial          DialRules     // where http-01 and tls-alpn-01 may connect (dialpolicy.go)
+	// AccountHashPrefix, when set, is where dns-persist-01's hashed account
+	// URIs live (draft -02; base URL + acme.AccountHashPath).
+	AccountHashPrefix string
+	Dial              DialRules // where http-01 and tls-alpn-01 may connect (dialpolicy.go)
 }
 
 // Validator runs challenges and CAA checks. It is safe for concurrent use.
