@@ -199,6 +199,16 @@ func TestDNSPersistAndAccount(t *testing.T) {
 				if _, err := obtainBy(ctx, bob, "dns-persist-01", []string{"hashed.persist.test"}, published); err == nil {
 					t.Fatal("another account was validated by alice's hashed accounturi")
 				}
+				// A record hashed with the key alice then rolls over still
+				// names her (the worker keeps replaced keys, migration 0022).
+				record("rolled.persist.test", "hallmark.test; accounturi="+hashedAccountURI(prefix, "rolled.persist.test", thumb, aliceURL))
+				newKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+				if err := alice.AccountKeyRollover(ctx, newKey); err != nil {
+					t.Fatalf("key rollover: %v", err)
+				}
+				if _, err := obtainBy(ctx, alice, "dns-persist-01", []string{"rolled.persist.test"}, published); err != nil {
+					t.Fatalf("after a key rollover, the record hashed with the replaced key: %v", err)
+				}
 			})
 			t.Run("dns-account-01 wildcard at the account's label", func(t *testing.T) {
 				chain, err := obtainBy(ctx, alice, "dns-account-01", []string{"*.acct.persist.test"}, func(base string, ch *xacme.Challenge) {

@@ -134,8 +134,8 @@ func TestDNSAccount01(t *testing.T) {
 
 // TestDNSPersist01HashedAccountURI: with a hash prefix configured, a
 // record may name the account by draft -02's hashed URI of its current key,
-// for the record's own name or for "*"; a hash of another key does not
-// validate, and one under the prefix that is not sha-256 is malformed.
+// for the record's own name or for "*", or of a key it replaced; a hash of
+// another key does not validate, and one under the prefix that is not sha-256 is malformed.
 func TestDNSPersist01HashedAccountURI(t *testing.T) {
 	t.Parallel()
 	const prefix = "https://ca.hallmark.test/acme/account-hash/"
@@ -155,6 +155,7 @@ func TestDNSPersist01HashedAccountURI(t *testing.T) {
 		{"hash for another name", "example.test", hashed("other.test"), "example.test", acme.ProblemUnauthorized, []string{"another account"}},
 		{"hash of another key", "example.test", HashedAccountURI(prefix, "example.test", "x"+thumb[1:], testAccount), "example.test",
 			acme.ProblemUnauthorized, []string{"another account"}},
+		{"hash of a key the account replaced", "example.test", HashedAccountURI(prefix, "example.test", "prior-"+thumb[6:], testAccount), "example.test", "", nil},
 		{"another algorithm", "example.test", prefix + "sha-512/" + strings.Repeat("A", 86), "example.test", acme.ProblemMalformed, []string{"not sha-256"}},
 		{"digest cut short", "example.test", prefix + "sha-256/abc", "example.test", acme.ProblemMalformed, []string{"43 characters"}},
 	}
@@ -166,7 +167,7 @@ func TestDNSPersist01HashedAccountURI(t *testing.T) {
 			cfg := testConfig(d)
 			cfg.AccountHashPrefix = prefix
 			res := New(cfg).Validate(t.Context(), Request{Identifier: dnsID(tc.id), Type: acme.ChallengeDNSPersist01, Token: testToken,
-				KeyAuthorization: testKeyAuth, AccountURI: testAccount})
+				KeyAuthorization: testKeyAuth, AccountURI: testAccount, PriorThumbprints: []string{"older", "prior-" + thumb[6:]}})
 			checkResult(t, res, tc.want, tc.mentions...)
 		})
 	}

@@ -26,9 +26,10 @@ func HashedAccountURI(prefix, domain, thumbprint, accountURL string) string {
 
 // accountMatches reports whether a record's accounturi, found at domain,
 // names r's account: its URL exactly (draft -01), or, when this CA
-// advertises a hash prefix, a hashed URI of the account's current key for
-// domain or for "*" (draft -02). A value under the prefix that is not a
-// well-formed sha-256 hashed URI is malformed (-02 §9.3.1).
+// advertises a hash prefix, a hashed URI for domain or for "*" of the
+// account's current key or of a key it replaced, current first (draft -02
+// §4.2). A value under the prefix that is not a well-formed sha-256 hashed
+// URI is malformed (-02 §9.3.1).
 func (v *Validator) accountMatches(value, domain string, r Request) (bool, error) {
 	if value == r.AccountURI {
 		return true, nil
@@ -45,10 +46,12 @@ func (v *Validator) accountMatches(value, domain string, r Request) (bool, error
 	if len(digest) != 43 || strings.Trim(digest, base64URLAlphabet) != "" {
 		return false, errors.New("its hashed accounturi is not 43 characters of base64url")
 	}
-	thumb := strings.TrimPrefix(r.KeyAuthorization, r.Token+".")
-	for _, d := range []string{domain, "*"} {
-		if value == HashedAccountURI(prefix, d, thumb, r.AccountURI) {
-			return true, nil
+	thumbs := append([]string{strings.TrimPrefix(r.KeyAuthorization, r.Token+".")}, r.PriorThumbprints...)
+	for _, thumb := range thumbs {
+		for _, d := range []string{domain, "*"} {
+			if value == HashedAccountURI(prefix, d, thumb, r.AccountURI) {
+				return true, nil
+			}
 		}
 	}
 	return false, nil

@@ -79,6 +79,9 @@ type Request struct {
 	Token            string
 	KeyAuthorization string // token + "." + base64url(JWK thumbprint), computed by the caller
 	AccountURI       string // the account's URL, for RFC 8657 accounturi
+	// PriorThumbprints are the keys the account has replaced, newest first:
+	// dns-persist-01 accepts a hashed accounturi made with one of them.
+	PriorThumbprints []string
 }
 
 // Attempt is one thing validation tried: an HTTP request (one per redirect
