@@ -63,7 +63,9 @@ func directoryHashPrefix(t *testing.T, ca *CA) string {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var dir struct{ Meta struct{ AccountHashPrefix string } }
+	var dir struct {
+		Meta struct{ AccountHashPrefix string }
+	}
 	if err := json.NewDecoder(resp.Body).Decode(&dir); err != nil || dir.Meta.AccountHashPrefix == "" {
 		t.Fatalf("directory has no meta.accountHashPrefix (%v)", err)
 	}
