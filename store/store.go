@@ -113,6 +113,10 @@ type Verdict struct {
 	// Trail, when set, is recorded in the verdict's transaction (a failed
 	// validation's trail event, ActionValidationFailed).
 	Trail *AuditEvent
+	// ExpiresBy, when set on a valid verdict, is the latest the
+	// authorization may expire: the validating record's persistUntil
+	// (draft-ietf-acme-dns-persist-02 §4.1). A later expiry is brought forward.
+	ExpiresBy time.Time
 }
 
 // Issued is what the signer hands back for an order.

@@ -80,7 +80,7 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 		return jobs.CouldNotRun(fmt.Errorf("validating challenge %s: %w", ch.ID, res.Err))
 	}
 	w.metrics.validated(ch.Type, res.Problem, false)
-	v := store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid}
+	v := store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid, ExpiresBy: res.ExpiresBy}
 	if res.Problem != nil {
 		p := *res.Problem
 		p.Identifier = &authz.Identifier

@@ -68,6 +68,7 @@ var contract = []struct {
 	{"AuthzReusableByMethod", testAuthzReusableByMethod},
 	{"InvalidVerdict", testInvalidVerdict},
 	{"VerdictIsTerminal", testVerdictIsTerminal},
+	{"VerdictExpiresBy", testVerdictExpiresBy},
 	{"LateVerdict", testLateVerdict},
 	{"ConcurrentVerdicts", testConcurrentVerdicts},
 	{"VerdictLeavesItsJob", testVerdictLeavesItsJob},

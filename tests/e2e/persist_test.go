@@ -158,6 +158,29 @@ func TestDNSPersistAndAccount(t *testing.T) {
 					t.Fatalf("certificate names %v, want the name and its wildcard", leaf.DNSNames)
 				}
 			})
+			t.Run("persistUntil ahead bounds the authorization", func(t *testing.T) {
+				until := time.Now().Add(time.Hour).Truncate(time.Second)
+				record("bounded.persist.test", fmt.Sprintf("%s; persistUntil=%d", standing, until.Unix()))
+				o, err := alice.AuthorizeOrder(ctx, xacme.DomainIDs("bounded.persist.test"), xacme.WithOrderIssuanceProfile("standing"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				z, err := alice.GetAuthorization(ctx, o.AuthzURLs[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, ch := range z.Challenges {
+					if ch.Type == "dns-persist-01" {
+						if _, err := alice.Accept(ctx, ch); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				z, err = alice.WaitAuthorization(ctx, o.AuthzURLs[0])
+				if err != nil || z.Status != xacme.StatusValid || !z.Expires.Equal(until) {
+					t.Fatalf("authorization %+v, %v: want valid, expiring at persistUntil %s", z, err, until)
+				}
+			})
 			refused := []struct {
 				name, owner, value, caa string
 				client                  *xacme.Client

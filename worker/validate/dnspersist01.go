@@ -40,7 +40,7 @@ func IssuerDomainNames(caaIdentities []string) []string {
 // name is then a proper suffix of the requested one). A wildcard needs
 // policy=wildcard wherever its record is (§5). Every level is asked at
 // once and the answers weighed nearest first, as for CAA.
-func (v *Validator) dnsPersist01(ctx context.Context, r Request) ([]Attempt, *acme.Problem, error) {
+func (v *Validator) dnsPersist01(ctx context.Context, r Request, until *time.Time) ([]Attempt, *acme.Problem, error) {
 	issuers := IssuerDomainNames(v.cfg.CAAIdentities)
 	if len(issuers) == 0 {
 		return nil, problem(acme.ProblemServerInternal, "dns-persist-01 is offered but this CA names no issuer domain name (server.caa_identities is empty)"), nil
@@ -81,7 +81,8 @@ func (v *Validator) dnsPersist01(ctx context.Context, r Request) ([]Attempt, *ac
 			}
 			continue
 		}
-		if w.weigh(v, name, a.rrs, issuers, r, i > 0, time.Now()) {
+		if rec, ok := w.weigh(v, name, a.rrs, issuers, r, i > 0, time.Now()); ok {
+			*until = rec.PersistUntil
 			return record[:i+1], nil, nil
 		}
 	}
@@ -95,10 +96,11 @@ type persistWeighing struct {
 	dnsProblem *acme.Problem
 }
 
-// weigh reports whether a TXT record among rrs, found at name (an
-// ancestor's when ancestor), validates r; otherwise it notes why each of
-// this CA's records there does not. Other CAs' records are ignored (§4.1.2).
-func (w *persistWeighing) weigh(v *Validator, name string, rrs []dns.RR, issuers []string, r Request, ancestor bool, now time.Time) bool {
+// weigh returns the first TXT record among rrs, found at name (an
+// ancestor's when ancestor), that validates r; otherwise it notes why each
+// of this CA's records there does not. Other CAs' records are ignored
+// (§4.1.2).
+func (w *persistWeighing) weigh(v *Validator, name string, rrs []dns.RR, issuers []string, r Request, ancestor bool, now time.Time) (PersistRecord, bool) {
 	domain := strings.TrimPrefix(name, PersistLabel+".")
 	for _, rr := range rrs {
 		txt, ok := rr.(*dns.TXT)
@@ -127,10 +129,10 @@ func (w *persistWeighing) weigh(v *Validator, name string, rrs []dns.RR, issuers
 		case ancestor && !rec.Wildcard:
 			w.refused = append(w.refused, fmt.Sprintf("%s is for another name and has no policy=wildcard, which a subdomain needs", quoted))
 		default:
-			return true
+			return rec, true
 		}
 	}
-	return false
+	return PersistRecord{}, false
 }
 
 // problem is the verdict when no record validated (§9.3.1): malformed when

@@ -109,6 +109,9 @@ type Result struct {
 	Problem *acme.Problem
 	Record  []Attempt
 	Err     error
+	// ExpiresBy, when set on success, is the latest the authorization may
+	// last: the persistUntil of the dns-persist-01 record that validated.
+	ExpiresBy time.Time
 }
 
 // ErrNotConfigured is the cause of every attempt by a Validator built with
@@ -168,7 +171,7 @@ func (v *Validator) Validate(parent context.Context, r Request) (res Result) {
 	case acme.ChallengeDNSAccount01:
 		res.Record, res.Problem, res.Err = v.dnsAccount01(ctx, r)
 	case acme.ChallengeDNSPersist01:
-		res.Record, res.Problem, res.Err = v.dnsPersist01(ctx, r)
+		res.Record, res.Problem, res.Err = v.dnsPersist01(ctx, r, &res.ExpiresBy)
 	}
 	if caaDone != nil {
 		if res.Problem != nil {
