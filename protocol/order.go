@@ -373,7 +373,8 @@ func authzFor(reusable *store.Authorization, acctID string, id acme.Identifier, 
 
 // challengeTypes are the profile's challenge types that can validate id:
 // wildcards only through DNS (dns-01, dns-account-01, dns-persist-01: RFC
-// 8555 §7.1.3), IP addresses only by http-01 and tls-alpn-01 (RFC 8738 §7).
+// 8555 §7.1.3), IP addresses only by http-01 and tls-alpn-01 (RFC 8738 §7)
+// or dns-persist-01 in the reverse zone (BR §3.2.2.5.8).
 func challengeTypes(id acme.Identifier, prof profile.Profile) []acme.ChallengeType {
 	var out []acme.ChallengeType
 	for _, c := range prof.Challenges {
@@ -381,7 +382,7 @@ func challengeTypes(id acme.Identifier, prof profile.Profile) []acme.ChallengeTy
 		switch {
 		case id.IsWildcard() && !t.ByDNS():
 			continue
-		case id.Type == acme.IdentifierIP && t.ByDNS():
+		case id.Type == acme.IdentifierIP && !t.ForIP():
 			continue
 		}
 		out = append(out, t)

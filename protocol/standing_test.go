@@ -7,10 +7,12 @@ import (
 	"testing"
 
 	"github.com/hallmark-ca/hallmark/protocol"
+	"github.com/hallmark-ca/hallmark/protocol/acme"
 )
 
 // TestStandingChallenges: a profile that lists dns-persist-01 and
-// dns-account-01 offers them, for a wildcard too (never http-01 there);
+// dns-account-01 offers them, for a wildcard too (never http-01 there),
+// and dns-persist-01 (not dns-account-01) for an IP address;
 // dns-persist-01's challenge carries the CAA identities as its
 // issuer-domain-names, normalized, and no token. The built-in profile
 // offers neither. The directory advertises what draft -02 asks for
@@ -23,13 +25,15 @@ func TestStandingChallenges(t *testing.T) {
 		c.Profiles["short"] = p
 	}, func(t *testing.T, e *env) {
 		a := e.register(t)
-		r := e.post(t, a, e.base+"/acme/new-order", map[string]any{"identifiers": dnsIDs("a.example", "*.b.example"), "profile": "short"})
+		ids := append(dnsIDs("a.example", "*.b.example"), acme.Identifier{Type: acme.IdentifierIP, Value: "192.0.2.7"})
+		r := e.post(t, a, e.base+"/acme/new-order", map[string]any{"identifiers": ids, "profile": "short"})
 		wantStatus(t, r, http.StatusCreated)
 		var o orderJSON
 		r.json(t, &o)
 		want := map[string][]string{
 			"a.example": {"http-01", "dns-account-01", "dns-persist-01"},
 			"b.example": {"dns-account-01", "dns-persist-01"},
+			"192.0.2.7": {"http-01", "dns-persist-01"},
 		}
 		for _, u := range o.Authorizations {
 			ra := e.post(t, a, u, nil)

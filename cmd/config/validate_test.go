@@ -56,6 +56,7 @@ func TestValidateRanges(t *testing.T) {
 		// dns-persist-01's records name the CA by its CAA identities.
 		{"[server]\ncaa_identities = []\n[profiles.standing]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-persist-01\"]\n", "profiles.standing.challenges"},
 		{"[profiles.web]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-persist-02\"]\n", "profiles.web.challenges"},
+		{"[profiles.addr]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-account-01\"]\nidentifier_types = [\"ip\"]\n", "profiles.addr.identifier_types"},
 	}
 	for _, tc := range cases {
 		_, err := load(t, tc.body)
@@ -75,7 +76,8 @@ func TestValidateRanges(t *testing.T) {
 		"[profiles.wild]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-01\"]\nallow_wildcards = true\n" +
 			"[profiles.ip]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"tls-alpn-01\"]\nidentifier_types = [\"ip\"]\n",
 		"[profiles.standing]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-persist-01\"]\nallow_wildcards = true\n" +
-			"[profiles.label]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-account-01\"]\nallow_wildcards = true\n",
+			"[profiles.label]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-account-01\"]\nallow_wildcards = true\n" +
+			"[profiles.addr]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-persist-01\"]\nidentifier_types = [\"ip\"]\n",
 		"[profiles.rsa]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\nkey_types = [\"rsa2048\"]\nkey_usages = [\"keyEncipherment\"]\n",
 		"[profiles.short-lived_2]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\n" +
 			"[profiles." + strings.Repeat("a", 56) + "]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\n",

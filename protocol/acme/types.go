@@ -68,8 +68,14 @@ const (
 const AccountHashPath = "/acme/account-hash/"
 
 // ByDNS reports whether t proves control of a name through its DNS zone:
-// the only methods that may validate a wildcard (RFC 8555 §7.1.3), and
-// none of them an IP address (RFC 8738 §7).
+// the only methods that may validate a wildcard (RFC 8555 §7.1.3).
 func (t ChallengeType) ByDNS() bool {
 	return t == ChallengeDNS01 || t == ChallengeDNSAccount01 || t == ChallengeDNSPersist01
+}
+
+// ForIP reports whether t can validate an IP address: http-01 and
+// tls-alpn-01 (RFC 8738 §7), and dns-persist-01 through the reverse zone
+// (CA/B Forum BR §3.2.2.5.8).
+func (t ChallengeType) ForIP() bool {
+	return t == ChallengeHTTP01 || t == ChallengeTLSALPN01 || t == ChallengeDNSPersist01
 }

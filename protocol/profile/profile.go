@@ -80,6 +80,9 @@ var knownChallenges = map[string]bool{"http-01": true, "dns-01": true, "tls-alpn
 // byDNS are the challenge types that prove control of a zone: the only ones
 // that can validate a wildcard.
 var byDNS = []string{"dns-01", "dns-account-01", "dns-persist-01"}
+
+// forIP are the challenge types that can validate an IP address.
+var forIP = []string{"http-01", "tls-alpn-01", "dns-persist-01"}
 var knownBackends = map[string]bool{"local": true, "pkcs11": true, "relay": true, "custom": true}
 var knownKeyUsages = map[string]bool{"digitalSignature": true, "keyEncipherment": true}
 var knownExtKeyUsages = map[string]bool{"serverAuth": true, "clientAuth": true}
@@ -134,8 +137,8 @@ func (p Profile) Validate(name string) error {
 	if p.AllowWildcards && !slices.ContainsFunc(p.Challenges, func(c string) bool { return slices.Contains(byDNS, c) }) {
 		add(key+".allow_wildcards", "a wildcard is validated only by dns-01, dns-account-01 or dns-persist-01 (RFC 8555 §7.1.3); add one to challenges or set allow_wildcards = false")
 	}
-	if slices.Contains(p.IdentifierTypes, "ip") && !slices.Contains(p.Challenges, "http-01") && !slices.Contains(p.Challenges, "tls-alpn-01") {
-		add(key+".identifier_types", "an IP address is validated only by http-01 or tls-alpn-01 (RFC 8738 §7); add one to challenges or remove \"ip\"")
+	if slices.Contains(p.IdentifierTypes, "ip") && !slices.ContainsFunc(p.Challenges, func(c string) bool { return slices.Contains(forIP, c) }) {
+		add(key+".identifier_types", "an IP address is validated only by http-01, tls-alpn-01 (RFC 8738 §7) or dns-persist-01 (BR §3.2.2.5.8); add one to challenges or remove \"ip\"")
 	}
 	for _, u := range p.KeyUsages {
 		if !knownKeyUsages[u] {

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -29,7 +30,7 @@ backend = "local"
 validity_hours = 240
 key_types = ["p256"]
 challenges = ["dns-persist-01", "dns-account-01"]
-identifier_types = ["dns"]
+identifier_types = ["dns", "ip"]
 allow_wildcards = true
 key_usages = ["digitalSignature"]
 ext_key_usages = ["serverAuth"]
@@ -85,7 +86,18 @@ func hashedAccountURI(prefix, domain, thumbprint, accountURL string) string {
 // prepare, given the authorization's base name and the challenge), then
 // finalizes. The error of a failed authorization carries its problem.
 func obtainBy(ctx context.Context, c *xacme.Client, method string, names []string, prepare func(base string, ch *xacme.Challenge)) ([][]byte, error) {
-	o, err := c.AuthorizeOrder(ctx, xacme.DomainIDs(names...), xacme.WithOrderIssuanceProfile("standing"))
+	var ids []xacme.AuthzID
+	tmpl := &x509.CertificateRequest{}
+	for _, n := range names {
+		if ip := net.ParseIP(n); ip != nil {
+			ids = append(ids, xacme.IPIDs(n)...)
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			ids = append(ids, xacme.DomainIDs(n)...)
+			tmpl.DNSNames = append(tmpl.DNSNames, n)
+		}
+	}
+	o, err := c.AuthorizeOrder(ctx, ids, xacme.WithOrderIssuanceProfile("standing"))
 	if err != nil {
 		return nil, fmt.Errorf("newOrder: %w", err)
 	}
@@ -118,7 +130,7 @@ func obtainBy(ctx context.Context, c *xacme.Client, method string, names []strin
 		return nil, fmt.Errorf("waiting for ready: %w", err)
 	}
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	csr, _ := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{DNSNames: names}, key)
+	csr, _ := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
 	chain, _, err := c.CreateOrderCert(ctx, o.FinalizeURL, csr, true)
 	if err != nil {
 		return nil, fmt.Errorf("finalize: %w", err)
@@ -156,6 +168,20 @@ func TestDNSPersistAndAccount(t *testing.T) {
 				verifyTo(t, chain, root, "any.wild.persist.test")
 				if len(leaf.DNSNames) != 2 {
 					t.Fatalf("certificate names %v, want the name and its wildcard", leaf.DNSNames)
+				}
+			})
+			t.Run("IP address by its reverse zone", func(t *testing.T) {
+				ca.DNS.SetTXT("_ip-validation-persist.7.2.0.192.in-addr.arpa", standing)
+				chain, err := obtainBy(ctx, alice, "dns-persist-01", []string{"192.0.2.7"}, published)
+				if err != nil {
+					t.Fatal(err)
+				}
+				leaf, _ := x509.ParseCertificate(chain[0])
+				if len(leaf.IPAddresses) != 1 || leaf.IPAddresses[0].String() != "192.0.2.7" {
+					t.Fatalf("certificate for %v, want 192.0.2.7", leaf.IPAddresses)
+				}
+				if _, err := obtainBy(ctx, bob, "dns-persist-01", []string{"192.0.2.7"}, published); err == nil {
+					t.Fatal("another account was validated by alice's record")
 				}
 			})
 			t.Run("persistUntil ahead bounds the authorization", func(t *testing.T) {

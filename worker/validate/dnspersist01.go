@@ -11,8 +11,13 @@ import (
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 )
 
-// PersistLabel is the label of dns-persist-01's validation domain name.
-const PersistLabel = "_validation-persist"
+// PersistLabel is the label of dns-persist-01's validation domain name;
+// PersistIPLabel is an IP address's, under its reverse zone name (CA/B
+// Forum BR §3.2.2.5.8).
+const (
+	PersistLabel   = "_validation-persist"
+	PersistIPLabel = "_ip-validation-persist"
+)
 
 // MaxIssuerDomainNames is the most issuer domain names a dns-persist-01
 // challenge may carry (draft-ietf-acme-dns-persist-01 §3.1).
@@ -37,7 +42,8 @@ func IssuerDomainNames(caaIdentities []string) []string {
 // and the account (draft-ietf-acme-dns-persist-01 §4): at
 // _validation-persist.<name>, or, for a record with policy=wildcard, at
 // the same label of an ancestor of at least two labels (§6: the validated
-// name is then a proper suffix of the requested one). A wildcard needs
+// name is then a proper suffix of the requested one); for an IP address at
+// _ip-validation-persist.<reverse zone name> (persistNames). A wildcard needs
 // policy=wildcard wherever its record is (§5). Every level is asked at
 // once and the answers weighed nearest first, as for CAA.
 func (v *Validator) dnsPersist01(ctx context.Context, r Request, until *time.Time) ([]Attempt, *acme.Problem, error) {
@@ -45,13 +51,9 @@ func (v *Validator) dnsPersist01(ctx context.Context, r Request, until *time.Tim
 	if len(issuers) == 0 {
 		return nil, problem(acme.ProblemServerInternal, "dns-persist-01 is offered but this CA names no issuer domain name (server.caa_identities is empty)"), nil
 	}
-	labels := dns.SplitDomainName(strings.ToLower(strings.TrimSuffix(r.Identifier.Value, ".")))
-	var names []string
-	for i := range labels {
-		if i > 0 && len(labels)-i < 2 {
-			break
-		}
-		names = append(names, PersistLabel+"."+strings.Join(labels[i:], "."))
+	names := persistNames(r.Identifier)
+	if len(names) == 0 {
+		return nil, problem(acme.ProblemMalformed, "%s has no reverse zone name", r.Identifier.Value), nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // the farther levels are not waited for once one answers
@@ -89,6 +91,29 @@ func (v *Validator) dnsPersist01(ctx context.Context, r Request, until *time.Tim
 	return record, w.problem(names[0], issuers), nil
 }
 
+// persistNames are where dns-persist-01 looks for id, nearest first: for
+// a name, its own _validation-persist name and its ancestors' of at least
+// two labels; for an IP address, _ip-validation-persist under its reverse
+// zone name alone (an ancestor there is a network, not the address).
+func persistNames(id acme.Identifier) []string {
+	if id.Type == acme.IdentifierIP {
+		rev, err := dns.ReverseAddr(id.Value)
+		if err != nil {
+			return nil
+		}
+		return []string{PersistIPLabel + "." + strings.TrimSuffix(rev, ".")}
+	}
+	labels := dns.SplitDomainName(strings.ToLower(strings.TrimSuffix(id.Value, ".")))
+	var names []string
+	for i := range labels {
+		if i > 0 && len(labels)-i < 2 {
+			break
+		}
+		names = append(names, PersistLabel+"."+strings.Join(labels[i:], "."))
+	}
+	return names
+}
+
 // persistWeighing gathers why the records seen so far do not validate.
 type persistWeighing struct {
 	malformed  []string // our records that do not parse
@@ -101,7 +126,7 @@ type persistWeighing struct {
 // of this CA's records there does not. Other CAs' records are ignored
 // (§4.1.2).
 func (w *persistWeighing) weigh(v *Validator, name string, rrs []dns.RR, issuers []string, r Request, ancestor bool, now time.Time) (PersistRecord, bool) {
-	domain := strings.TrimPrefix(name, PersistLabel+".")
+	domain := name[strings.IndexByte(name, '.')+1:] // the name the record is for, hashed in its accounturi
 	for _, rr := range rrs {
 		txt, ok := rr.(*dns.TXT)
 		if !ok {

@@ -66,7 +66,15 @@ func TestDNSPersist01(t *testing.T) {
 		{name: "CAA validationmethods names it",
 			records: []string{persistTXT("example.test", ours), `example.test. CAA 0 issue "hallmark.test; validationmethods=dns-persist-01"`},
 			id:      dnsID("example.test")},
-		{name: "IP identifier", id: ipID("127.0.0.1"), want: acme.ProblemMalformed, mentions: []string{"dns-persist-01 cannot validate the IP address"}},
+		{name: "IPv4 address by its reverse zone", records: []string{`_ip-validation-persist.7.2.0.192.in-addr.arpa. 60 IN TXT "` + ours + `"`},
+			id: ipID("192.0.2.7")},
+		{name: "IPv6 address by its reverse zone",
+			records: []string{`_ip-validation-persist.1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa. 60 IN TXT "` + ours + `"`},
+			id: ipID("2001:db8::1")},
+		{name: "IP address: the forward name's record does not do", records: []string{persistTXT("192.0.2.7", ours)}, id: ipID("192.0.2.7"),
+			want: acme.ProblemUnauthorized, mentions: []string{"_ip-validation-persist.7.2.0.192.in-addr.arpa"}},
+		{name: "IP address: a network's record does not do", records: []string{`_ip-validation-persist.2.0.192.in-addr.arpa. 60 IN TXT "` + ours + `; policy=wildcard"`},
+			id: ipID("192.0.2.7"), want: acme.ProblemUnauthorized, mentions: []string{"No TXT record"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

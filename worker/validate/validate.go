@@ -228,10 +228,10 @@ func (v *Validator) checkRequest(r Request) *acme.Problem {
 		if r.Wildcard {
 			return problem(acme.ProblemMalformed, "an IP address identifier cannot be a wildcard")
 		}
-		// RFC 8738 §7: there is no DNS-based challenge for IP identifiers;
-		// dns-01 must not be used for them.
-		if r.Type.ByDNS() {
-			return problem(acme.ProblemMalformed, "%s cannot validate the IP address %s (RFC 8738 §7); use http-01 or tls-alpn-01", r.Type, r.Identifier.Value)
+		// RFC 8738 §7: dns-01 must not be used for IP identifiers; BR
+		// §3.2.2.5.8 gives dns-persist-01 a name in the reverse zone.
+		if !r.Type.ForIP() {
+			return problem(acme.ProblemMalformed, "%s cannot validate the IP address %s (RFC 8738 §7); use http-01, tls-alpn-01 or dns-persist-01", r.Type, r.Identifier.Value)
 		}
 	default:
 		return problem(acme.ProblemUnsupportedIdentifier, "identifier type %q is not supported", r.Identifier.Type)
