@@ -70,7 +70,7 @@ func TestDNSPersist01(t *testing.T) {
 			id: ipID("192.0.2.7")},
 		{name: "IPv6 address by its reverse zone",
 			records: []string{`_ip-validation-persist.1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa. 60 IN TXT "` + ours + `"`},
-			id: ipID("2001:db8::1")},
+			id:      ipID("2001:db8::1")},
 		{name: "IP address: the forward name's record does not do", records: []string{persistTXT("192.0.2.7", ours)}, id: ipID("192.0.2.7"),
 			want: acme.ProblemUnauthorized, mentions: []string{"_ip-validation-persist.7.2.0.192.in-addr.arpa"}},
 		{name: "IP address: a network's record does not do", records: []string{`_ip-validation-persist.2.0.192.in-addr.arpa. 60 IN TXT "` + ours + `; policy=wildcard"`},
