@@ -123,6 +123,7 @@ fuzz: ## run each fuzzer for a minute
 	$(GO) test ./protocol/goodkey -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime 60s
 	$(GO) test ./protocol/policy -run '^$$' -fuzz '^FuzzPolicy$$' -fuzztime 60s
 	$(GO) test ./worker/validate -run '^$$' -fuzz '^FuzzParseIssueValue$$' -fuzztime 60s
+	$(GO) test ./worker/validate -run '^$$' -fuzz '^FuzzParsePersistRecord$$' -fuzztime 60s
 	$(GO) test ./worker/validate -run '^$$' -fuzz '^FuzzALPNExtensions$$' -fuzztime 60s
 
 lint: ## gofmt and go vet

@@ -375,16 +375,17 @@ func authzFor(reusable *store.Authorization, acctID string, id acme.Identifier, 
 }
 
 // challengeTypes are the profile's challenge types that can validate id:
-// wildcards only by dns-01 (RFC 8555 §7.1.3), IP addresses only by http-01
-// and tls-alpn-01 (RFC 8738 §7).
+// wildcards only through DNS (dns-01, dns-account-01, dns-persist-01: RFC
+// 8555 §7.1.3), IP addresses only by http-01 and tls-alpn-01 (RFC 8738 §7)
+// or dns-persist-01 in the reverse zone (BR §3.2.2.5.8).
 func challengeTypes(id acme.Identifier, prof profile.Profile) []acme.ChallengeType {
 	var out []acme.ChallengeType
 	for _, c := range prof.Challenges {
 		t := acme.ChallengeType(c)
 		switch {
-		case id.IsWildcard() && t != acme.ChallengeDNS01:
+		case id.IsWildcard() && !t.ByDNS():
 			continue
-		case id.Type == acme.IdentifierIP && t == acme.ChallengeDNS01:
+		case id.Type == acme.IdentifierIP && !t.ForIP():
 			continue
 		}
 		out = append(out, t)

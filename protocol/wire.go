@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
@@ -98,17 +99,40 @@ type challengeDoc struct {
 	Type             acme.ChallengeType `json:"type"`
 	URL              string             `json:"url"`
 	Status           acme.Status        `json:"status"`
-	Token            string             `json:"token"`
+	Token            string             `json:"token,omitempty"`
 	Validated        string             `json:"validated,omitempty"`
 	Error            *acme.Problem      `json:"error,omitempty"`
 	ValidationRecord json.RawMessage    `json:"validationRecord,omitempty"`
+	// IssuerDomainNames is dns-persist-01's (draft-ietf-acme-dns-persist-01
+	// §3.1), which has no token; draft -02 renamed it issuerDomainNames.
+	IssuerDomainNames   []string `json:"issuer-domain-names,omitempty"`
+	IssuerDomainNames02 []string `json:"issuerDomainNames,omitempty"`
 }
 
 func (s *Server) challengeDoc(c *store.Challenge) challengeDoc {
 	d := challengeDoc{Type: c.Type, URL: s.challURL(c.ID), Status: c.Status, Token: c.Token,
 		Validated: rfc3339p(c.Validated), Error: c.Error}
+	if c.Type == acme.ChallengeDNSPersist01 {
+		d.Token = ""
+		d.IssuerDomainNames = issuerDomainNames(s.cfg.Server.CAAIdentities)
+		d.IssuerDomainNames02 = d.IssuerDomainNames
+	}
 	if len(c.ValidationRecord) > 0 && json.Valid(c.ValidationRecord) {
 		d.ValidationRecord = c.ValidationRecord
 	}
 	return d
+}
+
+// issuerDomainNames are the CAA identities as dns-persist-01's challenge
+// lists them: lower-case, no trailing dot, at most 10 (the worker accepts
+// the same, validate.IssuerDomainNames).
+func issuerDomainNames(caaIdentities []string) []string {
+	var out []string
+	for _, id := range caaIdentities {
+		if len(out) == 10 {
+			break
+		}
+		out = append(out, strings.ToLower(strings.TrimSuffix(id, ".")))
+	}
+	return out
 }

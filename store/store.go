@@ -120,6 +120,10 @@ type Verdict struct {
 	// Trail, when set, is recorded in the verdict's transaction (a failed
 	// validation's trail event, ActionValidationFailed).
 	Trail *AuditEvent
+	// ExpiresBy, when set on a valid verdict, is the latest the
+	// authorization may expire: the validating record's persistUntil
+	// (draft-ietf-acme-dns-persist-02 §4.1). A later expiry is brought forward.
+	ExpiresBy time.Time
 }
 
 // Issued is what the signer hands back for an order.
@@ -224,6 +228,10 @@ type Store interface {
 	// AccountKeyChange swaps the key iff the current thumbprint is oldThumb;
 	// ErrConflict if newThumb belongs to another account or the swap lost.
 	AccountKeyChange(ctx context.Context, id, oldThumb string, newJWK []byte, newThumb string) (*Account, error)
+	// AccountPriorThumbprints are the thumbprints of the keys the account
+	// has replaced (migration 0022), the most recently replaced first: a
+	// dns-persist-01 record hashed with one still validates.
+	AccountPriorThumbprints(ctx context.Context, id string) ([]string, error)
 	AccountsList(ctx context.Context, p Page) ([]*Account, string, error)
 
 	// OrderCreate writes an order and its new authorizations and challenges.

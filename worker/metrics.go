@@ -54,7 +54,8 @@ func (w *Worker) register(reg prometheus.Registerer) error {
 			w.metrics.signErrors.WithLabelValues(name, m.profile.Backend, reason)
 		}
 	}
-	for _, method := range []acme.ChallengeType{acme.ChallengeHTTP01, acme.ChallengeDNS01, acme.ChallengeTLSALPN01} {
+	for _, method := range []acme.ChallengeType{acme.ChallengeHTTP01, acme.ChallengeDNS01, acme.ChallengeTLSALPN01,
+		acme.ChallengeDNSAccount01, acme.ChallengeDNSPersist01} {
 		for _, result := range []string{"valid", "error"} {
 			w.metrics.validations.WithLabelValues(string(method), result, "")
 		}

@@ -27,6 +27,8 @@ type stores struct {
 type validateStore interface {
 	ChallengeWithAuthz(ctx context.Context, challengeID string) (*store.ChallengeAuthz, error)
 	ChallengeVerdict(ctx context.Context, v store.Verdict) error
+	// AccountPriorThumbprints is read for dns-persist-01 only.
+	AccountPriorThumbprints(ctx context.Context, id string) ([]string, error)
 }
 
 // issueStore is signer_issue's (issue.go, caa.go).

@@ -48,14 +48,22 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 		return jobs.Snooze(wait)
 	}
 	defer func() { w.slots.give(authz.AccountID, started, time.Now()) }()
-	res := w.validator.Validate(ctx, validate.Request{
+	req := validate.Request{
 		Identifier:       authz.Identifier,
 		Wildcard:         authz.Wildcard,
 		Type:             ch.Type,
 		Token:            ch.Token,
 		KeyAuthorization: ch.Token + "." + tgt.Thumbprint,
 		AccountURI:       w.accountURI(authz.AccountID),
-	})
+	}
+	if ch.Type == acme.ChallengeDNSPersist01 {
+		// A record hashed with a key the account has since replaced still
+		// names it (draft-ietf-acme-dns-persist-02 §4.2).
+		if req.PriorThumbprints, err = w.st.validate.AccountPriorThumbprints(ctx, authz.AccountID); err != nil {
+			return jobs.CouldNotRun(fmt.Errorf("validating challenge %s: %w", ch.ID, err))
+		}
+	}
+	res := w.validator.Validate(ctx, req)
 	if ctx.Err() != nil {
 		// The worker is stopping or the job timed out mid-attempt: that is
 		// no verdict on the challenge. Leave it for another attempt.
@@ -72,7 +80,7 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 		return jobs.CouldNotRun(fmt.Errorf("validating challenge %s: %w", ch.ID, res.Err))
 	}
 	w.metrics.validated(ch.Type, res.Problem, false)
-	v := store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid}
+	v := store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid, ExpiresBy: res.ExpiresBy}
 	if res.Problem != nil {
 		p := *res.Problem
 		p.Identifier = &authz.Identifier

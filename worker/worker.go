@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/origin"
 	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/signer"
@@ -130,6 +131,8 @@ func New(cfg Config, st store.Store, opts Options) (*Worker, error) {
 			Timeout:       time.Duration(cfg.Challenge.TimeoutMS) * time.Millisecond,
 			CAAIdentities: cfg.CAAIdentities,
 			Dial:          dial,
+			// The frontend advertises the same prefix (protocol/directory.go).
+			AccountHashPrefix: cfg.BaseURL + acme.AccountHashPath,
 		}),
 		slots:       newAccountSlots(cfg.Worker.ValidationAccountShare, cfg.Worker.ValidationConcurrency),
 		mounts:      map[string]mount{},

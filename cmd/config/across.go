@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/hallmark-ca/hallmark/protocol/policy"
 	"github.com/hallmark-ca/hallmark/worker/workerconf"
@@ -35,6 +36,7 @@ func (c Config) across() []error {
 			p.add(fmt.Sprintf("notify.destinations[%d].timeout_ms", i), "must be shorter than worker.job_timeout_ms (%d)", c.Worker.JobTimeoutMS)
 		}
 	}
+	c.persistProblems(&p)
 	c.reservedInDeny(&p)
 	c.signerProblems(&p)
 	if c.Admin.Listen != "" && (c.Admin.Listen == c.Server.Listen || (c.Server.PublicHTTPListen != "" && c.Admin.Listen == c.Server.PublicHTTPListen)) {
@@ -44,6 +46,22 @@ func (c Config) across() []error {
 	c.accessProblems(&p)
 	c.listenerClashes(&p)
 	return p
+}
+
+// persistProblems refuses a profile offering dns-persist-01 without the
+// issuer domain names its challenge lists (server.caa_identities): no
+// record could ever validate.
+func (c Config) persistProblems(p *problems) {
+	names := make([]string, 0, len(c.Profiles))
+	for name := range c.Profiles {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if slices.Contains(c.Profiles[name].Challenges, "dns-persist-01") && len(c.Server.CAAIdentities) == 0 {
+			p.add("profiles."+name+".challenges", "offers dns-persist-01, whose records name this CA by server.caa_identities, which is empty; set it or remove dns-persist-01")
+		}
+	}
 }
 
 // listenerClashes refuses two of the file's listeners on one address: the

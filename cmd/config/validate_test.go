@@ -55,6 +55,10 @@ func TestValidateRanges(t *testing.T) {
 		{"[profiles.web]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\nkey_usages = [\"digitalSignature\", \"certSign\"]\n", "profiles.web.key_usages"},
 		{"[profiles.web]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\next_key_usages = [\"codeSigning\"]\n", "profiles.web.ext_key_usages"},
 		{"[profiles.web]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\nkey_usages = [\"keyEncipherment\"]\n", "profiles.web.key_usages"},
+		// dns-persist-01's records name the CA by its CAA identities.
+		{"[server]\ncaa_identities = []\n[profiles.standing]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-persist-01\"]\n", "profiles.standing.challenges"},
+		{"[profiles.web]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-persist-02\"]\n", "profiles.web.challenges"},
+		{"[profiles.addr]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-account-01\"]\nidentifier_types = [\"ip\"]\n", "profiles.addr.identifier_types"},
 	}
 	for _, tc := range cases {
 		_, err := load(t, tc.body)
@@ -73,6 +77,9 @@ func TestValidateRanges(t *testing.T) {
 		"[server]\nrequest_id_trusted_proxies = [\"10.0.0.0/8\", \"192.0.2.7\", \"fd00::/8\"]\n[audit]\nretention_days = 1130\n",
 		"[profiles.wild]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-01\"]\nallow_wildcards = true\n" +
 			"[profiles.ip]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"tls-alpn-01\"]\nidentifier_types = [\"ip\"]\n",
+		"[profiles.standing]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-persist-01\"]\nallow_wildcards = true\n" +
+			"[profiles.label]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-account-01\"]\nallow_wildcards = true\n" +
+			"[profiles.addr]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-persist-01\"]\nidentifier_types = [\"ip\"]\n",
 		"[profiles.rsa]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\nkey_types = [\"rsa2048\"]\nkey_usages = [\"keyEncipherment\"]\n",
 		"[profiles.short-lived_2]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\n" +
 			"[profiles." + strings.Repeat("a", 56) + "]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\n",

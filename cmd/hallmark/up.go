@@ -67,6 +67,19 @@ failed_validations_per_hour = 5          # per account and name
 # in admin.token (created on first run).
 listen = "127.0.0.1:14090"
 token_file = "admin.token"
+
+[profiles.default]
+# The built-in profile, plus dns-account-01 and dns-persist-01 for trying
+# them out. dns-persist-01 is a standing authorization (a record plus the
+# account's key is enough, for as long as the record stands): a production
+# CA offers it only where it means to (docs/operations.md).
+description = "90-day TLS server certificate"
+backend = "local"
+validity_hours = 2160
+key_types = ["rsa2048", "rsa3072", "rsa4096", "p256", "p384"]
+challenges = ["http-01", "dns-01", "tls-alpn-01", "dns-account-01", "dns-persist-01"]
+identifier_types = ["dns", "ip"]
+allow_wildcards = true
 `
 
 func upCommand() *cli.Command {

@@ -71,7 +71,18 @@ func (p Profile) RenewalWindow() (start, end float64) {
 }
 
 var knownKeyTypes = map[string]bool{"rsa2048": true, "rsa3072": true, "rsa4096": true, "p256": true, "p384": true, "ed25519": true}
-var knownChallenges = map[string]bool{"http-01": true, "dns-01": true, "tls-alpn-01": true}
+
+// knownChallenges are the challenge types a profile may offer. dns-account-01
+// and dns-persist-01 are never offered unless listed: a dns-persist-01
+// record is a standing authorization (docs/operations.md).
+var knownChallenges = map[string]bool{"http-01": true, "dns-01": true, "tls-alpn-01": true, "dns-account-01": true, "dns-persist-01": true}
+
+// byDNS are the challenge types that prove control of a zone: the only ones
+// that can validate a wildcard.
+var byDNS = []string{"dns-01", "dns-account-01", "dns-persist-01"}
+
+// forIP are the challenge types that can validate an IP address.
+var forIP = []string{"http-01", "tls-alpn-01", "dns-persist-01"}
 var knownBackends = map[string]bool{"local": true, "pkcs11": true, "relay": true, "custom": true}
 var knownKeyUsages = map[string]bool{"digitalSignature": true, "keyEncipherment": true}
 var knownExtKeyUsages = map[string]bool{"serverAuth": true, "clientAuth": true}
@@ -123,11 +134,11 @@ func (p Profile) Validate(name string) error {
 	// What the profile allows must be something its challenges can
 	// validate, or every such order is refused (rejectedIdentifier),
 	// even for names a pre-validating EAB binding vouches for.
-	if p.AllowWildcards && !slices.Contains(p.Challenges, "dns-01") {
-		add(key+".allow_wildcards", "a wildcard is validated only by dns-01 (RFC 8555 §7.1.3); add \"dns-01\" to challenges or set allow_wildcards = false")
+	if p.AllowWildcards && !slices.ContainsFunc(p.Challenges, func(c string) bool { return slices.Contains(byDNS, c) }) {
+		add(key+".allow_wildcards", "a wildcard is validated only by dns-01, dns-account-01 or dns-persist-01 (RFC 8555 §7.1.3); add one to challenges or set allow_wildcards = false")
 	}
-	if slices.Contains(p.IdentifierTypes, "ip") && !slices.Contains(p.Challenges, "http-01") && !slices.Contains(p.Challenges, "tls-alpn-01") {
-		add(key+".identifier_types", "an IP address is validated only by http-01 or tls-alpn-01 (RFC 8738 §7); add one to challenges or remove \"ip\"")
+	if slices.Contains(p.IdentifierTypes, "ip") && !slices.ContainsFunc(p.Challenges, func(c string) bool { return slices.Contains(forIP, c) }) {
+		add(key+".identifier_types", "an IP address is validated only by http-01, tls-alpn-01 (RFC 8738 §7) or dns-persist-01 (BR §3.2.2.5.8); add one to challenges or remove \"ip\"")
 	}
 	for _, u := range p.KeyUsages {
 		if !knownKeyUsages[u] {

@@ -198,10 +198,39 @@ func (s *Store) AccountKeyChange(ctx context.Context, id, oldThumb string, newJW
 			}
 			return fmt.Errorf("changing the key of account %s: the current key is no longer %s: %w", id, oldThumb, store.ErrConflict)
 		}
+		if _, err := t.exec(ctx, priorKeySQL, id, oldThumb); err != nil {
+			return fmt.Errorf("keeping the replaced key of account %s: %w", id, err)
+		}
 		out, err = s.accountByID(ctx, t, id)
 		return err
 	})
 	return out, err
+}
+
+// priorKeySQL keeps the thumbprint of account $1's replaced key $2.
+const priorKeySQL = `INSERT INTO account_prior_keys (account_id, thumbprint, replaced_at) VALUES ($1, $2, {now})
+ON CONFLICT (account_id, thumbprint) DO UPDATE SET replaced_at = excluded.replaced_at`
+
+// AccountPriorThumbprints are the thumbprints of the keys account id has
+// replaced, the most recently replaced first (two replaced within the
+// clock's resolution in either order).
+func (s *Store) AccountPriorThumbprints(ctx context.Context, id string) ([]string, error) {
+	out, err := autocommitted(ctx, s, func(t *txn) ([]string, error) {
+		var thumbs []string
+		err := collect(ctx, t, func(r Rows) error {
+			var th string
+			if err := r.Scan(&th); err != nil {
+				return err
+			}
+			thumbs = append(thumbs, th)
+			return nil
+		}, `SELECT thumbprint FROM account_prior_keys WHERE account_id = $1 ORDER BY replaced_at DESC, thumbprint`, id)
+		return thumbs, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the replaced keys of account %s: %w", id, err)
+	}
+	return out, nil
 }
 
 func (s *Store) AccountsList(ctx context.Context, p store.Page) ([]*store.Account, string, error) {

@@ -137,6 +137,7 @@ func SwapSQL(d *Dialect) map[string]string {
 		"ChallengeClaimSigned":   d.SQL(challengeClaimSignedSQL + challengeCols),
 		"verdict: the challenge": d.SQL(fmt.Sprintf(verdictSwapSQL, "{now}")),
 		"verdict: the authz":     d.SQL(verdictAuthzSQL),
+		"verdict: persistUntil":  d.SQL(verdictExpiresBySQL),
 		"OrderFinalizeBegin":     d.SQL(orderClaimSQL + orderCols),
 		"OrderFinalizeSigned":    d.SQL(orderClaimSignedSQL + orderCols),
 		"OrderIssued: the swap":  d.SQL(orderIssuedSQL),

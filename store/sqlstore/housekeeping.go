@@ -143,7 +143,7 @@ func (s *Store) Abandon(ctx context.Context, sub jobs.Subject, p acme.Problem) (
 			if err != nil || c.Status != acme.StatusProcessing {
 				return err
 			}
-			if err := s.verdict(ctx, t, sub.ID, acme.StatusInvalid, &p, nil, nil); err != nil {
+			if err := s.verdict(ctx, t, sub.ID, acme.StatusInvalid, &p, nil, nil, time.Time{}); err != nil {
 				return err
 			}
 		case jobs.KindSignerIssue:

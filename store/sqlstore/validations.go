@@ -42,10 +42,11 @@ const orderKeyBlockedSQL = `(SELECT b.blocked_at FROM blocked_keys b WHERE b.spk
 const orderAccountStatusSQL = `(SELECT ac.status FROM accounts ac WHERE ac.id = orders.account_id)`
 
 // orderLapsedAuthzSQL is the first (by ID) authorization of the orders row
-// at hand that is not valid, NULL for none: from order_authz by the order's
-// key, each authorization's status by its own key.
+// at hand that is not valid, or has expired (a dns-persist-01 record's
+// persistUntil can bring an expiry before the order's), NULL for none: from
+// order_authz by the order's key, each authorization by its own key.
 const orderLapsedAuthzSQL = `(SELECT MIN(oa.authz_id) FROM order_authz oa WHERE oa.order_id = orders.id
-    AND (SELECT a.status FROM authorizations a WHERE a.id = oa.authz_id) <> 'valid')`
+    AND (SELECT CASE WHEN a.expires_at > {now} THEN a.status ELSE 'expired' END FROM authorizations a WHERE a.id = oa.authz_id) <> 'valid')`
 
 // orderAuthorizedSQL holds for an orders row whose account and
 // authorizations are all still valid and whose CSR's key is not blocked:

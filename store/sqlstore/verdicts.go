@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
@@ -14,7 +15,7 @@ func (s *Store) ChallengeVerdict(ctx context.Context, v store.Verdict) error {
 		return fmt.Errorf("recording verdict on challenge %s: status %q is neither valid nor invalid", v.ChallengeID, v.Status)
 	}
 	err := s.inTx(ctx, func(t *txn) error {
-		return s.verdict(ctx, t, v.ChallengeID, v.Status, v.Error, v.ValidationRecord, v.Trail)
+		return s.verdict(ctx, t, v.ChallengeID, v.Status, v.Error, v.ValidationRecord, v.Trail, v.ExpiresBy)
 	})
 	if errors.Is(err, errLost) {
 		// Read the challenge as it stands, outside the rolled-back
@@ -36,7 +37,7 @@ func (s *Store) ChallengeVerdict(ctx context.Context, v store.Verdict) error {
 // transaction must roll back. It is the last thing its transaction does:
 // on PostgreSQL it sends every statement and the COMMIT in one round trip
 // (sendSwapLast), so callers run nothing on t after it.
-func (s *Store) verdict(ctx context.Context, t *txn, challengeID string, status acme.Status, p *acme.Problem, record []byte, trail *store.AuditEvent) error {
+func (s *Store) verdict(ctx context.Context, t *txn, challengeID string, status acme.Status, p *acme.Problem, record []byte, trail *store.AuditEvent, expiresBy time.Time) error {
 	pt, err := problemText(p)
 	if err != nil {
 		return err
@@ -85,6 +86,9 @@ func (s *Store) verdict(ctx context.Context, t *txn, challengeID string, status 
 	swap := b.scan("", []any{&moved}, fmt.Sprintf(verdictSwapSQL, validated), challengeID, string(status), pt, string(record))
 	b.exec("", verdictAuthzSQL, challengeID, string(status))
 	if status == acme.StatusValid {
+		if !expiresBy.IsZero() {
+			b.exec("", verdictExpiresBySQL, challengeID, s.d.T(expiresBy))
+		}
 		b.exec("", verdictReadySQL, challengeID)
 		b.exec("", streakResetSQL, challengeID) // pauses.go
 	} else {
@@ -138,6 +142,11 @@ WHERE id {inlist}` + ordersOf + `{endlist} AND status || '' = 'pending' AND ` + 
 // with its error $3 and record $4; %s is what validated_at becomes.
 const verdictSwapSQL = `UPDATE challenges SET status = $2, error = $3, validation_record = $4, validated_at = %s, updated_at = {now}
 WHERE id = $1 AND status || '' = 'processing' RETURNING id`
+
+// verdictExpiresBySQL brings the expiry of challenge $1's authorization,
+// just made valid, forward to $2 when that is sooner (Verdict.ExpiresBy).
+const verdictExpiresBySQL = `UPDATE authorizations SET expires_at = $2
+WHERE id = (SELECT authz_id FROM challenges WHERE id = $1) AND status || '' = 'valid' AND expires_at > $2`
 
 // verdictAuthzSQL moves challenge $1's authorization pending → $2.
 const verdictAuthzSQL = `UPDATE authorizations SET status = $2, updated_at = {now}

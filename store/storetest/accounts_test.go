@@ -37,6 +37,24 @@ func testAccountLifecycle(t *testing.T, s store.Store, _ Extras) {
 	if _, err := s.AccountByThumbprint(ctx, a.Thumbprint); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the old key still finds the account: %v", err)
 	}
+	// The replaced keys are kept, once each, for dns-persist-01's hashed
+	// account URIs; a lost swap keeps nothing.
+	if _, err := s.AccountKeyChange(ctx, a.ID, "new-thumb", []byte(`{"kty":"third"}`), "third-thumb"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AccountKeyChange(ctx, a.ID, "third-thumb", []byte(`{"kty":"new"}`), "new-thumb"); err != nil {
+		t.Fatal(err)
+	}
+	prior, err := s.AccountPriorThumbprints(ctx, a.ID)
+	slices.Sort(prior)
+	want := []string{a.Thumbprint, "new-thumb", "third-thumb"}
+	slices.Sort(want)
+	if err != nil || !slices.Equal(prior, want) {
+		t.Fatalf("AccountPriorThumbprints = %v, %v; want %v", prior, err, want)
+	}
+	if prior, err := s.AccountPriorThumbprints(ctx, other.ID); err != nil || len(prior) != 0 {
+		t.Fatalf("AccountPriorThumbprints of an account that never changed its key = %v, %v", prior, err)
+	}
 }
 
 func testAccountThumbprintUnique(t *testing.T, s store.Store, x Extras) {

@@ -166,6 +166,11 @@ func testIssueLapsed(t *testing.T, s store.Store, x Extras) {
 		{"an authorization deactivated, born valid", true, func(o *store.Order) string {
 			return "UPDATE authorizations SET status = 'deactivated' WHERE id = '" + o.AuthzIDs[0] + "'"
 		}, "is no longer valid"},
+		// Valid, but past its expiry (a dns-persist-01 record's persistUntil
+		// brought it before the order's).
+		{"an authorization expired", false, func(o *store.Order) string {
+			return "UPDATE authorizations SET expires_at = created_at WHERE id = '" + o.AuthzIDs[1] + "'"
+		}, "is no longer valid"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

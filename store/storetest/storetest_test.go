@@ -70,6 +70,7 @@ var contract = []struct {
 	{"InvalidVerdict", testInvalidVerdict},
 	{"Pauses", testPauses},
 	{"VerdictIsTerminal", testVerdictIsTerminal},
+	{"VerdictExpiresBy", testVerdictExpiresBy},
 	{"LateVerdict", testLateVerdict},
 	{"ConcurrentVerdicts", testConcurrentVerdicts},
 	{"VerdictLeavesItsJob", testVerdictLeavesItsJob},

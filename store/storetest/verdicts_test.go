@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
@@ -232,4 +233,39 @@ func testAuthzDeactivate(t *testing.T, s store.Store, _ Extras) {
 	}
 	_, err = s.AuthzDeactivate(ctx, o.AuthzIDs[0])
 	wantErr(t, "deactivating twice", err, store.ErrConflict)
+}
+
+// testVerdictExpiresBy: a valid verdict with ExpiresBy (dns-persist-01's
+// persistUntil) brings the authorization's expiry forward to it, never
+// back, so it is not reused past the record's end.
+func testVerdictExpiresBy(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	a := newAccount(t, s)
+	o := newOrder(t, s, a, "sooner.example.com", "later.example.com")
+	for i, id := range o.AuthzIDs {
+		before := authz(t, s, id)
+		by := before.Expires.Add(-time.Hour)
+		if i == 1 {
+			by = before.Expires.Add(time.Hour)
+		}
+		c, claimed, err := s.ChallengeClaim(ctx, before.Challenges[0].ID)
+		if err != nil || !claimed {
+			t.Fatalf("ChallengeClaim: claimed=%v err=%v", claimed, err)
+		}
+		if err := s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: c.ID, Status: acme.StatusValid, ExpiresBy: by}); err != nil {
+			t.Fatal(err)
+		}
+		after := authz(t, s, id)
+		want := by
+		if i == 1 {
+			want = before.Expires
+		}
+		if after.Status != acme.StatusValid || !after.Expires.Equal(want.Truncate(time.Microsecond)) {
+			t.Errorf("%s: status %s, expires %s; want valid, expiring at %s (ExpiresBy %s, was %s)",
+				after.Identifier.Value, after.Status, after.Expires, want, by, before.Expires)
+		}
+	}
+	if st := order(t, s, o.ID).Status; st != acme.StatusReady {
+		t.Fatalf("order is %s, want ready", st)
+	}
 }

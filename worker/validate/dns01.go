@@ -21,7 +21,12 @@ const maxTXTShown = 5
 // An error with a nil problem means the lookup could not be made at all
 // (ErrResolversUnreachable): no verdict.
 func (v *Validator) dns01(ctx context.Context, r Request) ([]Attempt, *acme.Problem, error) {
-	name := "_acme-challenge." + strings.TrimSuffix(r.Identifier.Value, ".")
+	return v.keyAuthTXT(ctx, "_acme-challenge."+strings.TrimSuffix(r.Identifier.Value, "."), r)
+}
+
+// keyAuthTXT looks for r's key authorization digest among the TXT records
+// at name: dns-01's check, and dns-account-01's at its own name.
+func (v *Validator) keyAuthTXT(ctx context.Context, name string, r Request) ([]Attempt, *acme.Problem, error) {
 	record := []Attempt{{Hostname: name}}
 	sum := sha256.Sum256([]byte(r.KeyAuthorization))
 	want := base64.RawURLEncoding.EncodeToString(sum[:])
@@ -31,15 +36,7 @@ func (v *Validator) dns01(ctx context.Context, r Request) ([]Attempt, *acme.Prob
 		return record, nil, err
 	}
 	if err != nil {
-		detail := fmt.Sprintf("DNS problem: %v", err)
-		var de *dnsError
-		if errors.As(err, &de) && !strings.EqualFold(de.name, name) {
-			detail += " (reached by following CNAMEs from " + name + ")"
-		}
-		if isNXDOMAIN(err) {
-			detail += " - check that a DNS record exists for this domain"
-		}
-		return record, problem(acme.ProblemDNS, "%s", detail), nil
+		return record, lookupProblem(name, err), nil
 	}
 	var found []string
 	for _, rr := range rrs {
@@ -72,4 +69,17 @@ func (v *Validator) dns01(ctx context.Context, r Request) ([]Attempt, *acme.Prob
 	}
 	return record, problem(acme.ProblemUnauthorized, "Incorrect TXT record at %s: expected %q, found %s%s",
 		name, want, strings.Join(quoted, ", "), more), nil
+}
+
+// lookupProblem is the dns problem for a failed lookup of name.
+func lookupProblem(name string, err error) *acme.Problem {
+	detail := fmt.Sprintf("DNS problem: %v", err)
+	var de *dnsError
+	if errors.As(err, &de) && !strings.EqualFold(de.name, name) {
+		detail += " (reached by following CNAMEs from " + name + ")"
+	}
+	if isNXDOMAIN(err) {
+		detail += " - check that a DNS record exists for this domain"
+	}
+	return problem(acme.ProblemDNS, "%s", detail)
 }

@@ -39,7 +39,10 @@ type Config struct {
 	TLSALPNPort   int           // port for tls-alpn-01 (443 in production)
 	Timeout       time.Duration // bounds one whole attempt, challenge and CAA (challenge.timeout_ms)
 	CAAIdentities []string      // issuer domain names this CA answers to in CAA issue/issuewild records
-	Dial          DialRules     // where http-01 and tls-alpn-01 may connect (dialpolicy.go)
+	// AccountHashPrefix, when set, is where dns-persist-01's hashed account
+	// URIs live (draft -02; base URL + acme.AccountHashPath).
+	AccountHashPrefix string
+	Dial              DialRules // where http-01 and tls-alpn-01 may connect (dialpolicy.go)
 }
 
 // Validator runs challenges and CAA checks. It is safe for concurrent use.
@@ -77,6 +80,9 @@ type Request struct {
 	Token            string
 	KeyAuthorization string // token + "." + base64url(JWK thumbprint), computed by the caller
 	AccountURI       string // the account's URL, for RFC 8657 accounturi
+	// PriorThumbprints are the keys the account has replaced, newest first:
+	// dns-persist-01 accepts a hashed accounturi made with one of them.
+	PriorThumbprints []string
 }
 
 // Attempt is one thing validation tried: an HTTP request (one per redirect
@@ -104,6 +110,9 @@ type Result struct {
 	Problem *acme.Problem
 	Record  []Attempt
 	Err     error
+	// ExpiresBy, when set on success, is the latest the authorization may
+	// last: the persistUntil of the dns-persist-01 record that validated.
+	ExpiresBy time.Time
 }
 
 // ErrNotConfigured is the cause of every attempt by a Validator built with
@@ -160,6 +169,10 @@ func (v *Validator) Validate(parent context.Context, r Request) (res Result) {
 		res.Record, res.Problem, res.Err = v.dns01(ctx, r)
 	case acme.ChallengeTLSALPN01:
 		res.Record, res.Problem, res.Err = v.tlsALPN01(ctx, r)
+	case acme.ChallengeDNSAccount01:
+		res.Record, res.Problem, res.Err = v.dnsAccount01(ctx, r)
+	case acme.ChallengeDNSPersist01:
+		res.Record, res.Problem, res.Err = v.dnsPersist01(ctx, r, &res.ExpiresBy)
 	}
 	if caaDone != nil {
 		if res.Problem != nil {
@@ -195,7 +208,7 @@ func ended(ctx context.Context) error {
 // network traffic: the identifier and token end up in DNS queries and URLs.
 func (v *Validator) checkRequest(r Request) *acme.Problem {
 	switch r.Type {
-	case acme.ChallengeHTTP01, acme.ChallengeDNS01, acme.ChallengeTLSALPN01:
+	case acme.ChallengeHTTP01, acme.ChallengeDNS01, acme.ChallengeTLSALPN01, acme.ChallengeDNSAccount01, acme.ChallengeDNSPersist01:
 	default:
 		return problem(acme.ProblemMalformed, "unknown challenge type %q", r.Type)
 	}
@@ -204,10 +217,10 @@ func (v *Validator) checkRequest(r Request) *acme.Problem {
 		if !validDNSName(r.Identifier.Value) {
 			return problem(acme.ProblemMalformed, "identifier %q is not a valid DNS name", r.Identifier.Value)
 		}
-		// RFC 8555 §7.1.3: wildcard authorizations are satisfied by dns-01 only
-		// (the others would prove control of one host, not the whole zone).
-		if r.Wildcard && r.Type != acme.ChallengeDNS01 {
-			return problem(acme.ProblemMalformed, "*.%s is a wildcard; only dns-01 can validate it, not %s", r.Identifier.Value, r.Type)
+		// RFC 8555 §7.1.3: wildcard authorizations are satisfied through DNS
+		// only (the others would prove control of one host, not the zone).
+		if r.Wildcard && !r.Type.ByDNS() {
+			return problem(acme.ProblemMalformed, "*.%s is a wildcard; only dns-01, dns-account-01 or dns-persist-01 can validate it, not %s", r.Identifier.Value, r.Type)
 		}
 	case acme.IdentifierIP:
 		if _, err := parseIP(r.Identifier.Value); err != nil {
@@ -216,10 +229,10 @@ func (v *Validator) checkRequest(r Request) *acme.Problem {
 		if r.Wildcard {
 			return problem(acme.ProblemMalformed, "an IP address identifier cannot be a wildcard")
 		}
-		// RFC 8738 §7: there is no DNS-based challenge for IP identifiers;
-		// dns-01 must not be used for them.
-		if r.Type == acme.ChallengeDNS01 {
-			return problem(acme.ProblemMalformed, "dns-01 cannot validate the IP address %s (RFC 8738 §7); use http-01 or tls-alpn-01", r.Identifier.Value)
+		// RFC 8738 §7: dns-01 must not be used for IP identifiers; BR
+		// §3.2.2.5.8 gives dns-persist-01 a name in the reverse zone.
+		if !r.Type.ForIP() {
+			return problem(acme.ProblemMalformed, "%s cannot validate the IP address %s (RFC 8738 §7); use http-01, tls-alpn-01 or dns-persist-01", r.Type, r.Identifier.Value)
 		}
 	default:
 		return problem(acme.ProblemUnsupportedIdentifier, "identifier type %q is not supported", r.Identifier.Type)
