@@ -120,20 +120,9 @@ func New(cfg Config, st store.Store, opts Options) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{
-		id: cfg.Worker.ID,
-		st: stores{validate: st, issue: st, crls: st, revoke: st, housekeep: st, upstream: st, ping: st},
-		validator: validate.New(validate.Config{
-			Resolvers:     cfg.Challenge.Resolvers,
-			DNSSEC:        cfg.Challenge.DNSSEC,
-			HTTPPort:      cfg.Challenge.HTTPPort,
-			HTTPSPort:     cfg.Challenge.HTTPSPort,
-			TLSALPNPort:   cfg.Challenge.TLSALPNPort,
-			Timeout:       time.Duration(cfg.Challenge.TimeoutMS) * time.Millisecond,
-			CAAIdentities: cfg.CAAIdentities,
-			Dial:          dial,
-			// The frontend advertises the same prefix (protocol/directory.go).
-			AccountHashPrefix: cfg.BaseURL + acme.AccountHashPath,
-		}),
+		id:          cfg.Worker.ID,
+		st:          stores{validate: st, issue: st, crls: st, revoke: st, housekeep: st, upstream: st, ping: st},
+		validator:   newValidator(cfg, dial),
 		slots:       newAccountSlots(cfg.Worker.ValidationAccountShare, cfg.Worker.ValidationConcurrency),
 		mounts:      map[string]mount{},
 		unstored:    new(sync.Map),
@@ -184,6 +173,22 @@ func New(cfg Config, st store.Store, opts Options) (*Worker, error) {
 		}
 	}
 	return w, nil
+}
+
+// newValidator is the validator cfg's [challenge] section describes.
+func newValidator(cfg Config, dial validate.DialRules) *validate.Validator {
+	return validate.New(validate.Config{
+		Resolvers:     cfg.Challenge.Resolvers,
+		DNSSEC:        cfg.Challenge.DNSSEC,
+		HTTPPort:      cfg.Challenge.HTTPPort,
+		HTTPSPort:     cfg.Challenge.HTTPSPort,
+		TLSALPNPort:   cfg.Challenge.TLSALPNPort,
+		Timeout:       time.Duration(cfg.Challenge.TimeoutMS) * time.Millisecond,
+		CAAIdentities: cfg.CAAIdentities,
+		Dial:          dial,
+		// The frontend advertises the same prefix (protocol/directory.go).
+		AccountHashPrefix: cfg.BaseURL + acme.AccountHashPath,
+	})
 }
 
 // Registry returns the one handler per job kind this worker runs.
