@@ -17,14 +17,20 @@ const (
 	OutcomeSnoozed   = "snoozed"   // it waits its turn; no attempt used
 	OutcomeRetried   = "retried"   // CouldNotRun with attempts left
 	OutcomeAbandoned = "abandoned" // out of attempts, or the handler broke
-	OutcomeStopped   = "stopped"   // the worker stopped or an operator cancelled it
+	OutcomeStopped   = "stopped"   // the worker stopped, its heartbeat lapsed, or an operator cancelled it
+	OutcomeDeferred  = "deferred"  // its backend is unavailable: tried again later, no attempt used
+	OutcomeExpired   = "expired"   // its backend stayed unavailable past the subject's deadline
 )
+
+// outcomes are every outcome, exported at 0 from the start.
+var outcomes = []string{OutcomeCompleted, OutcomeSnoozed, OutcomeRetried, OutcomeAbandoned, OutcomeStopped, OutcomeDeferred, OutcomeExpired}
 
 // Metrics are the job runner's: what each run of a handler came to and
 // how long it took. Settings.Metrics takes one; nil records nothing.
 type Metrics struct {
 	runs     *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	rescues  *prometheus.CounterVec
 }
 
 // NewMetrics registers the job metrics with reg.
@@ -32,15 +38,19 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hallmark_jobs_total",
-			Help: "Runs of a job handler, by kind and outcome (completed, snoozed, retried, abandoned, stopped).",
+			Help: "Runs of a job handler, by kind and outcome (completed, snoozed, retried, abandoned, stopped, deferred, expired).",
 		}, []string{"kind", "outcome"}),
+		rescues: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hallmark_jobs_rescued_total",
+			Help: "Running jobs this worker returned to the queue because their worker's heartbeat lapsed, by kind.",
+		}, []string{"kind"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "hallmark_job_duration_seconds",
 			Help:    "Time a job handler ran, by kind and outcome.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"kind", "outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.runs, m.duration} {
+	for _, c := range []prometheus.Collector{m.runs, m.duration, m.rescues} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering job metrics: %w", err)
 		}
@@ -55,9 +65,10 @@ func (m *Metrics) zero(kinds []string) {
 		return
 	}
 	for _, k := range kinds {
-		for _, o := range []string{OutcomeCompleted, OutcomeSnoozed, OutcomeRetried, OutcomeAbandoned, OutcomeStopped} {
+		for _, o := range outcomes {
 			m.runs.WithLabelValues(k, o)
 		}
+		m.rescues.WithLabelValues(k)
 	}
 }
 
@@ -67,6 +78,13 @@ func (m *Metrics) observe(kind, outcome string, d time.Duration) {
 	}
 	m.runs.WithLabelValues(kind, outcome).Inc()
 	m.duration.WithLabelValues(kind, outcome).Observe(d.Seconds())
+}
+
+func (m *Metrics) rescued(kind string) {
+	if m == nil {
+		return
+	}
+	m.rescues.WithLabelValues(kind).Inc()
 }
 
 // Depth is the jobs of one queue, kind and state that are not finished.

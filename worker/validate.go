@@ -63,13 +63,12 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 	}
 	if res.Err != nil {
 		// The check could not happen (this worker's resolvers are down or
-		// not configured): the CA's failure, not the client's. Retried
-		// with backoff, and abandoned with serverInternal after the last
-		// attempt, like any attempt that could not run.
-		w.log.WarnContext(ctx, "challenge check failed", "outcome", "the check could not run; the job will be retried",
+		// not configured): the CA's failure, not the client's. Deferred
+		// with backoff until the authorization expires, then failed.
+		w.log.WarnContext(ctx, "challenge check failed", "outcome", "the check could not run; the job is deferred",
 			"challenge", ch.ID, "identifier", authz.Identifier.String(), "err", res.Err)
 		w.metrics.validated(ch.Type, nil, true)
-		return jobs.CouldNotRun(fmt.Errorf("validating challenge %s: %w", ch.ID, res.Err))
+		return jobs.Unavailable(fmt.Errorf("validating challenge %s: %w", ch.ID, res.Err), authz.Expires)
 	}
 	w.metrics.validated(ch.Type, res.Problem, false)
 	v := store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid}
@@ -83,6 +82,9 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 	}
 	if rec, err := json.Marshal(res.Record); err == nil {
 		v.ValidationRecord = rec
+	}
+	if err := jobs.Held(ctx); err != nil {
+		return err // another worker may hold the job: its verdict, not this one's
 	}
 	w.log.InfoContext(ctx, "challenge validated", "challenge", ch.ID, "identifier", authz.Identifier.String(),
 		"type", ch.Type, "status", v.Status, "problem", problemType(v.Error))
