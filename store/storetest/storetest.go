@@ -96,6 +96,7 @@ var contract = []struct {
 	{"UndeliveredRecord", testUndeliveredRecord},
 	{"CRLMonotonic", testCRLMonotonic},
 	{"Leases", testLeases},
+	{"Heartbeats", testHeartbeats},
 	{"RateCounts", testRateCounts},
 	{"RateCertificatesByDomain", testRateCertificatesByDomain},
 	{"Audit", testAudit},
