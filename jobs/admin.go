@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -28,7 +29,12 @@ type JobInfo struct {
 	ScheduledAt time.Time
 	AttemptedAt *time.Time // start of the latest attempt
 	FinalizedAt *time.Time
-	Errors      []AttemptError
+	// Errors is the attempt log: failed attempts and the latest deferrals
+	// (a backend unavailable, Unavailable), by time.
+	Errors []AttemptError
+	// Deferred counts the runs deferred because the backend was
+	// unavailable; none of them used an attempt.
+	Deferred int
 }
 
 // AttemptError is one failed attempt of a job.
@@ -145,6 +151,13 @@ func infoOf(r *rivertype.JobRow) JobInfo {
 	for _, e := range r.Errors {
 		j.Errors = append(j.Errors, AttemptError{At: e.At, Attempt: e.Attempt, Error: e.Error})
 	}
+	d := deferralsOf(r.Metadata)
+	j.Deferred = d.Count
+	for _, e := range d.Recent {
+		e.Error = "deferred: " + e.Error
+		j.Errors = append(j.Errors, e)
+	}
+	sort.SliceStable(j.Errors, func(a, b int) bool { return j.Errors[a].At.Before(j.Errors[b].At) })
 	return j
 }
 

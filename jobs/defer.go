@@ -79,7 +79,10 @@ func deadlineNoun(kind string) string {
 // the deadline), logged in the job's metadata; or, at the deadline, fails
 // its subject.
 func (w *worker[T]) deferJob(ctx context.Context, rj *river.Job[T], u *unavailableError) (string, error) {
-	now := Now(ctx)
+	now := time.Now()
+	if k, _ := ctx.Value(keeperKey{}).(*keeper); k != nil {
+		now = k.clock(ctx)
+	}
 	if !now.Before(u.deadline) {
 		return OutcomeExpired, w.expire(ctx, rj, u)
 	}
@@ -93,6 +96,9 @@ func (w *worker[T]) deferJob(ctx context.Context, rj *river.Job[T], u *unavailab
 		w.env.logger.WarnContext(ctx, "logging a deferral in the job's metadata", "job_id", rj.ID, "err", err)
 	}
 	wait := min(backoff{base: w.env.deferBase, max: w.env.deferMax}.delay(d.Count), u.deadline.Sub(now)+time.Second)
+	// River dates the snooze by this host's clock and runs it by the
+	// database's: the wait is counted on the database's.
+	wait = max(wait+now.Sub(time.Now()), 0)
 	w.env.logger.WarnContext(ctx, "backend unavailable; job deferred", "job_id", rj.ID, "kind", rj.Kind,
 		"deferrals", d.Count, "next_try_in", wait.Round(time.Millisecond), "deadline", u.deadline.UTC(), "err", u.err)
 	return OutcomeDeferred, Snooze(wait)

@@ -32,6 +32,8 @@ type Liveness interface {
 	// of attempts are discarded, as River's rescuer does); rescuer names
 	// the worker doing it, for the attempt log.
 	RescueLapsed(ctx context.Context, rescuer string) ([]Rescued, error)
+	// Now reads the database's clock.
+	Now(ctx context.Context) (time.Time, error)
 }
 
 // Beat is a heartbeat's answer: the run's start and the database's now
@@ -210,7 +212,15 @@ func (k *keeper) check(ctx context.Context) error {
 	return nil
 }
 
-// DBNow estimates the database's clock: its time at the last renewal plus
+// clock reads the database's clock, or estimates it when the read fails.
+func (k *keeper) clock(ctx context.Context) time.Time {
+	if now, err := k.l.Now(ctx); err == nil {
+		return now
+	}
+	return k.dbNow()
+}
+
+// dbNow estimates the database's clock: its time at the last renewal plus
 // the time since on this process's monotonic clock.
 func (k *keeper) dbNow() time.Time {
 	k.mu.Lock()
@@ -232,14 +242,4 @@ func Held(ctx context.Context) error {
 		return nil
 	}
 	return k.check(ctx)
-}
-
-// Now is the database's clock as the job's worker last read it, advanced
-// by this process's monotonic clock since (the local clock where no
-// heartbeat runs): the clock an order's expiry is on.
-func Now(ctx context.Context) time.Time {
-	if k, _ := ctx.Value(keeperKey{}).(*keeper); k != nil {
-		return k.dbNow()
-	}
-	return time.Now()
 }

@@ -91,6 +91,9 @@ func (m *Metrics) rescued(kind string) {
 type Depth struct {
 	Queue, Kind, State string
 	Count              int64
+	// Deferred counts those deferred at least once: their backend was
+	// unavailable (Unavailable).
+	Deferred int64
 	// Oldest is how long the oldest has waited: since its scheduled_at
 	// (available, scheduled, retryable) or its attempt began (running).
 	Oldest time.Duration
@@ -100,11 +103,11 @@ type Depth struct {
 // count reads only these rows.
 const depthStates = `('available','running','retryable','scheduled')`
 
-const depthPostgres = `SELECT queue, kind, state::text, count(*),
+const depthPostgres = `SELECT queue, kind, state::text, count(*), count(*) FILTER (WHERE metadata ? '` + deferralsKey + `'),
   COALESCE(EXTRACT(EPOCH FROM now() - min(CASE WHEN state = 'running' THEN attempted_at ELSE scheduled_at END)), 0)::float8
   FROM river_job WHERE state IN ` + depthStates + ` GROUP BY queue, kind, state`
 
-const depthSQLite = `SELECT queue, kind, state, count(*),
+const depthSQLite = `SELECT queue, kind, state, count(*), sum(json_type(metadata, '$.` + deferralsKey + `') IS NOT NULL),
   COALESCE((julianday('now') - julianday(min(CASE WHEN state = 'running' THEN attempted_at ELSE scheduled_at END))) * 86400.0, 0)
   FROM river_job WHERE state IN ` + depthStates + ` GROUP BY queue, kind, state`
 
@@ -119,7 +122,7 @@ func scanDepths(r rows) ([]Depth, error) {
 	for r.Next() {
 		var d Depth
 		var secs float64
-		if err := r.Scan(&d.Queue, &d.Kind, &d.State, &d.Count, &secs); err != nil {
+		if err := r.Scan(&d.Queue, &d.Kind, &d.State, &d.Count, &d.Deferred, &secs); err != nil {
 			return nil, err
 		}
 		d.Oldest = time.Duration(max(secs, 0) * float64(time.Second))
@@ -177,11 +180,12 @@ func (q *riverQueue[TTx]) depths(ctx context.Context) ([]Depth, error) {
 // hallmark_jobs_depth_up 0 and no depth, so an alert on it is not silenced
 // by stale numbers.
 type DepthCollector struct {
-	q       Queue
-	timeout time.Duration
-	count   *prometheus.Desc
-	oldest  *prometheus.Desc
-	up      *prometheus.Desc
+	q        Queue
+	timeout  time.Duration
+	count    *prometheus.Desc
+	oldest   *prometheus.Desc
+	deferred *prometheus.Desc
+	up       *prometheus.Desc
 }
 
 // NewDepthCollector returns the collector of q's depth.
@@ -192,6 +196,8 @@ func NewDepthCollector(q Queue, timeout time.Duration) *DepthCollector {
 			"Unfinished jobs by queue, kind and state (available, running, retryable, scheduled).", labels, nil),
 		oldest: prometheus.NewDesc("hallmark_jobs_oldest_seconds",
 			"Age of the oldest unfinished job by queue, kind and state: since it was due, or since its attempt began when running.", labels, nil),
+		deferred: prometheus.NewDesc("hallmark_jobs_deferred",
+			"Unfinished jobs deferred at least once because their backend was unavailable, by queue, kind and state; each waits, with backoff, until the backend returns or its order expires.", labels, nil),
 		up: prometheus.NewDesc("hallmark_jobs_depth_up",
 			"1 when the last scrape read the job table, 0 when the read failed.", nil, nil),
 	}
@@ -201,6 +207,7 @@ func NewDepthCollector(q Queue, timeout time.Duration) *DepthCollector {
 func (c *DepthCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.count
 	ch <- c.oldest
+	ch <- c.deferred
 	ch <- c.up
 }
 
@@ -217,5 +224,6 @@ func (c *DepthCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, d := range ds {
 		ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(d.Count), d.Queue, d.Kind, d.State)
 		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, d.Oldest.Seconds(), d.Queue, d.Kind, d.State)
+		ch <- prometheus.MustNewConstMetric(c.deferred, prometheus.GaugeValue, float64(d.Deferred), d.Queue, d.Kind, d.State)
 	}
 }
