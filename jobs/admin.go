@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -29,12 +28,12 @@ type JobInfo struct {
 	ScheduledAt time.Time
 	AttemptedAt *time.Time // start of the latest attempt
 	FinalizedAt *time.Time
-	// Errors is the attempt log: failed attempts and the latest deferrals
-	// (a backend unavailable, Unavailable), by time.
-	Errors []AttemptError
-	// Deferred counts the runs deferred because the backend was
-	// unavailable; none of them used an attempt.
-	Deferred int
+	Errors      []AttemptError
+	// Deferred counts the runs deferred because the job's backend was
+	// unavailable (Unavailable); none used an attempt. Deferrals are the
+	// latest of them, oldest first.
+	Deferred  int
+	Deferrals []AttemptError
 }
 
 // AttemptError is one failed attempt of a job.
@@ -152,12 +151,7 @@ func infoOf(r *rivertype.JobRow) JobInfo {
 		j.Errors = append(j.Errors, AttemptError{At: e.At, Attempt: e.Attempt, Error: e.Error})
 	}
 	d := deferralsOf(r.Metadata)
-	j.Deferred = d.Count
-	for _, e := range d.Recent {
-		e.Error = "deferred: " + e.Error
-		j.Errors = append(j.Errors, e)
-	}
-	sort.SliceStable(j.Errors, func(a, b int) bool { return j.Errors[a].At.Before(j.Errors[b].At) })
+	j.Deferred, j.Deferrals = d.Count, d.Recent
 	return j
 }
 

@@ -88,7 +88,7 @@ func (w *worker[T]) deferJob(ctx context.Context, rj *river.Job[T], u *unavailab
 	}
 	d := deferralsOf(rj.Metadata)
 	d.Count++
-	d.Recent = append(d.Recent, AttemptError{At: now.UTC(), Attempt: rj.Attempt, Error: u.Error()})
+	d.Recent = append(d.Recent, AttemptError{At: now.UTC(), Attempt: rj.Attempt, Error: u.err.Error()})
 	if len(d.Recent) > keptDeferrals {
 		d.Recent = d.Recent[len(d.Recent)-keptDeferrals:]
 	}
@@ -96,9 +96,6 @@ func (w *worker[T]) deferJob(ctx context.Context, rj *river.Job[T], u *unavailab
 		w.env.logger.WarnContext(ctx, "logging a deferral in the job's metadata", "job_id", rj.ID, "err", err)
 	}
 	wait := min(backoff{base: w.env.deferBase, max: w.env.deferMax}.delay(d.Count), u.deadline.Sub(now)+time.Second)
-	// River dates the snooze by this host's clock and runs it by the
-	// database's: the wait is counted on the database's.
-	wait = max(wait+now.Sub(time.Now()), 0)
 	w.env.logger.WarnContext(ctx, "backend unavailable; job deferred", "job_id", rj.ID, "kind", rj.Kind,
 		"deferrals", d.Count, "next_try_in", wait.Round(time.Millisecond), "deadline", u.deadline.UTC(), "err", u.err)
 	return OutcomeDeferred, Snooze(wait)

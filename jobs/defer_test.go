@@ -64,13 +64,13 @@ func TestUnavailableDefers(t *testing.T) {
 				t.Errorf("completed job: deferred %d times on attempt %d, want 12 deferrals and attempt 1", j.Deferred, j.Attempt)
 			}
 			deferredLines := 0
-			for _, l := range j.Errors {
-				if strings.HasPrefix(l.Error, "deferred: ") && strings.Contains(l.Error, "token not present") {
+			for _, l := range j.Deferrals {
+				if strings.Contains(l.Error, "token not present") {
 					deferredLines++
 				}
 			}
-			if deferredLines != 10 {
-				t.Errorf("attempt log has %d deferrals, want the latest 10: %+v", deferredLines, j.Errors)
+			if deferredLines != 10 || len(j.Errors) != 0 {
+				t.Errorf("job's log has %d deferrals (%+v) and %d failed attempts, want the latest 10 deferrals and no failure", deferredLines, j.Deferrals, len(j.Errors))
 			}
 			var state, problem string
 			if err := e.db.Scan(context.Background(), "SELECT state, problem FROM subjects WHERE id = ?", []any{"back"}, &state, &problem); err != nil {
