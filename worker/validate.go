@@ -63,12 +63,13 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 	}
 	if res.Err != nil {
 		// The check could not happen (this worker's resolvers are down or
-		// not configured): the CA's failure, not the client's. Deferred
-		// with backoff until the authorization expires, then failed.
-		w.log.WarnContext(ctx, "challenge check failed", "outcome", "the check could not run; the job is deferred",
+		// not configured): the CA's failure, not the client's. Retried
+		// with backoff, and abandoned with serverInternal after the last
+		// attempt, like any attempt that could not run.
+		w.log.WarnContext(ctx, "challenge check failed", "outcome", "the check could not run; the job will be retried",
 			"challenge", ch.ID, "identifier", authz.Identifier.String(), "err", res.Err)
 		w.metrics.validated(ch.Type, nil, true)
-		return jobs.Unavailable(fmt.Errorf("validating challenge %s: %w", ch.ID, res.Err), authz.Expires)
+		return jobs.CouldNotRun(fmt.Errorf("validating challenge %s: %w", ch.ID, res.Err))
 	}
 	w.metrics.validated(ch.Type, res.Problem, false)
 	v := store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid}
