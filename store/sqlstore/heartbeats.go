@@ -81,15 +81,34 @@ WHERE river_job.state = 'running' AND h.worker_id = json_extract(river_job.attem
 RETURNING id, kind, json_extract(attempted_by, '$[#-1]'), state`,
 	fmt.Sprintf(rescueMessage, "json_extract(river_job.attempted_by, '$[#-1]')"))
 
+// lapsedPostgres and lapsedSQLite say whether a rescue would find a job.
+const (
+	lapsedPostgres = `SELECT EXISTS (SELECT 1 FROM river_job j
+  JOIN worker_heartbeats h ON h.worker_id = j.attempted_by[array_length(j.attempted_by, 1)]
+  WHERE j.state = 'running' AND (h.expires_at <= now() OR j.attempted_at < h.started_at))`
+	lapsedSQLite = `SELECT EXISTS (SELECT 1 FROM river_job j
+  JOIN worker_heartbeats h ON h.worker_id = json_extract(j.attempted_by, '$[#-1]')
+  WHERE j.state = 'running' AND (h.expires_at <= {now} OR CAST(unixepoch(j.attempted_at, 'subsec') * 1000000 AS INTEGER) + 1000 < h.started_at))`
+)
+
 // RescueLapsed returns to the queue, at once, the running jobs whose
 // worker's heartbeat lapsed or whose worker restarted since their attempt
 // began (jobs.Liveness); rescuer names the worker doing it. A worker with
 // no heartbeat row (one older than migration 0019) is left to River's own
 // rescuer.
 func (s *Store) RescueLapsed(ctx context.Context, rescuer string) ([]jobs.Rescued, error) {
-	q := rescuePostgres
+	q, probe := rescuePostgres, lapsedPostgres
 	if s.d.Name == "sqlite" {
-		q = rescueSQLite
+		q, probe = rescueSQLite, lapsedSQLite
+	}
+	// Nearly always there is nothing to rescue: one read says so, and on
+	// SQLite it takes no write lock.
+	var found bool
+	if err := s.autocommit(ctx, func(t *txn) error { return t.queryRow(ctx, probe).Scan(&found) }); err != nil {
+		return nil, fmt.Errorf("looking for the jobs of lapsed workers: %w", err)
+	}
+	if !found {
+		return nil, nil
 	}
 	var out []jobs.Rescued
 	err := s.inTx(ctx, func(t *txn) error {
