@@ -41,6 +41,9 @@ type Liveness interface {
 type Beat struct {
 	Since, Now time.Time
 	Lapsed     bool
+	// Taken: lapsed because another process registered the same id since,
+	// which two workers with one worker.id do to each other.
+	Taken bool
 }
 
 // Rescued is one job RescueLapsed took back.
@@ -142,8 +145,13 @@ func (k *keeper) renew(ctx context.Context) bool {
 	}
 	clear(k.held)
 	k.mu.Unlock()
-	k.log.Error("this worker's heartbeat lapsed (the process was stalled, or cut off from the database, longer than worker.heartbeat_ms): its running jobs are cancelled and left to other workers, and it records no verdict for them",
-		"bound", k.bound, "cancelled", n)
+	if b.Taken {
+		k.log.Error("another worker process registered this worker's id: give each worker its own worker.id (or leave it unset); until then each cancels the other's jobs",
+			"worker", k.id, "cancelled", n)
+	} else {
+		k.log.Error("this worker's heartbeat lapsed (the process was stalled, or cut off from the database, longer than worker.heartbeat_ms): its running jobs are cancelled and left to other workers, and it records no verdict for them",
+			"bound", k.bound, "cancelled", n)
+	}
 	return k.reregister(ctx)
 }
 

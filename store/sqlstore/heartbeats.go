@@ -27,13 +27,25 @@ WHERE worker_id = $1 AND started_at = $2 AND expires_at > {now} RETURNING {now}`
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		if !rows.Next() {
-			b.Lapsed = true
-			return rows.Err()
+		if rows.Next() {
+			b.Since = since
+			err := rows.Scan(ts(&b.Now))
+			rows.Close()
+			return err
 		}
-		b.Since = since
-		return rows.Scan(ts(&b.Now))
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		b.Lapsed = true
+		// A live run begun by someone else: another process has this id.
+		var n int64
+		if err := t.queryRow(ctx, `SELECT count(*) FROM worker_heartbeats WHERE worker_id = $1 AND started_at <> $2 AND expires_at > {now}`,
+			worker, s.d.T(since)).Scan(&n); err != nil {
+			return err
+		}
+		b.Taken = n > 0
+		return nil
 	})
 	if err != nil {
 		return jobs.Beat{}, fmt.Errorf("renewing the heartbeat of worker %s: %w", worker, err)

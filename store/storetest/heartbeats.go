@@ -78,8 +78,8 @@ func testHeartbeats(t *testing.T, s store.Store, x Extras) {
 	if x.Int(t, lastErr) != 1 {
 		t.Error("the rescued job's attempt log does not say which worker returned it")
 	}
-	if r, err := s.Beat(ctx, "w-a", a.Since, time.Minute); err != nil || !r.Lapsed {
-		t.Fatalf("renewing w-a's lapsed heartbeat = %+v, %v; want Lapsed", r, err)
+	if r, err := s.Beat(ctx, "w-a", a.Since, time.Minute); err != nil || !r.Lapsed || r.Taken {
+		t.Fatalf("renewing w-a's lapsed heartbeat = %+v, %v; want Lapsed, not Taken", r, err)
 	}
 
 	// w-b restarts under the same id: what its earlier run held comes back.
@@ -89,6 +89,10 @@ func testHeartbeats(t *testing.T, s store.Store, x Extras) {
 	}
 	if rs, err := s.RescueLapsed(ctx, "w-a"); err != nil || len(rs) != 1 || rs[0].JobID != ids[1] {
 		t.Fatalf("RescueLapsed after w-b restarted = %+v, %v; want job %d", rs, err, ids[1])
+	}
+	// The earlier run of w-b, still alive, finds its id taken.
+	if r, err := s.Beat(ctx, "w-b", b.Since, time.Minute); err != nil || !r.Lapsed || !r.Taken {
+		t.Fatalf("renewing w-b's earlier run after another registered = %+v, %v; want Lapsed and Taken", r, err)
 	}
 	if n, err := s.HeartbeatGC(ctx, dbNow(t, s).Add(time.Hour)); err != nil || n != 2 {
 		t.Fatalf("HeartbeatGC = %d, %v; want both rows", n, err)
