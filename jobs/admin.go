@@ -29,6 +29,11 @@ type JobInfo struct {
 	AttemptedAt *time.Time // start of the latest attempt
 	FinalizedAt *time.Time
 	Errors      []AttemptError
+	// Deferred counts the runs deferred because the job's backend was
+	// unavailable (Unavailable); none used an attempt. Deferrals are the
+	// latest of them, oldest first.
+	Deferred  int
+	Deferrals []AttemptError
 }
 
 // AttemptError is one failed attempt of a job.
@@ -145,6 +150,8 @@ func infoOf(r *rivertype.JobRow) JobInfo {
 	for _, e := range r.Errors {
 		j.Errors = append(j.Errors, AttemptError{At: e.At, Attempt: e.Attempt, Error: e.Error})
 	}
+	d := deferralsOf(r.Metadata)
+	j.Deferred, j.Deferrals = d.Count, d.Recent
 	return j
 }
 

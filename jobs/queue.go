@@ -91,6 +91,17 @@ type Settings struct {
 	// attempt n waits about RetryBase·2^(n-1), jittered, at most RetryMax.
 	RetryBase time.Duration // default 1s
 	RetryMax  time.Duration // default 5m
+	// DeferMax caps the backoff of Unavailable jobs, which starts at
+	// RetryBase: the longest a deferred job waits after its backend is back.
+	DeferMax time.Duration // default 1m
+
+	// Liveness, when set, keeps this worker's heartbeat on the database's
+	// clock and returns the running jobs of workers whose heartbeat lapsed
+	// for Heartbeat (a dead or stalled process) to the queue at once
+	// (liveness.go); River's rescuer, after RescueAfter, remains for
+	// workers with no heartbeat.
+	Liveness  Liveness
+	Heartbeat time.Duration // default 5s; renewed every fifth of it
 
 	// Subjects is where broken handlers abandon their subject. Required
 	// when a registered kind's args implement SubjectArgs.
@@ -142,6 +153,12 @@ func (s Settings) withDefaults(maxWorkers int) Settings {
 	}
 	if s.RetryMax <= 0 {
 		s.RetryMax = DefaultRetryMax
+	}
+	if s.DeferMax <= 0 {
+		s.DeferMax = DefaultDeferMax
+	}
+	if s.Heartbeat <= 0 {
+		s.Heartbeat = DefaultHeartbeat
 	}
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -378,7 +395,17 @@ func (q *riverQueue[TTx]) Start(ctx context.Context, reg *Registry, s Settings) 
 	if s.RescueAfter <= s.JobTimeout {
 		return nil, fmt.Errorf("starting the job runner: RescueAfter (%s) must be longer than JobTimeout (%s), or running jobs are rescued while alive", s.RescueAfter, s.JobTimeout)
 	}
-	workers, err := reg.workers(&runEnv{subjects: s.Subjects, logger: origin.Logger(s.Logger), workerID: s.WorkerID, metrics: s.Metrics})
+	var k *keeper
+	if s.Liveness != nil {
+		// Registered before the first fetch, so every job this run takes
+		// is attempted after the run's start.
+		k = newKeeper(s.Liveness, s.WorkerID, s.Heartbeat, s.Logger, s.Metrics)
+		if err := k.register(ctx); err != nil {
+			return nil, fmt.Errorf("registering the heartbeat of worker %s: %w", s.WorkerID, err)
+		}
+	}
+	workers, err := reg.workers(&runEnv{subjects: s.Subjects, logger: origin.Logger(s.Logger), workerID: s.WorkerID, metrics: s.Metrics,
+		keeper: k, deferBase: s.RetryBase, deferMax: s.DeferMax})
 	if err != nil {
 		return nil, err
 	}
@@ -423,7 +450,15 @@ func (q *riverQueue[TTx]) Start(ctx context.Context, reg *Registry, s Settings) 
 	for _, j := range s.Scheduled {
 		wg.Go(func() { schedule(sctx, client, j, s.Logger) })
 	}
-	return runner[TTx]{c: client, closeDriver: closeDriver, stopScheduled: func() { stopScheduled(); wg.Wait() }}, nil
+	// The heartbeat outlives River's stop: jobs finishing meanwhile are
+	// still this worker's.
+	kctx, stopKeeper := context.WithCancel(context.WithoutCancel(ctx))
+	var kwg sync.WaitGroup
+	if k != nil {
+		kwg.Go(func() { k.run(kctx) })
+	}
+	return runner[TTx]{c: client, closeDriver: closeDriver, stopScheduled: func() { stopScheduled(); wg.Wait() },
+		stopKeeper: func() { stopKeeper(); kwg.Wait() }}, nil
 }
 
 // schedule inserts j now and every j.Every until ctx ends. A failed insert
@@ -447,12 +482,14 @@ type runner[TTx any] struct {
 	c             *river.Client[TTx]
 	closeDriver   func()
 	stopScheduled func()
+	stopKeeper    func()
 }
 
 // Stop stops fetching and waits for running jobs; when ctx ends first their
 // contexts are cancelled (River puts them back as available).
 func (r runner[TTx]) Stop(ctx context.Context) error {
 	defer r.closeDriver()
+	defer r.stopKeeper()
 	r.stopScheduled()
 	err := r.c.Stop(ctx)
 	if err != nil && ctx.Err() != nil {

@@ -118,6 +118,9 @@ type runEnv struct {
 	logger   *slog.Logger
 	workerID string
 	metrics  *Metrics
+	keeper   *keeper // nil: no heartbeat (Settings.Liveness unset)
+	// deferBase and deferMax shape the backoff of Unavailable jobs.
+	deferBase, deferMax time.Duration
 }
 
 func (r *Registry) workers(env *runEnv) (*river.Workers, error) {
@@ -157,8 +160,19 @@ type worker[T river.JobArgs] struct {
 
 func (w *worker[T]) Work(ctx context.Context, rj *river.Job[T]) error {
 	ctx = withOrigin(ctx, originOf(rj.Metadata))
+	if k := w.env.keeper; k != nil {
+		// Cancelled with ErrLeaseLost should this worker's heartbeat lapse.
+		var release func()
+		ctx, release = k.hold(ctx, rj.AttemptedAt)
+		defer release()
+	}
 	start := time.Now()
 	err := w.run(ctx, rj)
+	if u, ok := isUnavailable(err); ok && !leaseLost(ctx, err) {
+		outcome, err := w.deferJob(ctx, rj, u)
+		w.env.metrics.observe(rj.Kind, outcome, time.Since(start))
+		return err
+	}
 	outcome := outcomeOf(ctx, err, rj.Attempt < rj.MaxAttempts)
 	w.env.metrics.observe(rj.Kind, outcome, time.Since(start))
 	if err == nil {
@@ -167,8 +181,9 @@ func (w *worker[T]) Work(ctx context.Context, rj *river.Job[T]) error {
 	switch {
 	case outcome != OutcomeAbandoned:
 		// Snoozed: River runs it later, the attempt not counted. Stopped:
-		// the client is stopping or an operator cancelled the job, which is
-		// not the handler's fault. Retried: River retries with backoff.
+		// the client is stopping, an operator cancelled the job, or this
+		// worker's heartbeat lapsed, which is not the handler's fault.
+		// Retried: River retries with backoff.
 		return err
 	case IsCouldNotRun(err):
 		// Out of attempts: River discards the job; the client must not poll
@@ -186,13 +201,19 @@ func outcomeOf(ctx context.Context, err error, attemptsLeft bool) string {
 		return OutcomeCompleted
 	case isSnooze(err):
 		return OutcomeSnoozed
-	case errors.Is(ctx.Err(), context.Canceled):
+	case leaseLost(ctx, err), errors.Is(ctx.Err(), context.Canceled):
 		return OutcomeStopped
 	case IsCouldNotRun(err) && attemptsLeft:
 		return OutcomeRetried
 	default:
 		return OutcomeAbandoned
 	}
+}
+
+// leaseLost reports whether a run ended because this worker's heartbeat
+// lapsed: another worker may hold the job, so nothing more is done here.
+func leaseLost(ctx context.Context, err error) bool {
+	return errors.Is(err, ErrLeaseLost) || errors.Is(context.Cause(ctx), ErrLeaseLost)
 }
 
 func (w *worker[T]) run(ctx context.Context, rj *river.Job[T]) (err error) {

@@ -433,4 +433,11 @@ type Store interface {
 	// invalid. It reports whether it did: false, with no error, for a
 	// subject that is no longer processing (it already has its verdict).
 	Abandon(ctx context.Context, s jobs.Subject, p acme.Problem) (bool, error)
+
+	// Beat and RescueLapsed are the workers' heartbeats and the rescue of
+	// a lapsed worker's jobs (jobs.Liveness, migration 0019); HeartbeatGC
+	// deletes the heartbeats lapsed before a time.
+	Beat(ctx context.Context, worker string, since time.Time, bound time.Duration) (jobs.Beat, error)
+	RescueLapsed(ctx context.Context, rescuer string) ([]jobs.Rescued, error)
+	HeartbeatGC(ctx context.Context, before time.Time) (int64, error)
 }

@@ -173,6 +173,10 @@ func (w *Worker) pruneTrail(ctx context.Context, now time.Time) {
 
 // housekeeping runs the periodic sweeps. Each sweep's failure is logged and
 // the others still run; the job itself never fails a subject.
+// heartbeatKept is how long a lapsed worker's heartbeat row is kept: far
+// longer than any live worker takes to rescue its jobs.
+const heartbeatKept = 24 * time.Hour
+
 func (w *Worker) housekeeping(ctx context.Context, _ jobs.Job[jobs.HousekeepingArgs]) error {
 	// One worker sweeps at a time (River's leader may change and enqueue
 	// twice); a dead holder's lease expires on the database clock.
@@ -225,6 +229,11 @@ func (w *Worker) housekeeping(ctx context.Context, _ jobs.Job[jobs.HousekeepingA
 	}
 	w.pruneTrail(ctx, now)
 	w.notifyExpiring(ctx)
+	if n, err := w.st.housekeep.HeartbeatGC(ctx, now.Add(-heartbeatKept)); err != nil {
+		w.log.WarnContext(ctx, "deleting old worker heartbeats", "err", err)
+	} else if n > 0 {
+		w.log.InfoContext(ctx, "heartbeats of workers gone a day deleted", "count", n)
+	}
 	// A subject processing for longer than a job may take plus the rescue
 	// time, with no outstanding job, was stranded (its job was lost); one
 	// stranded after giveUpAfter of trying is abandoned.

@@ -127,8 +127,10 @@ func (w *Worker) sign(ctx context.Context, m mount, profile string, o *store.Ord
 			// The backend's own rejection (bad key, bad CSR) is a verdict.
 			return w.failOrder(ctx, o, ae.Problem)
 		}
-		if errors.Is(err, signer.ErrUnavailable) {
-			return jobs.CouldNotRun(fmt.Errorf("signing order %s: %w", o.ID, err))
+		if errors.Is(err, signer.ErrUnavailable) || ctx.Err() != nil {
+			// The token is gone or hung, the upstream unreachable, the hook
+			// unavailable: deferred until the order expires, not failed.
+			return jobs.Unavailable(fmt.Errorf("signing order %s: %w", o.ID, err), o.Expires)
 		}
 		// A lint failure or another signing error: terminal, logged with the cause.
 		w.log.ErrorContext(ctx, "signing failed", "order", o.ID, "err", err)
@@ -145,6 +147,9 @@ func (w *Worker) sign(ctx context.Context, m mount, profile string, o *store.Ord
 // failOrder fails o with p, recording it on the issuance trail in the
 // same transaction. An order no longer processing is left as it is.
 func (w *Worker) failOrder(ctx context.Context, o *store.Order, p acme.Problem) error {
+	if err := jobs.Held(ctx); err != nil {
+		return err // another worker may hold the job: its verdict, not this one's
+	}
 	w.log.WarnContext(ctx, "order failed", "order", o.ID, "problem", p.Type, "detail", p.Detail)
 	ev := w.trailEvent(ctx, o.AccountID, store.ActionOrderInvalid, o.ID, string(p.Type)+": "+p.Detail)
 	err := w.st.issue.OrderFailTrailed(ctx, o.ID, p, ev)
@@ -166,6 +171,14 @@ type unstoredCert struct {
 // store fails, c is kept for the job's retry on this worker.
 func (w *Worker) storeIssued(ctx context.Context, o *store.Order, profile string, c unstoredCert) error {
 	row := certRow(o, profile, c)
+	if err := jobs.Held(ctx); err != nil {
+		// Another worker may hold the job now and sign its own: this
+		// certificate is recorded revoked, never delivered.
+		if uerr := w.undelivered(context.WithoutCancel(ctx), o, profile, c, "was taken by another worker after this one's heartbeat lapsed", undeliveredReason); uerr != nil {
+			return errors.Join(err, uerr)
+		}
+		return err
+	}
 	ev := w.trailEvent(ctx, o.AccountID, store.ActionCertificateIssued, row.Serial,
 		fmt.Sprintf("order %s, profile %s, names %s, issuer %s", o.ID, profile, strings.Join(row.Names, ", "), c.issuerID))
 	err := w.st.issue.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: row, Trail: &ev})

@@ -18,6 +18,7 @@ type stores struct {
 	revoke    revokeStore
 	housekeep housekeepStore
 	upstream  upstreamStore
+	live      jobs.Liveness
 	ping      interface {
 		Ping(ctx context.Context) error
 	}
@@ -77,6 +78,7 @@ type housekeepStore interface {
 	KeyHashBackfill(ctx context.Context, limit int) (hashed int, revoked store.KeyBlockResult, err error)
 	AuditPrune(ctx context.Context, before time.Time, limit int) (int64, error)
 	NotifyExpiring(ctx context.Context, days, limit int) (int, error)
+	HeartbeatGC(ctx context.Context, before time.Time) (int64, error)
 }
 
 // upstreamStore is upstream_renewal's (upstream.go).

@@ -92,6 +92,9 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 	if rec, err := json.Marshal(res.Record); err == nil {
 		v.ValidationRecord = rec
 	}
+	if err := jobs.Held(ctx); err != nil {
+		return err // another worker may hold the job: its verdict, not this one's
+	}
 	w.log.InfoContext(ctx, "challenge validated", "challenge", ch.ID, "identifier", authz.Identifier.String(),
 		"type", ch.Type, "status", v.Status, "problem", problemType(v.Error))
 	err = w.st.validate.ChallengeVerdict(ctx, v)

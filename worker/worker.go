@@ -121,7 +121,7 @@ func New(cfg Config, st store.Store, opts Options) (*Worker, error) {
 	}
 	w := &Worker{
 		id:          cfg.Worker.ID,
-		st:          stores{validate: st, issue: st, crls: st, revoke: st, housekeep: st, upstream: st, ping: st},
+		st:          stores{validate: st, issue: st, crls: st, revoke: st, housekeep: st, upstream: st, live: st, ping: st},
 		validator:   newValidator(cfg, dial),
 		slots:       newAccountSlots(cfg.Worker.ValidationAccountShare, cfg.Worker.ValidationConcurrency),
 		mounts:      map[string]mount{},
@@ -264,6 +264,9 @@ func (w *Worker) JobSettings() jobs.Settings {
 		Queues:          w.Queues(),
 		JobTimeout:      time.Duration(w.conf.JobTimeoutMS) * time.Millisecond,
 		RescueAfter:     time.Duration(w.conf.RescueAfterMS) * time.Millisecond,
+		Liveness:        w.st.live,
+		Heartbeat:       time.Duration(w.conf.HeartbeatMS) * time.Millisecond,
+		DeferMax:        time.Duration(w.conf.DeferMaxMS) * time.Millisecond,
 		Periodic:        w.Periodic(),
 		Scheduled:       w.Scheduled(time.Duration(w.conf.CRLIntervalMinutes) * time.Minute),
 		Subjects:        w.st.housekeep,

@@ -161,6 +161,8 @@ max_body_bytes = 5
 listen = "127.0.0.1:14090"
 [worker]
 concurrency = 0
+heartbeat_ms = 100
+defer_max_ms = 0
 [challenge]
 http_port = 0
 timeout_ms = 40000
@@ -189,7 +191,7 @@ kind = "geoip"
 	for _, key := range []string{"database.max_conns", "server.max_body_bytes", "admin.token_file", "worker.concurrency",
 		"challenge.http_port", "policy.deny_ip_ranges", "ca.crl_validity_hours", "profiles.web.validity_hours",
 		"limits.orders_per_account", "backends.b.type", "challenge.timeout_ms", "default_profile", "challenge.resolvers",
-		"access.checks.geo.kind"} {
+		"access.checks.geo.kind", "worker.heartbeat_ms", "worker.defer_max_ms"} {
 		if !strings.Contains(err.Error(), "\n  "+key+": ") {
 			t.Errorf("the report does not name %s:\n%v", key, err)
 		}

@@ -63,6 +63,10 @@ type jobRow struct {
 	FinalizedAt *time.Time      `json:"finalized_at,omitempty"`
 	AttemptedBy []string        `json:"attempted_by"`
 	Errors      []attemptRow    `json:"errors"`
+	// Deferred counts the runs deferred for an unavailable backend (no
+	// attempt used); Deferrals are the latest.
+	Deferred  int          `json:"deferred"`
+	Deferrals []attemptRow `json:"deferrals"`
 }
 
 func jobRowOf(j jobs.JobInfo) jobRow {
@@ -77,6 +81,10 @@ func jobRowOf(j jobs.JobInfo) jobRow {
 	}
 	for _, e := range j.Errors {
 		r.Errors = append(r.Errors, attemptRow{Attempt: e.Attempt, At: e.At.UTC(), Error: e.Error})
+	}
+	r.Deferred, r.Deferrals = j.Deferred, []attemptRow{}
+	for _, e := range j.Deferrals {
+		r.Deferrals = append(r.Deferrals, attemptRow{Attempt: e.Attempt, At: e.At.UTC(), Error: e.Error})
 	}
 	return r
 }
@@ -193,6 +201,7 @@ func printJob(s *session, j jobs.JobInfo) {
 		{"args", string(j.Args)}, {"created", when(j.CreatedAt)}, {"scheduled", when(j.ScheduledAt)},
 		{"last attempt", whenP(j.AttemptedAt)}, {"finalized", whenP(j.FinalizedAt)},
 	})
+	printDeferrals(s, j)
 	s.printf("\nattempt log:\n")
 	if len(j.AttemptedBy) == 0 && len(j.Errors) == 0 {
 		s.printf("  no attempt yet\n")
@@ -221,6 +230,22 @@ func printJob(s *session, j jobs.JobInfo) {
 		rows = append(rows, []string{strconv.Itoa(a), worker, at, outcome})
 	}
 	s.table([]string{"ATTEMPT", "WORKER", "FAILED AT", "OUTCOME"}, rows)
+}
+
+// printDeferrals lists the latest runs deferred because the job's backend
+// was unavailable: each reran the same attempt later, until the order's
+// expiry.
+func printDeferrals(s *session, j jobs.JobInfo) {
+	if j.Deferred == 0 {
+		return
+	}
+	s.printf("\ndeferred %d times, backend unavailable (no attempt used; latest %d):\n", j.Deferred, len(j.Deferrals))
+	var rows [][]string
+	for _, d := range j.Deferrals {
+		line, _, _ := strings.Cut(d.Error, "\n")
+		rows = append(rows, []string{when(d.At), "deferred: " + line})
+	}
+	s.table([]string{"AT", "REASON"}, rows)
 }
 
 func jobsRetry(ctx context.Context, s *session, c *cli.Context) error {

@@ -99,6 +99,7 @@ var contract = []struct {
 	{"UndeliveredRecord", testUndeliveredRecord},
 	{"CRLMonotonic", testCRLMonotonic},
 	{"Leases", testLeases},
+	{"Heartbeats", testHeartbeats},
 	{"RateCounts", testRateCounts},
 	{"RateCertificatesByDomain", testRateCertificatesByDomain},
 	{"OrderLimitsReserved", testOrderLimitsReserved},

@@ -22,6 +22,7 @@ type Options struct {
 	Top      string   // TOML before the first table (e.g. default_profile)
 	Tables   string   // further TOML tables (profiles, backends, policy, admin)
 	Server   string   // further [server] lines
+	Worker   string   // further [worker] lines
 	InitArgs []string // added to `hallmark-worker ca init`
 	Env      []string // added to every CA process's environment
 	// Resolver, when set, is what validation resolves through instead of
@@ -105,7 +106,7 @@ func (ca *CA) configure(t *testing.T, dbURL string, o Options) string {
 		PublicHTTPListen:   fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
 		ServerExtra:        "tls_cert = \"frontend.pem\"\ntls_key = \"frontend.key\"\n" + o.Server,
 		HealthListen:       health,
-		WorkerExtra:        "job_timeout_ms = 8000\nrescue_after_ms = 15000",
+		WorkerExtra:        "job_timeout_ms = 8000\nrescue_after_ms = 15000\n" + o.Worker,
 		Resolver:           ca.DNS.Addr,
 		HTTPPort:           ca.HTTPPort,
 		HTTPSPort:          ca.ALPNPort,

@@ -32,7 +32,16 @@ type Worker struct {
 	// 1 lets one account take every slot.
 	ValidationAccountShare float64 `toml:"validation_account_share"`
 	JobTimeoutMS           int     `toml:"job_timeout_ms"`
-	RescueAfterMS          int     `toml:"rescue_after_ms"`
+	// RescueAfterMS is when River's own rescuer takes a job running that
+	// long, for workers with no heartbeat; HeartbeatMS is how long a
+	// worker may go without renewing its heartbeat (every fifth of it)
+	// before any live worker takes its running jobs.
+	RescueAfterMS int `toml:"rescue_after_ms"`
+	HeartbeatMS   int `toml:"heartbeat_ms"`
+	// DeferMaxMS caps the backoff of a job whose backend is unavailable,
+	// deferred until the order's expiry: the longest it waits once the
+	// backend is back.
+	DeferMaxMS int `toml:"defer_max_ms"`
 	// HealthListen serves /healthz, /readyz and /metrics; DefaultHealthListen
 	// unless set, and "" turns it off. Each worker on a host needs its own.
 	HealthListen       string `toml:"health_listen"`
@@ -92,7 +101,7 @@ const DefaultHealthListen = "127.0.0.1:14001"
 
 // DefaultWorker is [worker] when the file sets nothing.
 func DefaultWorker() Worker {
-	return Worker{Concurrency: 8, ValidationConcurrency: 100, ValidationAccountShare: 0.1, JobTimeoutMS: 30000, RescueAfterMS: 60000,
+	return Worker{Concurrency: 8, ValidationConcurrency: 100, ValidationAccountShare: 0.1, JobTimeoutMS: 30000, RescueAfterMS: 60000, HeartbeatMS: 5000, DeferMaxMS: 60000,
 		CRLIntervalMinutes: 60, HealthListen: DefaultHealthListen}
 }
 
@@ -121,6 +130,12 @@ func (w Worker) Validate() error {
 		if _, _, err := net.SplitHostPort(w.HealthListen); err != nil {
 			errs = append(errs, fmt.Errorf("worker.health_listen: must be host:port such as %s (\"\" turns it off): %v", DefaultHealthListen, err))
 		}
+	}
+	if w.HeartbeatMS < 500 || w.HeartbeatMS > 60000 {
+		errs = append(errs, fmt.Errorf("worker.heartbeat_ms: must be 500 to 60000 (how long a worker may go silent before its jobs are taken; it renews every fifth of it), got %d", w.HeartbeatMS))
+	}
+	if w.DeferMaxMS < 100 {
+		errs = append(errs, fmt.Errorf("worker.defer_max_ms: must be at least 100 (the longest wait between tries of a job whose backend is unavailable), got %d", w.DeferMaxMS))
 	}
 	if w.JobTimeoutMS >= w.RescueAfterMS {
 		errs = append(errs, fmt.Errorf("worker.job_timeout_ms: must be shorter than worker.rescue_after_ms (%d), or a live job is rescued", w.RescueAfterMS))
