@@ -60,7 +60,7 @@ func (w *Worker) register(reg prometheus.Registerer) error {
 		}
 	}
 	for _, c := range []prometheus.Collector{w.metrics.signed, w.metrics.validations, w.metrics.signing,
-		w.metrics.signErrors, w.slots.deferred, stateCollector{w}} {
+		w.metrics.signErrors, w.slots.deferred, stateCollector{w}, w.persp.answers, w.persp.latency} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("registering worker metrics: %w", err)
 		}

@@ -18,7 +18,9 @@ type stores struct {
 	revoke    revokeStore
 	housekeep housekeepStore
 	upstream  upstreamStore
-	ping      interface {
+	// perspectives is multi-perspective validation's (perspective.go).
+	perspectives perspectiveStore
+	ping         interface {
 		Ping(ctx context.Context) error
 	}
 }

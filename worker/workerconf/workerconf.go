@@ -42,6 +42,10 @@ type Worker struct {
 	// PprofListen serves net/http/pprof (cmd/internal/process); empty,
 	// the default, disables it.
 	PprofListen string `toml:"pprof_listen"`
+	// Perspective, when set, makes this worker a remote network
+	// perspective of that name: it works only that perspective's checks
+	// (jobs.PerspectiveQueue), with its own [challenge] resolvers.
+	Perspective string `toml:"perspective"`
 }
 
 // Challenge configures validation, [challenge].
@@ -59,6 +63,9 @@ type Challenge struct {
 	// DNSSEC is what validation asks of DNSSEC (DNSSECOff, DNSSECCheck,
 	// DNSSECRequire); DNSSECCheck unless set.
 	DNSSEC string `toml:"dnssec"`
+	// Perspectives are the remote perspectives that corroborate this
+	// worker's validations (perspectives.go).
+	Perspectives Perspectives `toml:"perspectives"`
 }
 
 // The values of challenge.dnssec. Every one but DNSSECOff sets the DO bit
@@ -99,7 +106,7 @@ func DefaultWorker() Worker {
 // DefaultChallenge is [challenge] when the file sets nothing: no
 // resolvers, which a worker refuses (ValidateResolvers).
 func DefaultChallenge() Challenge {
-	return Challenge{TimeoutMS: 10000, HTTPPort: 80, TLSALPNPort: 443, HTTPSPort: 443, DNSSEC: DNSSECCheck}
+	return Challenge{TimeoutMS: 10000, HTTPPort: 80, TLSALPNPort: 443, HTTPSPort: 443, DNSSEC: DNSSECCheck, Perspectives: DefaultPerspectives()}
 }
 
 // Validate reports every problem of [worker], each naming its key.
@@ -120,6 +127,11 @@ func (w Worker) Validate() error {
 	if w.HealthListen != "" {
 		if _, _, err := net.SplitHostPort(w.HealthListen); err != nil {
 			errs = append(errs, fmt.Errorf("worker.health_listen: must be host:port such as %s (\"\" turns it off): %v", DefaultHealthListen, err))
+		}
+	}
+	if w.Perspective != "" {
+		if err := ValidPerspectiveName("worker.perspective", w.Perspective); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if w.JobTimeoutMS >= w.RescueAfterMS {
@@ -152,6 +164,9 @@ func (c Challenge) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("challenge.dnssec: must be %q (no DO bit), %q (bogus answers fail; the default) or %q (only DNSSEC-validated answers pass), got %q",
 			DNSSECOff, DNSSECCheck, DNSSECRequire, c.DNSSEC))
+	}
+	if err := c.Perspectives.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	for _, r := range c.AllowReservedRanges {
 		if _, err := netip.ParsePrefix(strings.TrimSpace(r)); err != nil {
