@@ -122,6 +122,7 @@ func (l *Live) Registry() (*jobs.Registry, error) {
 		jobs.Register(reg, via(l, (*Worker).generateCRL)),
 		jobs.Register(reg, via(l, (*Worker).housekeeping)),
 		jobs.Register(reg, via(l, (*Worker).refreshUpstreamRenewals)),
+		jobs.Register(reg, via(l, (*Worker).checkAsPerspective)),
 	} {
 		if err != nil {
 			return nil, err
