@@ -75,6 +75,9 @@ func (w *Worker) checkAsPerspective(ctx context.Context, job jobs.Job[jobs.Persp
 	if tgt.Challenge.Status != acme.StatusProcessing {
 		return nil
 	}
+	if answered, err := w.answered(ctx, args); err != nil || answered {
+		return err // a rerun (the worker died before River completed the job): the answer stands
+	}
 	started := time.Now()
 	res := w.runCheck(ctx, tgt)
 	if ctx.Err() != nil {
@@ -87,6 +90,20 @@ func (w *Worker) checkAsPerspective(ctx context.Context, job jobs.Job[jobs.Persp
 		return jobs.CouldNotRun(err)
 	}
 	return nil
+}
+
+// answered reports whether the perspective has answered for the challenge already.
+func (w *Worker) answered(ctx context.Context, args jobs.PerspectiveCheckArgs) (bool, error) {
+	answers, _, err := w.st.perspectives.PerspectiveAnswers(ctx, args.ChallengeID)
+	if err != nil {
+		return false, jobs.CouldNotRun(err)
+	}
+	for _, a := range answers {
+		if a.Perspective == args.Perspective {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // runCheck is the check a challenge asks for, from this worker.
