@@ -184,4 +184,12 @@ func TestPerspectivesQuorum(t *testing.T) {
 		// north never answered: the verdict came at the deadline without it.
 		want("stopped.persp.test", map[string]string{"primary": "valid", "east": "valid", "west": "valid"})
 	})
+	t.Run("two stopped", func(t *testing.T) {
+		ps["west"].proc.Stop()
+		out, err := run("stopped2.persp.test")
+		if err == nil || !strings.Contains(out, "serverInternal") ||
+			!strings.Contains(out, "west did not answer within 4s") || !strings.Contains(out, "north did not answer within 4s") {
+			t.Fatalf("with two of three perspectives stopped: %v, want a serverInternal problem naming both\n%s", err, out)
+		}
+	})
 }
