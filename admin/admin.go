@@ -98,6 +98,7 @@ type pageStore interface {
 	OrderByID(ctx context.Context, id string) (*store.Order, error)
 	OrdersList(ctx context.Context, f store.OrderFilter, p store.Page) ([]*store.Order, string, error)
 	UpstreamOrdersOf(ctx context.Context, orderID string) ([]store.UpstreamOrder, error)
+	PerspectiveAnswers(ctx context.Context, challengeID string) ([]store.PerspectiveAnswer, time.Time, error) // perspectives.go
 }
 
 // New builds the panel. It refuses a token shorter than MinTokenLength.

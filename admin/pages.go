@@ -254,7 +254,11 @@ func (s *Server) order(w http.ResponseWriter, r *http.Request, p principal) erro
 	if err != nil {
 		return err
 	}
-	s.render(w, r, p, http.StatusOK, "order", map[string]any{"Order": o, "Authzs": authzs, "Upstream": upstream})
+	persp, err := s.perspectives(ctx, authzs)
+	if err != nil {
+		return err
+	}
+	s.render(w, r, p, http.StatusOK, "order", map[string]any{"Order": o, "Authzs": authzs, "Upstream": upstream, "Perspectives": persp})
 	return nil
 }
 
@@ -369,7 +373,7 @@ func (s *Server) jobsPage(w http.ResponseWriter, r *http.Request, p principal) e
 		list = append(list, j)
 	}
 	s.render(w, r, p, http.StatusOK, "jobs", map[string]any{"Jobs": list, "Next": next, "Filter": f,
-		"Kinds":  []string{jobs.KindChallengeValidate, jobs.KindSignerIssue, jobs.KindSignerRevoke, jobs.KindCRLGenerate, jobs.KindHousekeeping, jobs.KindUpstreamRenewal, jobs.KindNotifySend},
+		"Kinds":  []string{jobs.KindChallengeValidate, jobs.KindSignerIssue, jobs.KindSignerRevoke, jobs.KindCRLGenerate, jobs.KindHousekeeping, jobs.KindUpstreamRenewal, jobs.KindNotifySend, jobs.KindPerspectiveCheck},
 		"States": []string{"available", "scheduled", "running", "retryable", "pending", "completed", "cancelled", "discarded"}})
 	return nil
 }

@@ -209,6 +209,7 @@ type Store interface {
 	Trail          // store/trail.go: the issuance trail in the audit log
 	Notices        // store/notify.go: certificate_expiring, found by housekeeping
 	Pauses         // store/pauses.go: accounts paused for an identifier they keep failing
+	Perspectives   // store/perspectives.go: the network perspectives' answers for a challenge
 	// Now is the database's clock.
 	Now(ctx context.Context) (time.Time, error)
 	Ping(ctx context.Context) error

@@ -83,7 +83,7 @@ func (w *Worker) Successor(cfg Config, st store.Store, opts Options) (*Worker, e
 	if err != nil {
 		return nil, err
 	}
-	n.slots, n.unstored, n.metrics = w.slots, w.unstored, w.metrics
+	n.slots, n.unstored, n.metrics, n.persp = w.slots, w.unstored, w.metrics, w.persp
 	for id := range n.crlTurn {
 		if turn, ok := w.crlTurn[id]; ok {
 			n.crlTurn[id] = turn
@@ -122,6 +122,7 @@ func (l *Live) Registry() (*jobs.Registry, error) {
 		jobs.Register(reg, via(l, (*Worker).generateCRL)),
 		jobs.Register(reg, via(l, (*Worker).housekeeping)),
 		jobs.Register(reg, via(l, (*Worker).refreshUpstreamRenewals)),
+		jobs.Register(reg, via(l, (*Worker).checkAsPerspective)),
 	} {
 		if err != nil {
 			return nil, err

@@ -60,8 +60,13 @@ func (w *Worker) register(reg prometheus.Registerer) error {
 			w.metrics.validations.WithLabelValues(string(method), result, "")
 		}
 	}
+	for _, n := range w.quorum.Names {
+		for _, result := range []string{"agreed", "disagreed", "timeout"} {
+			w.persp.answers.WithLabelValues(n, result)
+		}
+	}
 	for _, c := range []prometheus.Collector{w.metrics.signed, w.metrics.validations, w.metrics.signing,
-		w.metrics.signErrors, w.slots.deferred, stateCollector{w}} {
+		w.metrics.signErrors, w.slots.deferred, stateCollector{w}, w.persp.answers, w.persp.latency} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("registering worker metrics: %w", err)
 		}

@@ -19,7 +19,9 @@ type stores struct {
 	housekeep housekeepStore
 	upstream  upstreamStore
 	live      jobs.Liveness
-	ping      interface {
+	// perspectives is multi-perspective validation's (perspective.go).
+	perspectives perspectiveStore
+	ping         interface {
 		Ping(ctx context.Context) error
 	}
 }

@@ -43,6 +43,12 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 		// nothing to do.
 		return nil
 	}
+	if w.corroborates() {
+		// Its primary check done, it waits on the perspectives, holding no slot.
+		if done, err := w.resumeCorroboration(ctx, tgt); done {
+			return err
+		}
+	}
 	started := time.Now()
 	if wait, ok := w.slots.take(authz.AccountID, started); !ok {
 		return jobs.Snooze(wait)
@@ -78,6 +84,9 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 			"challenge", ch.ID, "identifier", authz.Identifier.String(), "err", res.Err)
 		w.metrics.validated(ch.Type, nil, true)
 		return jobs.CouldNotRun(fmt.Errorf("validating challenge %s: %w", ch.ID, res.Err))
+	}
+	if res.Problem == nil && w.corroborates() {
+		return w.askPerspectives(ctx, tgt, res, time.Since(started))
 	}
 	w.metrics.validated(ch.Type, res.Problem, false)
 	v := store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid, ExpiresBy: res.ExpiresBy}

@@ -65,6 +65,10 @@ type Worker struct {
 	retention time.Duration
 	log       *slog.Logger
 	metrics   metrics
+	// quorum is [challenge.perspectives]: who corroborates this worker's
+	// validations (perspective_quorum.go).
+	quorum workerconf.Perspectives
+	persp  perspectiveMetrics
 }
 
 // Config is what New builds a worker from: its own sections, [worker] and
@@ -121,7 +125,7 @@ func New(cfg Config, st store.Store, opts Options) (*Worker, error) {
 	}
 	w := &Worker{
 		id:          cfg.Worker.ID,
-		st:          stores{validate: st, issue: st, crls: st, revoke: st, housekeep: st, upstream: st, live: st, ping: st},
+		st:          stores{validate: st, issue: st, crls: st, revoke: st, housekeep: st, upstream: st, live: st, ping: st, perspectives: st},
 		validator:   newValidator(cfg, dial),
 		slots:       newAccountSlots(cfg.Worker.ValidationAccountShare, cfg.Worker.ValidationConcurrency),
 		mounts:      map[string]mount{},
@@ -143,6 +147,8 @@ func New(cfg Config, st store.Store, opts Options) (*Worker, error) {
 		expiryDays:    opts.ExpiryDays,
 		log:           origin.Logger(opts.Logger), // a job's lines name its request
 		metrics:       newMetrics(),
+		quorum:        cfg.Challenge.Perspectives,
+		persp:         newPerspectiveMetrics(),
 	}
 	for name, iss := range opts.Issuers {
 		p, ok := cfg.Profiles[name]
@@ -201,6 +207,7 @@ func (w *Worker) Registry() (*jobs.Registry, error) {
 		jobs.Register(reg, w.generateCRL),
 		jobs.Register(reg, w.housekeeping),
 		jobs.Register(reg, w.refreshUpstreamRenewals),
+		jobs.Register(reg, w.checkAsPerspective),
 	} {
 		if err != nil {
 			return nil, err
@@ -217,6 +224,10 @@ func (w *Worker) Registry() (*jobs.Registry, error) {
 // Queues are the queues this worker works: validation and maintenance,
 // plus the signing queue of every profile it mounts.
 func (w *Worker) Queues() []string {
+	if w.conf.Perspective != "" {
+		// A perspective works its own checks only (perspective.go).
+		return []string{jobs.PerspectiveQueue(w.conf.Perspective)}
+	}
 	qs := []string{jobs.QueueValidate, jobs.QueueMaintenance}
 	if w.notify != nil {
 		qs = append(qs, jobs.QueueNotify)
@@ -260,7 +271,7 @@ func (w *Worker) JobSettings() jobs.Settings {
 	return jobs.Settings{
 		WorkerID:        w.id,
 		MaxWorkers:      w.conf.Concurrency,
-		QueueMaxWorkers: map[string]int{jobs.QueueValidate: w.conf.ValidationConcurrency},
+		QueueMaxWorkers: w.queueMaxWorkers(),
 		Queues:          w.Queues(),
 		JobTimeout:      time.Duration(w.conf.JobTimeoutMS) * time.Millisecond,
 		RescueAfter:     time.Duration(w.conf.RescueAfterMS) * time.Millisecond,
@@ -294,6 +305,9 @@ func (w *Worker) Periodic() []*river.PeriodicJob {
 // only the certificates still due.
 func (w *Worker) Scheduled(crlEvery time.Duration) []jobs.Scheduled {
 	var sj []jobs.Scheduled
+	if w.conf.Perspective != "" {
+		return nil // a perspective signs nothing
+	}
 	for _, id := range w.issuerIDs() {
 		sj = append(sj, jobs.Scheduled{Every: crlEvery, Args: jobs.CRLGenerateArgs{IssuerID: id}})
 	}

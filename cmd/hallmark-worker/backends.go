@@ -78,6 +78,9 @@ type relayStore interface {
 // A relay journals its upstream orders in journal (the store), so that a
 // retry on any worker resumes them.
 func mountBackends(cfg config.Config, log *slog.Logger, journal relayStore) (map[string]worker.Backend, error) {
+	if cfg.Worker.Perspective != "" {
+		return map[string]worker.Backend{}, nil // a perspective signs nothing
+	}
 	want := map[string]bool{}
 	for _, p := range cfg.Worker.Profiles {
 		want[p] = true

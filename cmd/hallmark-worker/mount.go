@@ -20,6 +20,10 @@ import (
 // a worker that has the key instead of failing here. The worker still
 // validates and signs for the profiles it could mount.
 func mountAvailable(cfg config.Config, ts *tokens, log *slog.Logger) (map[string]*signer.Issuer, map[string]error) {
+	if cfg.Worker.Perspective != "" {
+		// A perspective signs nothing: it holds no key (docs/operations.md).
+		return map[string]*signer.Issuer{}, map[string]error{}
+	}
 	want := map[string]bool{}
 	for _, p := range cfg.Worker.Profiles {
 		want[p] = true

@@ -38,7 +38,8 @@ func jobsCommand() *cli.Command {
 // jobKinds are the kinds --kind accepts: a misspelt kind would list
 // nothing and look like an empty queue.
 var jobKinds = map[string]bool{jobs.KindChallengeValidate: true, jobs.KindSignerIssue: true, jobs.KindSignerRevoke: true,
-	jobs.KindCRLGenerate: true, jobs.KindHousekeeping: true, jobs.KindUpstreamRenewal: true, jobs.KindNotifySend: true}
+	jobs.KindCRLGenerate: true, jobs.KindHousekeeping: true, jobs.KindUpstreamRenewal: true, jobs.KindNotifySend: true,
+	jobs.KindPerspectiveCheck: true}
 
 var jobStates = map[string]bool{"available": true, "scheduled": true, "running": true, "retryable": true, "completed": true, "cancelled": true, "discarded": true, "pending": true}
 

@@ -74,7 +74,8 @@ type cliStore interface {
 	OrdersList(ctx context.Context, f store.OrderFilter, p store.Page) ([]*store.Order, string, error)
 	RenewalMove(ctx context.Context, sel store.RenewalSelector, start, end time.Time, reason string, ev store.AuditEvent) ([]string, error)
 	UpstreamOrdersOf(ctx context.Context, orderID string) ([]store.UpstreamOrder, error)
-	store.Pauses // pauses.go
+	store.Pauses                                                                                              // pauses.go
+	PerspectiveAnswers(ctx context.Context, challengeID string) ([]store.PerspectiveAnswer, time.Time, error) // perspectives.go
 }
 
 // withSession loads the configuration, opens the database, runs fn and

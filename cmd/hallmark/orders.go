@@ -113,6 +113,8 @@ type challengeRow struct {
 	Validated        *time.Time      `json:"validated,omitempty"`
 	Error            *acme.Problem   `json:"error,omitempty"`
 	ValidationRecord json.RawMessage `json:"validation_record,omitempty"`
+	// Perspectives are the network perspectives' answers (perspectives.go).
+	Perspectives []perspectiveRow `json:"perspectives,omitempty"`
 }
 
 type authzRow struct {
@@ -164,7 +166,11 @@ func orderDetailOf(ctx context.Context, st cliStore, o *store.Order) (orderDetai
 		}
 		ar := authzRow{ID: a.ID, Identifier: a.Identifier, Wildcard: a.Wildcard, Status: string(a.Status), Expires: a.Expires.UTC(), Challenges: []challengeRow{}}
 		for _, ch := range a.Challenges {
-			ar.Challenges = append(ar.Challenges, challengeRow{ID: ch.ID, Type: string(ch.Type), Status: string(ch.Status), Validated: ch.Validated, Error: ch.Error, ValidationRecord: ch.ValidationRecord})
+			cr := challengeRow{ID: ch.ID, Type: string(ch.Type), Status: string(ch.Status), Validated: ch.Validated, Error: ch.Error, ValidationRecord: ch.ValidationRecord}
+			if cr.Perspectives, err = perspectiveRows(ctx, st, ch.ID); err != nil {
+				return d, err
+			}
+			ar.Challenges = append(ar.Challenges, cr)
 		}
 		d.Authorizations = append(d.Authorizations, ar)
 	}
@@ -211,6 +217,7 @@ func printOrder(s *session, o *store.Order, d orderDetail) {
 		}
 	}
 	s.table([]string{"AUTHZ", "IDENTIFIER", "AUTHZ STATUS", "CHALLENGE", "STATUS", "VALIDATED", "ERROR"}, rows)
+	printPerspectives(s, d)
 	if len(d.UpstreamOrders) > 0 {
 		s.printf("\nupstream orders (relay backends):\n")
 		var rows [][]string

@@ -123,6 +123,7 @@ var contract = []struct {
 	{"UpstreamOrders", testUpstreamOrders},
 	{"RelayTokens", testRelayTokens},
 	{"ReloadRequested", testReloadRequested},
+	{"Perspectives", testPerspectives},
 	{"UpstreamOrdersConcurrent", testUpstreamOrdersConcurrent},
 	{"EABBindOnce", testEABBindOnce},
 	{"AuthzCreate", testAuthzCreate},

@@ -51,6 +51,10 @@ type Worker struct {
 	// PprofListen serves net/http/pprof (cmd/internal/process); empty,
 	// the default, disables it.
 	PprofListen string `toml:"pprof_listen"`
+	// Perspective, when set, makes this worker a remote network
+	// perspective of that name: it works only that perspective's checks
+	// (jobs.PerspectiveQueue), with its own [challenge] resolvers.
+	Perspective string `toml:"perspective"`
 }
 
 // Challenge configures validation, [challenge].
@@ -68,6 +72,9 @@ type Challenge struct {
 	// DNSSEC is what validation asks of DNSSEC (DNSSECOff, DNSSECCheck,
 	// DNSSECRequire); DNSSECCheck unless set.
 	DNSSEC string `toml:"dnssec"`
+	// Perspectives are the remote perspectives that corroborate this
+	// worker's validations (perspectives.go).
+	Perspectives Perspectives `toml:"perspectives"`
 }
 
 // The values of challenge.dnssec. Every one but DNSSECOff sets the DO bit
@@ -108,7 +115,7 @@ func DefaultWorker() Worker {
 // DefaultChallenge is [challenge] when the file sets nothing: no
 // resolvers, which a worker refuses (ValidateResolvers).
 func DefaultChallenge() Challenge {
-	return Challenge{TimeoutMS: 10000, HTTPPort: 80, TLSALPNPort: 443, HTTPSPort: 443, DNSSEC: DNSSECCheck}
+	return Challenge{TimeoutMS: 10000, HTTPPort: 80, TLSALPNPort: 443, HTTPSPort: 443, DNSSEC: DNSSECCheck, Perspectives: DefaultPerspectives()}
 }
 
 // Validate reports every problem of [worker], each naming its key.
@@ -136,6 +143,11 @@ func (w Worker) Validate() error {
 	}
 	if w.DeferMaxMS < 100 {
 		errs = append(errs, fmt.Errorf("worker.defer_max_ms: must be at least 100 (the longest wait between tries of a job whose backend is unavailable), got %d", w.DeferMaxMS))
+	}
+	if w.Perspective != "" {
+		if err := ValidPerspectiveName("worker.perspective", w.Perspective); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if w.JobTimeoutMS >= w.RescueAfterMS {
 		errs = append(errs, fmt.Errorf("worker.job_timeout_ms: must be shorter than worker.rescue_after_ms (%d), or a live job is rescued", w.RescueAfterMS))
@@ -167,6 +179,9 @@ func (c Challenge) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("challenge.dnssec: must be %q (no DO bit), %q (bogus answers fail; the default) or %q (only DNSSEC-validated answers pass), got %q",
 			DNSSECOff, DNSSECCheck, DNSSECRequire, c.DNSSEC))
+	}
+	if err := c.Perspectives.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	for _, r := range c.AllowReservedRanges {
 		if _, err := netip.ParsePrefix(strings.TrimSpace(r)); err != nil {

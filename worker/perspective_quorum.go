@@ -1,0 +1,146 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/protocol/acme"
+	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/worker/validate"
+)
+
+// corroborates reports whether this worker's validations need remote
+// perspectives' corroboration ([challenge.perspectives] names some).
+func (w *Worker) corroborates() bool { return len(w.quorum.Names) > 0 }
+
+// resumeCorroboration continues a validation whose primary check already
+// passed and asked the perspectives (this job snoozed, or was retried):
+// done is false when the primary has not answered yet, and the job
+// validates as usual.
+func (w *Worker) resumeCorroboration(ctx context.Context, tgt *store.ChallengeAuthz) (done bool, err error) {
+	answers, now, err := w.st.perspectives.PerspectiveAnswers(ctx, tgt.Challenge.ID)
+	if err != nil {
+		return true, jobs.CouldNotRun(err)
+	}
+	if len(answers) == 0 || answers[0].Perspective != store.PerspectivePrimary {
+		return false, nil
+	}
+	return true, w.decideQuorum(ctx, tgt, answers, now)
+}
+
+// askPerspectives records the primary's passing check and asks every
+// perspective for theirs, then snoozes until they answer.
+func (w *Worker) askPerspectives(ctx context.Context, tgt *store.ChallengeAuthz, res validate.Result, took time.Duration) error {
+	primary := answerOf(tgt.Challenge.ID, store.PerspectivePrimary, res, took)
+	if _, err := w.st.perspectives.PerspectivesAsk(ctx, primary, w.quorum.Names); err != nil {
+		return jobs.CouldNotRun(err)
+	}
+	return jobs.Snooze(perspectivePoll)
+}
+
+// decideQuorum records the verdict once every perspective has answered or
+// the deadline (from the primary's answer, on the database's clock) has
+// passed; until then it snoozes. A perspective that disagreed, could not
+// check, or did not answer in time does not corroborate; more of those
+// than the quorum allows make the challenge invalid, with a problem naming
+// them.
+func (w *Worker) decideQuorum(ctx context.Context, tgt *store.ChallengeAuthz, answers []store.PerspectiveAnswer, now time.Time) error {
+	primary := answers[0]
+	got := map[string]store.PerspectiveAnswer{}
+	for _, a := range answers[1:] {
+		got[a.Perspective] = a
+	}
+	deadline := time.Duration(w.quorum.DeadlineMS) * time.Millisecond
+	left := primary.At.Add(deadline).Sub(now)
+	missing := 0
+	for _, n := range w.quorum.Names {
+		if _, ok := got[n]; !ok {
+			missing++
+		}
+	}
+	if missing > 0 && left > 0 {
+		return jobs.Snooze(min(perspectivePoll, left))
+	}
+	var failed []string
+	var first *acme.Problem
+	for _, n := range w.quorum.Names {
+		a, ok := got[n]
+		switch {
+		case !ok:
+			failed = append(failed, fmt.Sprintf("%s did not answer within %s", n, deadline))
+		case a.Outcome != store.PerspectiveValid:
+			failed = append(failed, fmt.Sprintf("%s saw %s: %s", n, problemType(a.Problem), problemDetail(a.Problem)))
+			if first == nil && a.Problem != nil && a.Outcome == store.PerspectiveInvalid {
+				first = a.Problem
+			}
+		}
+	}
+	var p *acme.Problem
+	if allowed := w.quorum.Allowed(); len(failed) > allowed {
+		p = &acme.Problem{Type: acme.ProblemServerInternal}
+		if first != nil {
+			p.Type = first.Type
+		}
+		p.Detail = fmt.Sprintf("%d of %d network perspectives did not corroborate the validation (at most %d may): %s",
+			len(failed), len(w.quorum.Names), allowed, strings.Join(failed, "; "))
+	}
+	if err := w.recordVerdict(ctx, tgt, p, primary.Record); err != nil {
+		return err
+	}
+	w.countPerspectives(got)
+	return nil
+}
+
+// countPerspectives counts each perspective's part in a recorded verdict.
+func (w *Worker) countPerspectives(got map[string]store.PerspectiveAnswer) {
+	for _, n := range w.quorum.Names {
+		a, ok := got[n]
+		switch {
+		case !ok:
+			w.persp.answers.WithLabelValues(n, "timeout").Inc()
+			continue
+		case a.Outcome == store.PerspectiveValid:
+			w.persp.answers.WithLabelValues(n, "agreed").Inc()
+		default:
+			w.persp.answers.WithLabelValues(n, "disagreed").Inc()
+		}
+		w.persp.latency.WithLabelValues(n).Observe(a.Took.Seconds())
+	}
+}
+
+func problemDetail(p *acme.Problem) string {
+	if p == nil {
+		return ""
+	}
+	return p.Detail
+}
+
+// recordVerdict records a corroborated challenge's verdict: valid when p is
+// nil, else invalid with p, trailed as validateChallenge trails a failure.
+func (w *Worker) recordVerdict(ctx context.Context, tgt *store.ChallengeAuthz, p *acme.Problem, record json.RawMessage) error {
+	ch, authz := &tgt.Challenge, &tgt.Authz
+	v := store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid, ValidationRecord: record}
+	if p != nil {
+		p.Identifier = &authz.Identifier
+		v.Status, v.Error = acme.StatusInvalid, p
+		ev := w.trailEvent(ctx, authz.AccountID, store.ActionValidationFailed, ch.ID,
+			fmt.Sprintf("%s of %s: %s: %s", ch.Type, authz.Identifier, p.Type, p.Detail))
+		v.Trail = &ev
+	}
+	w.metrics.validated(ch.Type, p, false)
+	w.log.InfoContext(ctx, "challenge validated", "challenge", ch.ID, "identifier", authz.Identifier.String(),
+		"type", ch.Type, "status", v.Status, "problem", problemType(v.Error), "perspectives", len(w.quorum.Names))
+	err := w.st.validate.ChallengeVerdict(ctx, v)
+	if errors.Is(err, store.ErrConflict) {
+		return nil
+	}
+	if err != nil {
+		return jobs.CouldNotRun(fmt.Errorf("recording verdict for challenge %s: %w", ch.ID, err))
+	}
+	return nil
+}
