@@ -311,12 +311,3 @@ func (s *Server) redirectNotice(w http.ResponseWriter, r *http.Request, p princi
 	http.SetCookie(w, s.auth.cookie(flashCookie, s.auth.newFlash(p.seed, msg), flashTTL))
 	http.Redirect(w, r, path, http.StatusSeeOther)
 }
-
-// record writes an operator action to the audit log; a failure is logged
-// loudly but does not undo the action, which already happened.
-func (s *Server) record(ctx context.Context, p principal, action, subject, detail string) {
-	ev := store.AuditEvent{Actor: "admin:" + p.user, Action: action, Subject: subject, Detail: detail}
-	if err := s.st.pages.AuditRecord(ctx, ev); err != nil {
-		s.log.Error("admin: recording an audit event failed", "action", action, "subject", subject, "user", p.user, "err", err)
-	}
-}

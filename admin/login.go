@@ -6,6 +6,15 @@ import (
 	"net/url"
 	"path"
 	"strings"
+
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// The audit actions of signing in and out; each is recorded in the
+// transaction that creates or ends the session.
+const (
+	ActionLogin  = "admin.login"
+	ActionLogout = "admin.logout"
 )
 
 // The login form trades the operator token for a session cookie, so a
@@ -55,13 +64,13 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cookie, id := s.auth.mintSession(user)
-	if err := s.st.sessions.AdminSessionCreate(r.Context(), sessionKey(id), user, sessionTTL); err != nil {
+	signIn := store.AuditEvent{Actor: "admin:" + user, Action: ActionLogin, Subject: user, Detail: "from " + r.RemoteAddr}
+	if err := s.st.sessions.AdminSessionCreate(r.Context(), sessionKey(id), user, sessionTTL, signIn); err != nil {
 		s.fail(w, r, principal{}, err)
 		return
 	}
 	http.SetCookie(w, s.auth.cookie(sessionCookie, cookie, sessionTTL))
 	http.SetCookie(w, s.auth.cookie(loginCookie, "", -1))
-	s.record(r.Context(), principal{user: user}, "admin.login", user, "from "+r.RemoteAddr)
 	// Location is written as safeNext returns it: http.Redirect would clean
 	// the path again, and cleaning can turn a path that looked local into
 	// one a browser reads as another host's.
@@ -74,11 +83,11 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 func (s *Server) logout(w http.ResponseWriter, r *http.Request, p principal) error {
 	http.SetCookie(w, s.auth.cookie(sessionCookie, "", -1))
 	if p.session != "" {
-		if err := s.st.sessions.AdminSessionEnd(r.Context(), sessionKey(p.session)); err != nil {
+		signOut := store.AuditEvent{Actor: "admin:" + p.user, Action: ActionLogout, Subject: p.user}
+		if err := s.st.sessions.AdminSessionEnd(r.Context(), sessionKey(p.session), signOut); err != nil {
 			return err
 		}
 	}
-	s.record(r.Context(), p, "admin.logout", p.user, "")
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 	return nil
 }
