@@ -105,7 +105,9 @@ func RetryTx(ctx context.Context, q Queue, tx Tx, id int64) (JobInfo, error) {
 
 // CancelTx is Cancel inside a store transaction.
 func CancelTx(ctx context.Context, q Queue, tx Tx, id int64) (JobInfo, error) {
-	return adminCall(ctx, q, id, "cancelling", func(a admin, ctx context.Context, id int64) (*rivertype.JobRow, error) { return a.cancelTx(ctx, tx, id) })
+	return adminCall(ctx, q, id, "cancelling", func(a admin, ctx context.Context, id int64) (*rivertype.JobRow, error) {
+		return a.cancelTx(ctx, tx, id)
+	})
 }
 
 type admin interface {
