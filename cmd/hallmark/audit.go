@@ -27,7 +27,7 @@ func auditCommand() *cli.Command {
 			{Name: "verify", Usage: "check the audit log's hash chains and report the first broken link (exit 7)",
 				Flags: []cli.Flag{jsonFlag}, Action: withSession(auditVerify)},
 			{Name: "export", Usage: "print the audit log as JSON lines, oldest first, for a SIEM",
-				Flags: []cli.Flag{&cli.Int64Flag{Name: "after", Usage: "only events with an id above `ID` (the last one exported)"}},
+				Flags:  []cli.Flag{&cli.Int64Flag{Name: "after", Usage: "only events with an id above `ID` (the last one exported)"}},
 				Action: withSession(auditExport)},
 		},
 	}
