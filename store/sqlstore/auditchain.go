@@ -150,6 +150,7 @@ func (j jobTx) Abandon(ctx context.Context, sub jobs.Subject, p acme.Problem) (b
 func (s *Store) JobAudited(ctx context.Context, do func(ctx context.Context, tx store.JobTx) (store.AuditEvent, error)) error {
 	for attempt := 0; ; attempt++ {
 		err := s.inTx(ctx, func(t *txn) error {
+			t.open = true
 			ev, err := do(ctx, jobTx{s, t})
 			if err != nil {
 				return err
