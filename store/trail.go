@@ -15,12 +15,13 @@ const (
 	ActionFinalizeRefused   = "finalize.refused"   // finalize refused (a bad CSR, a blocked key, not ready)
 	ActionOrderInvalid      = "order.invalid"      // the worker failed an order instead of signing
 	ActionValidationFailed  = "validation.failed"  // a challenge failed validation
+	ActionValidationValid   = "validation.valid"   // a challenge passed validation
 	ActionCertificateIssued = "certificate.issued" // the worker stored a certificate
 )
 
 // TrailActions are the issuance trail's actions, for help texts and checks.
 var TrailActions = []string{ActionAccountCreated, ActionOrderRefused, ActionFinalizeRefused,
-	ActionOrderInvalid, ActionValidationFailed, ActionCertificateIssued}
+	ActionOrderInvalid, ActionValidationFailed, ActionValidationValid, ActionCertificateIssued}
 
 // AuditFilter narrows AuditFind; empty fields match everything.
 type AuditFilter struct {

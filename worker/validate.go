@@ -72,7 +72,8 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 		return jobs.CouldNotRun(fmt.Errorf("validating challenge %s: %w", ch.ID, res.Err))
 	}
 	w.metrics.validated(ch.Type, res.Problem, false)
-	v := store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid}
+	valid := w.trailEvent(ctx, authz.AccountID, store.ActionValidationValid, ch.ID, fmt.Sprintf("%s of %s", ch.Type, authz.Identifier))
+	v := store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid, Trail: &valid}
 	if res.Problem != nil {
 		p := *res.Problem
 		p.Identifier = &authz.Identifier
