@@ -48,6 +48,8 @@ type Trail interface {
 	// AuditFind is AuditList narrowed by f, newest first.
 	AuditFind(ctx context.Context, f AuditFilter, p Page) ([]AuditEvent, string, error)
 	// AuditPrune deletes up to limit trail events recorded before before,
-	// oldest first, and says how many; operators' actions are kept.
+	// oldest first in the trail's chain (stopping at the first younger
+	// row) and moves the chain's base, and says how many; operators'
+	// actions are kept.
 	AuditPrune(ctx context.Context, before time.Time, limit int) (int64, error)
 }
