@@ -49,11 +49,11 @@ CREATE FUNCTION audit_chain_append() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     head audit_chain%ROWTYPE;
 BEGIN
-    UPDATE audit_chain SET seq = seq + 1 WHERE trail = NEW.trail RETURNING * INTO head;
-    NEW.seq := head.seq;
+    SELECT * INTO head FROM audit_chain WHERE trail = NEW.trail FOR UPDATE;
+    NEW.seq := head.seq + 1;
     NEW.prev_hash := head.hash;
     NEW.hash := encode(sha256(convert_to(audit_preimage(NEW), 'UTF8')), 'hex');
-    UPDATE audit_chain SET hash = NEW.hash WHERE trail = NEW.trail;
+    UPDATE audit_chain SET seq = NEW.seq, hash = NEW.hash WHERE trail = NEW.trail;
     RETURN NEW;
 END
 $$;
