@@ -112,6 +112,7 @@ var contract = []struct {
 	{"AuditChainPrune", testAuditChainPrune},
 	{"AuditChainConcurrent", testAuditChainConcurrent},
 	{"AuditedActions", testAuditedActions},
+	{"Operators", testOperators},
 	{"ExpirePending", testExpirePending},
 	{"ExpirePendingUnusableAuthz", testExpirePendingUnusableAuthz},
 	{"StrandedChallenge", testStrandedChallenge},

@@ -49,3 +49,15 @@ CREATE TRIGGER audit_events_chain AFTER INSERT ON audit_events FOR EACH ROW BEGI
         WHERE id = NEW.id;
     UPDATE audit_chain SET hash = (SELECT hash FROM audit_events WHERE id = NEW.id) WHERE trail = (NEW.trail <> 0);
 END;
+
+-- Operators who sign in to the panel with a client certificate: the
+-- certificate's SHA-256 (of its DER) names the operator, role is what
+-- they may do (viewer, operator, admin); a revoked operator is refused.
+CREATE TABLE operators (
+    name        text PRIMARY KEY,
+    role        text NOT NULL,
+    cert_sha256 text NOT NULL UNIQUE,
+    not_after   integer NOT NULL,
+    created_at  integer NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000000 AS INTEGER)),
+    revoked_at  integer
+);

@@ -60,3 +60,15 @@ $$;
 
 CREATE TRIGGER audit_events_chain BEFORE INSERT ON audit_events
     FOR EACH ROW EXECUTE FUNCTION audit_chain_append();
+
+-- Operators who sign in to the panel with a client certificate: the
+-- certificate's SHA-256 (of its DER) names the operator, role is what
+-- they may do (viewer, operator, admin); a revoked operator is refused.
+CREATE TABLE operators (
+    name        text PRIMARY KEY,
+    role        text NOT NULL,
+    cert_sha256 text NOT NULL UNIQUE,
+    not_after   timestamptz NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    revoked_at  timestamptz
+);
