@@ -46,6 +46,10 @@ func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, status int,
 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if s.auth.off {
+		s.renderLogin(w, r, http.StatusForbidden, "The operator token is turned off here (admin.token_off): sign in with your client certificate.")
+		return
+	}
 	c, err := r.Cookie(loginCookie)
 	if err != nil || !s.auth.csrfOK(r, "login:"+c.Value) {
 		http.Error(w, "403 forbidden: the login form's CSRF token is missing or stale; reload the login page", http.StatusForbidden)

@@ -1,0 +1,64 @@
+package admin
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// Operators sign in with a client certificate on the panel's TLS listener
+// (adminconf: tls_cert_file, client_ca_file): the listener verifies it
+// against the operators' CA, and the panel finds its operator by the
+// SHA-256 of its DER (store.Operators) and takes their role from the row.
+// Nothing else about the certificate is trusted: a certificate the CA
+// signed but no operator row names is refused.
+
+// operatorFinder is what certificate sign-in reads.
+type operatorFinder interface {
+	OperatorByCert(ctx context.Context, sha256Hex string) (*store.Operator, error)
+}
+
+// CertSHA256 names a certificate as the operators table does.
+func CertSHA256(c *x509.Certificate) string {
+	sum := sha256.Sum256(c.Raw)
+	return hex.EncodeToString(sum[:])
+}
+
+// errCertRefused is a client certificate the panel refuses, with why.
+type errCertRefused string
+
+func (e errCertRefused) Error() string { return string(e) }
+
+// certPrincipal is the operator of the request's verified client
+// certificate; ok is false when the request has none. A certificate no
+// operator holds, one past its notAfter, or a revoked operator's is
+// errCertRefused.
+func (s *Server) certPrincipal(r *http.Request) (principal, bool, error) {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
+		return principal{}, false, nil
+	}
+	leaf := r.TLS.VerifiedChains[0][0]
+	fp := CertSHA256(leaf)
+	op, err := s.st.operators.OperatorByCert(r.Context(), fp)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return principal{}, true, errCertRefused(fmt.Sprintf("the client certificate %s… names no operator; ask an admin to run `hallmark operators add`", fp[:16]))
+	case err != nil:
+		return principal{}, true, err
+	case op.RevokedAt != nil:
+		return principal{}, true, errCertRefused(fmt.Sprintf("operator %s was revoked at %s; ask an admin for a new certificate", op.Name, op.RevokedAt.UTC().Format("2006-01-02 15:04Z")))
+	case s.auth.now().After(op.NotAfter) || s.auth.now().After(leaf.NotAfter):
+		return principal{}, true, errCertRefused(fmt.Sprintf("operator %s's certificate expired; ask an admin for a new one", op.Name))
+	}
+	return principal{user: op.Name, seed: "cert:" + fp, role: op.Role}, true, nil
+}
+
+// can reports whether p's role allows need; the token (a bootstrap) is
+// admin.
+func (p principal) can(need string) bool { return store.RoleAllows(p.role, need) }
