@@ -3,11 +3,13 @@ package admin
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 
 	"github.com/hallmark-ca/hallmark/store"
 )
@@ -62,3 +64,27 @@ func (s *Server) certPrincipal(r *http.Request) (principal, bool, error) {
 // can reports whether p's role allows need; the token (a bootstrap) is
 // admin.
 func (p principal) can(need string) bool { return store.RoleAllows(p.role, need) }
+
+// ServerTLS is the panel listener's TLS: its own certificate and key, and
+// when clientCAFile is set, the CA whose client certificates the listener
+// verifies (expiry and chain; VerifyClientCertIfGiven, so the token still
+// works beside it where it is on). certPrincipal then names the operator.
+func ServerTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("admin.tls_cert_file, admin.tls_key_file: %w", err)
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	if clientCAFile != "" {
+		pemBytes, err := os.ReadFile(clientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("admin.client_ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pemBytes) {
+			return nil, fmt.Errorf("admin.client_ca_file %s holds no PEM certificate", clientCAFile)
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.VerifyClientCertIfGiven
+	}
+	return cfg, nil
+}
