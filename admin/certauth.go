@@ -2,15 +2,14 @@ package admin
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
 
+	"github.com/hallmark-ca/hallmark/admin/operatorca"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -26,11 +25,9 @@ type operatorFinder interface {
 	OperatorByCert(ctx context.Context, sha256Hex string) (*store.Operator, error)
 }
 
-// CertSHA256 names a certificate as the operators table does.
-func CertSHA256(c *x509.Certificate) string {
-	sum := sha256.Sum256(c.Raw)
-	return hex.EncodeToString(sum[:])
-}
+// CertSHA256 names a certificate as the operators table does
+// (operatorca.CertSHA256).
+func CertSHA256(c *x509.Certificate) string { return operatorca.CertSHA256(c) }
 
 // errCertRefused is a client certificate the panel refuses, with why.
 type errCertRefused string

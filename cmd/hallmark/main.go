@@ -39,6 +39,7 @@ func main() {
 			backupCommand(),
 			ariCommand(),
 			auditCommand(),
+			operatorsCommand(),
 			policyCommand(),
 			version.Command("hallmark"),
 		},

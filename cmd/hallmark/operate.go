@@ -60,6 +60,7 @@ type cliStore interface {
 	renewal.Store
 	store.CRLReader
 	store.AuditChain
+	store.Operators
 	AuditAfter(ctx context.Context, after int64, limit int) ([]store.AuditEvent, error)
 	AccountsList(ctx context.Context, p store.Page) ([]*store.Account, string, error)
 	AuditFind(ctx context.Context, f store.AuditFilter, p store.Page) ([]store.AuditEvent, string, error)
