@@ -91,6 +91,9 @@ type pageStore interface {
 	CertificateBySerial(ctx context.Context, serial string) (*store.Certificate, error)
 	CertificatesList(ctx context.Context, f store.CertFilter, p store.Page) ([]*store.Certificate, string, error)
 	KeysBlocked(ctx context.Context, limit int) ([]store.BlockedKey, error)
+	EABCreate(ctx context.Context, k store.EABKey, ev store.AuditEvent) (*store.EABKey, error)
+	EABDelete(ctx context.Context, id string, ev store.AuditEvent) error
+	EABList(ctx context.Context, p store.Page) ([]*store.EABKey, string, error)
 	Now(ctx context.Context) (time.Time, error)
 	OrderByID(ctx context.Context, id string) (*store.Order, error)
 	OrdersList(ctx context.Context, f store.OrderFilter, p store.Page) ([]*store.Order, string, error)
@@ -160,6 +163,7 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /crls", s.authed(store.RoleViewer, s.crls))
 	s.mux.Handle("GET /keys", s.authed(store.RoleViewer, s.keys))
 	s.mux.Handle("GET /audit", s.authed(store.RoleViewer, s.audit))
+	s.apiRoutes()
 }
 
 // storableRequest reports whether r's path and query values are text a
