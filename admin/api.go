@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/hallmark-ca/hallmark/admin/operator"
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
@@ -39,6 +41,7 @@ type apiRoute struct {
 var apiRoutes = []apiRoute{
 	{"GET", "/api/v1/accounts", store.RoleViewer, func(s *Server) apiHandler { return s.apiAccounts }},
 	{"GET", "/api/v1/accounts/{id}", store.RoleViewer, func(s *Server) apiHandler { return s.apiAccount }},
+	{"POST", "/api/v1/accounts/{id}/deactivate", store.RoleOperator, func(s *Server) apiHandler { return s.apiDeactivate }},
 	{"GET", "/api/v1/orders", store.RoleViewer, func(s *Server) apiHandler { return s.apiOrders }},
 	{"GET", "/api/v1/orders/{id}", store.RoleViewer, func(s *Server) apiHandler { return s.apiOrder }},
 	{"GET", "/api/v1/certificates", store.RoleViewer, func(s *Server) apiHandler { return s.apiCerts }},
@@ -46,6 +49,8 @@ var apiRoutes = []apiRoute{
 	{"POST", "/api/v1/certificates/{serial}/revoke", store.RoleOperator, func(s *Server) apiHandler { return s.apiRevoke }},
 	{"GET", "/api/v1/jobs", store.RoleViewer, func(s *Server) apiHandler { return s.apiJobs }},
 	{"GET", "/api/v1/jobs/{id}", store.RoleViewer, func(s *Server) apiHandler { return s.apiJob }},
+	{"POST", "/api/v1/jobs/{id}/retry", store.RoleOperator, func(s *Server) apiHandler { return s.apiJobRetry }},
+	{"POST", "/api/v1/jobs/{id}/abandon", store.RoleOperator, func(s *Server) apiHandler { return s.apiJobAbandon }},
 	{"GET", "/api/v1/crls", store.RoleViewer, func(s *Server) apiHandler { return s.apiCRLs }},
 	{"GET", "/api/v1/eab", store.RoleAdmin, func(s *Server) apiHandler { return s.apiEABList }},
 	{"POST", "/api/v1/eab", store.RoleAdmin, func(s *Server) apiHandler { return s.apiEABCreate }},
@@ -335,4 +340,43 @@ func (s *Server) apiEABDelete(r *http.Request, p principal) (any, error) {
 		return nil, err
 	}
 	return map[string]string{"kid": kid, "deleted": "true"}, nil
+}
+
+// nothingToDo answers an operator action that would change nothing: 409
+// with the reason (operator.ErrNothingToDo).
+func nothingToDo(v any, err error) (any, error) {
+	if errors.Is(err, operator.ErrNothingToDo) {
+		return nil, apiErr(http.StatusConflict, "%v", err)
+	}
+	return v, err
+}
+
+func (s *Server) apiDeactivate(r *http.Request, p principal) (any, error) {
+	return nothingToDo(operator.DeactivateAccount(r.Context(), s.st.pages, r.PathValue("id"), "admin:"+p.user))
+}
+
+func (s *Server) apiJobRetry(r *http.Request, p principal) (any, error) {
+	id, err := jobID(r)
+	if err != nil {
+		return nil, apiErr(http.StatusNotFound, "a job id is a number")
+	}
+	return nothingToDo(operator.RetryJob(r.Context(), s.st.pages, s.q, id, "admin:"+p.user))
+}
+
+func (s *Server) apiJobAbandon(r *http.Request, p principal) (any, error) {
+	id, err := jobID(r)
+	if err != nil {
+		return nil, apiErr(http.StatusNotFound, "a job id is a number")
+	}
+	var body struct {
+		Detail string `json:"detail"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil && !errors.Is(err, io.EOF) {
+		return nil, apiErr(http.StatusBadRequest, `the body must be {} or {"detail": "the sentence the client sees"}`)
+	}
+	if body.Detail == "" {
+		body.Detail = "the CA's operator abandoned this work; submit a new order"
+	}
+	j, failed, err := operator.AbandonJob(r.Context(), s.st.pages, s.q, id, "admin:"+p.user, body.Detail)
+	return nothingToDo(map[string]any{"job": j, "subject_failed": failed}, err)
 }

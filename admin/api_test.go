@@ -73,6 +73,7 @@ func TestAPIRoles(t *testing.T) {
 	expired := ca.issue(t, "old", time.Now().Add(-time.Minute), false)
 	issuedCert(t, st, "a9101", "api.example.com", "issuer-1", "default")
 	o := pendingOrder(t, st, "api-order", "api-order.example.com")
+	deact := pendingOrder(t, st, "api-deact", "api-deact.example.com")
 
 	endpoints := []struct {
 		method, path, body, role string
@@ -88,7 +89,20 @@ func TestAPIRoles(t *testing.T) {
 		{"GET", "/api/v1/crls", "", store.RoleViewer},
 		{"GET", "/api/v1/eab", "", store.RoleAdmin},
 		{"POST", "/api/v1/certificates/ffff/revoke", `{"reason": 4}`, store.RoleOperator}, // served: 404
-		{"DELETE", "/api/v1/eab/eab_none", "", store.RoleAdmin},                           // served: 404
+		{"POST", "/api/v1/eab", `{"label": "each role"}`, store.RoleAdmin},
+		{"DELETE", "/api/v1/eab/eab_none", "", store.RoleAdmin}, // served: 404
+		{"POST", "/api/v1/accounts/" + deact.AccountID + "/deactivate", "{}", store.RoleOperator},
+		{"POST", "/api/v1/jobs/999999/retry", "{}", store.RoleOperator},   // served: 404
+		{"POST", "/api/v1/jobs/999999/abandon", "{}", store.RoleOperator}, // served: 404
+	}
+	// Every documented operation is in the list above.
+	_, spec := call(t, clients[store.RoleViewer], "GET", srv.URL+"/api/v1/openapi.json", "")
+	ops := 0
+	for _, p := range spec["paths"].(map[string]any) {
+		ops += len(p.(map[string]any))
+	}
+	if ops != len(endpoints) {
+		t.Fatalf("openapi.json documents %d operations; the test calls %d", ops, len(endpoints))
 	}
 	for _, e := range endpoints {
 		for _, role := range store.Roles {
@@ -138,7 +152,39 @@ func TestAPIRoles(t *testing.T) {
 	if code, v := call(t, clients[store.RoleAdmin], "DELETE", srv.URL+"/api/v1/eab/"+kid, ""); code != 200 {
 		t.Fatalf("EAB delete: %d %v", code, v)
 	}
-	if evs, _, _ := st.AuditFind(ctx, store.AuditFilter{Action: "eab.create"}, store.Page{}); len(evs) != 1 || evs[0].Actor != "admin:admin-op" {
-		t.Fatalf("EAB audit = %+v; want one by admin:admin-op", evs)
+	if evs, _, _ := st.AuditFind(ctx, store.AuditFilter{Action: "eab.create"}, store.Page{}); len(evs) != 2 || evs[0].Actor != "admin:admin-op" || evs[0].Subject != kid {
+		t.Fatalf("EAB audit = %+v; want the admin's two, the newest %s", evs, kid)
+	}
+	if a, _ := st.AccountByID(ctx, deact.AccountID); a.Status != "deactivated" {
+		t.Fatalf("the operator's API deactivation left the account %s", a.Status)
+	}
+	if evs, _, _ := st.AuditFind(ctx, store.AuditFilter{Action: "account.deactivate"}, store.Page{}); len(evs) != 1 || evs[0].Actor != "admin:operator-op" {
+		t.Fatalf("deactivation audit = %+v; want one by admin:operator-op (the admin's second call changed nothing)", evs)
+	}
+}
+
+// TestAPIToken: where the token is on, the API takes it in a header as
+// admin, and refuses a wrong one, none, and a browser session's cookie
+// (which a page elsewhere could make a browser send).
+func TestAPIToken(t *testing.T) {
+	t.Parallel()
+	srv, _ := panel(t)
+	c := &http.Client{CheckRedirect: noRedirect}
+	for _, tc := range []struct {
+		name, auth string
+		want       int
+	}{{"bearer", "Bearer " + token, 200}, {"wrong", "Bearer not-the-token-0123456789", 401}, {"none", "", 401}} {
+		if resp, body := do(t, c, "GET", srv.URL+"/api/v1/eab", tc.auth, nil); resp.StatusCode != tc.want {
+			t.Errorf("%s: %d, want %d\n%s", tc.name, resp.StatusCode, tc.want, body)
+		}
+	}
+	sc, _ := signIn(t, srv.URL, "alice", "/")
+	resp, err := sc.Get(srv.URL + "/api/v1/eab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a session cookie on the API: %d, want 401", resp.StatusCode)
 	}
 }
