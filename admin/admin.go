@@ -68,6 +68,7 @@ type Server struct {
 	log     *slog.Logger
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
+	signIns signIns // client certificates' sign-ins recorded lately
 }
 
 // stores is the store as the panel's sign-in (admin.go, login.go) and its

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"sync"
+	"time"
 
 	"github.com/hallmark-ca/hallmark/admin/operatorca"
 	"github.com/hallmark-ca/hallmark/store"
@@ -23,6 +25,42 @@ import (
 // operatorFinder is what certificate sign-in reads.
 type operatorFinder interface {
 	OperatorByCert(ctx context.Context, sha256Hex string) (*store.Operator, error)
+	AuditRecord(ctx context.Context, ev store.AuditEvent) error
+}
+
+// signInEvery is how often a certificate's use is recorded as a sign-in
+// (admin.login) by one frontend: a certificate has no session to begin,
+// so its first request, and the first after a quiet hour, stand for one.
+const signInEvery = time.Hour
+
+// signIns remembers when each certificate's sign-in was last recorded.
+type signIns struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+// record writes op's sign-in unless one was written within signInEvery;
+// a failed write refuses the request, as a failed session insert does.
+func (si *signIns) record(r *http.Request, st operatorFinder, op *store.Operator, fp string, now time.Time) error {
+	si.mu.Lock()
+	if t, ok := si.last[fp]; ok && now.Sub(t) < signInEvery {
+		si.mu.Unlock()
+		return nil
+	}
+	if si.last == nil || len(si.last) > 10000 {
+		si.last = map[string]time.Time{}
+	}
+	si.last[fp] = now
+	si.mu.Unlock()
+	ev := store.AuditEvent{Actor: "admin:" + op.Name, Action: ActionLogin, Subject: op.Name,
+		Detail: fmt.Sprintf("client certificate %s from %s", fp[:16], r.RemoteAddr)}
+	if err := st.AuditRecord(r.Context(), ev); err != nil {
+		si.mu.Lock()
+		delete(si.last, fp)
+		si.mu.Unlock()
+		return fmt.Errorf("recording the sign-in of %s: %w", op.Name, err)
+	}
+	return nil
 }
 
 // CertSHA256 names a certificate as the operators table does
@@ -54,6 +92,9 @@ func (s *Server) certPrincipal(r *http.Request) (principal, bool, error) {
 		return principal{}, true, errCertRefused(fmt.Sprintf("operator %s was revoked at %s; ask an admin for a new certificate", op.Name, op.RevokedAt.UTC().Format("2006-01-02 15:04Z")))
 	case s.auth.now().After(op.NotAfter) || s.auth.now().After(leaf.NotAfter):
 		return principal{}, true, errCertRefused(fmt.Sprintf("operator %s's certificate expired; ask an admin for a new one", op.Name))
+	}
+	if err := s.signIns.record(r, s.st.operators, op, fp, s.auth.now()); err != nil {
+		return principal{}, true, err
 	}
 	return principal{user: op.Name, seed: "cert:" + fp, role: op.Role}, true, nil
 }

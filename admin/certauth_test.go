@@ -179,6 +179,11 @@ func TestClientCertificateRoles(t *testing.T) {
 				t.Fatalf("revoke audit = %+v, %v; want one row by admin:bob", evs, err)
 			}
 
+			logins, _, err := st.AuditFind(ctx, store.AuditFilter{Action: admin.ActionLogin}, store.Page{})
+			if got := subjectsOf(logins); err != nil || got != "bob alice" {
+				t.Fatalf("sign-ins recorded: %q, %v; want one each for alice and bob, however many requests", got, err)
+			}
+
 			carol := certs["carol"]
 			eve := ca.issue(t, "eve", hour, false)
 			expired := ca.issue(t, "dave", time.Now().Add(-time.Minute), false)
@@ -200,4 +205,12 @@ func TestClientCertificateRoles(t *testing.T) {
 			}
 		})
 	}
+}
+
+func subjectsOf(evs []store.AuditEvent) string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.Subject)
+	}
+	return strings.Join(out, " ")
 }
