@@ -297,6 +297,7 @@ type view struct {
 	Nav     string
 	User    string
 	Role    string // the operator's; Can hides what it does not allow
+	ByCert  bool   // signed in by client certificate: nothing to sign out of
 	CSRF    string
 	Flash   string
 	Now     time.Time
@@ -313,7 +314,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, p principal, sta
 		http.Error(w, "no template "+page, http.StatusInternalServerError)
 		return
 	}
-	v := view{Title: page, Version: s.version, Nav: page, User: p.user, Role: p.role, Now: time.Now(), Data: data}
+	v := view{Title: page, Version: s.version, Nav: page, User: p.user, Role: p.role, ByCert: strings.HasPrefix(p.seed, "cert:"), Now: time.Now(), Data: data}
 	if p.seed != "" {
 		v.CSRF = s.auth.csrfToken(p.seed)
 	}

@@ -151,7 +151,7 @@ func TestClientCertificateRoles(t *testing.T) {
 
 			alice, bob := certs["alice"], certs["bob"]
 			resp, page := do(t, client(roots, &alice), "GET", certURL, "", nil)
-			if resp.StatusCode != 200 || !strings.Contains(page, "alice (viewer)") {
+			if resp.StatusCode != 200 || !strings.Contains(page, "alice (viewer)") || strings.Contains(page, "Sign out") {
 				t.Fatalf("viewer GET: %d\n%s", resp.StatusCode, page)
 			}
 			if strings.Contains(page, `id="revoke-form"`) {
