@@ -19,6 +19,16 @@ import (
 // its Seq, the previous row's hash and its own, the SHA-256 of
 // AuditPreimage.
 
+// ActionAuditPrune is the operators' chain's record of each pruning of the
+// trail: the seq and hash its base moved to (PruneDetail), so a trail
+// whose first rows were deleted otherwise shows.
+const ActionAuditPrune = "audit.prune"
+
+// PruneDetail is an audit.prune event's detail for a base moved to seq.
+func PruneDetail(seq int64, hash string) string {
+	return fmt.Sprintf("trail events to seq %d deleted (audit.retention_days); base %s", seq, hash)
+}
+
 // GenesisHash is what the first row of a chain follows.
 var GenesisHash = strings.Repeat("0", 64)
 
@@ -69,6 +79,8 @@ type AuditChain interface {
 	AuditChainRows(ctx context.Context, trail bool, after, upTo int64, limit int) ([]AuditEvent, error)
 	// AuditUnchained counts the rows recorded before the chain existed.
 	AuditUnchained(ctx context.Context) (int64, error)
+	// AuditLastPrune is the newest audit.prune event; false when none.
+	AuditLastPrune(ctx context.Context) (AuditEvent, bool, error)
 }
 
 // AuditBreak is the first broken link of a chain.
@@ -116,8 +128,14 @@ func VerifyAudit(ctx context.Context, st AuditChain) (AuditReport, error) {
 			return rep, err
 		}
 		rep.Rows = 0
-		var brk *AuditBreak
+		brk, err := checkBase(ctx, st, rep.Trail)
+		if err != nil {
+			return rep, err
+		}
 		for _, h := range []AuditHead{rep.Operators, rep.Trail} {
+			if brk != nil {
+				break
+			}
 			n, b, err := verifyChain(ctx, st, h)
 			rep.Rows += n
 			if err != nil {
@@ -138,6 +156,20 @@ func VerifyAudit(ctx context.Context, st AuditChain) (AuditReport, error) {
 		rep.Break = brk
 		return rep, nil
 	}
+}
+
+// checkBase compares the trail's base with what the newest audit.prune
+// event recorded: a base moved without one means rows were deleted from
+// the trail's start other than by pruning.
+func checkBase(ctx context.Context, st AuditChain, trail AuditHead) (*AuditBreak, error) {
+	ev, ok, err := st.AuditLastPrune(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if (trail.BaseSeq == 0 && !ok) || (ok && ev.Detail == PruneDetail(trail.BaseSeq, trail.BaseHash)) {
+		return nil, nil
+	}
+	return &AuditBreak{Trail: true, Seq: trail.BaseSeq, Why: "the trail's base is not where its last recorded pruning left it (rows deleted from its start)"}, nil
 }
 
 func verifyChain(ctx context.Context, st AuditChain, h AuditHead) (int64, *AuditBreak, error) {

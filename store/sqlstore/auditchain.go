@@ -68,6 +68,14 @@ func (s *Store) auditRows(ctx context.Context, q string, args ...any) ([]store.A
 	})
 }
 
+func (s *Store) AuditLastPrune(ctx context.Context) (store.AuditEvent, bool, error) {
+	evs, err := s.auditRows(ctx, `SELECT `+auditCols+` FROM audit_events WHERE action = $1 AND NOT trail ORDER BY seq DESC LIMIT 1`, store.ActionAuditPrune)
+	if err != nil || len(evs) == 0 {
+		return store.AuditEvent{}, false, err
+	}
+	return evs[0], true, nil
+}
+
 func (s *Store) AuditUnchained(ctx context.Context) (int64, error) {
 	n, err := autocommitted(ctx, s, func(t *txn) (n int64, err error) {
 		err = t.queryRow(ctx, `SELECT count(*) FROM audit_events WHERE seq IS NULL`).Scan(&n)
@@ -117,7 +125,11 @@ func (s *Store) AuditPrune(ctx context.Context, before time.Time, limit int) (in
 		}
 		m, err := t.exec(ctx, `DELETE FROM audit_events WHERE trail AND seq <= $1`, lastSeq)
 		n += m
-		return err
+		if err != nil {
+			return err
+		}
+		return s.audit(ctx, t, store.AuditEvent{Actor: "housekeeping", Action: store.ActionAuditPrune, Subject: "trail",
+			Detail: store.PruneDetail(lastSeq, lastHash)})
 	})
 	if err != nil {
 		return 0, fmt.Errorf("deleting trail events before %s: %w", before.UTC().Format(time.RFC3339), err)

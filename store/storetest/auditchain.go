@@ -89,7 +89,7 @@ func wantBreak(t *testing.T, s store.Store, trail bool, seq, id int64, why strin
 // testAuditChainPrune: pruning the trail deletes a prefix of its chain and
 // moves its base, so what is kept still verifies; a younger row keeps every
 // row after it, however old.
-func testAuditChainPrune(t *testing.T, s store.Store, _ Extras) {
+func testAuditChainPrune(t *testing.T, s store.Store, x Extras) {
 	ctx := ctxT(t)
 	old := dbNow(t, s).Add(-48 * time.Hour)
 	for i, ev := range []store.AuditEvent{
@@ -107,13 +107,20 @@ func testAuditChainPrune(t *testing.T, s store.Store, _ Extras) {
 		t.Fatalf("AuditPrune = %d, %v; want the 2 old rows before the new one", n, err)
 	}
 	rep := verifyOK(t, s)
-	if rep.Trail.BaseSeq != 2 || rep.Rows != 3 {
-		t.Fatalf("after pruning: %+v, want the trail's base at 2 and 3 rows kept", rep)
+	if rep.Trail.BaseSeq != 2 || rep.Rows != 4 {
+		t.Fatalf("after pruning: %+v, want the trail's base at 2 and 4 rows: 3 kept and the pruning's record", rep)
 	}
 	if err := s.AuditRecord(ctx, trailEvent(store.ActionCertificateIssued, "later", "r5")); err != nil {
 		t.Fatal(err)
 	}
 	verifyOK(t, s)
+
+	// Someone deletes the trail's first row and moves its base past it, as
+	// a pruning would, but without the pruning's record: verify says so.
+	first := x.Int(t, `SELECT id FROM audit_events WHERE trail ORDER BY seq LIMIT 1`)
+	x.Exec(t, fmt.Sprintf(`UPDATE audit_chain SET base_seq = 3, base_hash = (SELECT hash FROM audit_events WHERE id = %d) WHERE trail`, first))
+	x.Exec(t, fmt.Sprintf(`DELETE FROM audit_events WHERE id = %d`, first))
+	wantBreak(t, s, true, 3, 0, "last recorded pruning")
 }
 
 // testAuditChainConcurrent: appends from several handles at once (several
