@@ -33,8 +33,10 @@ type Options struct {
 	Queue jobs.Queue
 	// Revoker is the shared revocation service (protocol/revocation).
 	Revoker *revocation.Service
-	// Token is the operator token (LoadToken).
-	Token string
+	// Token is the operator token (LoadToken), a bootstrap that signs in
+	// as admin; with TokenOff the panel accepts client certificates only.
+	Token    string
+	TokenOff bool
 	// CRLBase is where relying parties fetch CRLs (config ca.url_base),
 	// to link each issuer's served CRL.
 	CRLBase string
@@ -71,14 +73,16 @@ type Server struct {
 	log     *slog.Logger
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
+	signIns signIns // client certificates' sign-ins recorded lately
 }
 
 // stores is the store as the panel's sign-in (admin.go, login.go) and its
 // pages (pages.go) see it; New fills both from Options.Store.
 type stores struct {
-	sessions store.AdminSessions
-	pages    pageStore
-	pauses   pauseStore // pauses.go
+	sessions  store.AdminSessions
+	operators operatorFinder
+	pages     pageStore
+	pauses    pauseStore // pauses.go
 }
 
 // pageStore is what the pages read, and the operator actions, the CRL
@@ -94,6 +98,9 @@ type pageStore interface {
 	CertificateBySerial(ctx context.Context, serial string) (*store.Certificate, error)
 	CertificatesList(ctx context.Context, f store.CertFilter, p store.Page) ([]*store.Certificate, string, error)
 	KeysBlocked(ctx context.Context, limit int) ([]store.BlockedKey, error)
+	EABCreate(ctx context.Context, k store.EABKey, ev store.AuditEvent) (*store.EABKey, error)
+	EABDelete(ctx context.Context, id string, ev store.AuditEvent) error
+	EABList(ctx context.Context, p store.Page) ([]*store.EABKey, string, error)
 	Now(ctx context.Context) (time.Time, error)
 	OrderByID(ctx context.Context, id string) (*store.Order, error)
 	OrdersList(ctx context.Context, f store.OrderFilter, p store.Page) ([]*store.Order, string, error)
@@ -103,6 +110,9 @@ type pageStore interface {
 
 // New builds the panel. It refuses a token shorter than MinTokenLength.
 func New(o Options) (*Server, error) {
+	if o.TokenOff {
+		o.Token = randomID() + randomID() // keys the sessions' MACs; nobody holds it
+	}
 	if len(o.Token) < MinTokenLength {
 		return nil, fmt.Errorf("the admin token is %d bytes; use at least %d", len(o.Token), MinTokenLength)
 	}
@@ -113,7 +123,8 @@ func New(o Options) (*Server, error) {
 		o.Logger = slog.Default()
 	}
 	a := newAuth(o.Token, o.SecureCookies)
-	s := &Server{st: stores{sessions: o.Store, pages: o.Store, pauses: o.Store}, q: o.Queue, rev: o.Revoker, auth: a, limit: newLimiter(func() time.Time { return a.now() }),
+	a.off = o.TokenOff
+	s := &Server{st: stores{sessions: o.Store, operators: o.Store, pages: o.Store, pauses: o.Store}, q: o.Queue, rev: o.Revoker, auth: a, limit: newLimiter(func() time.Time { return a.now() }),
 		crlBase: strings.TrimRight(o.CRLBase, "/"), wait: o.RevokeWait, profs: o.Profiles, version: o.Version, pause: store.PauseRule{After: o.PauseAfter, MinFailures: int64(o.PauseMinFailures)}, log: o.Logger, mux: http.NewServeMux()}
 	if err := s.parseTemplates(); err != nil {
 		return nil, err
@@ -143,25 +154,26 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	s.mux.HandleFunc("GET /login", s.loginPage)
 	s.mux.HandleFunc("POST /login", s.login)
-	s.mux.Handle("POST /logout", s.authed(s.logout))
-	s.mux.Handle("GET /{$}", s.authed(s.overview))
-	s.mux.Handle("GET /accounts", s.authed(s.accounts))
-	s.mux.Handle("GET /accounts/{id}", s.authed(s.account))
-	s.mux.Handle("POST /accounts/{id}/deactivate", s.authed(s.accountDeactivate))
-	s.mux.Handle("GET /orders", s.authed(s.orders))
-	s.mux.Handle("GET /orders/{id}", s.authed(s.order))
-	s.mux.Handle("GET /certs", s.authed(s.certs))
-	s.mux.Handle("GET /certs/{serial}", s.authed(s.cert))
-	s.mux.Handle("POST /certs/{serial}/revoke", s.authed(s.revoke))
-	s.mux.Handle("GET /jobs", s.authed(s.jobsPage))
-	s.mux.Handle("GET /jobs/{id}", s.authed(s.job))
-	s.mux.Handle("POST /jobs/{id}/retry", s.authed(s.jobRetry))
-	s.mux.Handle("POST /jobs/{id}/abandon", s.authed(s.jobAbandon))
-	s.mux.Handle("GET /crls", s.authed(s.crls))
-	s.mux.Handle("GET /keys", s.authed(s.keys))
-	s.mux.Handle("GET /pauses", s.authed(s.pauses))
-	s.mux.Handle("POST /pauses/lift", s.authed(s.pauseLift))
-	s.mux.Handle("GET /audit", s.authed(s.audit))
+	s.mux.Handle("POST /logout", s.authed(store.RoleViewer, s.logout))
+	s.mux.Handle("GET /{$}", s.authed(store.RoleViewer, s.overview))
+	s.mux.Handle("GET /accounts", s.authed(store.RoleViewer, s.accounts))
+	s.mux.Handle("GET /accounts/{id}", s.authed(store.RoleViewer, s.account))
+	s.mux.Handle("POST /accounts/{id}/deactivate", s.authed(store.RoleOperator, s.accountDeactivate))
+	s.mux.Handle("GET /orders", s.authed(store.RoleViewer, s.orders))
+	s.mux.Handle("GET /orders/{id}", s.authed(store.RoleViewer, s.order))
+	s.mux.Handle("GET /certs", s.authed(store.RoleViewer, s.certs))
+	s.mux.Handle("GET /certs/{serial}", s.authed(store.RoleViewer, s.cert))
+	s.mux.Handle("POST /certs/{serial}/revoke", s.authed(store.RoleOperator, s.revoke))
+	s.mux.Handle("GET /jobs", s.authed(store.RoleViewer, s.jobsPage))
+	s.mux.Handle("GET /jobs/{id}", s.authed(store.RoleViewer, s.job))
+	s.mux.Handle("POST /jobs/{id}/retry", s.authed(store.RoleOperator, s.jobRetry))
+	s.mux.Handle("POST /jobs/{id}/abandon", s.authed(store.RoleOperator, s.jobAbandon))
+	s.mux.Handle("GET /crls", s.authed(store.RoleViewer, s.crls))
+	s.mux.Handle("GET /keys", s.authed(store.RoleViewer, s.keys))
+	s.mux.Handle("GET /pauses", s.authed(store.RoleViewer, s.pauses))
+	s.mux.Handle("POST /pauses/lift", s.authed(store.RoleOperator, s.pauseLift))
+	s.mux.Handle("GET /audit", s.authed(store.RoleViewer, s.audit))
+	s.apiRoutes()
 }
 
 // storableRequest reports whether r's path and query values are text a
@@ -184,22 +196,33 @@ func storableRequest(r *http.Request) bool {
 type handlerFunc func(w http.ResponseWriter, r *http.Request, p principal) error
 
 // authed refuses a request without valid credentials (401, with the login
-// form for a browser), a bearer or basic token from an address with too many
-// failed token checks (429, whether or not the token is right), and a POST
-// without the principal's CSRF token (403).
-func (s *Server) authed(h handlerFunc) http.Handler {
+// form for a browser), a client certificate no live operator holds (403),
+// a bearer or basic token from an address with too many failed token
+// checks (429, whether or not the token is right), a principal whose role
+// does not allow need (403), and a POST without the principal's CSRF token
+// (403).
+func (s *Server) authed(need string, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var p principal
-		var ok bool
-		if cred := headerCredential(r); cred != "" {
+		p, ok, err := s.certPrincipal(r)
+		var refused errCertRefused
+		switch {
+		case errors.As(err, &refused):
+			s.log.Warn("admin: client certificate refused", "path", r.URL.Path, "why", refused.Error())
+			http.Error(w, "403 forbidden: "+refused.Error(), http.StatusForbidden)
+			return
+		case err != nil:
+			s.fail(w, r, principal{}, err)
+			return
+		case ok:
+		case headerCredential(r) != "":
 			var wait time.Duration
-			ok, wait = s.tokenCheck(r, cred, func() (good bool) { p, good = s.auth.authenticate(r); return good })
+			ok, wait = s.tokenCheck(r, headerCredential(r), func() (good bool) { p, good = s.auth.authenticate(r); return good })
 			if wait > 0 {
 				secs := retryAfter(w, wait)
 				http.Error(w, fmt.Sprintf("429 too many requests: too many failed authentications from your address; retry in %d seconds", secs), http.StatusTooManyRequests)
 				return
 			}
-		} else {
+		default:
 			p, ok = s.auth.authenticate(r)
 		}
 		if ok && p.session != "" {
@@ -217,6 +240,11 @@ func (s *Server) authed(h handlerFunc) http.Handler {
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hallmark admin"`)
 			s.renderLogin(w, r, http.StatusUnauthorized, "Sign in with the operator token.")
+			return
+		}
+		if !p.can(need) {
+			s.log.Warn("admin: refused for the operator's role", "user", p.user, "role", p.role, "path", r.URL.Path, "needs", need)
+			http.Error(w, fmt.Sprintf("403 forbidden: operator %s has role %s; this needs %s", p.user, p.role, need), http.StatusForbidden)
 			return
 		}
 		if r.Method == http.MethodPost {
@@ -277,11 +305,17 @@ type view struct {
 	Version string // the frontend's; the layout shows it to signed-in operators
 	Nav     string
 	User    string
+	Role    string // the operator's; Can hides what it does not allow
+	ByCert  bool   // signed in by client certificate: nothing to sign out of
 	CSRF    string
 	Flash   string
 	Now     time.Time
 	Data    any
 }
+
+// Can reports whether the signed-in operator's role allows need: the
+// templates show a form only to those who may submit it.
+func (v view) Can(need string) bool { return store.RoleAllows(v.Role, need) }
 
 func (s *Server) render(w http.ResponseWriter, r *http.Request, p principal, status int, page string, data any) {
 	t, ok := s.pages[page]
@@ -289,7 +323,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, p principal, sta
 		http.Error(w, "no template "+page, http.StatusInternalServerError)
 		return
 	}
-	v := view{Title: page, Version: s.version, Nav: page, User: p.user, Now: time.Now(), Data: data}
+	v := view{Title: page, Version: s.version, Nav: page, User: p.user, Role: p.role, ByCert: strings.HasPrefix(p.seed, "cert:"), Now: time.Now(), Data: data}
 	if p.seed != "" {
 		v.CSRF = s.auth.csrfToken(p.seed)
 	}
@@ -319,13 +353,4 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, p principal, sta
 func (s *Server) redirectNotice(w http.ResponseWriter, r *http.Request, p principal, path, msg string) {
 	http.SetCookie(w, s.auth.cookie(flashCookie, s.auth.newFlash(p.seed, msg), flashTTL))
 	http.Redirect(w, r, path, http.StatusSeeOther)
-}
-
-// record writes an operator action to the audit log; a failure is logged
-// loudly but does not undo the action, which already happened.
-func (s *Server) record(ctx context.Context, p principal, action, subject, detail string) {
-	ev := store.AuditEvent{Actor: "admin:" + p.user, Action: action, Subject: subject, Detail: detail}
-	if err := s.st.pages.AuditRecord(ctx, ev); err != nil {
-		s.log.Error("admin: recording an audit event failed", "action", action, "subject", subject, "user", p.user, "err", err)
-	}
 }

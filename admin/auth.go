@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hallmark-ca/hallmark/admin/adminconf"
+	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/redact"
 )
 
@@ -68,6 +69,7 @@ type auth struct {
 	tokenSum [32]byte // SHA-256 of the token: compared, never the token itself
 	key      []byte   // HMAC key for sessions and CSRF tokens
 	secure   bool     // cookies only over TLS
+	off      bool     // the token is turned off: client certificates only
 	now      func() time.Time
 }
 
@@ -92,23 +94,27 @@ type principal struct {
 	user    string
 	seed    string
 	session string
+	role    string // store.RoleViewer, RoleOperator or RoleAdmin
 }
 
 // authenticate accepts "Authorization: Bearer <token>", basic auth with the
 // token as password (the user name is recorded as the operator), or a
 // session cookie minted by the login form.
 func (a *auth) authenticate(r *http.Request) (principal, bool) {
+	if a.off {
+		return principal{}, false
+	}
 	if h := r.Header.Get("Authorization"); h != "" {
 		if tok, ok := strings.CutPrefix(h, "Bearer "); ok {
 			if a.tokenOK(strings.TrimSpace(tok)) {
-				return principal{user: "token", seed: "header:token"}, true
+				return principal{user: "token", seed: "header:token", role: store.RoleAdmin}, true
 			}
 			return principal{}, false
 		}
 		if user, pass, ok := r.BasicAuth(); ok {
 			user = cleanUser(user)
 			if a.tokenOK(pass) {
-				return principal{user: user, seed: "header:" + user}, true
+				return principal{user: user, seed: "header:" + user, role: store.RoleAdmin}, true
 			}
 		}
 		return principal{}, false
@@ -181,7 +187,7 @@ func (a *auth) parseSession(v string) (principal, bool) {
 	if err != nil || a.now().Unix() > exp {
 		return principal{}, false
 	}
-	return principal{user: f[0], seed: "session:" + f[1], session: f[1]}, true
+	return principal{user: f[0], seed: "session:" + f[1], session: f[1], role: store.RoleAdmin}, true
 }
 
 // newFlash returns a flash cookie value carrying msg for the principal

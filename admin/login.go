@@ -6,6 +6,15 @@ import (
 	"net/url"
 	"path"
 	"strings"
+
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// The audit actions of signing in and out; each is recorded in the
+// transaction that creates or ends the session.
+const (
+	ActionLogin  = "admin.login"
+	ActionLogout = "admin.logout"
 )
 
 // The login form trades the operator token for a session cookie, so a
@@ -37,6 +46,10 @@ func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, status int,
 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if s.auth.off {
+		s.renderLogin(w, r, http.StatusForbidden, "The operator token is turned off here (admin.token_off): sign in with your client certificate.")
+		return
+	}
 	c, err := r.Cookie(loginCookie)
 	if err != nil || !s.auth.csrfOK(r, "login:"+c.Value) {
 		http.Error(w, "403 forbidden: the login form's CSRF token is missing or stale; reload the login page", http.StatusForbidden)
@@ -55,13 +68,13 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cookie, id := s.auth.mintSession(user)
-	if err := s.st.sessions.AdminSessionCreate(r.Context(), sessionKey(id), user, sessionTTL); err != nil {
+	signIn := store.AuditEvent{Actor: "admin:" + user, Action: ActionLogin, Subject: user, Detail: "from " + r.RemoteAddr}
+	if err := s.st.sessions.AdminSessionCreate(r.Context(), sessionKey(id), user, sessionTTL, signIn); err != nil {
 		s.fail(w, r, principal{}, err)
 		return
 	}
 	http.SetCookie(w, s.auth.cookie(sessionCookie, cookie, sessionTTL))
 	http.SetCookie(w, s.auth.cookie(loginCookie, "", -1))
-	s.record(r.Context(), principal{user: user}, "admin.login", user, "from "+r.RemoteAddr)
 	// Location is written as safeNext returns it: http.Redirect would clean
 	// the path again, and cleaning can turn a path that looked local into
 	// one a browser reads as another host's.
@@ -74,11 +87,11 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 func (s *Server) logout(w http.ResponseWriter, r *http.Request, p principal) error {
 	http.SetCookie(w, s.auth.cookie(sessionCookie, "", -1))
 	if p.session != "" {
-		if err := s.st.sessions.AdminSessionEnd(r.Context(), sessionKey(p.session)); err != nil {
+		signOut := store.AuditEvent{Actor: "admin:" + p.user, Action: ActionLogout, Subject: p.user}
+		if err := s.st.sessions.AdminSessionEnd(r.Context(), sessionKey(p.session), signOut); err != nil {
 			return err
 		}
 	}
-	s.record(r.Context(), p, "admin.logout", p.user, "")
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 	return nil
 }

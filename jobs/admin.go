@@ -102,11 +102,26 @@ func Cancel(ctx context.Context, q Queue, id int64) (JobInfo, error) {
 	return adminCall(ctx, q, id, "cancelling", admin.cancel)
 }
 
+// RetryTx is Retry inside a store transaction (the store's JobTx.Jobs), so
+// an operator's audit event commits with it.
+func RetryTx(ctx context.Context, q Queue, tx Tx, id int64) (JobInfo, error) {
+	return adminCall(ctx, q, id, "retrying", func(a admin, ctx context.Context, id int64) (*rivertype.JobRow, error) { return a.retryTx(ctx, tx, id) })
+}
+
+// CancelTx is Cancel inside a store transaction.
+func CancelTx(ctx context.Context, q Queue, tx Tx, id int64) (JobInfo, error) {
+	return adminCall(ctx, q, id, "cancelling", func(a admin, ctx context.Context, id int64) (*rivertype.JobRow, error) {
+		return a.cancelTx(ctx, tx, id)
+	})
+}
+
 type admin interface {
 	list(ctx context.Context, p *river.JobListParams) ([]*rivertype.JobRow, error)
 	get(ctx context.Context, id int64) (*rivertype.JobRow, error)
 	retry(ctx context.Context, id int64) (*rivertype.JobRow, error)
 	cancel(ctx context.Context, id int64) (*rivertype.JobRow, error)
+	retryTx(ctx context.Context, tx Tx, id int64) (*rivertype.JobRow, error)
+	cancelTx(ctx context.Context, tx Tx, id int64) (*rivertype.JobRow, error)
 }
 
 func adminOf(q Queue) (admin, error) {
@@ -185,4 +200,26 @@ func (q *riverQueue[TTx]) cancel(ctx context.Context, id int64) (*rivertype.JobR
 		return nil, q.clientErr
 	}
 	return q.client.JobCancel(ctx, id)
+}
+
+func (q *riverQueue[TTx]) retryTx(ctx context.Context, tx Tx, id int64) (*rivertype.JobRow, error) {
+	if q.clientErr != nil {
+		return nil, q.clientErr
+	}
+	t, ok := q.asTx(tx)
+	if !ok {
+		return nil, fmt.Errorf("transaction is a %T, not one of this queue's dialect", tx)
+	}
+	return q.client.JobRetryTx(ctx, t, id)
+}
+
+func (q *riverQueue[TTx]) cancelTx(ctx context.Context, tx Tx, id int64) (*rivertype.JobRow, error) {
+	if q.clientErr != nil {
+		return nil, q.clientErr
+	}
+	t, ok := q.asTx(tx)
+	if !ok {
+		return nil, fmt.Errorf("transaction is a %T, not one of this queue's dialect", tx)
+	}
+	return q.client.JobCancelTx(ctx, t, id)
 }

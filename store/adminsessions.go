@@ -11,14 +11,16 @@ import (
 // cookie's session id); expiry is on the database's clock.
 type AdminSessions interface {
 	// AdminSessionCreate records a live session of operator that expires
-	// ttl from now, and removes every session already expired. A second
-	// session with the same id is ErrConflict.
-	AdminSessionCreate(ctx context.Context, id, operator string, ttl time.Duration) error
+	// ttl from now, and removes every session already expired, and
+	// records ev (the sign-in) in the same transaction. A second session
+	// with the same id is ErrConflict.
+	AdminSessionCreate(ctx context.Context, id, operator string, ttl time.Duration, ev AuditEvent) error
 	// AdminSessionOperator returns the operator of a live session;
 	// ErrNotFound when the id was never created, has been ended, or has
 	// expired.
 	AdminSessionOperator(ctx context.Context, id string) (string, error)
 	// AdminSessionEnd ends a session. Ending one that is gone already
-	// (ended, expired and removed, never created) is not an error.
-	AdminSessionEnd(ctx context.Context, id string) error
+	// (ended, expired and removed, never created) is not an error. ev
+	// (the sign-out) is recorded in the same transaction.
+	AdminSessionEnd(ctx context.Context, id string, ev AuditEvent) error
 }

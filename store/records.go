@@ -132,4 +132,10 @@ type AuditEvent struct {
 	// Origin is the request the event comes from: its id, client
 	// address, PTR name and user agent; zero for an operator's action.
 	Origin origin.Origin
+	// Seq, PrevHash and Hash are the event's place in its chain (the
+	// operators' or the trail's, AuditPreimage), set by the database on
+	// insert; Seq 0 for an event recorded before the chain existed.
+	Seq      int64
+	PrevHash string
+	Hash     string
 }

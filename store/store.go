@@ -207,6 +207,8 @@ type Store interface {
 	AdminViews     // store/adminviews.go: the admin panel's summaries
 	AdminSessions  // store/adminsessions.go: the admin panel's sign-ins
 	Trail          // store/trail.go: the issuance trail in the audit log
+	Operators      // store/operators.go: the panel's operators and their roles
+	Audited        // store/auditchain.go: the audit log's chains, operators' actions audited in their transaction
 	Notices        // store/notify.go: certificate_expiring, found by housekeeping
 	Pauses         // store/pauses.go: accounts paused for an identifier they keep failing
 	Perspectives   // store/perspectives.go: the network perspectives' answers for a challenge

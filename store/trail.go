@@ -15,12 +15,13 @@ const (
 	ActionFinalizeRefused   = "finalize.refused"   // finalize refused (a bad CSR, a blocked key, not ready)
 	ActionOrderInvalid      = "order.invalid"      // the worker failed an order instead of signing
 	ActionValidationFailed  = "validation.failed"  // a challenge failed validation
+	ActionValidationValid   = "validation.valid"   // a challenge passed validation
 	ActionCertificateIssued = "certificate.issued" // the worker stored a certificate
 )
 
 // TrailActions are the issuance trail's actions, for help texts and checks.
 var TrailActions = []string{ActionAccountCreated, ActionOrderRefused, ActionFinalizeRefused,
-	ActionOrderInvalid, ActionValidationFailed, ActionCertificateIssued}
+	ActionOrderInvalid, ActionValidationFailed, ActionValidationValid, ActionCertificateIssued}
 
 // AuditFilter narrows AuditFind; empty fields match everything.
 type AuditFilter struct {
@@ -47,6 +48,8 @@ type Trail interface {
 	// AuditFind is AuditList narrowed by f, newest first.
 	AuditFind(ctx context.Context, f AuditFilter, p Page) ([]AuditEvent, string, error)
 	// AuditPrune deletes up to limit trail events recorded before before,
-	// oldest first, and says how many; operators' actions are kept.
+	// oldest first in the trail's chain (stopping at the first younger
+	// row) and moves the chain's base, and says how many; operators'
+	// actions are kept.
 	AuditPrune(ctx context.Context, before time.Time, limit int) (int64, error)
 }

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,7 +44,13 @@ func (l *lockedLog) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l
 func TestTrailFromTheJob(t *testing.T) {
 	// Answers wrong for wrong.trail.test; keeps the other names' checks
 	// waiting, so that the test's own verdicts (rig.ready) come first.
+	var validKA atomic.Value // the key authorization valid.trail.test answers
+	validKA.Store("")
 	wrong := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if strings.HasPrefix(req.Host, "valid.trail.test") {
+			fmt.Fprint(w, validKA.Load())
+			return
+		}
 		if strings.HasPrefix(req.Host, "wrong.trail.test") {
 			fmt.Fprint(w, "not-it")
 			return
@@ -98,6 +105,15 @@ func TestTrailFromTheJob(t *testing.T) {
 			r.waitOrder(t, o.ID, acme.StatusInvalid)
 			wantWorkerTrail(t, r, "req-validate", store.ActionValidationFailed, az.Challenges[0].ID)
 			waitLog(t, &logs, "challenge validated", "request_id=req-validate")
+
+			o = r.order(t, acct, "default", "valid.trail.test")
+			az, _ = r.st.AuthzByID(context.Background(), o.AuthzIDs[0])
+			validKA.Store(az.Challenges[0].Token + "." + acct.Thumbprint)
+			if _, _, err := r.st.ChallengeClaim(asked("req-valid"), az.Challenges[0].ID); err != nil {
+				t.Fatal(err)
+			}
+			r.waitOrder(t, o.ID, acme.StatusReady)
+			wantWorkerTrail(t, r, "req-valid", store.ActionValidationValid, az.Challenges[0].ID)
 		})
 	}
 }
@@ -172,11 +188,11 @@ func TestHousekeepingPrunesTheTrail(t *testing.T) {
 		for i, e := range evs {
 			got[i] = e.Subject
 		}
-		if strings.Join(got, " ") == "trail-new operator-old" {
+		if strings.Join(got, " ") == "trail trail-new operator-old" {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("audit log %v 20s after the worker started, want [trail-new operator-old]", got)
+			t.Fatalf("audit log %v 20s after the worker started, want [trail trail-new operator-old] (the pruning's record first)", got)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

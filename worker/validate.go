@@ -54,20 +54,9 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 		return jobs.Snooze(wait)
 	}
 	defer func() { w.slots.give(authz.AccountID, started, time.Now()) }()
-	req := validate.Request{
-		Identifier:       authz.Identifier,
-		Wildcard:         authz.Wildcard,
-		Type:             ch.Type,
-		Token:            ch.Token,
-		KeyAuthorization: ch.Token + "." + tgt.Thumbprint,
-		AccountURI:       w.accountURI(authz.AccountID),
-	}
-	if ch.Type == acme.ChallengeDNSPersist01 {
-		// A record hashed with a key the account has since replaced still
-		// names it (draft-ietf-acme-dns-persist-02 §4.2).
-		if req.PriorThumbprints, err = w.st.validate.AccountPriorThumbprints(ctx, authz.AccountID); err != nil {
-			return jobs.CouldNotRun(fmt.Errorf("validating challenge %s: %w", ch.ID, err))
-		}
+	req, err := w.validationRequest(ctx, tgt)
+	if err != nil {
+		return jobs.CouldNotRun(fmt.Errorf("validating challenge %s: %w", ch.ID, err))
 	}
 	res := w.validator.Validate(ctx, req)
 	if ctx.Err() != nil {
@@ -89,18 +78,7 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 		return w.askPerspectives(ctx, tgt, res, time.Since(started))
 	}
 	w.metrics.validated(ch.Type, res.Problem, false)
-	v := store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid, ExpiresBy: res.ExpiresBy}
-	if res.Problem != nil {
-		p := *res.Problem
-		p.Identifier = &authz.Identifier
-		v.Status, v.Error = acme.StatusInvalid, &p
-		ev := w.trailEvent(ctx, authz.AccountID, store.ActionValidationFailed, ch.ID,
-			fmt.Sprintf("%s of %s: %s: %s", ch.Type, authz.Identifier, p.Type, p.Detail))
-		v.Trail = &ev
-	}
-	if rec, err := json.Marshal(res.Record); err == nil {
-		v.ValidationRecord = rec
-	}
+	v := w.verdictFor(ctx, tgt, res)
 	if err := jobs.Held(ctx); err != nil {
 		return err // another worker may hold the job: its verdict, not this one's
 	}
@@ -114,6 +92,47 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 		return jobs.CouldNotRun(fmt.Errorf("recording verdict for challenge %s: %w", ch.ID, err))
 	}
 	return nil
+}
+
+// validationRequest is what the validator checks for the challenge.
+func (w *Worker) validationRequest(ctx context.Context, tgt *store.ChallengeAuthz) (validate.Request, error) {
+	ch, authz := &tgt.Challenge, &tgt.Authz
+	var err error
+	req := validate.Request{
+		Identifier:       authz.Identifier,
+		Wildcard:         authz.Wildcard,
+		Type:             ch.Type,
+		Token:            ch.Token,
+		KeyAuthorization: ch.Token + "." + tgt.Thumbprint,
+		AccountURI:       w.accountURI(authz.AccountID),
+	}
+	if ch.Type == acme.ChallengeDNSPersist01 {
+		// A record hashed with a key the account has since replaced still
+		// names it (draft-ietf-acme-dns-persist-02 §4.2).
+		if req.PriorThumbprints, err = w.st.validate.AccountPriorThumbprints(ctx, authz.AccountID); err != nil {
+			return req, err
+		}
+	}
+	return req, nil
+}
+
+// verdictFor is the verdict res makes, with its trail event.
+func (w *Worker) verdictFor(ctx context.Context, tgt *store.ChallengeAuthz, res validate.Result) store.Verdict {
+	ch, authz := &tgt.Challenge, &tgt.Authz
+	valid := w.trailEvent(ctx, authz.AccountID, store.ActionValidationValid, ch.ID, fmt.Sprintf("%s of %s", ch.Type, authz.Identifier))
+	v := store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid, ExpiresBy: res.ExpiresBy, Trail: &valid}
+	if res.Problem != nil {
+		p := *res.Problem
+		p.Identifier = &authz.Identifier
+		v.Status, v.Error = acme.StatusInvalid, &p
+		ev := w.trailEvent(ctx, authz.AccountID, store.ActionValidationFailed, ch.ID,
+			fmt.Sprintf("%s of %s: %s: %s", ch.Type, authz.Identifier, p.Type, p.Detail))
+		v.Trail = &ev
+	}
+	if rec, err := json.Marshal(res.Record); err == nil {
+		v.ValidationRecord = rec
+	}
+	return v
 }
 
 func problemType(p *acme.Problem) string {

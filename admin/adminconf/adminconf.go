@@ -21,6 +21,17 @@ type Config struct {
 	// (loopback or a management network); set it when a TLS-terminating
 	// proxy serves the panel.
 	SecureCookies bool `toml:"secure_cookies"`
+	// TLSCertFile and TLSKeyFile serve the panel over HTTPS; ClientCAFile
+	// is the operators' CA (`hallmark operators init-ca`), whose client
+	// certificates sign operators in with their role. ClientCAKeyFile is
+	// its key, read only by `hallmark operators add`.
+	TLSCertFile     string `toml:"tls_cert_file"`
+	TLSKeyFile      string `toml:"tls_key_file"`
+	ClientCAFile    string `toml:"client_ca_file"`
+	ClientCAKeyFile string `toml:"client_ca_key_file"`
+	// TokenOff turns the shared token off: client certificates only. The
+	// token is a bootstrap for a fresh install.
+	TokenOff bool `toml:"token_off"`
 }
 
 // Validate reports the problems of [admin] when the panel is enabled, each
@@ -34,8 +45,17 @@ func (c Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		errs = append(errs, fmt.Errorf("admin.listen: must be host:port: %v", err))
 	}
-	if c.TokenFile == "" && c.TokenEnv == "" {
+	if c.TokenFile == "" && c.TokenEnv == "" && !c.TokenOff {
 		errs = append(errs, errors.New("admin.token_file: the admin panel needs a token: set admin.token_file or admin.token_env"))
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		errs = append(errs, errors.New("admin.tls_key_file: set both admin.tls_cert_file and admin.tls_key_file, or neither"))
+	}
+	if c.ClientCAFile != "" && c.TLSCertFile == "" {
+		errs = append(errs, errors.New("admin.client_ca_file: client certificates need the panel on TLS: set admin.tls_cert_file and admin.tls_key_file"))
+	}
+	if c.TokenOff && c.ClientCAFile == "" {
+		errs = append(errs, errors.New("admin.token_off: with the token off nobody could sign in: set admin.client_ca_file (the operators' CA) first"))
 	}
 	return errors.Join(errs...)
 }

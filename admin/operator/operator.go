@@ -24,12 +24,12 @@ const (
 // is running or already done.
 var ErrNothingToDo = errors.New("nothing to do")
 
-// Store is what the operator actions need of the store.
+// Store is what the operator actions need of the store: each writes its
+// audit event in the action's own transaction.
 type Store interface {
 	AccountByID(ctx context.Context, id string) (*store.Account, error)
-	AccountDeactivate(ctx context.Context, id string) (*store.Account, error)
-	Abandon(ctx context.Context, s jobs.Subject, p acme.Problem) (bool, error)
-	AuditRecord(ctx context.Context, ev store.AuditEvent) error
+	AccountDeactivateAudited(ctx context.Context, id string, ev store.AuditEvent) (*store.Account, error)
+	JobAudited(ctx context.Context, do func(ctx context.Context, tx store.JobTx) (store.AuditEvent, error)) error
 }
 
 // CLIActor is the audit actor of the CLI: "cli:<os user>".
@@ -53,19 +53,23 @@ func DeactivateAccount(ctx context.Context, st Store, id, actor string) (*store.
 	if a.Status != acme.StatusValid {
 		return a, fmt.Errorf("account %s is already %s: %w", id, a.Status, ErrNothingToDo)
 	}
-	a, err = st.AccountDeactivate(ctx, id)
+	a, err = st.AccountDeactivateAudited(ctx, id, store.AuditEvent{Actor: actor, Action: ActionAccountDeactivate, Subject: id, Detail: "account deactivated; its unfinished orders are invalid"})
 	if err != nil {
 		return nil, fmt.Errorf("deactivating account %s: %w", id, err)
 	}
-	return a, audit(ctx, st, store.AuditEvent{Actor: actor, Action: ActionAccountDeactivate, Subject: id, Detail: "account deactivated; its unfinished orders are invalid"})
+	if a.Status != acme.StatusDeactivated {
+		return a, fmt.Errorf("account %s is %s: %w", id, a.Status, ErrNothingToDo)
+	}
+	return a, nil
 }
 
 // finished are the job states in which River will not run a job again
 // unless it is retried.
 var finished = map[string]bool{"completed": true, "cancelled": true, "discarded": true}
 
-// RetryJob makes a job available to run now and records the audit event. A
-// running job is ErrNothingToDo; an unknown id is jobs.ErrJobNotFound.
+// RetryJob makes a job available to run now and records the audit event in
+// the same transaction. A running job is ErrNothingToDo; an unknown id is
+// jobs.ErrJobNotFound.
 func RetryJob(ctx context.Context, st Store, q jobs.Queue, id int64, actor string) (jobs.JobInfo, error) {
 	j, err := jobs.Show(ctx, q, id)
 	if err != nil {
@@ -75,56 +79,78 @@ func RetryJob(ctx context.Context, st Store, q jobs.Queue, id int64, actor strin
 		return j, fmt.Errorf("job %d is running on a worker now; wait for its outcome: %w", id, ErrNothingToDo)
 	}
 	before := j.State
-	if j, err = jobs.Retry(ctx, q, id); err != nil {
-		return j, err
-	}
-	return j, audit(ctx, st, store.AuditEvent{Actor: actor, Action: ActionJobRetry, Subject: jobSubject(id),
-		Detail: fmt.Sprintf("%s job was %s, now %s", j.Kind, before, j.State)})
+	err = st.JobAudited(ctx, func(ctx context.Context, tx store.JobTx) (store.AuditEvent, error) {
+		if j, err = jobs.RetryTx(ctx, q, tx.Jobs(), id); err != nil {
+			return store.AuditEvent{}, err
+		}
+		return store.AuditEvent{Actor: actor, Action: ActionJobRetry, Subject: jobSubject(id),
+			Detail: fmt.Sprintf("%s job was %s, now %s", j.Kind, before, j.State)}, nil
+	})
+	return j, err
 }
 
 // AbandonJob cancels a job that has not finished and records a
 // serverInternal failure on its subject (a challenge or an order still
-// processing becomes invalid), so no client polls forever; then the audit
-// event, which says what changed. why is the operator's sentence, shown to
-// the client in the problem detail. failed reports whether the subject was
-// failed: a subject that already has its verdict is left as it is. When
-// nothing changes (the job already finished and its subject has its
-// verdict, or it has none) the result is ErrNothingToDo and nothing is
-// audited.
+// processing becomes invalid), so no client polls forever, with the audit
+// event that says what changed, all in one transaction. why is the
+// operator's sentence, shown to the client in the problem detail. failed
+// reports whether the subject was failed: a subject that already has its
+// verdict is left as it is. When nothing changes (the job already finished
+// and its subject has its verdict, or it has none) the result is
+// ErrNothingToDo and nothing is audited.
 func AbandonJob(ctx context.Context, st Store, q jobs.Queue, id int64, actor, why string) (j jobs.JobInfo, failed bool, err error) {
 	j, err = jobs.Show(ctx, q, id)
 	if err != nil {
 		return j, false, err
 	}
-	sub, hasSubject := SubjectOf(j)
+	_, hasSubject := SubjectOf(j)
 	if finished[j.State] && !hasSubject {
 		return j, false, fmt.Errorf("job %d is already %s and has no subject a client polls: %w", id, j.State, ErrNothingToDo)
 	}
-	before := j.State
-	if !finished[j.State] {
-		if j, err = jobs.Cancel(ctx, q, id); err != nil {
-			return j, false, err
-		}
+	if why == "" {
+		why = "an operator abandoned the work; try again"
 	}
-	detail := fmt.Sprintf("%s job was %s, now %s", j.Kind, before, j.State)
-	if hasSubject {
-		if why == "" {
-			why = "an operator abandoned the work; try again"
+	before, shown := j.State, j
+	err = st.JobAudited(ctx, func(ctx context.Context, tx store.JobTx) (store.AuditEvent, error) {
+		j, failed = shown, false
+		if !finished[before] {
+			if j, err = jobs.CancelTx(ctx, q, tx.Jobs(), id); err != nil {
+				return store.AuditEvent{}, err
+			}
 		}
-		failed, err = st.Abandon(ctx, sub, acme.Problem{Type: acme.ProblemServerInternal, Detail: why})
+		detail, err := abandonSubject(ctx, tx, j, before, why, &failed)
 		if err != nil {
-			return j, false, fmt.Errorf("recording the failure on %s %s: %w", subjectNoun(sub), sub.ID, err)
+			return store.AuditEvent{}, err
 		}
-		if failed {
-			detail += fmt.Sprintf("; %s %s failed with %q", subjectNoun(sub), sub.ID, why)
-		} else if finished[before] {
-			return j, false, fmt.Errorf("job %d is already %s and %s %s already has its verdict: %w",
-				id, before, subjectNoun(sub), sub.ID, ErrNothingToDo)
-		} else {
-			detail += fmt.Sprintf("; %s %s already had its verdict and was left as it is", subjectNoun(sub), sub.ID)
-		}
+		return store.AuditEvent{Actor: actor, Action: ActionJobAbandon, Subject: jobSubject(id), Detail: detail}, nil
+	})
+	if err != nil {
+		return j, false, err
 	}
-	return j, failed, audit(ctx, st, store.AuditEvent{Actor: actor, Action: ActionJobAbandon, Subject: jobSubject(id), Detail: detail})
+	return j, failed, nil
+}
+
+// abandonSubject fails j's subject, if it has one still processing, in tx,
+// and returns the audit event's detail; ErrNothingToDo when the job was
+// finished and its subject has its verdict.
+func abandonSubject(ctx context.Context, tx store.JobTx, j jobs.JobInfo, before, why string, failed *bool) (string, error) {
+	detail := fmt.Sprintf("%s job was %s, now %s", j.Kind, before, j.State)
+	sub, ok := SubjectOf(j)
+	if !ok {
+		return detail, nil
+	}
+	var err error
+	*failed, err = tx.Abandon(ctx, sub, acme.Problem{Type: acme.ProblemServerInternal, Detail: why})
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("recording the failure on %s %s: %w", subjectNoun(sub), sub.ID, err)
+	case *failed:
+		return detail + fmt.Sprintf("; %s %s failed with %q", subjectNoun(sub), sub.ID, why), nil
+	case finished[before]:
+		return "", fmt.Errorf("job %d is already %s and %s %s already has its verdict: %w",
+			j.ID, before, subjectNoun(sub), sub.ID, ErrNothingToDo)
+	}
+	return detail + fmt.Sprintf("; %s %s already had its verdict and was left as it is", subjectNoun(sub), sub.ID), nil
 }
 
 // SubjectOf names the record a job works on that a client polls (the
@@ -154,12 +180,3 @@ func subjectNoun(s jobs.Subject) string {
 }
 
 func jobSubject(id int64) string { return fmt.Sprint(id) }
-
-// audit records ev after the action it describes has happened; a failure
-// says so, because the action itself is not undone.
-func audit(ctx context.Context, st Store, ev store.AuditEvent) error {
-	if err := st.AuditRecord(ctx, ev); err != nil {
-		return fmt.Errorf("%s on %s was done but its audit event was not recorded: %w", ev.Action, ev.Subject, err)
-	}
-	return nil
-}

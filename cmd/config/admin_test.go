@@ -21,6 +21,10 @@ func TestValidateAdmin(t *testing.T) {
 		{"the public CRL listener", adminconf.Config{Listen: "127.0.0.1:14080", TokenFile: "t"}, "admin.listen"},
 		{"not host:port", adminconf.Config{Listen: "14090", TokenFile: "t"}, "admin.listen"},
 		{"no token", adminconf.Config{Listen: "127.0.0.1:14090"}, "admin.token_file"},
+		{"client certificates only", adminconf.Config{Listen: "127.0.0.1:14090", TokenOff: true, TLSCertFile: "c", TLSKeyFile: "k", ClientCAFile: "ca"}, ""},
+		{"token off without a CA", adminconf.Config{Listen: "127.0.0.1:14090", TokenOff: true, TLSCertFile: "c", TLSKeyFile: "k"}, "admin.token_off"},
+		{"client CA without TLS", adminconf.Config{Listen: "127.0.0.1:14090", TokenFile: "t", ClientCAFile: "ca"}, "admin.client_ca_file"},
+		{"a TLS cert without its key", adminconf.Config{Listen: "127.0.0.1:14090", TokenFile: "t", TLSCertFile: "c"}, "admin.tls_key_file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Default()

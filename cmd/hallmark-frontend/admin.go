@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -23,14 +24,17 @@ func serveAdmin(ctx context.Context, cfg config.Config, db *open.DB, log *slog.L
 	if cfg.Admin.Listen == "" {
 		return nil
 	}
-	token, err := admin.LoadToken(cfg.Admin)
-	if err != nil {
-		return err
+	var token string
+	var err error
+	if !cfg.Admin.TokenOff {
+		if token, err = admin.LoadToken(cfg.Admin); err != nil {
+			return err
+		}
 	}
 	pauseAfter, pauseMin := cfg.Limits.Pause()
 	panel, err := admin.New(admin.Options{
 		PauseAfter: pauseAfter, PauseMinFailures: pauseMin,
-		Store: db.Store, Queue: db.Queue, Token: token,
+		Store: db.Store, Queue: db.Queue, Token: token, TokenOff: cfg.Admin.TokenOff,
 		Revoker:       revocation.New(db.Store, cfg.Profiles),
 		CRLBase:       cfg.CA.URLBase,
 		SecureCookies: cfg.Admin.SecureCookies,
@@ -46,6 +50,14 @@ func serveAdmin(ctx context.Context, cfg config.Config, db *open.DB, log *slog.L
 	if err != nil {
 		return fmt.Errorf("listening on admin.listen %s: %w", cfg.Admin.Listen, err)
 	}
+	scheme := "http"
+	if cfg.Admin.TLSCertFile != "" {
+		tc, err := admin.ServerTLS(cfg.Admin.TLSCertFile, cfg.Admin.TLSKeyFile, cfg.Admin.ClientCAFile)
+		if err != nil {
+			return err
+		}
+		ln, scheme = tls.NewListener(ln, tc), "https"
+	}
 	hs := &http.Server{Handler: panel.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 32 << 10,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
@@ -54,6 +66,6 @@ func serveAdmin(ctx context.Context, cfg config.Config, db *open.DB, log *slog.L
 			log.Error("admin listener", "err", err)
 		}
 	}()
-	log.Info("admin panel", "url", "http://"+ln.Addr().String()+"/")
+	log.Info("admin panel", "url", scheme+"://"+ln.Addr().String()+"/", "client_certificates", cfg.Admin.ClientCAFile != "", "token", !cfg.Admin.TokenOff)
 	return nil
 }

@@ -40,6 +40,7 @@ func main() {
 			backupCommand(),
 			ariCommand(),
 			auditCommand(),
+			operatorsCommand(),
 			policyCommand(),
 			reloadCommand(),
 			version.Command("hallmark"),

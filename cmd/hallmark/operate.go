@@ -32,6 +32,7 @@ const (
 	exitNothing  = 4 // nothing to do (already revoked, already deactivated) or only part was done
 	exitStale    = 5 // crl status: an issuer's CRL is stale or missing
 	exitRefused  = 6 // revoke: the issuing relay or custom backend refused the revocation
+	exitBroken   = 7 // audit verify: a row of the audit log was altered or deleted
 )
 
 // jsonFlag is on every command that prints records.
@@ -59,6 +60,10 @@ type cliStore interface {
 	renewal.Store
 	store.CRLReader
 	store.Reloads
+	store.AuditChain
+	store.Operators
+	AuditAfter(ctx context.Context, after int64, limit int) ([]store.AuditEvent, error)
+	AuditRecord(ctx context.Context, ev store.AuditEvent) error // reload.go
 	AccountsList(ctx context.Context, p store.Page) ([]*store.Account, string, error)
 	AuditFind(ctx context.Context, f store.AuditFilter, p store.Page) ([]store.AuditEvent, string, error)
 	AuthzByID(ctx context.Context, id string) (*store.Authorization, error)

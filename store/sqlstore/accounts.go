@@ -144,6 +144,12 @@ func (s *Store) AccountUpdate(ctx context.Context, id string, contact []string) 
 var problemAccountDeactivated = acme.Problem{Type: acme.ProblemUnauthorized, Detail: "the account was deactivated"}
 
 func (s *Store) AccountDeactivate(ctx context.Context, id string) (*store.Account, error) {
+	return s.accountDeactivate(ctx, id, nil)
+}
+
+// accountDeactivate deactivates the account and, when it did and ev is
+// set, records ev in the same transaction.
+func (s *Store) accountDeactivate(ctx context.Context, id string, ev *store.AuditEvent) (*store.Account, error) {
 	var out *store.Account
 	err := s.inTx(ctx, func(t *txn) error {
 		// Orders first: every operation that moves orders and
@@ -176,6 +182,11 @@ WHERE account_id = $1 AND status IN ('pending', 'ready', 'processing')`, id, pt)
 			}
 			if err := s.notify(ctx, t, eventNotice(notify.AccountDeactivated, store.AuditEvent{Subject: id})); err != nil {
 				return err
+			}
+			if ev != nil {
+				if err := s.audit(ctx, t, *ev); err != nil {
+					return err
+				}
 			}
 		}
 		out, err = s.accountByID(ctx, t, id)

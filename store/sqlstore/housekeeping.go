@@ -131,37 +131,42 @@ func (s *Store) Requeue(ctx context.Context, sub jobs.Subject) error {
 // finished job), so that a caller never reports a failure it did not
 // record.
 func (s *Store) Abandon(ctx context.Context, sub jobs.Subject, p acme.Problem) (bool, error) {
-	if p.Type == "" {
-		p.Type = acme.ProblemServerInternal
-	}
 	var moved bool
-	err := s.inTx(ctx, func(t *txn) error {
-		moved = false
-		switch sub.Kind {
-		case jobs.KindChallengeValidate:
-			c, err := s.challengeByID(ctx, t, sub.ID)
-			if err != nil || c.Status != acme.StatusProcessing {
-				return err
-			}
-			if err := s.verdict(ctx, t, sub.ID, acme.StatusInvalid, &p, nil, nil, time.Time{}); err != nil {
-				return err
-			}
-		case jobs.KindSignerIssue:
-			o, err := s.orderByID(ctx, t, sub.ID)
-			if err != nil || o.Status != acme.StatusProcessing {
-				return err
-			}
-			if err := s.orderFail(ctx, t, sub.ID, p); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("abandoning %s %s: the store has no subjects of that kind", sub.Kind, sub.ID)
-		}
-		moved = true
-		return nil
+	err := s.inTx(ctx, func(t *txn) (err error) {
+		moved, err = s.abandon(ctx, t, sub, p)
+		return err
 	})
 	if errors.Is(err, errLost) || errors.Is(err, store.ErrConflict) {
 		return false, nil // a verdict landed between the read and the swap
 	}
 	return moved && err == nil, err
+}
+
+// abandon is Abandon in t; a verdict landing between its read and its swap
+// is errLost or store.ErrConflict, and t must roll back.
+func (s *Store) abandon(ctx context.Context, t *txn, sub jobs.Subject, p acme.Problem) (bool, error) {
+	if p.Type == "" {
+		p.Type = acme.ProblemServerInternal
+	}
+	switch sub.Kind {
+	case jobs.KindChallengeValidate:
+		c, err := s.challengeByID(ctx, t, sub.ID)
+		if err != nil || c.Status != acme.StatusProcessing {
+			return false, err
+		}
+		if err := s.verdict(ctx, t, sub.ID, acme.StatusInvalid, &p, nil, nil, time.Time{}); err != nil {
+			return false, err
+		}
+	case jobs.KindSignerIssue:
+		o, err := s.orderByID(ctx, t, sub.ID)
+		if err != nil || o.Status != acme.StatusProcessing {
+			return false, err
+		}
+		if err := s.orderFail(ctx, t, sub.ID, p); err != nil {
+			return false, err
+		}
+	default:
+		return false, fmt.Errorf("abandoning %s %s: the store has no subjects of that kind", sub.Kind, sub.ID)
+	}
+	return true, nil
 }

@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/hallmark-ca/hallmark/jobs/notify"
 	"github.com/hallmark-ca/hallmark/protocol/acme"
@@ -11,13 +10,18 @@ import (
 )
 
 // auditCols are an audit event's columns, as scanAudit reads them.
-const auditCols = `id, actor, action, subject, detail, at, trail, request_id, client_addr, ptr_name, user_agent`
+const auditCols = `id, actor, action, subject, detail, at, trail, request_id, client_addr, ptr_name, user_agent, seq, prev_hash, hash`
 
 func scanAudit(r Rows, seq *int64) (store.AuditEvent, error) {
 	var ev store.AuditEvent
 	o := &ev.Origin
+	var chainSeq *int64
+	var prev, hash *string
 	err := r.Scan(&ev.ID, &ev.Actor, &ev.Action, &ev.Subject, &ev.Detail, ts(&ev.At), &ev.Trail,
-		&o.RequestID, &o.ClientAddr, &o.PTR, &o.UserAgent)
+		&o.RequestID, &o.ClientAddr, &o.PTR, &o.UserAgent, &chainSeq, &prev, &hash)
+	if chainSeq != nil && prev != nil && hash != nil {
+		ev.Seq, ev.PrevHash, ev.Hash = *chainSeq, *prev, *hash
+	}
 	*seq = ev.ID
 	return ev, err
 }
@@ -55,23 +59,6 @@ func (s *Store) AuditFind(ctx context.Context, f store.AuditFilter, p store.Page
 		return nil, "", fmt.Errorf("listing audit events: %w", err)
 	}
 	return out, next, nil
-}
-
-// auditPruneSQL deletes up to $2 trail events recorded before $1, oldest
-// first (audit_events_at_idx).
-const auditPruneSQL = `DELETE FROM audit_events WHERE id IN (
-  SELECT id FROM audit_events WHERE at < $1 AND trail ORDER BY at LIMIT $2)`
-
-func (s *Store) AuditPrune(ctx context.Context, before time.Time, limit int) (int64, error) {
-	var n int64
-	err := s.inTx(ctx, func(t *txn) (err error) {
-		n, err = t.exec(ctx, auditPruneSQL, s.d.T(before), limit)
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("deleting trail events before %s: %w", before.UTC().Format(time.RFC3339), err)
-	}
-	return n, nil
 }
 
 func (s *Store) AccountCreateTrailed(ctx context.Context, a *store.Account, keyID string, ev store.AuditEvent) (*store.Account, error) {

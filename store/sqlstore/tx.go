@@ -15,6 +15,10 @@ type txn struct {
 	raw Tx
 	d   *Dialect
 	c   Conn
+	// open: more statements follow what a store method sends (an
+	// operator's action and then its audit event), so sendLast must not
+	// commit early.
+	open bool
 }
 
 func (t *txn) mapErr(err error) error {
@@ -86,7 +90,7 @@ type lastBatcher interface {
 // error is sendLast's. Nothing may run on t after it; the transaction's
 // own commit then has nothing left to do.
 func (t *txn) sendLast(ctx context.Context, b *batch) ([]int64, error) {
-	if lb, ok := t.raw.(lastBatcher); ok {
+	if lb, ok := t.raw.(lastBatcher); ok && !t.open {
 		return t.sendWith(ctx, b, lb.BatchCommit)
 	}
 	return t.send(ctx, b)

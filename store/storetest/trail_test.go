@@ -143,8 +143,8 @@ func testTrailFindAndPrune(t *testing.T, s store.Store, _ Extras) {
 		t.Fatalf("pruning the rest: %d, %v", n, err)
 	}
 	evs, _, err := s.AuditList(ctx, store.Page{})
-	if got := subjects(evs); err != nil || !equal(got, []string{"op-new", "new1", "op-old"}) {
-		t.Fatalf("after pruning: %v %v; want the operators' events and the new trail event", got, err)
+	if got := subjects(evs); err != nil || !equal(got, []string{"trail", "trail", "op-new", "new1", "op-old"}) {
+		t.Fatalf("after pruning: %v %v; want each pruning's record, the operators' events and the new trail event", got, err)
 	}
 }
 
