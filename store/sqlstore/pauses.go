@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
@@ -19,11 +20,21 @@ import (
 const streakOf = `FROM challenges c JOIN authorizations a ON a.id = c.authz_id WHERE c.id = $1`
 
 // streakFailSQL adds challenge $1's failure to its account's run for the
-// identifier, starting one if there is none.
+// identifier, starting one if there is none, or a new one when the last
+// failure is older than $2 microseconds (streakGap): an account that
+// comes back after a long silence and fails once is not a client that
+// never stopped failing.
 const streakFailSQL = `INSERT INTO validation_streaks (account_id, identifier_type, identifier_value, failures, first_failed_at, last_failed_at)
 SELECT a.account_id, a.identifier_type, a.identifier_value, 1, {now}, {now} ` + streakOf + `
 ON CONFLICT (account_id, identifier_type, identifier_value)
-DO UPDATE SET failures = validation_streaks.failures + 1, last_failed_at = excluded.last_failed_at`
+DO UPDATE SET
+  failures = CASE WHEN validation_streaks.last_failed_at < {now+$2} THEN 1 ELSE validation_streaks.failures + 1 END,
+  first_failed_at = CASE WHEN validation_streaks.last_failed_at < {now+$2} THEN excluded.first_failed_at ELSE validation_streaks.first_failed_at END,
+  last_failed_at = excluded.last_failed_at`
+
+// streakGap is the silence that ends a run: over a week, so that a client
+// retrying weekly still counts as failing continuously.
+const streakGap = 8 * 24 * time.Hour
 
 // streakResetSQL ends the run challenge $1's success breaks, found by its
 // primary key (each subquery is one lookup, before the table is read).

@@ -95,7 +95,7 @@ func (s *Store) verdict(ctx context.Context, t *txn, challengeID string, status 
 		if p == nil || p.Type != acme.ProblemServerInternal {
 			// The client's failure, not the CA's (an abandoned job):
 			// it lengthens the account's run for the identifier.
-			b.exec("", streakFailSQL, challengeID)
+			b.exec("", streakFailSQL, challengeID, -streakGap.Microseconds())
 		}
 		if p == nil {
 			pt, _ = problemText(&acme.Problem{Type: acme.ProblemUnauthorized, Detail: "challenge " + challengeID + " failed"})

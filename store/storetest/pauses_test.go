@@ -151,6 +151,31 @@ func testPauses(t *testing.T, s store.Store, x Extras) {
 	if n, err := s.PauseLift(ctx, b.ID, nil, store.AuditEvent{Actor: "acme:" + b.ID}); err != nil || n != 1 {
 		t.Errorf("lifting every run of account b: %d, %v", n, err)
 	}
+
+	// A failure after over a week of silence starts a new run: an account
+	// idle for months that fails once is not paused at once.
+	c := newAccount(t, s)
+	for range 3 {
+		failOnce(t, s, c, "idle.example.com")
+	}
+	agePauses(t, x, 30*24*time.Hour)
+	ageLastFailure(t, x, 9*24*time.Hour)
+	failOnce(t, s, c, "idle.example.com")
+	runs = list(store.PauseFilter{AccountID: c.ID, All: true})
+	if len(runs) != 1 || runs[0].Failures != 1 || runs[0].Paused {
+		t.Errorf("a failure nine days after the last = %+v, want a new run of 1 failure, not paused", runs)
+	}
+}
+
+// ageLastFailure moves every run's last failure back by d.
+func ageLastFailure(t *testing.T, x Extras, d time.Duration) {
+	t.Helper()
+	if x.Dialect == "postgres" {
+		x.Exec(t, "UPDATE validation_streaks SET last_failed_at = last_failed_at - "+
+			"interval '1 microsecond' * "+strconv.FormatInt(d.Microseconds(), 10))
+		return
+	}
+	x.Exec(t, "UPDATE validation_streaks SET last_failed_at = last_failed_at - "+strconv.FormatInt(d.Microseconds(), 10))
 }
 
 // signedAs is a fresh signed use of acct's, with a nonce no one consumed.
