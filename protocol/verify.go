@@ -39,6 +39,10 @@ type post struct {
 	aheadOf store.Lookup   // what ahead read
 	access  *access.Eval   // the access policy's evaluation (accesspolicy.go); nil: no policy
 	mark    verdict.Mark   // taken before the request's first read: a verdict's wait starts from it (await.go)
+	// use is the request's nonce while its claim has yet to consume it
+	// (claimnow.go); nil once consumed. msg is the request, for redeem.
+	use *store.SignedUse
+	msg *jws.Message
 }
 
 // isGet reports a POST-as-GET: an empty payload (RFC 8555 §6.3).
@@ -63,9 +67,10 @@ func (sg *signed) byAccount() bool { return sg.acctID != "" && sg.mode != jwkOnl
 // (jws.Parse), url == the request URL (RFC 8555 §6.4), nonce (§6.5), key
 // by kid or jwk (§6.2), signature, the access policy on the account. Only
 // then does the handler see the payload, and ahead's read if the route has
-// one. A folded write is tried only for a request the access policy has
-// already allowed: the fold would skip the account's stage.
-func (s *Server) verified(route string, mode keyMode, h func(http.ResponseWriter, *post) error, ahead readAhead, fold folded) func(http.ResponseWriter, *http.Request) error {
+// one. A route that claims (claims) may leave the nonce for its claim
+// (claimnow.go), for a request the access policy has already allowed:
+// the account's stage is not run again.
+func (s *Server) verified(route string, mode keyMode, h func(http.ResponseWriter, *post) error, ahead readAhead, claims bool) func(http.ResponseWriter, *http.Request) error {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		ev, err := s.accessStart(r, route)
 		if err != nil {
@@ -80,10 +85,10 @@ func (s *Server) verified(route string, mode keyMode, h func(http.ResponseWriter
 			return err
 		}
 		sg.acctID, sg.kidErr = s.kidAccountID(msg.KeyID)
-		if fold != nil && sg.byAccount() && s.st.verify.Folds() && ev.Settled() {
-			var done bool
-			if done, sg.guess, err = s.tryFold(w, r, sg.url, msg, sg.acctID, fold); done {
-				return err
+		if claims && sg.byAccount() && ev.Settled() {
+			if p := s.deferred(r, sg); p != nil {
+				p.access = ev
+				return s.settle(p, h(w, p))
 			}
 		}
 		p, acct, err := s.consumeNonce(r, sg, ahead)
@@ -216,6 +221,10 @@ func byJWK(p *post, sg *signed) error {
 // owned is the route's first read for p (aheadOr): the what named id,
 // whose URL is url, if it is the signer's (acctOf says whose it is).
 func owned[T any](s *Server, p *post, ahead readAhead, what, id, url string, acctOf func(T) string) (T, error) {
+	if err := s.redeem(p, ahead(p.r, nil, "")); err != nil {
+		var zero T
+		return zero, err
+	}
 	v, err := aheadOr[T](p, ahead, s.lookup)
 	if err != nil {
 		return v, s.readErr(err, what, id)
