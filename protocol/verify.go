@@ -31,18 +31,16 @@ type post struct {
 	url     string // the request URL as the client signed it
 	jwk     any    // the header's key, for kidOrJWK requests signed by the certificate key
 	payload []byte
-	acct    *store.Account // set iff signed with "kid"
-	rawJWK  []byte         // the header's JWK as JSON (jwk requests)
-	thumb   string         // the header's key thumbprint (jwk requests)
-	now     time.Time      // the database clock when the nonce was consumed
-	ahead   *aheadResult   // the route's first read, made while the nonce was consumed (ahead.go)
-	aheadOf store.Lookup   // what ahead read
-	access  *access.Eval   // the access policy's evaluation (accesspolicy.go); nil: no policy
-	mark    verdict.Mark   // taken before the request's first read: a verdict's wait starts from it (await.go)
-	// use is the request's nonce while its claim has yet to consume it
-	// (claimnow.go); nil once consumed. msg is the request, for redeem.
-	use *store.SignedUse
-	msg *jws.Message
+	acct    *store.Account   // set iff signed with "kid"
+	rawJWK  []byte           // the header's JWK as JSON (jwk requests)
+	thumb   string           // the header's key thumbprint (jwk requests)
+	now     time.Time        // the database clock when the nonce was consumed
+	ahead   *aheadResult     // the route's first read, made while the nonce was consumed (ahead.go)
+	aheadOf store.Lookup     // what ahead read
+	access  *access.Eval     // the access policy's evaluation (accesspolicy.go); nil: no policy
+	mark    verdict.Mark     // taken before the request's first read: a verdict's wait starts from it (await.go)
+	sg      *signed          // the request while its nonce is not consumed (redeem); nil after
+	use     *store.SignedUse // its nonce, left for its claim to consume (claimnow.go); nil once consumed
 }
 
 // isGet reports a POST-as-GET: an empty payload (RFC 8555 §6.3).
@@ -85,25 +83,17 @@ func (s *Server) verified(route string, mode keyMode, h func(http.ResponseWriter
 			return err
 		}
 		sg.acctID, sg.kidErr = s.kidAccountID(msg.KeyID)
-		if claims && sg.byAccount() && ev.Settled() {
-			if p := s.deferred(r, sg); p != nil {
-				p.access = ev
-				return s.settle(p, h(w, p))
-			}
+		p := &post{r: r, url: sg.url, mark: s.mark(), sg: sg, access: ev}
+		if claims && sg.byAccount() && ev.Settled() && s.deferred(p) {
+			return s.settle(p, h(w, p))
 		}
-		p, acct, err := s.consumeNonce(r, sg, ahead)
-		if err != nil {
+		var first store.Lookup
+		if sg.byAccount() && ahead != nil {
+			first = ahead(r, msg, sg.acctID)
+		}
+		if err := s.redeem(p, first); err != nil {
 			return err
 		}
-		if msg.KeyID != "" {
-			err = s.byKid(p, sg, acct)
-		} else {
-			err = byJWK(p, sg)
-		}
-		if err != nil {
-			return err
-		}
-		p.access = ev
 		if err := s.accessAccount(p); err != nil {
 			return err
 		}
@@ -144,36 +134,42 @@ func (s *Server) signedURL(r *http.Request, msg *jws.Message) (string, error) {
 	return want, nil
 }
 
-// consumeNonce consumes sg's nonce, reads the account its kid names and
-// makes the route's first read (ahead) in one store round trip, batched
-// with other requests' (protocol/nonce). A kid that is no account URL of
-// ours consumes the nonce all the same. Meanwhile this goroutine guesses
-// the signature's key (ahead.go); nothing read is trusted until the
-// request is verified.
-func (s *Server) consumeNonce(r *http.Request, sg *signed, ahead readAhead) (*post, *store.Account, error) {
-	var first store.Lookup
-	if sg.byAccount() && ahead != nil {
-		if l := ahead(r, sg.msg, sg.acctID); aheadID(l.ID) {
-			first = l
-		}
+// redeem consumes p's nonce, unless its claim did (claimnow.go), reads
+// the account its kid names and makes the route's first read (l) in one
+// store round trip, batched with other requests' (protocol/nonce), then
+// verifies p with the key read. A kid that is no account URL of ours
+// consumes the nonce all the same. Meanwhile this goroutine guesses the
+// signature's key, if p was not verified with it already (ahead.go);
+// nothing read is trusted until the request is verified.
+func (s *Server) redeem(p *post, l store.Lookup) error {
+	sg := p.sg
+	if sg == nil {
+		return nil
 	}
+	p.sg, p.use = nil, nil
 	var meanwhile func()
 	if sg.guess == nil && sg.byAccount() {
 		meanwhile = func() { sg.guess = s.guess(sg.msg, sg.acctID) }
 	}
-	mark := s.mark()
-	red := s.nonces.Begin(r.Context(), sg.msg.Nonce, sg.acctID, first, meanwhile)
-	acct, now, err := red.Wait(r.Context())
+	if !sg.byAccount() || !aheadID(l.ID) {
+		l = store.Lookup{}
+	}
+	ctx := p.r.Context()
+	red := s.nonces.Begin(ctx, sg.msg.Nonce, sg.acctID, l, meanwhile)
+	acct, now, err := red.Wait(ctx)
 	if err != nil {
-		return nil, nil, s.storeErr(err, "consuming the nonce")
+		return s.storeErr(err, "consuming the nonce")
 	}
 	s.metrics.redeemed.Inc()
 	s.clock.observe(now)
-	p := &post{r: r, url: sg.url, now: now, mark: mark}
+	p.now = now
 	if v, err, ok := red.Found(); ok {
-		p.ahead, p.aheadOf = &aheadResult{v: v, err: err}, first
+		p.ahead, p.aheadOf = &aheadResult{v: v, err: err}, l
 	}
-	return p, acct, nil
+	if sg.msg.KeyID != "" {
+		return s.byKid(p, sg, acct)
+	}
+	return byJWK(p, sg)
 }
 
 // byKid verifies a request signed with the key of acct, the account its
