@@ -46,8 +46,10 @@ func (s *Store) claim(ctx context.Context, u store.SignedUse, swap *batch, job r
 		}
 		return moved()
 	})
+	if err != nil {
+		release() // nothing committed
+	}
 	if errors.Is(err, errLost) {
-		release()
 		return false, nil
 	}
 	return err == nil, err
@@ -58,7 +60,7 @@ func (s *Store) claim(ctx context.Context, u store.SignedUse, swap *batch, job r
 // when either finds nothing:
 //  1. the nonce, consumed as NonceConsume does: of the current epoch and
 //     not consumed before (on SQLite in memory, here: release gives it
-//     back when the claim commits nothing);
+//     back when the claim commits nothing, lost or failed);
 //  2. the account, still valid with the key the request verified with.
 //
 // ok is false when the claim cannot hold: a nonce refused on SQLite, or

@@ -78,8 +78,10 @@ func (s *Store) OrderCreate(ctx context.Context, u store.SignedUse, o store.NewO
 		out = ord
 		return nil
 	})
+	if err != nil {
+		release() // nothing committed
+	}
 	if errors.Is(err, errLost) {
-		release()
 		return nil, store.ErrNotClaimed
 	}
 	return out, err
