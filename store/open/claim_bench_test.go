@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -79,15 +80,16 @@ func BenchmarkChallengeClaimConcurrent(b *testing.B) {
 	}
 }
 
-// BenchmarkChallengePOST is a challenge POST's store work on PostgreSQL,
-// both ways: "ordinary" consumes the nonce with the account and the
-// challenge read in one batch (NonceConsume), then claims
-// (ChallengeClaim); "folded" does both in one transaction
-// (ChallengeClaimSigned, protocol/fold.go). Back to back, one at a time.
+// BenchmarkChallengePOST is a challenge POST's store work, both ways:
+// "ordinary" consumes the nonce with the account and the challenge read
+// in one batch (NonceConsume), then claims (ChallengeClaim); "folded"
+// does both in one transaction (ChallengeClaim with its nonce,
+// protocol/claimnow.go). Back to back, one at a time.
 func BenchmarkChallengePOST(b *testing.B) {
-	for _, how := range []string{"ordinary", "folded"} {
-		b.Run(how, func(b *testing.B) {
-			s, challenges := benchChallenges(b, "postgres", false)
+	for _, run := range []string{"sqlite/ordinary", "sqlite/folded", "postgres/ordinary", "postgres/folded"} {
+		kind, how, _ := strings.Cut(run, "/")
+		b.Run(run, func(b *testing.B) {
+			s, challenges := benchChallenges(b, kind, false)
 			ctx := context.Background()
 			epoch, err := s.NonceEpoch(ctx)
 			if err != nil {
