@@ -104,10 +104,16 @@ RETURNING 1`, u.Nonce.Nonce, u.Nonce.Expires.UTC(), u.Nonce.Epoch)
 
 // challengeClaimSQL is ChallengeClaim's swap, less its RETURNING columns:
 // $1 the challenge, whose authorization must still be pending and
-// unexpired on the database clock.
+// unexpired on the database clock, and account $2's unless $2 is empty.
+// The authorization is the challenge's own, found by its key: its account
+// and status are hidden from index choice (concatenated with an empty
+// string), or PostgreSQL chose authorizations_account_status_idx and
+// walked every pending authorization of the account for each challenge
+// POST, thousands for a fleet's account (never analyzed; custom and
+// generic plans; TestFleetPlans).
 const challengeClaimSQL = `UPDATE challenges SET status = 'processing', updated_at = {now}
 WHERE id = $1 AND status || '' = 'pending'
-  AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = challenges.authz_id AND a.status || '' = 'pending' AND a.expires_at > {now})
+  AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = challenges.authz_id AND (a.account_id || '' = $2 OR $2 = '') AND a.status || '' = 'pending' AND a.expires_at > {now})
 RETURNING `
 
 func (s *Store) ChallengeClaim(ctx context.Context, u store.SignedUse, challengeID string) (*store.Challenge, bool, error) {
@@ -119,11 +125,7 @@ func (s *Store) ChallengeClaim(ctx context.Context, u store.SignedUse, challenge
 	}
 	var c challengeRow
 	var b batch
-	if u.Nonce.Nonce == "" {
-		b.scan("claiming challenge "+challengeID, c.dest(), challengeClaimSQL+challengeCols, challengeID)
-	} else {
-		b.scan("claiming challenge "+challengeID, c.dest(), challengeClaimSignedSQL+challengeCols, challengeID, u.AccountID)
-	}
+	b.scan("claiming challenge "+challengeID, c.dest(), challengeClaimSQL+challengeCols, challengeID, u.AccountID)
 	var out *store.Challenge
 	won, err := s.claim(ctx, u, &b, jobs.ChallengeValidateArgs{ChallengeID: challengeID}, func() (err error) {
 		out, err = c.finish()
@@ -142,17 +144,3 @@ func (s *Store) ChallengeClaim(ctx context.Context, u store.SignedUse, challenge
 	}
 	return out, won, nil
 }
-
-// challengeClaimSignedSQL is ChallengeClaim's swap for a request whose
-// nonce it consumes, less its RETURNING columns: $1 the challenge, $2 the
-// account. The authorization is
-// the challenge's own, found by its key: its account and status are hidden
-// from index choice (concatenated with an empty string), or PostgreSQL
-// chose authorizations_account_status_idx and walked every pending
-// authorization of the account for each challenge POST, thousands for a
-// fleet's account (never analyzed; custom and generic plans;
-// TestFleetPlans).
-const challengeClaimSignedSQL = `UPDATE challenges SET status = 'processing', updated_at = {now}
-WHERE id = $1 AND status || '' = 'pending'
-  AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = challenges.authz_id AND a.account_id || '' = $2 AND a.status || '' = 'pending' AND a.expires_at > {now})
-RETURNING `

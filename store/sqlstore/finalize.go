@@ -11,20 +11,13 @@ import (
 )
 
 // orderClaimSQL is OrderFinalizeBegin's swap of order $1 ready →
-// processing with CSR $2 whose key's hash is $4, for profile $3, less its
-// RETURNING columns. A blocked key (blocked_keys, by its primary key) moves
-// nothing, in the claim's own statement: a finalize stays one round trip,
-// and only a refused one reads why (KeyBlockedBy). A NULL $4 (no key
-// known) is blocked by no row.
+// processing with CSR $2 whose key's hash is $4, for profile $3 and
+// account $5 (any when empty), less its RETURNING columns. A blocked key
+// (blocked_keys, by its primary key) moves nothing, in the claim's own
+// statement: a finalize stays one round trip, and only a refused one
+// reads why (KeyBlockedBy). A NULL $4 (no key known) is blocked by no row.
 const orderClaimSQL = `UPDATE orders SET status = 'processing', csr = $2, csr_spki_sha256 = $4, updated_at = {now}
-WHERE id = $1 AND status || '' = 'ready' AND profile = $3 AND expires_at > {now}
-  AND NOT EXISTS (SELECT 1 FROM blocked_keys b WHERE b.spki_sha256 = $4)
-RETURNING `
-
-// orderClaimSignedSQL is orderClaimSQL for an order of account $5, for a
-// request whose nonce the claim consumes.
-const orderClaimSignedSQL = `UPDATE orders SET status = 'processing', csr = $2, csr_spki_sha256 = $4, updated_at = {now}
-WHERE id = $1 AND status || '' = 'ready' AND profile = $3 AND account_id = $5 AND expires_at > {now}
+WHERE id = $1 AND status || '' = 'ready' AND profile = $3 AND (account_id = $5 OR $5 = '') AND expires_at > {now}
   AND NOT EXISTS (SELECT 1 FROM blocked_keys b WHERE b.spki_sha256 = $4)
 RETURNING `
 
@@ -42,11 +35,7 @@ func (s *Store) OrderFinalizeBegin(ctx context.Context, u store.SignedUse, order
 	// The job goes to the queue of profile, which the caller read: an
 	// order of another profile is not claimed (its job would reach the
 	// wrong workers).
-	if signed {
-		b.scan("claiming order "+orderID, o.dest(), orderClaimSignedSQL+orderCols, orderID, nonNil(csrDER), profile, nullBytes(keyHash), u.AccountID)
-	} else {
-		b.scan("claiming order "+orderID, o.dest(), orderClaimSQL+orderCols, orderID, nonNil(csrDER), profile, nullBytes(keyHash))
-	}
+	b.scan("claiming order "+orderID, o.dest(), orderClaimSQL+orderCols, orderID, nonNil(csrDER), profile, nullBytes(keyHash), u.AccountID)
 	var out *store.Order
 	won, err := s.claim(ctx, u, &b, jobs.SignerIssueArgs{OrderID: orderID, Profile: profile}, func() (err error) {
 		out, err = o.finish()
