@@ -16,11 +16,11 @@ import (
 // still valid with that very key, and claims: one round trip on
 // PostgreSQL (store.SignedUse). Its first store call consumes the nonce,
 // whichever it is: the claim, or a read the handler needs first (redeem,
-// every request's). A claim that
-// commits nothing consumes nothing: the handler's read then consumes the
-// nonce and says why (a replayed nonce is badNonce, a challenge of
-// another account unauthorized), as does an error before any store call
-// (settle). Nothing is written before the request is verified.
+// every request's). A claim that commits nothing consumes nothing: the
+// handler's read then consumes the nonce and says why (a replayed nonce is
+// badNonce, a challenge of another account unauthorized), as does an
+// error before any store call (settle). Nothing is written before the
+// request is verified.
 
 // deferred leaves p's nonce for its claim, or reports false when it
 // cannot: the nonce fails the local checks, or there is no key to verify
