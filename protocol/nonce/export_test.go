@@ -24,4 +24,3 @@ func (s *Service) Redeem(ctx context.Context, nonce string) error {
 func (s *Service) RedeemFor(ctx context.Context, nonce, accountID string) (*store.Account, time.Time, error) {
 	return s.Begin(ctx, nonce, accountID, store.Lookup{}, nil).Wait(ctx)
 }
-
