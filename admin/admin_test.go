@@ -316,8 +316,9 @@ func pendingOrder(t *testing.T, st store.Store, seed, name string) *store.Order 
 		t.Fatal(err)
 	}
 	id := acme.Identifier{Type: acme.IdentifierDNS, Value: name}
-	o, err := st.OrderCreate(ctx, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: now.Add(time.Hour), Identifiers: []acme.Identifier{id},
+	o, err := st.OrderCreate(ctx, store.SignedUse{}, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: now.Add(time.Hour), Identifiers: []acme.Identifier{id},
 		Authzs: []*store.Authorization{{Identifier: id, Expires: now.Add(time.Hour), Challenges: []store.Challenge{{Type: acme.ChallengeHTTP01}}}}})
+
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +347,7 @@ func claim(t *testing.T, st store.Store, o *store.Order) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := st.ChallengeClaim(ctx, az.Challenges[0].ID); err != nil || !ok {
+	if _, ok, err := st.ChallengeClaim(ctx, store.SignedUse{}, az.Challenges[0].ID); err != nil || !ok {
 		t.Fatalf("ChallengeClaim: %v %v", ok, err)
 	}
 	return az.Challenges[0].ID

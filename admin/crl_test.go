@@ -36,7 +36,7 @@ func issuedCert(t *testing.T, st store.Store, serial, name, issuer, profile stri
 	if err := st.ChallengeVerdict(ctx, store.Verdict{ChallengeID: claim(t, st, o), Status: acme.StatusValid}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := st.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil || !ok {
+	if _, ok, err := st.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, []byte("csr"), nil); err != nil || !ok {
 		t.Fatalf("OrderFinalizeBegin: %v %v", ok, err)
 	}
 	now, err := st.Now(ctx)

@@ -227,9 +227,8 @@ func TestAccessPolicyUnknown(t *testing.T) {
 }
 
 // TestAccessPolicyBeforeFold: a challenge POST from an account whose key
-// the frontend knows is answered in one transaction with its nonce on
-// PostgreSQL (fold.go); the account's stage of the policy still runs
-// first. A hook on the account allows the order, then is made to deny:
+// the frontend knows is claimed in one transaction with its nonce
+// (claimnow.go); the account's stage of the policy still runs first. A hook on the account allows the order, then is made to deny:
 // the challenge POST is refused and the challenge is left pending.
 func TestAccessPolicyBeforeFold(t *testing.T) {
 	t.Parallel()

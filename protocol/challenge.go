@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"errors"
 	"net/http"
 	"time"
 
@@ -22,9 +21,23 @@ var challengeAhead = lookupOf(store.LookupChallenge, "id")
 // worker's verdict comes within server.verdict_wait_ms (await.go).
 // A repeated POST returns the current state without queuing again; an empty
 // payload (POST-as-GET) reads it.
+//
+// A POST whose nonce is left for its claim (claimnow.go) claims at once:
+// the checks below are the claim's own conditions. The failed-validations
+// limit, when set, reads first.
 func (s *Server) challenge(w http.ResponseWriter, p *post) error {
 	id := mux.Vars(p.r)["id"]
 	ctx := p.r.Context()
+	if p.use != nil && !p.isGet() && s.cfg.Limits.FailedValidationsPerHour == 0 && decodePayload(p, "challenge response", &map[string]any{}) == nil {
+		c, won, err := s.st.orders.ChallengeClaim(ctx, *p.use, id)
+		if err != nil {
+			return s.storeErr(err, "queuing the challenge for validation")
+		}
+		if won {
+			s.claimed(p)
+			return s.answerChallenge(w, p, c)
+		}
+	}
 	// The challenge and its authorization in one read: the worker's read
 	// before validating is the same question.
 	t, err := owned(s, p, challengeAhead, "challenge", id, s.challURL(id), func(t *store.ChallengeAuthz) string { return t.Authz.AccountID })
@@ -47,7 +60,7 @@ func (s *Server) challenge(w http.ResponseWriter, p *post) error {
 			if err := s.limitFailedValidations(ctx, p.acct.ID, a.Identifier); err != nil {
 				return err
 			}
-			cur, _, err := s.st.orders.ChallengeClaim(ctx, id)
+			cur, _, err := s.st.orders.ChallengeClaim(ctx, store.SignedUse{}, id)
 			if err != nil {
 				return s.storeErr(err, "queuing the challenge for validation")
 			}
@@ -70,27 +83,4 @@ func (s *Server) answerChallenge(w http.ResponseWriter, p *post, c *store.Challe
 		w.Header().Set("Retry-After", retryAfter(s.retry))
 	}
 	return writeJSON(w, http.StatusOK, s.challengeDoc(c))
-}
-
-// challengeFolded is the challenge POST as a folded write (fold.go): the
-// nonce, the account and the claim in one transaction. What it leaves to
-// the ordinary path: a POST-as-GET (no write to fold into), a payload that
-// is not a JSON object, and, when the failed-validations limit is set, every
-// POST (the limit reads before the claim).
-func (s *Server) challengeFolded(w http.ResponseWriter, p *post, u store.SignedUse) (bool, error) {
-	if p.isGet() || s.cfg.Limits.FailedValidationsPerHour > 0 {
-		return false, nil
-	}
-	var req map[string]any
-	if decodePayload(p, "challenge response", &req) != nil {
-		return false, nil
-	}
-	c, err := s.st.orders.ChallengeClaimSigned(p.r.Context(), u, mux.Vars(p.r)["id"])
-	if errors.Is(err, store.ErrUnfolded) {
-		return false, nil
-	}
-	if err != nil {
-		return true, s.storeErr(err, "queuing the challenge for validation")
-	}
-	return true, s.answerChallenge(w, p, c)
 }

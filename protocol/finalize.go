@@ -3,7 +3,6 @@ package protocol
 import (
 	"crypto"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -21,6 +20,9 @@ import (
 // worker, never here; the answer says processing with Retry-After unless
 // the worker's verdict comes within server.verdict_wait_ms (await.go).
 func (s *Server) finalize(w http.ResponseWriter, p *post) error {
+	if done, err := s.finalizeAtOnce(w, p); done {
+		return err
+	}
 	o, err := s.ownedOrder(p)
 	if err != nil {
 		return err
@@ -39,7 +41,7 @@ func (s *Server) finalize(w http.ResponseWriter, p *post) error {
 	if err := s.limitCertificates(p.r.Context(), o.Identifiers); err != nil {
 		return err
 	}
-	cur, claimed, err := s.st.orders.OrderFinalizeBegin(p.r.Context(), o.ID, o.Profile, der, keyHash)
+	cur, claimed, err := s.st.orders.OrderFinalizeBegin(p.r.Context(), store.SignedUse{}, o.ID, o.Profile, der, keyHash)
 	if err != nil {
 		return s.storeErr(err, "queuing the order for issuance")
 	}
@@ -100,40 +102,37 @@ func (s *Server) checkedCSR(req finalizeReq, orderID, profile string, ids []acme
 	return der, store.KeyHash(cr.RawSubjectPublicKeyInfo), nil
 }
 
-// finalizeFolded is finalize as a folded write (fold.go): the nonce, the
-// account and the order's claim in one transaction. The CSR is checked
-// first, against what never changes about the order (Server.orders); the
-// transaction checks the rest (the account's, ready, of that profile).
-// What it leaves to the ordinary path: an order this frontend has not
-// seen, a payload or CSR it would refuse (the ordinary path says why, in
-// its order), and, when the certificates-per-domain limit is set, every
+// finalizeAtOnce is finalize claiming at once, for a request whose nonce
+// is left for its claim (claimnow.go): the CSR is checked against what
+// never changes about the order (Server.orders), and the claim checks the
+// rest (the account's, ready, of that profile, the key not blocked).
+// done is false, and the ordinary finalize answers (its read consumes the
+// nonce), for an order this frontend has not seen, a payload or CSR it
+// would refuse (the ordinary path says why, in its order), a claim that
+// did not win, and, when the certificates-per-domain limit is set, every
 // finalize (the limit reads before the claim).
-func (s *Server) finalizeFolded(w http.ResponseWriter, p *post, u store.SignedUse) (bool, error) {
-	if p.isGet() || s.cfg.Limits.CertificatesPerDomain > 0 {
-		return false, nil
-	}
+func (s *Server) finalizeAtOnce(w http.ResponseWriter, p *post) (done bool, err error) {
 	id := mux.Vars(p.r)["id"]
 	f, ok := s.orders.get(id)
-	if !ok || f.accountID != u.AccountID {
+	if p.use == nil || p.isGet() || s.cfg.Limits.CertificatesPerDomain > 0 || !ok || f.accountID != p.acct.ID {
 		return false, nil
 	}
 	var req finalizeReq
 	if decodePayload(p, "finalize", &req) != nil {
 		return false, nil
 	}
-	der, keyHash, err := s.checkedCSR(req, id, f.profile, f.identifiers, u.KeyJWK)
+	der, keyHash, err := s.checkedCSR(req, id, f.profile, f.identifiers, p.acct.KeyJWK)
 	if err != nil {
 		return false, nil
 	}
-	// A blocked key commits nothing (ErrUnfolded): the ordinary path
-	// claims again and says why.
-	o, err := s.st.orders.OrderFinalizeSigned(p.r.Context(), u, id, f.profile, der, keyHash)
-	if errors.Is(err, store.ErrUnfolded) {
-		return false, nil
-	}
+	o, won, err := s.st.orders.OrderFinalizeBegin(p.r.Context(), *p.use, id, f.profile, der, keyHash)
 	if err != nil {
 		return true, s.storeErr(err, "queuing the order for issuance")
 	}
+	if !won {
+		return false, nil
+	}
+	s.claimed(p)
 	return true, s.answerOrder(w, p, o)
 }
 

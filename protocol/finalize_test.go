@@ -111,7 +111,7 @@ func (e *env) expire(t *testing.T, table, id string) {
 // expiringFinalize is a real store that, while armed, expires the order
 // just before finalize's compare-and-swap: the order was ready and
 // unexpired when the request read it, and the swap loses to its expiry.
-// Armed, it does not fold (OrderFinalizeSigned is ErrUnfolded), so that
+// Armed, a claim at once (with its nonce) loses without trying, so that
 // the ordinary path, which reads first, is the one that meets the expiry.
 type expiringFinalize struct {
 	store.Store
@@ -119,16 +119,15 @@ type expiringFinalize struct {
 	expire func(id string)
 }
 
-func (x *expiringFinalize) OrderFinalizeSigned(ctx context.Context, u store.SignedUse, id, profile string, csr, keyHash []byte) (*store.Order, error) {
-	if x.armed() {
-		return nil, store.ErrUnfolded
+func (x *expiringFinalize) OrderFinalizeBegin(ctx context.Context, u store.SignedUse, id, profile string, csr, keyHash []byte) (*store.Order, bool, error) {
+	if u.Nonce.Nonce != "" {
+		if x.armed() {
+			return nil, false, nil // not at once: the request reads, then claims, and the expiry comes between
+		}
+		return x.Store.OrderFinalizeBegin(ctx, u, id, profile, csr, keyHash)
 	}
-	return x.Store.OrderFinalizeSigned(ctx, u, id, profile, csr, keyHash)
-}
-
-func (x *expiringFinalize) OrderFinalizeBegin(ctx context.Context, id, profile string, csr, keyHash []byte) (*store.Order, bool, error) {
 	x.expire(id)
-	return x.Store.OrderFinalizeBegin(ctx, id, profile, csr, keyHash)
+	return x.Store.OrderFinalizeBegin(ctx, u, id, profile, csr, keyHash)
 }
 
 // TestFinalizeExpiredOrder: an order past its expiry that housekeeping has

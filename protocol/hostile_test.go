@@ -59,7 +59,7 @@ func TestHostileRequests(t *testing.T) {
 			// encoding/json keeps the last of two members, even two that
 			// differ only in case; another parser may keep the first. Each
 			// is sent twice, so a request the frontend would fold into one
-			// transaction (fold.go) is refused as the ordinary one is.
+			// transaction (claimnow.go) is refused as the ordinary one is.
 			for body, detail := range map[string]string{
 				`{"identifiers":[{"type":"dns","value":"one.example","value":"two.example"}]}`:                                `member "value" appears twice (in identifiers[0])`,
 				`{"identifiers":[{"type":"dns","value":"one.example"}],"Identifiers":[{"type":"dns","value":"two.example"}]}`: `members "identifiers" and "Identifiers" differ only in letter case`,

@@ -97,6 +97,12 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 	if err := s.accessOrder(p, ids, name); err != nil {
 		return err
 	}
+	if done, err := s.newOrderAtOnce(w, p, req, name, prof, ids); done {
+		return err
+	}
+	if err := s.redeem(p, s.reusableLookup(p.acct.ID, ids, prof)); err != nil {
+		return err
+	}
 	ctx := p.r.Context()
 	bind, err := s.binding(ctx, p.acct.ID) // protocol/eab.go: the EAB's limits
 	if err != nil {
@@ -115,8 +121,8 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 		return err
 	}
 	reusable = reusableBy(reusable, ids, prof, bind) // protocol/eab.go: born valid ones only where this order's would be
-	// Whether the next newOrder of this account is worth folding
-	// (newOrderFolded): not while it has authorizations to reuse.
+	// Whether the next newOrder of this account may claim at once
+	// (newOrderAtOnce): not while it has authorizations to reuse.
 	s.reuses.put(p.acct.ID, slices.ContainsFunc(reusable, func(a *store.Authorization) bool { return a != nil }))
 	no, err := s.draftOrder(p.acct.ID, req, name, prof, ids, bind, now, reusable)
 	if err != nil {
@@ -126,7 +132,7 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 	if err := s.limitNewOrder(ctx, p.acct.ID, no); err != nil {
 		return err
 	}
-	o, err := s.st.orders.OrderCreate(ctx, no)
+	o, err := s.st.orders.OrderCreate(ctx, store.SignedUse{}, no)
 	if errors.Is(err, store.ErrAuthzUnusable) {
 		// An authorization chosen for reuse was deactivated or expired
 		// since: the order gets fresh authorizations instead, as it would
@@ -137,7 +143,7 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 			return err
 		}
 		no.ReplacesSerial, no.Limits = replacesSerial, s.orderLimits()
-		o, err = s.st.orders.OrderCreate(ctx, no)
+		o, err = s.st.orders.OrderCreate(ctx, store.SignedUse{}, no)
 	}
 	if rl := reservedLimit(err, "this order"); rl != nil {
 		return rl
@@ -208,50 +214,44 @@ func (s *Server) draftOrder(acctID string, req newOrderReq, name string, prof pr
 	return no, nil
 }
 
-// newOrderFolded is newOrder as a folded write (fold.go): the nonce, the
-// account and the order's rows in one transaction, for an order that
-// needs nothing read first. It is tried for an account this frontend
-// knows to have no external account binding (whose limits and
-// pre-validation would need it read) and whose last ordinary newOrder
-// found no authorization to reuse, with no rate limit set (each reads the
-// store), and with a recent reading of the database's clock (dbClock) for
-// the order's times; the transaction checks that clock, and that no
-// authorization could be reused after all. A replacement (ARI) goes the
-// ordinary way, as does a payload it would refuse: the ordinary path says
-// why.
-func (s *Server) newOrderFolded(w http.ResponseWriter, p *post, u store.SignedUse) (bool, error) {
-	if s.limitsRead() {
+// newOrderAtOnce is newOrder claiming at once, for a request whose nonce
+// is left for its claim (claimnow.go): the nonce, the account and the
+// order's rows in one transaction, for an order that needs nothing read
+// first. That is an account this frontend knows to have no external
+// account binding (whose limits and pre-validation would need it read)
+// and whose last newOrder read found no authorization to reuse, with no
+// rate limit set (each reads the store), no certificate replaced (ARI),
+// and a recent reading of the database's clock (dbClock) for the order's
+// times; the transaction checks that clock, and that no authorization
+// could be reused after all (store.NewOrder.Clock). done is false, and
+// newOrder reads (consuming the nonce), otherwise.
+func (s *Server) newOrderAtOnce(w http.ResponseWriter, p *post, req newOrderReq, name string, prof profile.Profile, ids []acme.Identifier) (done bool, err error) {
+	if p.use == nil || req.Replaces != "" || s.limitsRead() {
 		return false, nil
 	}
-	if _, ok := s.unbound.get(u.AccountID); !ok {
+	if _, ok := s.unbound.get(p.acct.ID); !ok {
 		return false, nil
 	}
-	if reuses, ok := s.reuses.get(u.AccountID); !ok || reuses {
+	if reuses, ok := s.reuses.get(p.acct.ID); !ok || reuses {
 		return false, nil
 	}
 	now, ok := s.clock.estimate()
 	if !ok {
 		return false, nil
 	}
-	var req newOrderReq
-	if decodePayload(p, "newOrder", &req) != nil || req.Replaces != "" || s.presetProfile(p.r, &req.Profile) != nil {
-		return false, nil
-	}
-	name, prof, ids, err := s.orderRequest(req)
+	no, err := s.draftOrder(p.acct.ID, req, name, prof, ids, nil, now, nil)
 	if err != nil {
 		return false, nil
 	}
-	no, err := s.draftOrder(u.AccountID, req, name, prof, ids, nil, now, nil)
-	if err != nil {
-		return false, nil
-	}
-	o, err := s.st.orders.OrderCreateSigned(p.r.Context(), u, no, now)
-	if errors.Is(err, store.ErrUnfolded) {
+	no.Clock = now
+	o, err := s.st.orders.OrderCreate(p.r.Context(), *p.use, no)
+	if errors.Is(err, store.ErrNotClaimed) {
 		return false, nil
 	}
 	if err != nil {
 		return true, s.orderCreateErr(err, "")
 	}
+	s.claimed(p)
 	s.rememberOrder(o)
 	return true, s.writeOrder(w, http.StatusCreated, o)
 }
@@ -300,6 +300,11 @@ func (s *Server) newOrderAhead(r *http.Request, msg *jws.Message, acctID string)
 	if err != nil {
 		return store.Lookup{}
 	}
+	return s.reusableLookup(acctID, ids, prof)
+}
+
+// reusableLookup is newOrderAhead's read for ids of profile prof.
+func (s *Server) reusableLookup(acctID string, ids []acme.Identifier, prof profile.Profile) store.Lookup {
 	return store.Lookup{Kind: store.LookupReusable, ID: acctID, Keys: authzKeys(ids), Methods: offered(prof),
 		After: time.Now().Add(s.orderLifetime() - aheadSkew)}
 }

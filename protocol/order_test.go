@@ -150,7 +150,7 @@ type deactivatingReuse struct {
 	armed *atomic.Bool
 }
 
-func (d deactivatingReuse) OrderCreate(ctx context.Context, o store.NewOrder) (*store.Order, error) {
+func (d deactivatingReuse) OrderCreate(ctx context.Context, u store.SignedUse, o store.NewOrder) (*store.Order, error) {
 	if d.armed.Load() {
 		for _, a := range o.Authzs {
 			if a.ID != "" {
@@ -160,7 +160,7 @@ func (d deactivatingReuse) OrderCreate(ctx context.Context, o store.NewOrder) (*
 			}
 		}
 	}
-	return d.Store.OrderCreate(ctx, o)
+	return d.Store.OrderCreate(ctx, u, o)
 }
 
 // TestAuthzReuseRaceGetsFreshAuthz: an authorization chosen for reuse that

@@ -178,7 +178,7 @@ func b2i(b bool) int {
 // do not outlive the order. With orders and authorizations both living an
 // hour, a valid authorization never outlives a later order, and is not
 // reused, though the read made ahead found it. A rate limit keeps the
-// newOrder off the fold (newOrderFolded), which reads nothing ahead.
+// newOrder off the claim at once (newOrderAtOnce), which reads nothing ahead.
 func TestReuseAheadOutlivesOrder(t *testing.T) {
 	t.Parallel()
 	hour := func(c *protocol.Config) {

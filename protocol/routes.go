@@ -83,31 +83,31 @@ func (s *Server) routes() http.Handler {
 	get(pathRenewalExplanation+"{serial}", "renewal_explanation", true, s.renewalExplanation)
 
 	// ahead names the route's first read, made with the nonce (ahead.go),
-	// nil for routes whose first read needs the payload; fold is the
-	// route's folded write, tried first (fold.go).
-	postRoute := func(path, name string, mode keyMode, h func(http.ResponseWriter, *post) error, ahead readAhead, fold folded) {
-		r.Handle(path, s.instrument(name, true, methodsOnly([]string{http.MethodPost}, s.verified(name, mode, h, ahead, fold))))
+	// nil for routes whose first read needs the payload; claims says the
+	// route's claim may consume its nonce (claimnow.go).
+	postRoute := func(path, name string, mode keyMode, h func(http.ResponseWriter, *post) error, ahead readAhead, claims bool) {
+		r.Handle(path, s.instrument(name, true, methodsOnly([]string{http.MethodPost}, s.verified(name, mode, h, ahead, claims))))
 	}
-	profiledRoute := func(path, name string, h func(http.ResponseWriter, *post) error, ahead readAhead, fold folded) {
-		r.Handle(byProfile+path, s.knownProfile(s.instrument(name, true, methodsOnly([]string{http.MethodPost}, s.verified(name, kidOnly, h, ahead, fold)))))
+	profiledRoute := func(path, name string, h func(http.ResponseWriter, *post) error, ahead readAhead, claims bool) {
+		r.Handle(byProfile+path, s.knownProfile(s.instrument(name, true, methodsOnly([]string{http.MethodPost}, s.verified(name, kidOnly, h, ahead, claims)))))
 	}
-	postRoute(pathNewAccount, "new_account", jwkOnly, s.newAccount, nil, nil)
-	postRoute(pathNewAuthz, "new_authz", kidOnly, s.newAuthz, nil, nil) // newauthz.go
-	profiledRoute(profileNewAuthz, "new_authz", s.newAuthz, nil, nil)
-	postRoute(pathRevokeCert, "revoke_cert", kidOrJWK, s.revokeCert, nil, nil)
-	postRoute(pathKeyChange, "key_change", kidOnly, s.keyChange, nil, nil)
-	postRoute(pathAccount+"{id}", "account", kidOnly, s.account, nil, nil)
-	postRoute(pathAccount+"{id}/orders", "account_orders", kidOnly, s.accountOrders, nil, nil)
-	postRoute(pathOrder+"{id}", "order", kidOnly, s.order, orderAhead, nil)
-	postRoute(pathAuthz+"{id}", "authz", kidOnly, s.authz, authzAhead, nil)
+	postRoute(pathNewAccount, "new_account", jwkOnly, s.newAccount, nil, false)
+	postRoute(pathNewAuthz, "new_authz", kidOnly, s.newAuthz, nil, false) // newauthz.go
+	profiledRoute(profileNewAuthz, "new_authz", s.newAuthz, nil, false)
+	postRoute(pathRevokeCert, "revoke_cert", kidOrJWK, s.revokeCert, nil, false)
+	postRoute(pathKeyChange, "key_change", kidOnly, s.keyChange, nil, false)
+	postRoute(pathAccount+"{id}", "account", kidOnly, s.account, nil, false)
+	postRoute(pathAccount+"{id}/orders", "account_orders", kidOnly, s.accountOrders, nil, false)
+	postRoute(pathOrder+"{id}", "order", kidOnly, s.order, orderAhead, false)
+	postRoute(pathAuthz+"{id}", "authz", kidOnly, s.authz, authzAhead, false)
 	// Their refusals are on the issuance trail (trail.go).
 	newOrder := s.trailed(store.ActionOrderRefused, noSubject, identifiersAsked, s.newOrder)
 	finalize := s.trailed(store.ActionFinalizeRefused, routeID, nothingAsked, s.finalize)
-	postRoute(pathNewOrder, "new_order", kidOnly, newOrder, s.newOrderAhead, s.newOrderFolded)
-	profiledRoute(profileNewOrder, "new_order", newOrder, s.newOrderAhead, s.newOrderFolded)
-	postRoute(pathOrder+"{id}/finalize", "finalize", kidOnly, finalize, orderAhead, s.finalizeFolded)
-	postRoute(pathChallenge+"{id}", "challenge", kidOnly, s.challenge, challengeAhead, s.challengeFolded)
-	postRoute(pathCert+"{serial}", "cert", kidOnly, s.cert, certAhead, nil)
+	postRoute(pathNewOrder, "new_order", kidOnly, newOrder, s.newOrderAhead, true)
+	profiledRoute(profileNewOrder, "new_order", newOrder, s.newOrderAhead, true)
+	postRoute(pathOrder+"{id}/finalize", "finalize", kidOnly, finalize, orderAhead, true)
+	postRoute(pathChallenge+"{id}", "challenge", kidOnly, s.challenge, challengeAhead, true)
+	postRoute(pathCert+"{serial}", "cert", kidOnly, s.cert, certAhead, false)
 
 	// pause.go, unpause.go: the subscriber's unpause page, for a browser.
 	r.Handle(pathUnpause, s.instrument("unpause", true, methodsOnly([]string{http.MethodGet, http.MethodHead, http.MethodPost}, s.unpause)))

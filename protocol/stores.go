@@ -49,22 +49,17 @@ type accountStore interface {
 // orderStore is newOrder's, newAuthz's and finalize's, and the
 // authorization and challenge handlers' (§7.4, §7.5).
 type orderStore interface {
-	OrderCreate(ctx context.Context, o store.NewOrder) (*store.Order, error)
-	OrderCreateSigned(ctx context.Context, u store.SignedUse, o store.NewOrder, clock time.Time) (*store.Order, error)
+	OrderCreate(ctx context.Context, u store.SignedUse, o store.NewOrder) (*store.Order, error)
 	AuthzsReusable(ctx context.Context, accountID string, keys []store.AuthzKey, methods []acme.ChallengeType, minExpiry time.Time) ([]*store.Authorization, error)
 	AuthzCreate(ctx context.Context, a *store.Authorization, limits store.OrderLimits) (*store.Authorization, error)
 	AuthzDeactivate(ctx context.Context, id string) (*store.Authorization, error)
-	OrderFinalizeBegin(ctx context.Context, orderID, profile string, csrDER, keyHash []byte) (*store.Order, bool, error)
-	OrderFinalizeSigned(ctx context.Context, u store.SignedUse, orderID, profile string, csrDER, keyHash []byte) (*store.Order, error)
-	ChallengeClaim(ctx context.Context, challengeID string) (*store.Challenge, bool, error)
-	ChallengeClaimSigned(ctx context.Context, u store.SignedUse, challengeID string) (*store.Challenge, error)
+	OrderFinalizeBegin(ctx context.Context, u store.SignedUse, orderID, profile string, csrDER, keyHash []byte) (*store.Order, bool, error)
+	ChallengeClaim(ctx context.Context, u store.SignedUse, challengeID string) (*store.Challenge, bool, error)
 }
 
 // verifyStore is what every signed request reads while its signature is
-// checked (verify.go, ahead.go), and whether the store folds its write
-// with the nonce (fold.go).
+// checked (verify.go, ahead.go).
 type verifyStore interface {
-	Folds() bool
 	OrderByID(ctx context.Context, id string) (*store.Order, error)
 	AuthzByID(ctx context.Context, id string) (*store.Authorization, error)
 	ChallengeWithAuthz(ctx context.Context, challengeID string) (*store.ChallengeAuthz, error)

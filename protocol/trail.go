@@ -26,7 +26,7 @@ const maxTrailDetail = 1024
 // request asked for.
 func (s *Server) trailed(action string, subject, asked func(*post) string, h func(http.ResponseWriter, *post) error) func(http.ResponseWriter, *post) error {
 	return func(w http.ResponseWriter, p *post) error {
-		err := h(w, p)
+		err := s.settle(p, h(w, p)) // a nonce or an account refused is no refusal of the order
 		var ae *acme.Error
 		if err == nil || !errors.As(err, &ae) || ae.Problem.Type == acme.ProblemBadNonce || ae.Problem.Type == acme.ProblemServerInternal {
 			return err

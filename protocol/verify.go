@@ -31,14 +31,16 @@ type post struct {
 	url     string // the request URL as the client signed it
 	jwk     any    // the header's key, for kidOrJWK requests signed by the certificate key
 	payload []byte
-	acct    *store.Account // set iff signed with "kid"
-	rawJWK  []byte         // the header's JWK as JSON (jwk requests)
-	thumb   string         // the header's key thumbprint (jwk requests)
-	now     time.Time      // the database clock when the nonce was consumed
-	ahead   *aheadResult   // the route's first read, made while the nonce was consumed (ahead.go)
-	aheadOf store.Lookup   // what ahead read
-	access  *access.Eval   // the access policy's evaluation (accesspolicy.go); nil: no policy
-	mark    verdict.Mark   // taken before the request's first read: a verdict's wait starts from it (await.go)
+	acct    *store.Account   // set iff signed with "kid"
+	rawJWK  []byte           // the header's JWK as JSON (jwk requests)
+	thumb   string           // the header's key thumbprint (jwk requests)
+	now     time.Time        // the database clock when the nonce was consumed
+	ahead   *aheadResult     // the route's first read, made while the nonce was consumed (ahead.go)
+	aheadOf store.Lookup     // what ahead read
+	access  *access.Eval     // the access policy's evaluation (accesspolicy.go); nil: no policy
+	mark    verdict.Mark     // taken before the request's first read: a verdict's wait starts from it (await.go)
+	sg      *signed          // the request while its nonce is not consumed (redeem); nil after
+	use     *store.SignedUse // its nonce, left for its claim to consume (claimnow.go); nil once consumed
 }
 
 // isGet reports a POST-as-GET: an empty payload (RFC 8555 §6.3).
@@ -63,9 +65,10 @@ func (sg *signed) byAccount() bool { return sg.acctID != "" && sg.mode != jwkOnl
 // (jws.Parse), url == the request URL (RFC 8555 §6.4), nonce (§6.5), key
 // by kid or jwk (§6.2), signature, the access policy on the account. Only
 // then does the handler see the payload, and ahead's read if the route has
-// one. A folded write is tried only for a request the access policy has
-// already allowed: the fold would skip the account's stage.
-func (s *Server) verified(route string, mode keyMode, h func(http.ResponseWriter, *post) error, ahead readAhead, fold folded) func(http.ResponseWriter, *http.Request) error {
+// one. A route that claims (claims) may leave the nonce for its claim
+// (claimnow.go), for a request the access policy has already allowed:
+// the account's stage is not run again.
+func (s *Server) verified(route string, mode keyMode, h func(http.ResponseWriter, *post) error, ahead readAhead, claims bool) func(http.ResponseWriter, *http.Request) error {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		ev, err := s.accessStart(r, route)
 		if err != nil {
@@ -80,25 +83,17 @@ func (s *Server) verified(route string, mode keyMode, h func(http.ResponseWriter
 			return err
 		}
 		sg.acctID, sg.kidErr = s.kidAccountID(msg.KeyID)
-		if fold != nil && sg.byAccount() && s.st.verify.Folds() && ev.Settled() {
-			var done bool
-			if done, sg.guess, err = s.tryFold(w, r, sg.url, msg, sg.acctID, fold); done {
-				return err
-			}
+		p := &post{r: r, url: sg.url, mark: s.mark(), sg: sg, access: ev}
+		if claims && sg.byAccount() && ev.Settled() && s.deferred(p) {
+			return s.settle(p, h(w, p))
 		}
-		p, acct, err := s.consumeNonce(r, sg, ahead)
-		if err != nil {
+		var first store.Lookup
+		if sg.byAccount() && ahead != nil {
+			first = ahead(r, msg, sg.acctID)
+		}
+		if err := s.redeem(p, first); err != nil {
 			return err
 		}
-		if msg.KeyID != "" {
-			err = s.byKid(p, sg, acct)
-		} else {
-			err = byJWK(p, sg)
-		}
-		if err != nil {
-			return err
-		}
-		p.access = ev
 		if err := s.accessAccount(p); err != nil {
 			return err
 		}
@@ -139,36 +134,42 @@ func (s *Server) signedURL(r *http.Request, msg *jws.Message) (string, error) {
 	return want, nil
 }
 
-// consumeNonce consumes sg's nonce, reads the account its kid names and
-// makes the route's first read (ahead) in one store round trip, batched
-// with other requests' (protocol/nonce). A kid that is no account URL of
-// ours consumes the nonce all the same. Meanwhile this goroutine guesses
-// the signature's key (ahead.go); nothing read is trusted until the
-// request is verified.
-func (s *Server) consumeNonce(r *http.Request, sg *signed, ahead readAhead) (*post, *store.Account, error) {
-	var first store.Lookup
-	if sg.byAccount() && ahead != nil {
-		if l := ahead(r, sg.msg, sg.acctID); aheadID(l.ID) {
-			first = l
-		}
+// redeem consumes p's nonce, unless its claim did (claimnow.go), reads
+// the account its kid names and makes the route's first read (l) in one
+// store round trip, batched with other requests' (protocol/nonce), then
+// verifies p with the key read. A kid that is no account URL of ours
+// consumes the nonce all the same. Meanwhile this goroutine guesses the
+// signature's key, if p was not verified with it already (ahead.go);
+// nothing read is trusted until the request is verified.
+func (s *Server) redeem(p *post, l store.Lookup) error {
+	sg := p.sg
+	if sg == nil {
+		return nil
 	}
+	p.sg, p.use = nil, nil
 	var meanwhile func()
 	if sg.guess == nil && sg.byAccount() {
 		meanwhile = func() { sg.guess = s.guess(sg.msg, sg.acctID) }
 	}
-	mark := s.mark()
-	red := s.nonces.Begin(r.Context(), sg.msg.Nonce, sg.acctID, first, meanwhile)
-	acct, now, err := red.Wait(r.Context())
+	if !sg.byAccount() || !aheadID(l.ID) {
+		l = store.Lookup{}
+	}
+	ctx := p.r.Context()
+	red := s.nonces.Begin(ctx, sg.msg.Nonce, sg.acctID, l, meanwhile)
+	acct, now, err := red.Wait(ctx)
 	if err != nil {
-		return nil, nil, s.storeErr(err, "consuming the nonce")
+		return s.storeErr(err, "consuming the nonce")
 	}
 	s.metrics.redeemed.Inc()
 	s.clock.observe(now)
-	p := &post{r: r, url: sg.url, now: now, mark: mark}
+	p.now = now
 	if v, err, ok := red.Found(); ok {
-		p.ahead, p.aheadOf = &aheadResult{v: v, err: err}, first
+		p.ahead, p.aheadOf = &aheadResult{v: v, err: err}, l
 	}
-	return p, acct, nil
+	if sg.msg.KeyID != "" {
+		return s.byKid(p, sg, acct)
+	}
+	return byJWK(p, sg)
 }
 
 // byKid verifies a request signed with the key of acct, the account its
@@ -216,6 +217,10 @@ func byJWK(p *post, sg *signed) error {
 // owned is the route's first read for p (aheadOr): the what named id,
 // whose URL is url, if it is the signer's (acctOf says whose it is).
 func owned[T any](s *Server, p *post, ahead readAhead, what, id, url string, acctOf func(T) string) (T, error) {
+	if err := s.redeem(p, ahead(p.r, nil, "")); err != nil {
+		var zero T
+		return zero, err
+	}
 	v, err := aheadOr[T](p, ahead, s.lookup)
 	if err != nil {
 		return v, s.readErr(err, what, id)

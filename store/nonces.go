@@ -24,9 +24,10 @@ type NonceUse struct {
 }
 
 // SignedUse is a request already verified, with the key its account had
-// on an earlier request, whose nonce is not consumed yet: what a write
-// folded into one transaction with its nonce must still prove inside it
-// (ChallengeClaimSigned).
+// on an earlier request, whose nonce is not consumed yet: what a claim
+// consumes and checks in its own transaction (ChallengeClaim,
+// OrderFinalizeBegin, OrderCreate). The zero SignedUse is a request whose
+// nonce was consumed before.
 type SignedUse struct {
 	Nonce     NonceUse // Nonce, Expires and Epoch; its AccountID and Lookup are not used
 	AccountID string

@@ -51,8 +51,8 @@ type PauseFilter struct {
 
 // Pauses are the failing runs of validations (migration 0021): written by
 // the verdict's own transaction (ChallengeVerdict: a failure added on
-// invalid, the run deleted on valid), read by newOrder's (OrderCreate,
-// OrderCreateSigned: ErrPaused) and listed and lifted here.
+// invalid, the run deleted on valid), read by newOrder's (OrderCreate:
+// ErrPaused, or ErrNotClaimed for a claim) and listed and lifted here.
 type Pauses interface {
 	// PausesList lists runs by f under rule, oldest first, one page at a
 	// time.

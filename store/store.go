@@ -22,11 +22,10 @@ var (
 	// caller's mistake (a client or an operator editing a URL), not the
 	// store's.
 	ErrBadCursor = errors.New("store: not a page cursor this store returned")
-	// ErrUnfolded is a write folded with its request's nonce and account
-	// check (ChallengeClaimSigned, OrderFinalizeSigned, OrderCreateSigned) that committed nothing: one of them did
-	// not hold, or the store does not fold. The request goes the ordinary
-	// way.
-	ErrUnfolded = errors.New("store: the folded write did not apply")
+	// ErrNotClaimed is OrderCreate with a nonce or a Clock that committed
+	// nothing: a check did not hold (SignedUse, NewOrder.Clock). The
+	// caller's read, which consumes the nonce, tells which.
+	ErrNotClaimed = errors.New("store: the claim's checks did not hold; nothing was written")
 	// ErrAuthzUnusable is OrderCreate refusing an authorization the order
 	// was to reuse that stopped being valid (deactivated, expired) after
 	// the caller chose it: the caller drafts the order again.
@@ -65,8 +64,8 @@ type ToIssue struct {
 	Blocked *acme.Problem
 }
 
-// ClockSlack is how far a folded newOrder's estimate of the database's
-// clock may be off (OrderCreateSigned): its order and authorizations then
+// ClockSlack is how far an estimate of the database's clock a newOrder
+// drafted without a read may be off (NewOrder.Clock): its order and authorizations then
 // expire at most this much earlier or later than the ordinary path would
 // have made them.
 const ClockSlack = 2 * time.Second
@@ -92,8 +91,8 @@ type NewOrder struct {
 	Expires     time.Time
 	Authzs      []*Authorization
 	// Methods are the challenge types the order's profile offers: the
-	// authorizations OrderCreateSigned makes sure none could be reused
-	// are those AuthzsReusable finds for them.
+	// authorizations OrderCreate with a Clock makes sure none could be
+	// reused are those AuthzsReusable finds for them.
 	Methods  []acme.ChallengeType
 	Replaces string
 	// ReplacesSerial, when set, is the serial of the certificate Replaces
@@ -109,6 +108,12 @@ type NewOrder struct {
 	// Limits are the rate limits the order's own transaction reserves a
 	// unit of (ratelimit.go): zero is none.
 	Limits OrderLimits
+	// Clock, when set, says the order was drafted without a read: its
+	// times from this estimate of the database's clock, and no
+	// authorization looked for to reuse. OrderCreate checks both (the
+	// clock within ClockSlack, none reusable) and writes only an order
+	// whose authorizations are all new and that replaces nothing.
+	Clock time.Time
 }
 
 // Verdict is a validator's answer for one challenge. Status is valid or invalid.
@@ -242,18 +247,11 @@ type Store interface {
 	// unexpired, or it writes nothing and the error is ErrAuthzUnusable.
 	// With o.Limits set it takes its units of them in the same
 	// transaction, or writes nothing and the error is a *RateLimited.
-	OrderCreate(ctx context.Context, o NewOrder) (*Order, error)
-	// OrderCreateSigned is a newOrder in one transaction with its
-	// request's nonce and account check, as ChallengeClaimSigned is for a
-	// challenge: it consumes u's nonce, checks that the account is still
-	// valid with u.KeyJWK, and writes o as OrderCreate does, if every
-	// authorization of o is new, the account has no valid authorization
-	// for any of o's identifiers that outlives o.Expires (which the
-	// ordinary path would reuse), and the database's clock is within
-	// ClockSlack of clock, the caller's estimate of it that o's times were
-	// computed from, and o is within o.Limits. Otherwise it commits nothing
-	// and the error is ErrUnfolded.
-	OrderCreateSigned(ctx context.Context, u SignedUse, o NewOrder, clock time.Time) (*Order, error)
+	// With a nonce in u it also consumes it and checks the account (as
+	// ChallengeClaim does), and with o.Clock set it checks what a draft
+	// made without a read could not know; when any check fails it commits
+	// nothing and the error is ErrNotClaimed.
+	OrderCreate(ctx context.Context, u SignedUse, o NewOrder) (*Order, error)
 	OrderByID(ctx context.Context, id string) (*Order, error)
 	// OrderToIssue is OrderByID for the issuing worker, in the same one
 	// statement: the order, whether a challenge validated one of its
@@ -292,22 +290,14 @@ type Store interface {
 	// inserts challenge_validate in the same transaction. claimed is false
 	// when the challenge was not pending (a repeated POST); the current
 	// challenge is returned either way. A failed insert leaves it pending.
-	ChallengeClaim(ctx context.Context, challengeID string) (c *Challenge, claimed bool, err error)
-	// Folds reports whether ChallengeClaimSigned, OrderFinalizeSigned and
-	// OrderCreateSigned can apply: true on PostgreSQL. Elsewhere they are
-	// always ErrUnfolded, and a caller skips the work that prepares them.
-	Folds() bool
-	// ChallengeClaimSigned is a challenge POST in one transaction (one
-	// round trip on PostgreSQL): it consumes u's nonce, checks that the
-	// account is still valid with u.KeyJWK, and claims the challenge as
-	// ChallengeClaim does, if it is pending under a pending, unexpired
-	// authorization of that account. If any of these fails nothing is
-	// committed and the error is ErrUnfolded: the caller answers the
-	// request the ordinary way (NonceConsume, then ChallengeClaim), which
-	// tells the client which. On SQLite, whose nonces live in the
-	// frontend (store/sqlstore memnonces.go), it is always ErrUnfolded: there is no
-	// round trip to save.
-	ChallengeClaimSigned(ctx context.Context, u SignedUse, challengeID string) (*Challenge, error)
+	//
+	// With a nonce in u (a request whose nonce is not consumed yet) the
+	// same transaction, one round trip on PostgreSQL, also consumes it and
+	// checks that u's account is still valid with u.KeyJWK, and the
+	// challenge's authorization must be that account's. If any of these
+	// fails nothing is committed or read: claimed is false, c nil, and the
+	// caller's read, which consumes the nonce (NonceConsume), says why.
+	ChallengeClaim(ctx context.Context, u SignedUse, challengeID string) (c *Challenge, claimed bool, err error)
 	// ChallengeVerdict records a validator's verdict on a processing
 	// challenge and moves its authorization (valid, or invalid with the
 	// others of that authz) and the orders using it (ready or invalid), in
@@ -325,14 +315,9 @@ type Store interface {
 	// order's, as the caller read it: the job, queued on the profile's
 	// queue, goes out with the swap, before its result is back. An order
 	// of another profile is an error and nothing moves.
-	OrderFinalizeBegin(ctx context.Context, orderID, profile string, csrDER, keyHash []byte) (o *Order, claimed bool, err error)
-	// OrderFinalizeSigned is a finalize in one transaction with its
-	// request's nonce and account check, as ChallengeClaimSigned is for a
-	// challenge: it consumes u's nonce, checks the account, and claims the
-	// order as OrderFinalizeBegin does if it is the account's, ready and of
-	// profile and keyHash is not blocked; or it commits nothing and the
-	// error is ErrUnfolded.
-	OrderFinalizeSigned(ctx context.Context, u SignedUse, orderID, profile string, csrDER, keyHash []byte) (*Order, error)
+	// With a nonce in u, as ChallengeClaim: the order must also be u's
+	// account's, and a claim that fails commits and reads nothing.
+	OrderFinalizeBegin(ctx context.Context, u SignedUse, orderID, profile string, csrDER, keyHash []byte) (o *Order, claimed bool, err error)
 	// OrderIssued stores the certificate and moves the order processing →
 	// valid, in one transaction; ErrConflict if the order is not processing.
 	// The compare-and-swap also requires the order's account and every

@@ -130,10 +130,11 @@ func (b *blackHoleRig) challenge(t *testing.T, acct *store.Account, id acme.Iden
 	t.Helper()
 	ctx := context.Background()
 	now, _ := b.r.st.Now(ctx)
-	o, err := b.r.st.OrderCreate(ctx, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: now.Add(time.Hour),
+	o, err := b.r.st.OrderCreate(ctx, store.SignedUse{}, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: now.Add(time.Hour),
 		Identifiers: []acme.Identifier{id},
 		Authzs: []*store.Authorization{{Identifier: id, Expires: now.Add(time.Hour),
 			Challenges: []store.Challenge{{Type: acme.ChallengeHTTP01}}}}})
+
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func (b *blackHoleRig) challenge(t *testing.T, acct *store.Account, id acme.Iden
 
 func (b *blackHoleRig) claim(t *testing.T, id string) {
 	t.Helper()
-	if _, claimed, err := b.r.st.ChallengeClaim(context.Background(), id); err != nil || !claimed {
+	if _, claimed, err := b.r.st.ChallengeClaim(context.Background(), store.SignedUse{}, id); err != nil || !claimed {
 		t.Fatalf("claim of %s: %v %v", id, claimed, err)
 	}
 }

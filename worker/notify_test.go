@@ -152,7 +152,7 @@ func makeEvents(t *testing.T, r *rig) []string {
 		o := r.order(t, acct, "default", name)
 		readyRacing(t, r, o)
 		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if _, _, err := r.st.OrderFinalizeBegin(ctx, o.ID, o.Profile, csrFor(t, key, name), nil); err != nil {
+		if _, _, err := r.st.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, csrFor(t, key, name), nil); err != nil {
 			t.Fatal(err)
 		}
 		c, _ := r.issued(t, o.ID)
@@ -161,7 +161,7 @@ func makeEvents(t *testing.T, r *rig) []string {
 	}
 	o := r.order(t, acct, "default", "wrong.notify.test")
 	az, _ := r.st.AuthzByID(ctx, o.AuthzIDs[0])
-	if _, _, err := r.st.ChallengeClaim(ctx, az.Challenges[0].ID); err != nil {
+	if _, _, err := r.st.ChallengeClaim(ctx, store.SignedUse{}, az.Challenges[0].ID); err != nil {
 		t.Fatal(err)
 	}
 	r.waitOrder(t, o.ID, acme.StatusInvalid)
@@ -222,7 +222,7 @@ func readyRacing(t *testing.T, r *rig, o *store.Order) {
 			t.Fatal(err)
 		}
 		ch := az.Challenges[0]
-		if _, _, err := r.st.ChallengeClaim(ctx, ch.ID); err != nil {
+		if _, _, err := r.st.ChallengeClaim(ctx, store.SignedUse{}, ch.ID); err != nil {
 			t.Fatal(err)
 		}
 		err = r.st.ChallengeVerdict(ctx, store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid})

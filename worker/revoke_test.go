@@ -52,7 +52,7 @@ func TestRevokeGoesToTheIssuingBackend(t *testing.T) {
 		t.Helper()
 		o := r.order(t, acct, "unmounted", name)
 		r.ready(t, o)
-		if _, _, err := r.st.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil {
+		if _, _, err := r.st.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, []byte("csr"), nil); err != nil {
 			t.Fatal(err)
 		}
 		now, _ := r.st.Now(ctx)

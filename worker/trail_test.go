@@ -80,7 +80,7 @@ func TestTrailFromTheJob(t *testing.T) {
 			o := r.order(t, acct, "ecdsa-only", "issued.trail.test")
 			r.ready(t, o)
 			key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-			if _, _, err := r.st.OrderFinalizeBegin(asked("req-issue"), o.ID, o.Profile, csrFor(t, key, "issued.trail.test"), nil); err != nil {
+			if _, _, err := r.st.OrderFinalizeBegin(asked("req-issue"), store.SignedUse{}, o.ID, o.Profile, csrFor(t, key, "issued.trail.test"), nil); err != nil {
 				t.Fatal(err)
 			}
 			c, _ := r.issued(t, o.ID)
@@ -90,7 +90,7 @@ func TestTrailFromTheJob(t *testing.T) {
 			o = r.order(t, acct, "ecdsa-only", "refused.trail.test")
 			r.ready(t, o)
 			rsaKey, _ := rsa.GenerateKey(rand.Reader, 2048)
-			if _, _, err := r.st.OrderFinalizeBegin(asked("req-refuse"), o.ID, o.Profile, csrFor(t, rsaKey, "refused.trail.test"), nil); err != nil {
+			if _, _, err := r.st.OrderFinalizeBegin(asked("req-refuse"), store.SignedUse{}, o.ID, o.Profile, csrFor(t, rsaKey, "refused.trail.test"), nil); err != nil {
 				t.Fatal(err)
 			}
 			r.waitOrder(t, o.ID, acme.StatusInvalid)
@@ -99,7 +99,7 @@ func TestTrailFromTheJob(t *testing.T) {
 
 			o = r.order(t, acct, "default", "wrong.trail.test")
 			az, _ := r.st.AuthzByID(context.Background(), o.AuthzIDs[0])
-			if _, _, err := r.st.ChallengeClaim(asked("req-validate"), az.Challenges[0].ID); err != nil {
+			if _, _, err := r.st.ChallengeClaim(asked("req-validate"), store.SignedUse{}, az.Challenges[0].ID); err != nil {
 				t.Fatal(err)
 			}
 			r.waitOrder(t, o.ID, acme.StatusInvalid)
@@ -109,7 +109,7 @@ func TestTrailFromTheJob(t *testing.T) {
 			o = r.order(t, acct, "default", "valid.trail.test")
 			az, _ = r.st.AuthzByID(context.Background(), o.AuthzIDs[0])
 			validKA.Store(az.Challenges[0].Token + "." + acct.Thumbprint)
-			if _, _, err := r.st.ChallengeClaim(asked("req-valid"), az.Challenges[0].ID); err != nil {
+			if _, _, err := r.st.ChallengeClaim(asked("req-valid"), store.SignedUse{}, az.Challenges[0].ID); err != nil {
 				t.Fatal(err)
 			}
 			r.waitOrder(t, o.ID, acme.StatusReady)

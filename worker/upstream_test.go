@@ -217,7 +217,7 @@ func TestUpstreamRenewalWindows(t *testing.T) {
 		o := r.order(t, acct, profile, name)
 		r.ready(t, o)
 		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if _, claimed, err := r.st.OrderFinalizeBegin(ctx, o.ID, o.Profile, csrFor(t, key, name), nil); err != nil || !claimed {
+		if _, claimed, err := r.st.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, csrFor(t, key, name), nil); err != nil || !claimed {
 			t.Fatalf("finalize: %v %v", claimed, err)
 		}
 		c, x := r.issued(t, o.ID)

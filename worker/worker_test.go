@@ -234,7 +234,7 @@ func (r *rig) orderWith(t *testing.T, no store.NewOrder, names ...string) *store
 		no.Authzs = append(no.Authzs, &store.Authorization{Identifier: id, Expires: now.Add(time.Hour),
 			Challenges: []store.Challenge{{Type: acme.ChallengeHTTP01}}})
 	}
-	o, err := r.st.OrderCreate(context.Background(), no)
+	o, err := r.st.OrderCreate(context.Background(), store.SignedUse{}, no)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func (r *rig) ready(t *testing.T, o *store.Order) {
 			t.Fatal(err)
 		}
 		ch := az.Challenges[0]
-		if _, _, err := r.st.ChallengeClaim(ctx, ch.ID); err != nil {
+		if _, _, err := r.st.ChallengeClaim(ctx, store.SignedUse{}, ch.ID); err != nil {
 			t.Fatal(err)
 		}
 		if err := r.st.ChallengeVerdict(ctx, store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid}); err != nil {
@@ -315,7 +315,7 @@ func TestIssue(t *testing.T) {
 	o := r.order(t, acct, "default", "a.worker.test", "b.worker.test")
 	r.ready(t, o)
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, "a.worker.test", "b.worker.test"), nil); err != nil || !claimed {
+	if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), store.SignedUse{}, o.ID, o.Profile, csrFor(t, key, "a.worker.test", "b.worker.test"), nil); err != nil || !claimed {
 		t.Fatalf("finalize: %v %v", claimed, err)
 	}
 	c, x := r.issued(t, o.ID)
@@ -362,7 +362,7 @@ func TestRequestedNotBeforeAfterAWait(t *testing.T) {
 			o := r.orderWith(t, store.NewOrder{AccountID: acct.ID, Profile: tc.profile, NotBefore: tc.notBefore, NotAfter: tc.notAfter}, name)
 			r.ready(t, o)
 			key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-			if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, name), nil); err != nil || !claimed {
+			if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), store.SignedUse{}, o.ID, o.Profile, csrFor(t, key, name), nil); err != nil || !claimed {
 				t.Fatalf("finalize: %v %v", claimed, err)
 			}
 			if tc.wantProblem != "" {
@@ -418,7 +418,7 @@ func TestIssueRefusedKeyIsAVerdict(t *testing.T) {
 			name := fmt.Sprintf("refused%d.worker.test", i)
 			o := r.order(t, acct, "ecdsa-only", name)
 			r.ready(t, o)
-			if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, tc.key(t), name), nil); err != nil {
+			if _, _, err := r.st.OrderFinalizeBegin(context.Background(), store.SignedUse{}, o.ID, o.Profile, csrFor(t, tc.key(t), name), nil); err != nil {
 				t.Fatal(err)
 			}
 			o = r.waitOrder(t, o.ID, acme.StatusInvalid)
@@ -441,14 +441,14 @@ func TestUnmountedProfileIsLeft(t *testing.T) {
 	o := r.order(t, acct, "hsm", "hsm.worker.test")
 	r.ready(t, o)
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, "hsm.worker.test"), nil); err != nil {
+	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), store.SignedUse{}, o.ID, o.Profile, csrFor(t, key, "hsm.worker.test"), nil); err != nil {
 		t.Fatal(err)
 	}
 	// A default-profile order finalized after it is signed, proving the
 	// worker is running and reached the queue.
 	o2 := r.order(t, acct, "default", "def.worker.test")
 	r.ready(t, o2)
-	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o2.ID, o2.Profile, csrFor(t, key, "def.worker.test"), nil); err != nil {
+	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), store.SignedUse{}, o2.ID, o2.Profile, csrFor(t, key, "def.worker.test"), nil); err != nil {
 		t.Fatal(err)
 	}
 	r.waitOrder(t, o2.ID, acme.StatusValid)
@@ -491,7 +491,7 @@ func TestValidateHTTP01(t *testing.T) {
 			if !tc.right {
 				body = "not-the-key-authorization"
 			}
-			if _, claimed, err := r.st.ChallengeClaim(context.Background(), ch.ID); err != nil || !claimed {
+			if _, claimed, err := r.st.ChallengeClaim(context.Background(), store.SignedUse{}, ch.ID); err != nil || !claimed {
 				t.Fatalf("claim: %v %v", claimed, err)
 			}
 			deadline := time.Now().Add(20 * time.Second)
@@ -555,7 +555,7 @@ func (r *rig) issue(t *testing.T, acct *store.Account, name string) string {
 	o := r.order(t, acct, "default", name)
 	r.ready(t, o)
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, name), nil); err != nil {
+	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), store.SignedUse{}, o.ID, o.Profile, csrFor(t, key, name), nil); err != nil {
 		t.Fatal(err)
 	}
 	return r.waitOrder(t, o.ID, acme.StatusValid).CertSerial
@@ -808,7 +808,7 @@ func TestCAARecheckedAtIssuance(t *testing.T) {
 	finalize := func(o *store.Order, name string) {
 		t.Helper()
 		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, name), nil); err != nil {
+		if _, _, err := r.st.OrderFinalizeBegin(context.Background(), store.SignedUse{}, o.ID, o.Profile, csrFor(t, key, name), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -1026,7 +1026,7 @@ func TestSilentTargetsHoldNoOneUp(t *testing.T) {
 		mu.Lock()
 		answers[ch.Token] = ch.Token + "." + acct.Thumbprint
 		mu.Unlock()
-		if _, claimed, err := r.st.ChallengeClaim(ctx, ch.ID); err != nil || !claimed {
+		if _, claimed, err := r.st.ChallengeClaim(ctx, store.SignedUse{}, ch.ID); err != nil || !claimed {
 			t.Fatalf("claim of %s: %v %v", name, claimed, err)
 		}
 		return ch.ID
@@ -1095,7 +1095,7 @@ func TestResolverDownIsNoVerdict(t *testing.T) {
 			o := r.order(t, acct, "default", name)
 			az, _ := r.st.AuthzByID(ctx, o.AuthzIDs[0])
 			ch := az.Challenges[0]
-			if _, claimed, err := r.st.ChallengeClaim(ctx, ch.ID); err != nil || !claimed {
+			if _, claimed, err := r.st.ChallengeClaim(ctx, store.SignedUse{}, ch.ID); err != nil || !claimed {
 				t.Fatalf("claim: %v %v", claimed, err)
 			}
 			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
@@ -1119,7 +1119,7 @@ func TestResolverDownIsNoVerdict(t *testing.T) {
 				t.Fatal(err)
 			}
 			key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-			if _, _, err := r.st.OrderFinalizeBegin(ctx, o.ID, o.Profile, csrFor(t, key, name), nil); err != nil {
+			if _, _, err := r.st.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, csrFor(t, key, name), nil); err != nil {
 				t.Fatal(err)
 			}
 			got := r.waitOrder(t, o.ID, acme.StatusInvalid)
@@ -1267,14 +1267,15 @@ func TestLapsedOrderNotIssued(t *testing.T) {
 				now, _ := r.st.Now(context.Background())
 				id := acme.Identifier{Type: acme.IdentifierDNS, Value: name}
 				// Born valid: no challenge, the order ready at once.
-				o, err := r.st.OrderCreate(context.Background(), store.NewOrder{AccountID: r.account(t).ID, Profile: "default",
+				o, err := r.st.OrderCreate(context.Background(), store.SignedUse{}, store.NewOrder{AccountID: r.account(t).ID, Profile: "default",
 					Identifiers: []acme.Identifier{id}, Expires: now.Add(time.Hour),
 					Authzs: []*store.Authorization{{Identifier: id, Status: acme.StatusValid, Expires: now.Add(time.Hour)}}})
+
 				if err != nil || o.Status != acme.StatusReady {
 					t.Fatalf("born valid order: %+v, %v; want ready", o, err)
 				}
 				key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-				if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, name), nil); err != nil || !claimed {
+				if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), store.SignedUse{}, o.ID, o.Profile, csrFor(t, key, name), nil); err != nil || !claimed {
 					t.Fatalf("finalize: %v %v", claimed, err)
 				}
 				if tc.before != nil {
@@ -1354,7 +1355,7 @@ func (r *rig) finalized(t *testing.T, acct *store.Account, name string) *store.O
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, name), h); err != nil || !claimed {
+	if _, claimed, err := r.st.OrderFinalizeBegin(context.Background(), store.SignedUse{}, o.ID, o.Profile, csrFor(t, key, name), h); err != nil || !claimed {
 		t.Fatalf("finalize: %v %v", claimed, err)
 	}
 	return o
@@ -1462,9 +1463,10 @@ func TestBlockedKeyNotIssued(t *testing.T) {
 			finalize := func(name string, key *ecdsa.PrivateKey) (*store.Order, []byte) {
 				now, _ := r.st.Now(ctx)
 				id := acme.Identifier{Type: acme.IdentifierDNS, Value: name}
-				o, err := r.st.OrderCreate(ctx, store.NewOrder{AccountID: acct.ID, Profile: "default",
+				o, err := r.st.OrderCreate(ctx, store.SignedUse{}, store.NewOrder{AccountID: acct.ID, Profile: "default",
 					Identifiers: []acme.Identifier{id}, Expires: now.Add(time.Hour),
 					Authzs: []*store.Authorization{{Identifier: id, Status: acme.StatusValid, Expires: now.Add(time.Hour)}}})
+
 				if err != nil || o.Status != acme.StatusReady {
 					t.Fatalf("born valid order: %+v, %v; want ready", o, err)
 				}
@@ -1472,7 +1474,7 @@ func TestBlockedKeyNotIssued(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, claimed, err := r.st.OrderFinalizeBegin(ctx, o.ID, o.Profile, csrFor(t, key, name), h); err != nil || !claimed {
+				if _, claimed, err := r.st.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, csrFor(t, key, name), h); err != nil || !claimed {
 					t.Fatalf("finalize: %v %v", claimed, err)
 				}
 				return o, h

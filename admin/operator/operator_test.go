@@ -139,8 +139,9 @@ func claimedChallenge(t *testing.T, st store.Store) (*store.Account, string, int
 		t.Fatal(err)
 	}
 	id := acme.Identifier{Type: acme.IdentifierDNS, Value: "op.example.com"}
-	o, err := st.OrderCreate(ctx, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: now.Add(time.Hour), Identifiers: []acme.Identifier{id},
+	o, err := st.OrderCreate(ctx, store.SignedUse{}, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: now.Add(time.Hour), Identifiers: []acme.Identifier{id},
 		Authzs: []*store.Authorization{{Identifier: id, Expires: now.Add(time.Hour), Challenges: []store.Challenge{{Type: acme.ChallengeHTTP01}}}}})
+
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func claimedChallenge(t *testing.T, st store.Store) (*store.Account, string, int
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := st.ChallengeClaim(ctx, az.Challenges[0].ID); err != nil || !ok {
+	if _, ok, err := st.ChallengeClaim(ctx, store.SignedUse{}, az.Challenges[0].ID); err != nil || !ok {
 		t.Fatalf("ChallengeClaim: %v %v", ok, err)
 	}
 	ids, _, err := st.JobIDs(ctx, store.JobFilter{Kind: jobs.KindChallengeValidate}, store.Page{})

@@ -96,24 +96,6 @@ func (s *Service) Issue() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// Redeem accepts nonce once. A malformed, forged, expired or replayed nonce
-// is badNonce (RFC 8555 §6.5), whose detail says which, so the client
-// retries with the fresh nonce the error response carries. A database
-// failure is serverInternal: the client did nothing wrong.
-func (s *Service) Redeem(ctx context.Context, nonce string) error {
-	_, _, err := s.RedeemFor(ctx, nonce, "")
-	return err
-}
-
-// RedeemFor is Redeem for a request signed by the account accountID ("" for
-// none) that also returns that account (nil if there is no such account)
-// and the database clock, both read in the same store round trip as the
-// nonce is consumed. The nonce is judged first: a replayed nonce is
-// badNonce whatever the account.
-func (s *Service) RedeemFor(ctx context.Context, nonce, accountID string) (*store.Account, time.Time, error) {
-	return s.Begin(ctx, nonce, accountID, store.Lookup{}, nil).Wait(ctx)
-}
-
 // Redemption is a nonce's consumption as Begin started it: answered
 // already, or in a flush on another goroutine. Its outcome is Wait's.
 type Redemption struct {
@@ -124,7 +106,8 @@ type Redemption struct {
 	waited bool // Wait returned c's answer
 }
 
-// Begin starts RedeemFor: it checks what needs no database (the nonce's
+// Begin starts a nonce's redemption for a request signed by the account
+// accountID ("" for none): it checks what needs no database (the nonce's
 // length, authenticator and age) at once and, if those pass, starts the
 // store round trip that consumes it and reads accountID and lookup (the
 // row the request's URL names; Found has it), and runs meanwhile, work of
@@ -166,7 +149,14 @@ func (r *Redemption) Found() (v any, err error, ok bool) {
 	return r.c.res.Found, r.c.res.FoundErr, true
 }
 
-// Wait is RedeemFor's answer for the nonce Begin started.
+// Wait is the answer for the nonce Begin started: the account its request
+// names (nil if there is no such account) and the database clock, both
+// read in the same store round trip as the nonce is consumed. The nonce
+// is judged first: a malformed, forged, expired or replayed nonce is
+// badNonce (RFC 8555 §6.5), whose detail says which, so the client
+// retries with the fresh nonce the error response carries, whatever the
+// account. A database failure is serverInternal: the client did nothing
+// wrong.
 func (r *Redemption) Wait(ctx context.Context) (*store.Account, time.Time, error) {
 	if r.c == nil {
 		return nil, time.Time{}, r.err

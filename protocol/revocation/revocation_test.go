@@ -87,19 +87,20 @@ func issued(t *testing.T, st store.Store, accountID, profile, issuer, serial, na
 	ctx := context.Background()
 	now, _ := st.Now(ctx)
 	id := acme.Identifier{Type: acme.IdentifierDNS, Value: name}
-	o, err := st.OrderCreate(ctx, store.NewOrder{AccountID: accountID, Profile: profile, Expires: now.Add(time.Hour), Identifiers: []acme.Identifier{id},
+	o, err := st.OrderCreate(ctx, store.SignedUse{}, store.NewOrder{AccountID: accountID, Profile: profile, Expires: now.Add(time.Hour), Identifiers: []acme.Identifier{id},
 		Authzs: []*store.Authorization{{Identifier: id, Expires: now.Add(time.Hour), Challenges: []store.Challenge{{Type: acme.ChallengeDNS01}}}}})
+
 	if err != nil {
 		t.Fatal(err)
 	}
 	az, _ := st.AuthzByID(ctx, o.AuthzIDs[0])
-	if _, _, err := st.ChallengeClaim(ctx, az.Challenges[0].ID); err != nil {
+	if _, _, err := st.ChallengeClaim(ctx, store.SignedUse{}, az.Challenges[0].ID); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.ChallengeVerdict(ctx, store.Verdict{ChallengeID: az.Challenges[0].ID, Status: acme.StatusValid}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := st.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil {
+	if _, _, err := st.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, []byte("csr"), nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{Serial: serial, IssuerID: issuer, Profile: profile,

@@ -61,7 +61,7 @@ func order(t *testing.T, st store.Store, names ...string) (signer.Request, *x509
 		no.Authzs = append(no.Authzs, &store.Authorization{Identifier: id, Expires: now.Add(time.Hour),
 			Challenges: []store.Challenge{{Type: acme.ChallengeHTTP01}}})
 	}
-	o, err := st.OrderCreate(ctx, no)
+	o, err := st.OrderCreate(ctx, store.SignedUse{}, no)
 	if err != nil {
 		t.Fatal(err)
 	}

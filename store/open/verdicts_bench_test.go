@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"testing"
+
+	"github.com/hallmark-ca/hallmark/store"
 )
 
 // BenchmarkSettled is one tick of a SQLite frontend's verdict poll
@@ -19,7 +21,7 @@ func BenchmarkSettled(b *testing.B) {
 			ctx := context.Background()
 			ids := make([]string, n)
 			for i := range ids {
-				o, err := s.OrderCreate(ctx, benchOrder(acct))
+				o, err := s.OrderCreate(ctx, store.SignedUse{}, benchOrder(acct))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -28,7 +30,7 @@ func BenchmarkSettled(b *testing.B) {
 					b.Fatal(err)
 				}
 				ids[i] = az.Challenges[0].ID
-				if _, claimed, err := s.ChallengeClaim(ctx, ids[i]); err != nil || !claimed {
+				if _, claimed, err := s.ChallengeClaim(ctx, store.SignedUse{}, ids[i]); err != nil || !claimed {
 					b.Fatalf("ChallengeClaim = %v, %v", claimed, err)
 				}
 			}

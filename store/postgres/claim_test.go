@@ -171,11 +171,12 @@ END $$`,
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := s.OrderCreate(ctx, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: now.Add(time.Hour),
+	o, err := s.OrderCreate(ctx, store.SignedUse{}, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: now.Add(time.Hour),
 		Identifiers: []acme.Identifier{{Type: acme.IdentifierDNS, Value: "retried.example"}},
 		Authzs: []*store.Authorization{{AccountID: acct.ID, Identifier: acme.Identifier{Type: acme.IdentifierDNS, Value: "retried.example"},
 			Status: acme.StatusPending, Expires: now.Add(time.Hour),
 			Challenges: []store.Challenge{{Type: acme.ChallengeHTTP01, Token: "tok-retried", Status: acme.StatusPending}}}}})
+
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +184,7 @@ END $$`,
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, claimed, err := s.ChallengeClaim(ctx, a.Challenges[0].ID)
+	got, claimed, err := s.ChallengeClaim(ctx, store.SignedUse{}, a.Challenges[0].ID)
 	if err != nil || !claimed || got.Status != acme.StatusProcessing {
 		t.Fatalf("ChallengeClaim after a serialization failure = %+v, %v, %v; want claimed, processing", got, claimed, err)
 	}

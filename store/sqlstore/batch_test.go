@@ -169,13 +169,14 @@ func TestOrderIssuedSwap(t *testing.T) {
 			t.Helper()
 			az := pendingAuthz(name, exp)
 			az.Status = acme.StatusValid
-			o, err := s.OrderCreate(ctx, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: exp,
+			o, err := s.OrderCreate(ctx, store.SignedUse{}, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: exp,
 				Identifiers: []acme.Identifier{{Type: acme.IdentifierDNS, Value: name}}, Authzs: []*store.Authorization{az}})
+
 			if err != nil {
 				t.Fatal(err)
 			}
 			if finalize {
-				if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil || !claimed {
+				if _, claimed, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, []byte("csr"), nil); err != nil || !claimed {
 					t.Fatalf("OrderFinalizeBegin = %v, %v", claimed, err)
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/riverqueue/river"
 
@@ -17,32 +18,77 @@ import (
 var errLost = errors.New("the compare-and-swap moved nothing")
 
 // claim runs a compare-and-swap (swap: one UPDATE ... RETURNING, scanning
-// the row it moved) with job queued in the same transaction. River's
-// insert is queued before the swap's result is known, so that both go in
-// one round trip, with the COMMIT on PostgreSQL (sendClaim); won is false,
-// and the job rolled back, when the swap moved nothing. moved runs on the
-// row the swap returned, after the COMMIT where it went with the insert:
-// it reads the row, and cannot refuse the claim. A condition of the claim
-// belongs in the swap's WHERE.
-func (s *Store) claim(ctx context.Context, swap *batch, job river.JobArgs, moved func() error) (won bool, err error) {
+// the row it moved) with job queued in the same transaction, after u's
+// checks when u carries a nonce (signedChecks). River's insert is queued
+// before the swap's result is known, so that all go in one round trip,
+// with the COMMIT on PostgreSQL (sendClaim); won is false, and the job and
+// the nonce rolled back, when a check or the swap moved nothing. moved
+// runs on the row the swap returned, after the COMMIT where it went with
+// the insert: it reads the row, and cannot refuse the claim. A condition
+// of the claim belongs in the swap's WHERE.
+func (s *Store) claim(ctx context.Context, u store.SignedUse, swap *batch, job river.JobArgs, moved func() error) (won bool, err error) {
+	b, release, ok := s.signedChecks(u)
+	if !ok {
+		return false, nil
+	}
+	b.stmts, b.what = append(b.stmts, swap.stmts...), append(b.what, swap.what...)
 	var opts river.InsertOpts
 	if o, ok := job.(river.JobArgsWithInsertOpts); ok {
 		opts = o.InsertOpts()
 	}
 	err = s.inTx(ctx, func(t *txn) error {
-		n, err := t.sendClaim(ctx, swap, opts.Queue, func() error { return s.enqueue(ctx, t, job) })
+		n, err := t.sendClaim(ctx, &b, opts.Queue, func() error { return s.enqueue(ctx, t, job) })
 		if err != nil {
 			return err
 		}
-		if slices.Contains(n, 0) { // n: the swap's statements' counts
+		if slices.Contains(n, 0) { // n: the checks' and the swap's counts
 			return errLost
 		}
 		return moved()
 	})
+	if err != nil {
+		release() // nothing committed
+	}
 	if errors.Is(err, errLost) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// signedChecks is a claim's batch up to its swap: with a nonce in u, two
+// checks that must each hold, which sendClaim fails the transaction on
+// when either finds nothing:
+//  1. the nonce, consumed as NonceConsume does: of the current epoch and
+//     not consumed before (on SQLite in memory, here: release gives it
+//     back when the claim commits nothing, lost or failed);
+//  2. the account, still valid with the key the request verified with.
+//
+// ok is false when the claim cannot hold: a nonce refused on SQLite, or
+// text PostgreSQL cannot hold (no row has it). Without a nonce the batch
+// is empty: the caller consumed it before.
+func (s *Store) signedChecks(u store.SignedUse) (b batch, release func(), ok bool) {
+	release = func() {}
+	if u.Nonce.Nonce == "" {
+		return b, release, true
+	}
+	if !store.Storable(u.AccountID) || !store.Storable(u.Nonce.Nonce) {
+		return b, release, false
+	}
+	var one int
+	if s.mem != nil {
+		if fresh, _ := s.mem.consume(u.Nonce.Nonce, u.Nonce.Epoch, u.Nonce.Expires, time.Now()); !fresh {
+			return b, release, false
+		}
+		release = func() { s.mem.release(u.Nonce.Nonce) }
+	} else {
+		b.scan("", []any{&one}, `INSERT INTO nonces_consumed (nonce, expires_at)
+SELECT $1, $2 FROM nonce_epoch WHERE id = 1 AND epoch = $3
+ON CONFLICT (nonce) DO NOTHING
+RETURNING 1`, u.Nonce.Nonce, u.Nonce.Expires.UTC(), u.Nonce.Epoch)
+	}
+	b.scan("", []any{&one}, `SELECT 1 FROM accounts WHERE id = $1 AND status = 'valid' AND key_jwk = $2`,
+		u.AccountID, string(u.KeyJWK))
+	return b, release, true
 }
 
 // The compare-and-swaps of the issuance path (challengeClaimSQL and the
@@ -58,28 +104,37 @@ func (s *Store) claim(ctx context.Context, swap *batch, job river.JobArgs, moved
 
 // challengeClaimSQL is ChallengeClaim's swap, less its RETURNING columns:
 // $1 the challenge, whose authorization must still be pending and
-// unexpired on the database clock.
+// unexpired on the database clock, and account $2's unless $2 is empty.
+// The authorization is the challenge's own, found by its key: its account
+// and status are hidden from index choice (concatenated with an empty
+// string), or PostgreSQL chose authorizations_account_status_idx and
+// walked every pending authorization of the account for each challenge
+// POST, thousands for a fleet's account (never analyzed; custom and
+// generic plans; TestFleetPlans).
 const challengeClaimSQL = `UPDATE challenges SET status = 'processing', updated_at = {now}
 WHERE id = $1 AND status || '' = 'pending'
-  AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = challenges.authz_id AND a.status || '' = 'pending' AND a.expires_at > {now})
+  AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = challenges.authz_id AND (a.account_id || '' = $2 OR $2 = '') AND a.status || '' = 'pending' AND a.expires_at > {now})
 RETURNING `
 
-func (s *Store) ChallengeClaim(ctx context.Context, challengeID string) (*store.Challenge, bool, error) {
+func (s *Store) ChallengeClaim(ctx context.Context, u store.SignedUse, challengeID string) (*store.Challenge, bool, error) {
 	// The compare-and-swap: only one caller gets the row back. The
 	// authorization must still be pending and unexpired on the database
-	// clock.
+	// clock, and with a nonce, the account's.
+	if !store.Storable(challengeID) && u.Nonce.Nonce != "" {
+		return nil, false, nil
+	}
 	var c challengeRow
 	var b batch
-	b.scan("claiming challenge "+challengeID, c.dest(), challengeClaimSQL+challengeCols, challengeID)
+	b.scan("claiming challenge "+challengeID, c.dest(), challengeClaimSQL+challengeCols, challengeID, u.AccountID)
 	var out *store.Challenge
-	won, err := s.claim(ctx, &b, jobs.ChallengeValidateArgs{ChallengeID: challengeID}, func() (err error) {
+	won, err := s.claim(ctx, u, &b, jobs.ChallengeValidateArgs{ChallengeID: challengeID}, func() (err error) {
 		out, err = c.finish()
 		return err
 	})
 	switch {
 	case err != nil:
 		return nil, false, err
-	case !won:
+	case !won && u.Nonce.Nonce == "":
 		// Another claim, a verdict or an expiry moved it first: report it
 		// as it now stands.
 		out, err = s.ChallengeByID(ctx, challengeID)
@@ -88,76 +143,4 @@ func (s *Store) ChallengeClaim(ctx context.Context, challengeID string) (*store.
 		}
 	}
 	return out, won, nil
-}
-
-// challengeClaimSignedSQL is ChallengeClaimSigned's swap, less its
-// RETURNING columns: $1 the challenge, $2 the account. The authorization is
-// the challenge's own, found by its key: its account and status are hidden
-// from index choice (concatenated with an empty string), or PostgreSQL
-// chose authorizations_account_status_idx and walked every pending
-// authorization of the account for each challenge POST, thousands for a
-// fleet's account (never analyzed; custom and generic plans;
-// TestFleetPlans).
-const challengeClaimSignedSQL = `UPDATE challenges SET status = 'processing', updated_at = {now}
-WHERE id = $1 AND status || '' = 'pending'
-  AND EXISTS (SELECT 1 FROM authorizations a WHERE a.id = challenges.authz_id AND a.account_id || '' = $2 AND a.status || '' = 'pending' AND a.expires_at > {now})
-RETURNING `
-
-func (s *Store) ChallengeClaimSigned(ctx context.Context, u store.SignedUse, challengeID string) (*store.Challenge, error) {
-	// ChallengeClaim's swap, for an authorization of the account.
-	var c challengeRow
-	var out *store.Challenge
-	err := s.claimSigned(ctx, u, challengeID, func(b *batch) {
-		b.scan("claiming challenge "+challengeID, c.dest(), challengeClaimSignedSQL+challengeCols, challengeID, u.AccountID)
-	}, jobs.ChallengeValidateArgs{ChallengeID: challengeID}, func() (err error) {
-		out, err = c.finish()
-		return err
-	})
-	return out, err
-}
-
-// Folds is false on SQLite, whose nonces are the frontend's (memNonces):
-// there is no transaction of the store's to fold them into.
-func (s *Store) Folds() bool { return s.mem == nil }
-
-// claimSigned is claim for a folded write on the row id: u's checks
-// (signedChecks), then the swap that swap adds, with job. It is
-// ErrUnfolded when any of them moved nothing, when the store does not fold
-// (Folds), and for text PostgreSQL cannot hold, which goes the ordinary
-// way, where it fails only its own lookup.
-func (s *Store) claimSigned(ctx context.Context, u store.SignedUse, id string, swap func(*batch), job river.JobArgs, moved func() error) error {
-	if !s.Folds() || !store.Storable(u.AccountID) || !store.Storable(id) {
-		return store.ErrUnfolded
-	}
-	b := signedChecks(u)
-	swap(&b)
-	won, err := s.claim(ctx, &b, job, moved)
-	switch {
-	case err != nil:
-		return fmt.Errorf("claiming %s with its nonce: %w", id, err)
-	case !won:
-		return store.ErrUnfolded
-	}
-	return nil
-}
-
-// signedChecks is a folded write's batch up to its swap: two checks that
-// must each hold, which sendClaim fails the transaction on when either
-// finds nothing:
-//  1. the nonce, consumed as NonceConsume does: of the current epoch and
-//     not consumed before;
-//  2. the account, still valid with the key the request verified with.
-//
-// The caller adds its swap, for a row of that account; the claim then
-// sends the three, the job's insert and the COMMIT in one round trip.
-func signedChecks(u store.SignedUse) batch {
-	var one int
-	var b batch
-	b.scan("", []any{&one}, `INSERT INTO nonces_consumed (nonce, expires_at)
-SELECT $1, $2 FROM nonce_epoch WHERE id = 1 AND epoch = $3
-ON CONFLICT (nonce) DO NOTHING
-RETURNING 1`, u.Nonce.Nonce, u.Nonce.Expires.UTC(), u.Nonce.Epoch)
-	b.scan("", []any{&one}, `SELECT 1 FROM accounts WHERE id = $1 AND status = 'valid' AND key_jwk = $2`,
-		u.AccountID, string(u.KeyJWK))
-	return b
 }

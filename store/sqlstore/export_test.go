@@ -46,10 +46,10 @@ func OrderFindingSQL(d *Dialect) map[string]string {
 	return out
 }
 
-// ChallengeClaimSignedSQL is ChallengeClaimSigned's swap, as d runs it:
-// $1 the challenge, $2 the account.
+// ChallengeClaimSignedSQL is ChallengeClaim's swap, as d runs it: $1 the
+// challenge, $2 the account.
 func ChallengeClaimSignedSQL(d *Dialect) string {
-	return d.SQL(challengeClaimSignedSQL + challengeCols)
+	return d.SQL(challengeClaimSQL + challengeCols)
 }
 
 // OrderIssuedSQL is OrderIssued's compare-and-swap, as d runs it: $1 the
@@ -134,12 +134,12 @@ func IssuersSQL(d *Dialect) string { return d.SQL(issuersSQL) }
 func SwapSQL(d *Dialect) map[string]string {
 	return map[string]string{
 		"ChallengeClaim":         d.SQL(challengeClaimSQL + challengeCols),
-		"ChallengeClaimSigned":   d.SQL(challengeClaimSignedSQL + challengeCols),
+		"ChallengeClaimSigned":   d.SQL(challengeClaimSQL + challengeCols),
 		"verdict: the challenge": d.SQL(fmt.Sprintf(verdictSwapSQL, "{now}")),
 		"verdict: the authz":     d.SQL(verdictAuthzSQL),
 		"verdict: persistUntil":  d.SQL(verdictExpiresBySQL),
 		"OrderFinalizeBegin":     d.SQL(orderClaimSQL + orderCols),
-		"OrderFinalizeSigned":    d.SQL(orderClaimSignedSQL + orderCols),
+		"OrderFinalizeSigned":    d.SQL(orderClaimSQL + orderCols),
 		"OrderIssued: the swap":  d.SQL(orderIssuedSQL),
 		"OrderFail":              d.SQL(orderFailSQL),
 	}

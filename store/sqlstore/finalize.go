@@ -11,43 +11,40 @@ import (
 )
 
 // orderClaimSQL is OrderFinalizeBegin's swap of order $1 ready →
-// processing with CSR $2 whose key's hash is $4, for profile $3, less its
-// RETURNING columns. A blocked key (blocked_keys, by its primary key) moves
-// nothing, in the claim's own statement: a finalize stays one round trip,
-// and only a refused one reads why (KeyBlockedBy). A NULL $4 (no key
-// known) is blocked by no row.
+// processing with CSR $2 whose key's hash is $4, for profile $3 and
+// account $5 (any when empty), less its RETURNING columns. A blocked key
+// (blocked_keys, by its primary key) moves nothing, in the claim's own
+// statement: a finalize stays one round trip, and only a refused one
+// reads why (KeyBlockedBy). A NULL $4 (no key known) is blocked by no row.
 const orderClaimSQL = `UPDATE orders SET status = 'processing', csr = $2, csr_spki_sha256 = $4, updated_at = {now}
-WHERE id = $1 AND status || '' = 'ready' AND profile = $3 AND expires_at > {now}
-  AND NOT EXISTS (SELECT 1 FROM blocked_keys b WHERE b.spki_sha256 = $4)
-RETURNING `
-
-// orderClaimSignedSQL is orderClaimSQL for an order of account $5
-// (OrderFinalizeSigned).
-const orderClaimSignedSQL = `UPDATE orders SET status = 'processing', csr = $2, csr_spki_sha256 = $4, updated_at = {now}
-WHERE id = $1 AND status || '' = 'ready' AND profile = $3 AND account_id = $5 AND expires_at > {now}
+WHERE id = $1 AND status || '' = 'ready' AND profile = $3 AND (account_id = $5 OR $5 = '') AND expires_at > {now}
   AND NOT EXISTS (SELECT 1 FROM blocked_keys b WHERE b.spki_sha256 = $4)
 RETURNING `
 
 // orderFailSQL moves order $1 processing → invalid with problem $2.
 const orderFailSQL = `UPDATE orders SET status = 'invalid', error = $2, updated_at = {now} WHERE id = $1 AND status || '' = 'processing'`
 
-func (s *Store) OrderFinalizeBegin(ctx context.Context, orderID, profile string, csrDER, keyHash []byte) (*store.Order, bool, error) {
+func (s *Store) OrderFinalizeBegin(ctx context.Context, u store.SignedUse, orderID, profile string, csrDER, keyHash []byte) (*store.Order, bool, error) {
 	// The compare-and-swap: only one caller gets the row back.
+	signed := u.Nonce.Nonce != ""
+	if signed && (!store.Storable(orderID) || !store.Storable(profile)) {
+		return nil, false, nil
+	}
 	var o orderRow
 	var b batch
 	// The job goes to the queue of profile, which the caller read: an
 	// order of another profile is not claimed (its job would reach the
 	// wrong workers).
-	b.scan("claiming order "+orderID, o.dest(), orderClaimSQL+orderCols, orderID, nonNil(csrDER), profile, nullBytes(keyHash))
+	b.scan("claiming order "+orderID, o.dest(), orderClaimSQL+orderCols, orderID, nonNil(csrDER), profile, nullBytes(keyHash), u.AccountID)
 	var out *store.Order
-	won, err := s.claim(ctx, &b, jobs.SignerIssueArgs{OrderID: orderID, Profile: profile}, func() (err error) {
+	won, err := s.claim(ctx, u, &b, jobs.SignerIssueArgs{OrderID: orderID, Profile: profile}, func() (err error) {
 		out, err = o.finish()
 		return err
 	})
 	switch {
 	case err != nil:
 		return nil, false, err
-	case !won:
+	case !won && !signed:
 		// Another finalize or an expiry moved it first, it is not of
 		// profile, or keyHash is blocked (the order is still ready).
 		out, err = s.OrderByID(ctx, orderID)
@@ -59,22 +56,6 @@ func (s *Store) OrderFinalizeBegin(ctx context.Context, orderID, profile string,
 		}
 	}
 	return out, won, nil
-}
-
-func (s *Store) OrderFinalizeSigned(ctx context.Context, u store.SignedUse, orderID, profile string, csrDER, keyHash []byte) (*store.Order, error) {
-	if !store.Storable(profile) {
-		return nil, store.ErrUnfolded
-	}
-	// OrderFinalizeBegin's swap, for an order of the account.
-	var o orderRow
-	var out *store.Order
-	err := s.claimSigned(ctx, u, orderID, func(b *batch) {
-		b.scan("claiming order "+orderID, o.dest(), orderClaimSignedSQL+orderCols, orderID, nonNil(csrDER), profile, nullBytes(keyHash), u.AccountID)
-	}, jobs.SignerIssueArgs{OrderID: orderID, Profile: profile}, func() (err error) {
-		out, err = o.finish()
-		return err
-	})
-	return out, err
 }
 
 // orderIssuedSQL is OrderIssued's compare-and-swap: order $1 processing →

@@ -91,6 +91,14 @@ func (m *memNonces) consume(nonce string, epoch int64, expires, now time.Time) (
 	return true, m.epoch
 }
 
+// release forgets nonce, consumed by a claim that committed nothing
+// (signedChecks), so that the request's own redemption can consume it.
+func (m *memNonces) release(nonce string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.used, idOf(nonce))
+}
+
 // sweep forgets the nonces expired by now (a whole second before it:
 // nonces expire on whole seconds) and reports how many.
 func (m *memNonces) sweep(now time.Time) int {

@@ -4,9 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"slices"
 	"strings"
-	"time"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
@@ -16,20 +15,49 @@ import (
 // their challenges and the links between them with one multi-row INSERT
 // per table, and returns the order as built here: what it wrote is what
 // orderByID would read back, apart from the database clock's times, which
-// come back from the INSERT. When o.Pause is on, its first statement
-// checks that the account is paused for none of o's identifiers
-// (pauseCheck): ErrPaused, and nothing written, otherwise.
-func (s *Store) OrderCreate(ctx context.Context, o store.NewOrder) (*store.Order, error) {
+// come back from the INSERT.
+//
+// With a nonce in u or a Clock in o (an order drafted without a read),
+// checks go in front of the order's rows, each failing the transaction
+// when it finds nothing: u's (signedChecks); the database's clock within
+// store.ClockSlack of o.Clock; no authorization of the account for o's
+// identifiers that the caller would have reused (reusableSQL, for
+// o.Expires); and, when o.Pause is on, that the account is paused for
+// none of o's identifiers (pauseCheck: ErrPaused when nothing else is
+// checked, or else ErrNotClaimed, and the ordinary path says why).
+// Everything and the COMMIT then go in one round trip. With o.Limits set
+// the units are reserved first, under the account's lock (reserve.go).
+func (s *Store) OrderCreate(ctx context.Context, u store.SignedUse, o store.NewOrder) (*store.Order, error) {
 	d, err := draftOrder(o)
 	if err != nil {
 		return nil, err
 	}
+	b, release, ok := s.signedChecks(u)
+	blind := !o.Clock.IsZero()
+	if !ok || (u.Nonce.Nonce != "" && o.AccountID != u.AccountID) || (blind && !d.blind(o)) {
+		release()
+		return nil, store.ErrNotClaimed
+	}
+	if blind {
+		var one int
+		b.scan("", []any{&one}, `SELECT 1 WHERE {now} BETWEEN $1 AND $2`,
+			s.d.T(o.Clock.Add(-store.ClockSlack)), s.d.T(o.Clock.Add(store.ClockSlack)))
+		reused, args := s.reusableSQL(o.AccountID, authzKeysOf(o), o.Methods, o.Expires)
+		b.scan("", []any{&one}, `SELECT 1 WHERE NOT EXISTS (`+reused+`)`, args...)
+	}
+	checks := make([]int, len(b.stmts))
+	for i := range checks {
+		checks[i] = i
+	}
 	var out *store.Order
 	err = s.inTx(ctx, func(t *txn) error {
 		// The rate limits' units are taken first, under the account's
-		// lock (reserve.go): one round trip, only when a limit is set.
-		if err := s.reserveOrder(ctx, t, o, d); err != nil {
-			return err
+		// lock (reserve.go): one round trip, only when a limit is set
+		// and nothing is claimed (a claim checks them in its batch).
+		if len(checks) == 0 {
+			if err := s.reserveOrder(ctx, t, o, d); err != nil {
+				return err
+			}
 		}
 		// Reused authorizations are checked next: that is the one read,
 		// and every write after it needs no result of another, so they go
@@ -40,9 +68,14 @@ func (s *Store) OrderCreate(ctx context.Context, o store.NewOrder) (*store.Order
 				return err
 			}
 		}
-		var b batch
+		b := b // a retried transaction sends the batch again from here
 		var one int
-		check := pauseCheck(&b, o, &one) // pauses.go
+		pause := pauseCheck(&b, o, &one) // pauses.go
+		claim := checks
+		if len(checks) > 0 {
+			// A claim takes its rate limits' units in its one round trip.
+			claim = append(slices.Clip(checks), reserveChecks(&b, o, d)...)
+		}
 		ord := s.queueOrder(&b, o, d)
 		ready := -1
 		if d.reusing {
@@ -50,11 +83,7 @@ func (s *Store) OrderCreate(ctx context.Context, o store.NewOrder) (*store.Order
   SELECT 1 FROM order_authz oa JOIN authorizations a ON a.id = oa.authz_id
   WHERE oa.order_id = orders.id AND a.status <> 'valid')`, ord.ID)
 		}
-		send := t.sendLast // on PostgreSQL the order commits in this round trip
-		if o.ReplacesSerial != "" {
-			send = t.send // s.replace below still has statements to run
-		}
-		n, err := t.sendChecked(ctx, &b, check, send)
+		n, err := s.sendOrder(ctx, t, &b, o, claim, pause)
 		if err != nil {
 			return err
 		}
@@ -69,78 +98,60 @@ func (s *Store) OrderCreate(ctx context.Context, o store.NewOrder) (*store.Order
 		out = ord
 		return nil
 	})
+	if err != nil {
+		release() // nothing committed
+	}
+	if errors.Is(err, errLost) {
+		return nil, store.ErrNotClaimed
+	}
 	return out, err
 }
 
-// OrderCreateSigned is OrderCreate folded with its request's nonce
-// (signedChecks), for an order whose authorizations are all new. Two more
-// checks go in front of the order's rows, each failing the transaction
-// when it finds nothing (mustMove): the database's clock is within
-// store.ClockSlack of clock, which o's times were computed from, and the
-// account has no authorization for o's identifiers that the ordinary path
-// would reuse (reusableSQL, for o.Expires), and, when o.Pause is on, is
-// paused for none of o's identifiers (pauseCheck); and with o.Limits set, the
-// account is locked and o within them (reserveChecks). Then everything and the COMMIT
-// go in one round trip. An order that replaces a certificate, or names
-// more identifiers than one reusable read asks about, is not folded.
-func (s *Store) OrderCreateSigned(ctx context.Context, u store.SignedUse, o store.NewOrder, clock time.Time) (*store.Order, error) {
-	if !s.Folds() || !store.Storable(u.AccountID) || o.AccountID != u.AccountID ||
-		o.ReplacesSerial != "" || len(o.Authzs) == 0 || len(o.Authzs) > reusableChunk {
-		return nil, store.ErrUnfolded
+// sendOrder sends an order's batch: with checks, as sendSwapLast does
+// (errLost when one finds nothing), the pause check among them; else with
+// the pause check alone (sendChecked: ErrPaused). On PostgreSQL the order
+// commits in this round trip unless a replacement has statements still to run.
+func (s *Store) sendOrder(ctx context.Context, t *txn, b *batch, o store.NewOrder, checks []int, pause int) ([]int64, error) {
+	if len(checks) > 0 {
+		if pause >= 0 {
+			checks = append(slices.Clip(checks), pause)
+		}
+		n, won, err := t.sendSwapLast(ctx, b, checks...)
+		if err == nil && !won {
+			return n, errLost
+		}
+		return n, err
 	}
-	d, err := draftOrder(o)
-	if err != nil {
-		return nil, err
+	send := t.sendLast
+	if o.ReplacesSerial != "" {
+		send = t.send // s.replace still has statements to run
 	}
-	if d.reusing {
-		return nil, store.ErrUnfolded
-	}
+	return t.sendChecked(ctx, b, pause, send)
+}
+
+// authzKeysOf are the identifiers o's authorizations are for.
+func authzKeysOf(o store.NewOrder) []store.AuthzKey {
 	keys := make([]store.AuthzKey, len(o.Authzs))
 	for i, a := range o.Authzs {
 		keys[i] = store.AuthzKey{Identifier: a.Identifier, Wildcard: a.Wildcard}
 	}
-	var out *store.Order
-	err = s.inTx(ctx, func(t *txn) error {
-		var one int
-		b := signedChecks(u)
-		b.scan("", []any{&one}, `SELECT 1 WHERE {now} BETWEEN $1 AND $2`,
-			s.d.T(clock.Add(-store.ClockSlack)), s.d.T(clock.Add(store.ClockSlack)))
-		reused, args := s.reusableSQL(u.AccountID, keys, o.Methods, o.Expires)
-		b.scan("", []any{&one}, `SELECT 1 WHERE NOT EXISTS (`+reused+`)`, args...)
-		pauseCheck(&b, o, &one) // paused: the ordinary path says for what
-		checks := make([]int, len(b.stmts))
-		for i := range checks {
-			checks[i] = i
-		}
-		checks = append(checks, reserveChecks(&b, o, d)...)
-		ord := s.queueOrder(&b, o, d)
-		must := mustMoveAt(&b, checks...)
-		if _, err := t.sendLast(ctx, &must); err != nil {
-			if t.c.Classify(err) == ErrSwapLost {
-				return errLost
-			}
-			return err
-		}
-		out = ord
-		return nil
-	})
-	if errors.Is(err, errLost) {
-		return nil, store.ErrUnfolded
-	}
-	if err != nil {
-		return nil, fmt.Errorf("creating an order with its nonce: %w", err)
-	}
-	return out, nil
+	return keys
 }
 
-// orderDraft is what OrderCreate and OrderCreateSigned work out before
-// their transactions.
+// orderDraft is what OrderCreate works out before its transaction.
 type orderDraft struct {
 	idents     string            // the identifiers as stored
 	identsRead []acme.Identifier // and as scanOrder decodes them
 	status     acme.Status
 	reusing    bool                   // some authorization of o exists already
 	fresh      []*store.Authorization // the new ones, in order
+}
+
+// blind reports whether o can be written as drafted without a read: its
+// authorizations all new, as many as one reusable read asks about, and no
+// certificate replaced.
+func (d orderDraft) blind(o store.NewOrder) bool {
+	return !d.reusing && o.ReplacesSerial == "" && len(o.Authzs) > 0 && len(o.Authzs) <= reusableChunk
 }
 
 func draftOrder(o store.NewOrder) (orderDraft, error) {

@@ -762,12 +762,12 @@ func TestBacklogPlans(t *testing.T) {
 		args []any
 		rows string
 	}{
-		{"ChallengeClaim", []any{"c25000"}, "rows=1 "},
+		{"ChallengeClaim", []any{"c25000", ""}, "rows=1 "},
 		{"ChallengeClaimSigned", []any{"c25000", "acct"}, "rows=1 "},
 		{"verdict: the challenge", []any{"c35000", "valid", "", "{}"}, "rows=1 "},
 		{"verdict: the authz", []any{"c35000", "valid"}, "rows=0 "},
 		{"verdict: persistUntil", []any{"c35000", time.Now()}, "rows=0 "},
-		{"OrderFinalizeBegin", []any{"o35000", "\\x", "default", keyHash("k")}, "rows=1 "},
+		{"OrderFinalizeBegin", []any{"o35000", "\\x", "default", keyHash("k"), ""}, "rows=1 "},
 		{"OrderFinalizeSigned", []any{"o35000", "\\x", "default", keyHash("k"), "acct"}, "rows=1 "},
 		{"OrderIssued: the swap", []any{"o45000", "snew"}, "rows=0 "},
 		{"OrderFail", []any{"o45000", "{}"}, "rows=0 "},

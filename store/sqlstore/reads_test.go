@@ -48,8 +48,9 @@ func orderedAuthz(t testing.TB, s store.Store, acctName, name string) (*store.Ac
 	ctx := context.Background()
 	acct := account(t, s, acctName)
 	exp := time.Now().Add(time.Hour)
-	o, err := s.OrderCreate(ctx, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: exp,
+	o, err := s.OrderCreate(ctx, store.SignedUse{}, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: exp,
 		Identifiers: []acme.Identifier{{Type: acme.IdentifierDNS, Value: name}}, Authzs: []*store.Authorization{pendingAuthz(name, exp)}})
+
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +75,9 @@ func TestOrderCreateReturnsWhatIsStored(t *testing.T) {
 		dns := func(v string) acme.Identifier { return acme.Identifier{Type: acme.IdentifierDNS, Value: v} }
 
 		// A valid authorization to reuse.
-		first, err := s.OrderCreate(ctx, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: exp,
+		first, err := s.OrderCreate(ctx, store.SignedUse{}, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: exp,
 			Identifiers: []acme.Identifier{dns("reuse.example")}, Authzs: []*store.Authorization{pendingAuthz("reuse.example", exp)}})
+
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +90,7 @@ func TestOrderCreateReturnsWhatIsStored(t *testing.T) {
 				t.Fatalf("challenge %d = %+v", i, c)
 			}
 		}
-		if _, claimed, err := s.ChallengeClaim(ctx, az.Challenges[1].ID); err != nil || !claimed {
+		if _, claimed, err := s.ChallengeClaim(ctx, store.SignedUse{}, az.Challenges[1].ID); err != nil || !claimed {
 			t.Fatalf("ChallengeClaim = %v, %v", claimed, err)
 		}
 		if err := s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: az.Challenges[1].ID, Status: acme.StatusValid}); err != nil {
@@ -114,7 +116,7 @@ func TestOrderCreateReturnsWhatIsStored(t *testing.T) {
 			{"no authorizations", store.NewOrder{Identifiers: []acme.Identifier{}}, acme.StatusReady},
 		} {
 			tc.o.AccountID, tc.o.Profile, tc.o.Expires = acct.ID, "default", exp
-			got, err := s.OrderCreate(ctx, tc.o)
+			got, err := s.OrderCreate(ctx, store.SignedUse{}, tc.o)
 			if err != nil {
 				t.Fatalf("%s: %v", tc.name, err)
 			}
@@ -135,13 +137,15 @@ func TestOrderCreateReturnsWhatIsStored(t *testing.T) {
 		}
 
 		other := account(t, s, t.Name()+"-other")
-		_, err = s.OrderCreate(ctx, store.NewOrder{AccountID: other.ID, Profile: "default", Expires: exp,
+		_, err = s.OrderCreate(ctx, store.SignedUse{}, store.NewOrder{AccountID: other.ID, Profile: "default", Expires: exp,
 			Identifiers: []acme.Identifier{dns("reuse.example")}, Authzs: []*store.Authorization{{ID: az.ID}}})
+
 		if !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("reusing another account's authorization: %v, want ErrNotFound", err)
 		}
-		_, err = s.OrderCreate(ctx, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: exp,
+		_, err = s.OrderCreate(ctx, store.SignedUse{}, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: exp,
 			Identifiers: []acme.Identifier{dns("reuse.example")}, Authzs: []*store.Authorization{{ID: "nope"}}})
+
 		if !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("reusing a missing authorization: %v, want ErrNotFound", err)
 		}
@@ -175,7 +179,7 @@ func TestChallengeWithAuthz(t *testing.T) {
 	dialects(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		acct, az := orderedAuthz(t, s, t.Name(), "*.v.example")
-		ch, _, err := s.ChallengeClaim(ctx, az.Challenges[1].ID)
+		ch, _, err := s.ChallengeClaim(ctx, store.SignedUse{}, az.Challenges[1].ID)
 		if err != nil || ch.Status != acme.StatusProcessing {
 			t.Fatalf("ChallengeClaim = %+v, %v", ch, err)
 		}

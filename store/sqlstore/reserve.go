@@ -64,7 +64,7 @@ func (s *Store) reserveOrder(ctx context.Context, t *txn, o store.NewOrder, d or
 	return nil
 }
 
-// reserveChecks queues on b, for OrderCreateSigned, the account's lock and
+// reserveChecks queues on b, for a claimed OrderCreate, the account's lock and
 // one check per limit of o, each returning a row only when o is within it
 // (for mustMoveAt: a limit reached commits nothing, and the ordinary path,
 // with OrderCreate's reserveOrder, answers it). It returns the checks'

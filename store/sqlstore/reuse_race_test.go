@@ -54,7 +54,7 @@ func TestDeactivateRacingReuseLeavesNoReadyOrder(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		second, createErr = s.OrderCreate(ctx, spec)
+		second, createErr = s.OrderCreate(ctx, store.SignedUse{}, spec)
 	}()
 	time.Sleep(300 * time.Millisecond) // OrderCreate is in the trigger's sleep
 	deact, err := s.AuthzDeactivate(ctx, authzID)
@@ -76,7 +76,7 @@ func TestDeactivateRacingReuseLeavesNoReadyOrder(t *testing.T) {
 	if o.Status != acme.StatusInvalid {
 		t.Errorf("order %s reusing authorization %s is %s after the authorization was deactivated, want invalid", o.ID, authzID, o.Status)
 	}
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil || claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, []byte("csr"), nil); err != nil || claimed {
 		t.Errorf("OrderFinalizeBegin on it: claimed=%v err=%v; want not claimed", claimed, err)
 	}
 }
@@ -89,9 +89,10 @@ func readyOrderOf(t *testing.T, s store.Store, a *store.Account, name string) *s
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := s.OrderCreate(ctx, store.NewOrder{AccountID: a.ID, Profile: "default", Expires: now.Add(time.Hour),
+	o, err := s.OrderCreate(ctx, store.SignedUse{}, store.NewOrder{AccountID: a.ID, Profile: "default", Expires: now.Add(time.Hour),
 		Identifiers: []acme.Identifier{{Type: acme.IdentifierDNS, Value: name}},
 		Authzs:      []*store.Authorization{pendingAuthz(name, now.Add(time.Hour))}})
+
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func readyOrderOf(t *testing.T, s store.Store, a *store.Account, name string) *s
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, claimed, err := s.ChallengeClaim(ctx, az.Challenges[0].ID)
+	c, claimed, err := s.ChallengeClaim(ctx, store.SignedUse{}, az.Challenges[0].ID)
 	if err != nil || !claimed {
 		t.Fatalf("ChallengeClaim: %v %v", claimed, err)
 	}

@@ -104,20 +104,24 @@ func TestIssuanceRoundTrips(t *testing.T) {
 			return err
 		}},
 		{"OrderCreate", 1, func() (err error) {
-			o, err = s.OrderCreate(ctx, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: exp,
+			o, err = s.OrderCreate(ctx, store.SignedUse{}, store.NewOrder{AccountID: acct.ID, Profile: "default", Expires: exp,
 				Identifiers: []acme.Identifier{id}, Authzs: []*store.Authorization{pendingAuthz(id.Value, exp)}})
+
 			return err
 		}},
 		{"OrderByID", 1, func() (err error) { _, err = s.OrderByID(ctx, o.ID); return err }},
 		{"AuthzByID", 1, func() (err error) { az, err = s.AuthzByID(ctx, o.AuthzIDs[0]); return err }},
 		{"ChallengeByID", 1, func() (err error) { _, err = s.ChallengeByID(ctx, az.Challenges[0].ID); return err }},
-		{"ChallengeClaim", 2, func() (err error) { ch, _, err = s.ChallengeClaim(ctx, az.Challenges[0].ID); return err }},
+		{"ChallengeClaim", 2, func() (err error) {
+			ch, _, err = s.ChallengeClaim(ctx, store.SignedUse{}, az.Challenges[0].ID)
+			return err
+		}},
 		{"ChallengeWithAuthz", 1, func() (err error) { _, err = s.ChallengeWithAuthz(ctx, ch.ID); return err }},
 		{"ChallengeVerdict (valid)", 2, func() error {
 			return s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid})
 		}},
 		{"OrderFinalizeBegin", 2, func() (err error) {
-			_, _, err = s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil)
+			_, _, err = s.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, []byte("csr"), nil)
 			return err
 		}},
 		{"OrderIssued", 1, func() error {

@@ -182,30 +182,32 @@ func (t *txn) sendClaim(ctx context.Context, b *batch, queue string, then func()
 	return n, err
 }
 
-// sendSwapLast is sendLast for a batch whose statement swap is a
-// compare-and-swap (UPDATE ... RETURNING, one row at most, queued with
-// scan) that the statements after it must not run without. Where the
-// driver can (PostgreSQL), the whole batch and the COMMIT go in one round
-// trip and a lost swap fails (mustMove), skipping what follows it, COMMIT
-// included; elsewhere the batch goes in two sends and stops after the
-// swap when it moved nothing. won is false when the swap moved nothing:
-// the transaction must then roll back. Nothing may run on t after it
-// either way (on PostgreSQL a lost swap has aborted the transaction).
-func (t *txn) sendSwapLast(ctx context.Context, b *batch, swap int) (n []int64, won bool, err error) {
+// sendSwapLast is sendLast for a batch whose statements at swaps are
+// compare-and-swaps (UPDATE ... RETURNING, one row at most, queued with
+// scan) or checks (a SELECT of one row) that the statements after them
+// must not run without. Where the driver can (PostgreSQL), the whole batch
+// and the COMMIT go in one round trip and a lost swap fails (mustMove),
+// skipping what follows it, COMMIT included; elsewhere the batch goes in
+// two sends and stops after the last swap when one moved nothing. won is
+// false when a swap moved nothing: the transaction must then roll back.
+// Nothing may run on t after it either way (on PostgreSQL a lost swap has
+// aborted the transaction).
+func (t *txn) sendSwapLast(ctx context.Context, b *batch, swaps ...int) (n []int64, won bool, err error) {
 	if _, ok := t.raw.(lastBatcher); ok {
-		must := mustMoveAt(b, swap)
+		must := mustMoveAt(b, swaps...)
 		n, err = t.sendLast(ctx, &must)
 		if err != nil && t.c.Classify(err) == ErrSwapLost {
 			return n, false, nil
 		}
 		return n, err == nil, err
 	}
-	head := batch{stmts: b.stmts[:swap+1], what: b.what[:swap+1]}
+	last := slices.Max(swaps)
+	head := batch{stmts: b.stmts[:last+1], what: b.what[:last+1]}
 	n, err = t.send(ctx, &head)
-	if err != nil || n[swap] == 0 {
+	if err != nil || slices.ContainsFunc(swaps, func(i int) bool { return n[i] == 0 }) {
 		return n, false, err
 	}
-	tail := batch{stmts: b.stmts[swap+1:], what: b.what[swap+1:]}
+	tail := batch{stmts: b.stmts[last+1:], what: b.what[last+1:]}
 	rest, err := t.sendLast(ctx, &tail)
 	return append(n, rest...), err == nil, err
 }

@@ -74,7 +74,7 @@ func testAccountDeactivate(t *testing.T, s store.Store, _ Extras) {
 	pending := newOrder(t, s, a, "pending.example.com")
 	// One being signed: the worker must find it no longer processing.
 	processing := readyOrder(t, s, a, "processing.example.com")
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, processing.ID, processing.Profile, []byte("csr-der"), nil); err != nil || !claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, processing.ID, processing.Profile, []byte("csr-der"), nil); err != nil || !claimed {
 		t.Fatalf("OrderFinalizeBegin = %v, %v", claimed, err)
 	}
 	d, err := s.AccountDeactivate(ctx, a.ID)

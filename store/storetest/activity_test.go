@@ -25,7 +25,7 @@ func testActivity(t *testing.T, s store.Store, x Extras) {
 	o := readyOrder(t, s, acct, "a.activity.example", "b.activity.example") // two validated
 	mustIssue(t, s, o, "ac71")
 	failed := newOrder(t, s, acct, "c.activity.example")
-	c, claimed, err := s.ChallengeClaim(ctx, authz(t, s, failed.AuthzIDs[0]).Challenges[0].ID)
+	c, claimed, err := s.ChallengeClaim(ctx, store.SignedUse{}, authz(t, s, failed.AuthzIDs[0]).Challenges[0].ID)
 	if err != nil || !claimed {
 		t.Fatalf("ChallengeClaim: %v %v", claimed, err)
 	}

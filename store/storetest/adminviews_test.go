@@ -20,7 +20,7 @@ func testAdminViews(t *testing.T, s store.Store, _ Extras) {
 	a := newAccount(t, s)
 	newAccount(t, s)
 	o := readyOrder(t, s, a, "views.example.com")
-	if _, err := s.OrderCreate(ctx, orderSpec(t, s, a, "pending.example.com")); err != nil {
+	if _, err := s.OrderCreate(ctx, store.SignedUse{}, orderSpec(t, s, a, "pending.example.com")); err != nil {
 		t.Fatal(err)
 	}
 	mustIssue(t, s, o, "cafe")

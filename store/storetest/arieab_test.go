@@ -62,24 +62,24 @@ func testOrderReplaces(t *testing.T, s store.Store, _ Extras) {
 	mustIssue(t, s, readyOrder(t, s, a, "r.example.com"), serial)
 	spec := orderSpec(t, s, other, "r.example.com")
 	spec.Replaces, spec.ReplacesSerial = "cert-id", serial
-	_, err := s.OrderCreate(ctx, spec)
+	_, err := s.OrderCreate(ctx, store.SignedUse{}, spec)
 	wantErr(t, "replacing another account's certificate", err, store.ErrNotFound)
 
 	spec = orderSpec(t, s, a, "r.example.com")
 	spec.Replaces, spec.ReplacesSerial = "cert-id", serial
-	o, err := s.OrderCreate(ctx, spec)
+	o, err := s.OrderCreate(ctx, store.SignedUse{}, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c, _ := s.CertificateBySerial(ctx, serial); c.ReplacedBy != o.ID || o.Replaces != "cert-id" {
 		t.Fatalf("ReplacedBy = %q, order replaces %q", c.ReplacedBy, o.Replaces)
 	}
-	_, err = s.OrderCreate(ctx, spec)
+	_, err = s.OrderCreate(ctx, store.SignedUse{}, spec)
 	wantErr(t, "replacing twice", err, store.ErrConflict)
 	if _, err := s.AuthzDeactivate(ctx, o.AuthzIDs[0]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.OrderCreate(ctx, spec); err != nil {
+	if _, err := s.OrderCreate(ctx, store.SignedUse{}, spec); err != nil {
 		t.Errorf("replacing after the first replacement failed: %v", err)
 	}
 }

@@ -204,7 +204,7 @@ func testAuditedActions(t *testing.T, s store.Store, x Extras) {
 	// abandon rolls back with the audit row.
 	b := newAccount(t, s)
 	o := readyOrder(t, s, b, "audited.example.com")
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil || !claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, []byte("csr"), nil); err != nil || !claimed {
 		t.Fatalf("OrderFinalizeBegin = %v, %v", claimed, err)
 	}
 	sub := jobs.Subject{Kind: jobs.KindSignerIssue, ID: o.ID}

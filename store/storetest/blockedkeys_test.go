@@ -37,7 +37,7 @@ func issueDER(t *testing.T, s store.Store, a *store.Account, serial, issuer stri
 	t.Helper()
 	ctx := ctxT(t)
 	o := readyOrder(t, s, a, serial+".keys.example.com")
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), key); err != nil || !claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, []byte("csr"), key); err != nil || !claimed {
 		t.Fatalf("OrderFinalizeBegin: claimed=%v err=%v", claimed, err)
 	}
 	if err := s.OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{
@@ -248,7 +248,7 @@ func testKeyBlocked(t *testing.T, s store.Store, x Extras) {
 	key := testKey(rnd(6))
 	acct := newAccount(t, s)
 	before := readyOrder(t, s, acct, "before.blocked.example.com")
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, before.ID, before.Profile, []byte("csr"), key); err != nil || !claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, before.ID, before.Profile, []byte("csr"), key); err != nil || !claimed {
 		t.Fatalf("OrderFinalizeBegin before the block: claimed=%v err=%v", claimed, err)
 	}
 
@@ -327,7 +327,7 @@ func blockedKeyRefused(t *testing.T, s store.Store, x Extras, acct *store.Accoun
 	ctx := ctxT(t)
 	ready := readyOrder(t, s, acct, "after.blocked.example.com")
 	jobsBefore := jobCount(t, x, jobs.KindSignerIssue)
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, ready.ID, ready.Profile, []byte("csr"), key); err != nil || claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, ready.ID, ready.Profile, []byte("csr"), key); err != nil || claimed {
 		t.Errorf("OrderFinalizeBegin with a blocked key: claimed=%v err=%v; want not claimed", claimed, err)
 	}
 	if o := order(t, s, ready.ID); o.Status != acme.StatusReady {
@@ -336,7 +336,7 @@ func blockedKeyRefused(t *testing.T, s store.Store, x Extras, acct *store.Accoun
 	if got := jobCount(t, x, jobs.KindSignerIssue); got != jobsBefore {
 		t.Errorf("signer_issue jobs = %d after a refused finalize, want %d", got, jobsBefore)
 	}
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, ready.ID, ready.Profile, []byte("csr"), testKey("fresh")); err != nil || !claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, ready.ID, ready.Profile, []byte("csr"), testKey("fresh")); err != nil || !claimed {
 		t.Errorf("OrderFinalizeBegin with a new key: claimed=%v err=%v; want claimed", claimed, err)
 	}
 	return ready
@@ -361,7 +361,7 @@ func testKeySweep(t *testing.T, s store.Store, x Extras) {
 	issueKeyed(t, s, acct, p+"relay", "relay:up", key, live)
 	// Finalized before the block, with no key hash on the order.
 	racer := readyOrder(t, s, acct, p+"racer.keys.example.com")
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, racer.ID, racer.Profile, []byte("csr"), nil); err != nil || !claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, racer.ID, racer.Profile, []byte("csr"), nil); err != nil || !claimed {
 		t.Fatalf("OrderFinalizeBegin: claimed=%v err=%v", claimed, err)
 	}
 	if _, err := s.KeyBlock(ctx, store.BlockedKey{SPKIHash: key, Why: "reported by a third party", Actor: "cli:alice"}); err != nil {

@@ -146,7 +146,7 @@ func testRevokeQueue(t *testing.T, s store.Store, x Extras) {
 func relayIssued(t *testing.T, s store.Store, a *store.Account) {
 	ctx := ctxT(t)
 	o := readyOrder(t, s, a, "relay.example.com")
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil || !claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, []byte("csr"), nil); err != nil || !claimed {
 		t.Fatalf("OrderFinalizeBegin: claimed=%v err=%v", claimed, err)
 	}
 	now := dbNow(t, s)

@@ -18,7 +18,7 @@ func testChallengeClaimConcurrent(t *testing.T, s store.Store, x Extras) {
 	o := newOrder(t, s, a, "race.example.com")
 	cid := authz(t, s, o.AuthzIDs[0]).Challenges[0].ID
 	wins := race(t, handles(t, s, x, 4), func(s store.Store) (bool, error) {
-		c, claimed, err := s.ChallengeClaim(ctx, cid)
+		c, claimed, err := s.ChallengeClaim(ctx, store.SignedUse{}, cid)
 		if err == nil && c.Status != acme.StatusProcessing {
 			return claimed, fmt.Errorf("claim returned a %s challenge", c.Status)
 		}
@@ -37,7 +37,7 @@ func testOrderFinalizeConcurrent(t *testing.T, s store.Store, x Extras) {
 	a := newAccount(t, s)
 	o := readyOrder(t, s, a, "finalize-race.example.com")
 	wins := race(t, handles(t, s, x, 4), func(s store.Store) (bool, error) {
-		_, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil)
+		_, claimed, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, []byte("csr"), nil)
 		return claimed, err
 	})
 	if wins != 1 {
@@ -56,7 +56,7 @@ func testClaimEnqueueAtomic(t *testing.T, s store.Store, x Extras) {
 	a := newAccount(t, s)
 	o := newOrder(t, s, a, "queue-down.example.com")
 	cid := authz(t, s, o.AuthzIDs[0]).Challenges[0].ID
-	if _, _, err := broken.ChallengeClaim(ctx, cid); !errors.Is(err, errQueueDown) {
+	if _, _, err := broken.ChallengeClaim(ctx, store.SignedUse{}, cid); !errors.Is(err, errQueueDown) {
 		t.Fatalf("ChallengeClaim with a failing queue: %v, want %v", err, errQueueDown)
 	}
 	if st := challenge(t, s, cid).Status; st != acme.StatusPending {
@@ -65,7 +65,7 @@ func testClaimEnqueueAtomic(t *testing.T, s store.Store, x Extras) {
 	if n := jobCount(t, x, jobs.KindChallengeValidate); n != 0 {
 		t.Fatalf("%d challenge_validate jobs, want 0", n)
 	}
-	if _, claimed, err := s.ChallengeClaim(ctx, cid); err != nil || !claimed {
+	if _, claimed, err := s.ChallengeClaim(ctx, store.SignedUse{}, cid); err != nil || !claimed {
 		t.Fatalf("retrying the claim: claimed=%v err=%v", claimed, err)
 	}
 	if n := jobCount(t, x, jobs.KindChallengeValidate); n != 1 {
@@ -76,7 +76,7 @@ func testClaimEnqueueAtomic(t *testing.T, s store.Store, x Extras) {
 	silent := x.Open(t, silentInserter{})
 	quiet := newOrder(t, s, a, "queue-silent.example.com")
 	qid := authz(t, s, quiet.AuthzIDs[0]).Challenges[0].ID
-	if c, claimed, err := silent.ChallengeClaim(ctx, qid); err != nil || !claimed || c.Status != acme.StatusProcessing {
+	if c, claimed, err := silent.ChallengeClaim(ctx, store.SignedUse{}, qid); err != nil || !claimed || c.Status != acme.StatusProcessing {
 		t.Fatalf("ChallengeClaim with a queue that sends nothing: %+v claimed=%v err=%v", c, claimed, err)
 	}
 	if st := challenge(t, s, qid).Status; st != acme.StatusProcessing {
@@ -84,7 +84,7 @@ func testClaimEnqueueAtomic(t *testing.T, s store.Store, x Extras) {
 	}
 
 	ready := readyOrder(t, s, a, "finalize-queue-down.example.com")
-	if _, _, err := broken.OrderFinalizeBegin(ctx, ready.ID, ready.Profile, []byte("csr"), nil); !errors.Is(err, errQueueDown) {
+	if _, _, err := broken.OrderFinalizeBegin(ctx, store.SignedUse{}, ready.ID, ready.Profile, []byte("csr"), nil); !errors.Is(err, errQueueDown) {
 		t.Fatalf("OrderFinalizeBegin with a failing queue: %v, want %v", err, errQueueDown)
 	}
 	if got := order(t, s, ready.ID); got.Status != acme.StatusReady || got.CSR != nil {
@@ -117,14 +117,14 @@ func testClaimsAtOnce(t *testing.T, s store.Store, x Extras) {
 		go func() {
 			defer wg.Done()
 			<-start
-			if c, claimed, err := s.ChallengeClaim(ctx, cids[i]); err != nil || !claimed || c.Status != acme.StatusProcessing {
+			if c, claimed, err := s.ChallengeClaim(ctx, store.SignedUse{}, cids[i]); err != nil || !claimed || c.Status != acme.StatusProcessing {
 				t.Errorf("ChallengeClaim %d: %+v claimed=%v err=%v", i, c, claimed, err)
 			}
 		}()
 		go func() {
 			defer wg.Done()
 			<-start
-			if _, began, err := s.OrderFinalizeBegin(ctx, ready[i], "default", []byte(fmt.Sprintf("csr %d", i)), nil); err != nil || !began {
+			if _, began, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, ready[i], "default", []byte(fmt.Sprintf("csr %d", i)), nil); err != nil || !began {
 				t.Errorf("OrderFinalizeBegin %d: began=%v err=%v", i, began, err)
 			}
 		}()
@@ -154,12 +154,12 @@ func testClaimExpiredAuthz(t *testing.T, s store.Store, x Extras) {
 	a := newAccount(t, s)
 	spec := orderSpec(t, s, a, "late.example.com")
 	spec.Authzs[0].Expires = dbNow(t, s).Add(-time.Second)
-	o, err := s.OrderCreate(ctx, spec)
+	o, err := s.OrderCreate(ctx, store.SignedUse{}, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cid := authz(t, s, o.AuthzIDs[0]).Challenges[0].ID
-	if c, claimed, err := s.ChallengeClaim(ctx, cid); err != nil || claimed || c.Status != acme.StatusPending {
+	if c, claimed, err := s.ChallengeClaim(ctx, store.SignedUse{}, cid); err != nil || claimed || c.Status != acme.StatusPending {
 		t.Fatalf("claiming a challenge of an expired authorization: %+v claimed=%v err=%v, want not claimed", c, claimed, err)
 	}
 	if n := jobCount(t, x, jobs.KindChallengeValidate); n != 0 {

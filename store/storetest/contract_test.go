@@ -47,11 +47,11 @@ func testNotFound(t *testing.T, s store.Store, _ Extras) {
 	wantErr(t, "AuthzDeactivate", err, store.ErrNotFound)
 	_, err = s.ChallengeWithAuthz(ctx, "nope")
 	wantErr(t, "ChallengeWithAuthz", err, store.ErrNotFound)
-	_, _, err = s.ChallengeClaim(ctx, "nope")
+	_, _, err = s.ChallengeClaim(ctx, store.SignedUse{}, "nope")
 	wantErr(t, "ChallengeClaim", err, store.ErrNotFound)
 	err = s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: "nope", Status: acme.StatusValid})
 	wantErr(t, "ChallengeVerdict", err, store.ErrNotFound)
-	_, _, err = s.OrderFinalizeBegin(ctx, "nope", "default", []byte("csr"), nil)
+	_, _, err = s.OrderFinalizeBegin(ctx, store.SignedUse{}, "nope", "default", []byte("csr"), nil)
 	wantErr(t, "OrderFinalizeBegin", err, store.ErrNotFound)
 	err = s.OrderIssued(ctx, store.Issued{OrderID: "nope", Certificate: store.Certificate{Serial: "01"}})
 	wantErr(t, "OrderIssued", err, store.ErrNotFound)
@@ -79,8 +79,9 @@ func testNotFound(t *testing.T, s store.Store, _ Extras) {
 	wantErr(t, "AuthzReusable", err, store.ErrNotFound)
 	// An order for a missing account names what is missing rather than
 	// failing with a driver error.
-	_, err = s.OrderCreate(ctx, store.NewOrder{AccountID: "nope", Profile: "default", Expires: time.Now().Add(time.Hour),
+	_, err = s.OrderCreate(ctx, store.SignedUse{}, store.NewOrder{AccountID: "nope", Profile: "default", Expires: time.Now().Add(time.Hour),
 		Identifiers: []acme.Identifier{{Type: acme.IdentifierDNS, Value: "example.com"}}})
+
 	wantErr(t, "OrderCreate for a missing account", err, store.ErrNotFound)
 }
 

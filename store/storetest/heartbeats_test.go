@@ -30,7 +30,7 @@ func testHeartbeats(t *testing.T, s store.Store, x Extras) {
 	var ids []int64
 	for i := 0; i < 3; i++ {
 		o := newOrder(t, s, acct, fmt.Sprintf("h%d.heartbeat.example", i))
-		if _, claimed, err := s.ChallengeClaim(ctx, authz(t, s, o.AuthzIDs[0]).Challenges[0].ID); err != nil || !claimed {
+		if _, claimed, err := s.ChallengeClaim(ctx, store.SignedUse{}, authz(t, s, o.AuthzIDs[0]).Challenges[0].ID); err != nil || !claimed {
 			t.Fatalf("ChallengeClaim: %v %v", claimed, err)
 		}
 		ids = append(ids, x.Int(t, "SELECT max(id) FROM river_job"))

@@ -17,7 +17,7 @@ func testExpirePending(t *testing.T, s store.Store, _ Extras) {
 	spec := orderSpec(t, s, a, "expired.example.com")
 	spec.Expires = past
 	spec.Authzs[0].Expires = past
-	old, err := s.OrderCreate(ctx, spec)
+	old, err := s.OrderCreate(ctx, store.SignedUse{}, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func testStrandedChallenge(t *testing.T, s store.Store, x Extras) {
 	a := newAccount(t, s)
 	o := newOrder(t, s, a, "stranded.example.com")
 	cid := authz(t, s, o.AuthzIDs[0]).Challenges[0].ID
-	if _, claimed, err := s.ChallengeClaim(ctx, cid); err != nil || !claimed {
+	if _, claimed, err := s.ChallengeClaim(ctx, store.SignedUse{}, cid); err != nil || !claimed {
 		t.Fatal(claimed, err)
 	}
 	later := dbNow(t, s).Add(time.Minute)
@@ -103,12 +103,12 @@ func testStrandedOrder(t *testing.T, s store.Store, x Extras) {
 	a := newAccount(t, s)
 	spec := orderSpec(t, s, a, "stranded-order.example.com")
 	spec.Profile = "hsm"
-	o, err := s.OrderCreate(ctx, spec)
+	o, err := s.OrderCreate(ctx, store.SignedUse{}, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	validate(t, s, o.AuthzIDs[0], acme.StatusValid)
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil || !claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, []byte("csr"), nil); err != nil || !claimed {
 		t.Fatal(claimed, err)
 	}
 	x.Exec(t, "DELETE FROM river_job")

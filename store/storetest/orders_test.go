@@ -30,7 +30,7 @@ func happyOrderCreated(t *testing.T, s store.Store, a *store.Account) *store.Ord
 	spec := orderSpec(t, s, a, "a.example.com", "*.b.example.com")
 	nb := spec.Expires.Add(-30 * time.Minute).Truncate(time.Second)
 	spec.NotBefore = &nb
-	o, err := s.OrderCreate(ctx, spec)
+	o, err := s.OrderCreate(ctx, store.SignedUse{}, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func happyOrderFinalized(t *testing.T, s store.Store, x Extras, o *store.Order) 
 	ctx := ctxT(t)
 	// Naming another profile than the order's claims nothing and queues
 	// nothing: the job would have gone to that profile's workers.
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile+"-other", []byte("csr-der"), nil); err == nil || claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile+"-other", []byte("csr-der"), nil); err == nil || claimed {
 		t.Fatalf("finalize naming another profile: claimed=%v err=%v, want an error", claimed, err)
 	}
 	if got := order(t, s, o.ID); got.Status != acme.StatusReady || got.CSR != nil {
@@ -92,14 +92,14 @@ func happyOrderFinalized(t *testing.T, s store.Store, x Extras, o *store.Order) 
 	if n := jobCount(t, x, jobs.KindSignerIssue); n != 0 {
 		t.Fatalf("%d signer_issue jobs after a finalize naming another profile, want 0", n)
 	}
-	got, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr-der"), nil)
+	got, claimed, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, []byte("csr-der"), nil)
 	if err != nil || !claimed || got.Status != acme.StatusProcessing || string(got.CSR) != "csr-der" {
 		t.Fatalf("OrderFinalizeBegin = %+v, %v, %v", got, claimed, err)
 	}
 	if n := jobCount(t, x, jobs.KindSignerIssue); n != 1 {
 		t.Fatalf("%d signer_issue jobs after finalize, want 1", n)
 	}
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("again"), nil); err != nil || claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, []byte("again"), nil); err != nil || claimed {
 		t.Fatalf("second finalize: claimed=%v err=%v, want not claimed", claimed, err)
 	}
 	if n := jobCount(t, x, jobs.KindSignerIssue); n != 1 {
@@ -183,13 +183,13 @@ func testIssueLapsed(t *testing.T, s store.Store, x Extras) {
 					az.Status, az.Challenges = acme.StatusValid, nil
 				}
 				var err error
-				if o, err = s.OrderCreate(ctx, spec); err != nil || o.Status != acme.StatusReady {
+				if o, err = s.OrderCreate(ctx, store.SignedUse{}, spec); err != nil || o.Status != acme.StatusReady {
 					t.Fatalf("born valid order: %+v, %v; want ready", o, err)
 				}
 			} else {
 				o = readyOrder(t, s, a, names...)
 			}
-			if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil || !claimed {
+			if _, claimed, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, []byte("csr"), nil); err != nil || !claimed {
 				t.Fatalf("OrderFinalizeBegin: claimed=%v err=%v", claimed, err)
 			}
 			o = order(t, s, o.ID)
@@ -275,7 +275,7 @@ func testOrderFail(t *testing.T, s store.Store, _ Extras) {
 	a := newAccount(t, s)
 	o := readyOrder(t, s, a, "fail.example.com")
 	wantErr(t, "OrderFail on a ready order", s.OrderFail(ctx, o.ID, acme.Problem{Type: acme.ProblemBadCSR}), store.ErrConflict)
-	if _, _, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil {
+	if _, _, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, []byte("csr"), nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.OrderFail(ctx, o.ID, acme.Problem{Type: acme.ProblemBadCSR, Detail: "key too small"}); err != nil {
@@ -286,7 +286,7 @@ func testOrderFail(t *testing.T, s store.Store, _ Extras) {
 		t.Fatalf("failed order = %s %+v", got.Status, got.Error)
 	}
 	// A backend's rejection is terminal: never ready again.
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil || claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, []byte("csr"), nil); err != nil || claimed {
 		t.Fatalf("finalizing a failed order: claimed=%v err=%v", claimed, err)
 	}
 }

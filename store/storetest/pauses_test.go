@@ -31,7 +31,7 @@ func failOnce(t *testing.T, s store.Store, acct *store.Account, name string) {
 // testPauses: a failed verdict lengthens the account's run for the
 // identifier in its own transaction and a valid one ends it; an order
 // naming an identifier whose run the rule pauses is refused with nothing
-// written, by OrderCreate and by the folded OrderCreateSigned; lifting
+// written, by OrderCreate (ErrPaused) and by a claim (ErrNotClaimed); lifting
 // deletes runs and is audited.
 func testPauses(t *testing.T, s store.Store, x Extras) {
 	ctx := ctxT(t)
@@ -96,17 +96,17 @@ func testPauses(t *testing.T, s store.Store, x Extras) {
 	}
 	for _, names := range [][]string{{"zombie.example.com"}, {"ok.example.com", "*.zombie.example.com"}} {
 		before := orders(a)
-		_, err := s.OrderCreate(ctx, paused(a, names...))
+		_, err := s.OrderCreate(ctx, store.SignedUse{}, paused(a, names...))
 		wantErr(t, "an order of a paused identifier", err, store.ErrPaused)
 		if n := orders(a) - before; n != 0 {
 			t.Errorf("%v: %d orders written though paused", names, n)
 		}
-		if s.Folds() {
-			_, err := s.OrderCreateSigned(ctx, signedAs(t, s, a), paused(a, names...), dbNow(t, s))
-			wantErr(t, "a folded order of a paused identifier", err, store.ErrUnfolded)
-			if n := orders(a) - before; n != 0 {
-				t.Errorf("%v: %d orders written by a fold though paused", names, n)
-			}
+		claimed := paused(a, names...)
+		claimed.Clock = dbNow(t, s)
+		_, err = s.OrderCreate(ctx, signedAs(t, s, a), claimed)
+		wantErr(t, "a claimed order of a paused identifier", err, store.ErrNotClaimed)
+		if n := orders(a) - before; n != 0 {
+			t.Errorf("%v: %d orders written by a claim though paused", names, n)
 		}
 	}
 	for _, tc := range []struct {
@@ -117,7 +117,7 @@ func testPauses(t *testing.T, s store.Store, x Extras) {
 		{"another account", paused(b, "zombie.example.com")},
 		{"pausing off", orderSpec(t, s, a, "zombie.example.com")},
 	} {
-		if _, err := s.OrderCreate(ctx, tc.o); err != nil {
+		if _, err := s.OrderCreate(ctx, store.SignedUse{}, tc.o); err != nil {
 			t.Errorf("%s: OrderCreate: %v", tc.what, err)
 		}
 	}
@@ -138,7 +138,7 @@ func testPauses(t *testing.T, s store.Store, x Extras) {
 	if n, err := s.PauseLift(ctx, a.ID, &zombie, ev); err != nil || n != 1 {
 		t.Fatalf("lifting zombie.example.com (named by its wildcard): %d, %v", n, err)
 	}
-	if _, err := s.OrderCreate(ctx, paused(a, "zombie.example.com")); err != nil {
+	if _, err := s.OrderCreate(ctx, store.SignedUse{}, paused(a, "zombie.example.com")); err != nil {
 		t.Errorf("an order after the pause was lifted: %v", err)
 	}
 	evs, _, err := s.AuditFind(ctx, store.AuditFilter{Action: store.ActionPauseLifted}, store.Page{})

@@ -92,7 +92,7 @@ func issueNames(t *testing.T, s store.Store, acct *store.Account, serial string,
 	t.Helper()
 	ctx := ctxT(t)
 	o := readyOrder(t, s, acct, "rc-"+serial+".example.net")
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil || !claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, []byte("csr"), nil); err != nil || !claimed {
 		t.Fatalf("OrderFinalizeBegin: claimed=%v err=%v", claimed, err)
 	}
 	now := dbNow(t, s)

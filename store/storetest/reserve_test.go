@@ -18,7 +18,7 @@ import (
 // the count and when a unit frees up. The same holds for pending
 // authorizations per account, where an order's born-valid authorization
 // takes no unit, for newAuthz (AuthzCreate), and for the folded newOrder, which commits nothing over a
-// limit (ErrUnfolded: the ordinary path answers it).
+// limit (ErrNotClaimed: the ordinary path answers it).
 func testOrderLimitsReserved(t *testing.T, s store.Store, x Extras) {
 	ctx := ctxT(t)
 	other := x.Open(t, nil)
@@ -43,7 +43,7 @@ func testOrderLimitsReserved(t *testing.T, s store.Store, x Extras) {
 			go func() {
 				defer wg.Done()
 				<-start
-				_, err := st.OrderCreate(ctx, o)
+				_, err := st.OrderCreate(ctx, store.SignedUse{}, o)
 				var rl *store.RateLimited
 				mu.Lock()
 				defer mu.Unlock()
@@ -91,7 +91,7 @@ func testOrderLimitsReserved(t *testing.T, s store.Store, x Extras) {
 	born := orderSpec(t, s, b, "born.reserve.example")
 	born.Authzs[0].Status, born.Authzs[0].Challenges = acme.StatusValid, nil
 	born.Limits = pending
-	if _, err := s.OrderCreate(ctx, born); err != nil {
+	if _, err := s.OrderCreate(ctx, store.SignedUse{}, born); err != nil {
 		t.Errorf("an order whose one authorization is born valid, at the pending limit: %v, want it written", err)
 	}
 	// newAuthz: a pending pre-authorization takes a unit too.
@@ -109,21 +109,18 @@ func testOrderLimitsReserved(t *testing.T, s store.Store, x Extras) {
 		t.Errorf("a pre-authorization born valid, at the pending limit: %v, want it written", err)
 	}
 
-	if !s.Folds() {
-		return
-	}
 	f := newSignedOrders(t, s)
 	over := f.spec(t, "fold-over.reserve.example")
 	over.Limits = store.OrderLimits{Orders: 1, OrdersWindow: time.Hour} // f.a holds one order already
 	before := f.orders(t)
-	_, err := s.OrderCreateSigned(ctx, f.signed(rnd(16)), over, dbNow(t, s))
-	wantErr(t, "a folded newOrder over its orders limit", err, store.ErrUnfolded)
+	_, err := f.create(f.signed(rnd(16)), over, dbNow(t, s))
+	wantErr(t, "a claimed newOrder over its orders limit", err, store.ErrNotClaimed)
 	if n := f.orders(t) - before; n != 0 {
-		t.Errorf("%d orders written by a fold over its limit", n)
+		t.Errorf("%d orders written by a claim over its limit", n)
 	}
 	within := f.spec(t, "fold-within.reserve.example")
 	within.Limits = store.OrderLimits{Orders: 2, OrdersWindow: time.Hour, PendingAuthzs: 1}
-	if _, err := s.OrderCreateSigned(ctx, f.signed(rnd(16)), within, dbNow(t, s)); err != nil {
-		t.Errorf("a folded newOrder within its limits: %v", err)
+	if _, err := f.create(f.signed(rnd(16)), within, dbNow(t, s)); err != nil {
+		t.Errorf("a claimed newOrder within its limits: %v", err)
 	}
 }

@@ -57,7 +57,7 @@ func testOrderReuseRefusesUnusableAuthz(t *testing.T, s store.Store, x Extras) {
 			}
 			spec := orderSpec(t, s, a, name, "fresh."+name)
 			spec.Authzs[0] = &store.Authorization{ID: id}
-			o, err := s.OrderCreate(ctx, spec)
+			o, err := s.OrderCreate(ctx, store.SignedUse{}, spec)
 			if !errors.Is(err, store.ErrAuthzUnusable) {
 				t.Fatalf("OrderCreate reusing a %s authorization = %+v, %v; want store.ErrAuthzUnusable", c.name, o, err)
 			}
@@ -126,7 +126,7 @@ func testOrderReusesAuthz(t *testing.T, s store.Store, _ Extras) {
 	first := readyOrder(t, s, a, "reuse.example.com")
 	spec := orderSpec(t, s, a, "reuse.example.com")
 	spec.Authzs = []*store.Authorization{{ID: first.AuthzIDs[0]}}
-	second, err := s.OrderCreate(ctx, spec)
+	second, err := s.OrderCreate(ctx, store.SignedUse{}, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func testOrderReusesAuthz(t *testing.T, s store.Store, _ Extras) {
 	// Another account cannot borrow it.
 	other := newAccount(t, s)
 	spec.AccountID = other.ID
-	_, err = s.OrderCreate(ctx, spec)
+	_, err = s.OrderCreate(ctx, store.SignedUse{}, spec)
 	wantErr(t, "reusing another account's authorization", err, store.ErrNotFound)
 }
 
@@ -210,7 +210,7 @@ func testAuthzReusableByMethod(t *testing.T, s store.Store, _ Extras) {
 	// A later one for the same name, validated by dns-01: it lives longer.
 	later := newOrder(t, s, a, "method.example.com")
 	byDNS := authz(t, s, later.AuthzIDs[0])
-	c, claimed, err := s.ChallengeClaim(ctx, byDNS.Challenges[1].ID)
+	c, claimed, err := s.ChallengeClaim(ctx, store.SignedUse{}, byDNS.Challenges[1].ID)
 	if err != nil || !claimed || c.Type != acme.ChallengeDNS01 {
 		t.Fatalf("claiming the dns-01 challenge: %+v claimed=%v %v", c, claimed, err)
 	}
@@ -224,7 +224,7 @@ func testAuthzReusableByMethod(t *testing.T, s store.Store, _ Extras) {
 	// Born valid: no challenge (a binding pre-validated it).
 	spec := orderSpec(t, s, a, "born.example.com")
 	spec.Authzs[0].Status, spec.Authzs[0].Challenges = acme.StatusValid, nil
-	o, err := s.OrderCreate(ctx, spec)
+	o, err := s.OrderCreate(ctx, store.SignedUse{}, spec)
 	if err != nil {
 		t.Fatal(err)
 	}

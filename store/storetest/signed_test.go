@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -13,21 +14,12 @@ import (
 	"github.com/hallmark-ca/hallmark/store"
 )
 
-// testSignedOrders: a newOrder folded with its nonce writes the order and
-// consumes the nonce together, or, when the nonce, the account, the clock
-// it was drafted by or an authorization the ordinary path would reuse
-// does not allow it, commits nothing (ErrUnfolded). SQLite does not fold.
-func testSignedOrders(t *testing.T, s store.Store, x Extras) {
+// testSignedOrders: a newOrder with its nonce, drafted without a read,
+// writes the order and consumes the nonce together, or, when the nonce,
+// the account, the clock it was drafted by or an authorization a read
+// would have reused does not allow it, commits nothing (ErrNotClaimed).
+func testSignedOrders(t *testing.T, s store.Store, _ Extras) {
 	f := newSignedOrders(t, s)
-	if x.ProcessNonces {
-		before := f.orders(t)
-		_, err := s.OrderCreateSigned(f.ctx, f.signed(rnd(16)), f.spec(t, "unfolded.example.com"), dbNow(t, s))
-		wantErr(t, "a folded newOrder on a store that does not fold", err, store.ErrUnfolded)
-		if n := f.orders(t) - before; n != 0 {
-			t.Errorf("%d orders written by a fold that did not apply", n)
-		}
-		return
-	}
 	f.refused(t)
 	f.applied(t)
 	f.appliedOtherMethod(t)
@@ -59,6 +51,12 @@ func newSignedOrders(t *testing.T, s store.Store) signedOrders {
 
 func (f signedOrders) signed(nonce string) store.SignedUse {
 	return store.SignedUse{Nonce: store.NonceUse{Nonce: nonce, Expires: f.expires, Epoch: f.epoch}, AccountID: f.a.ID, KeyJWK: f.a.KeyJWK}
+}
+
+// create is OrderCreate of o with u, drafted without a read at clock.
+func (f signedOrders) create(u store.SignedUse, o store.NewOrder, clock time.Time) (*store.Order, error) {
+	o.Clock = clock
+	return f.s.OrderCreate(f.ctx, u, o)
 }
 
 // orders counts the account's orders.
@@ -126,8 +124,8 @@ func (f signedOrders) refused(t *testing.T) {
 				clock = tc.clock()
 			}
 			before := f.orders(t)
-			_, err := s.OrderCreateSigned(ctx, u, o, clock)
-			wantErr(t, "the folded newOrder", err, store.ErrUnfolded)
+			_, err := f.create(u, o, clock)
+			wantErr(t, "the newOrder with its nonce", err, store.ErrNotClaimed)
 			if n := f.orders(t) - before; n != 0 {
 				t.Errorf("%d orders written by a fold that did not apply", n)
 			}
@@ -147,7 +145,7 @@ func (f signedOrders) applied(t *testing.T) {
 	s, ctx := f.s, f.ctx
 	n := rnd(16)
 	before := f.orders(t)
-	o, err := s.OrderCreateSigned(ctx, f.signed(n), f.spec(t, "folded.example.com", "*.folded.example.com"), dbNow(t, s))
+	o, err := f.create(f.signed(n), f.spec(t, "folded.example.com", "*.folded.example.com"), dbNow(t, s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +173,7 @@ func (f signedOrders) applied(t *testing.T) {
 func (f signedOrders) appliedOtherMethod(t *testing.T) {
 	dnsOnly := f.spec(t, "reused.example.com")
 	dnsOnly.Methods = []acme.ChallengeType{acme.ChallengeDNS01}
-	o, err := f.s.OrderCreateSigned(f.ctx, f.signed(rnd(16)), dnsOnly, dbNow(t, f.s))
+	o, err := f.create(f.signed(rnd(16)), dnsOnly, dbNow(t, f.s))
 	if err != nil {
 		t.Fatalf("a folded newOrder of a profile offering only dns-01, with an authorization validated by http-01: %v", err)
 	}
@@ -184,8 +182,8 @@ func (f signedOrders) appliedOtherMethod(t *testing.T) {
 	}
 }
 
-// foldedKind is one kind of folded write (ChallengeClaimSigned,
-// OrderFinalizeSigned) as testSignedClaims drives it.
+// foldedKind is one kind of claim with its nonce (ChallengeClaim,
+// OrderFinalizeBegin) as testSignedClaims drives it.
 type foldedKind struct {
 	name    string
 	job     string
@@ -196,15 +194,12 @@ type foldedKind struct {
 	claimed acme.Status
 }
 
-// testSignedClaims: a write folded with its nonce claims its row and
-// consumes the nonce together, or, when the nonce, the account or the row
-// does not allow it, commits nothing (ErrUnfolded). Racing ordinary and
-// folded claims, one wins. SQLite does not fold.
+// testSignedClaims: a claim with its nonce claims its row and consumes
+// the nonce together, or, when the nonce, the account or the row does not
+// allow it, commits nothing (errNotClaimed). Racing claims with and
+// without a nonce, one wins.
 func testSignedClaims(t *testing.T, s store.Store, x Extras) {
 	ctx := ctxT(t)
-	if s.Folds() == x.ProcessNonces {
-		t.Fatalf("Folds() = %v on a store whose nonces are the process's (%v): it folds exactly when they are the database's", s.Folds(), x.ProcessNonces)
-	}
 	epoch, err := s.NonceEpoch(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -213,10 +208,6 @@ func testSignedClaims(t *testing.T, s store.Store, x Extras) {
 	for _, k := range foldedKinds(ctx, s) {
 		t.Run(k.name, func(t *testing.T) {
 			f := foldedClaims{s: s, x: x, ctx: ctx, k: k, a: newAccount(t, s), epoch: epoch, expires: expires}
-			if x.ProcessNonces {
-				f.unfolded(t)
-				return
-			}
 			f.refused(t)
 			f.applied(t)
 			f.raced(t)
@@ -234,14 +225,14 @@ func foldedKinds(ctx context.Context, s store.Store) []foldedKind {
 		},
 		status: func(t *testing.T, id string) acme.Status { return challenge(t, s, id).Status },
 		signed: func(s store.Store, u store.SignedUse, id string) (acme.Status, error) {
-			c, err := s.ChallengeClaimSigned(ctx, u, id)
-			if err != nil {
-				return "", err
+			c, won, err := s.ChallengeClaim(ctx, u, id)
+			if err != nil || !won {
+				return "", cmp.Or(err, errNotClaimed)
 			}
 			return c.Status, nil
 		},
 		claim: func(s store.Store, id string) (bool, error) {
-			_, claimed, err := s.ChallengeClaim(ctx, id)
+			_, claimed, err := s.ChallengeClaim(ctx, store.SignedUse{}, id)
 			return claimed, err
 		},
 	}, {
@@ -251,14 +242,17 @@ func foldedKinds(ctx context.Context, s store.Store) []foldedKind {
 		},
 		status: func(t *testing.T, id string) acme.Status { return order(t, s, id).Status },
 		signed: func(s store.Store, u store.SignedUse, id string) (acme.Status, error) {
-			o, err := s.OrderFinalizeSigned(ctx, u, id, "default", []byte("csr"), nil)
-			if err != nil {
-				return "", err
+			o, won, err := s.OrderFinalizeBegin(ctx, u, id, "default", []byte("csr"), nil)
+			if err != nil || !won {
+				return "", cmp.Or(err, errNotClaimed)
+			}
+			if o == nil {
+				return "", errors.New("claimed, but no order returned")
 			}
 			return o.Status, nil
 		},
 		claim: func(s store.Store, id string) (bool, error) {
-			_, claimed, err := s.OrderFinalizeBegin(ctx, id, "default", []byte("csr"), nil)
+			_, claimed, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, id, "default", []byte("csr"), nil)
 			return claimed, err
 		},
 	}}
@@ -277,18 +271,6 @@ type foldedClaims struct {
 
 func (f foldedClaims) signed(nonce string) store.SignedUse {
 	return store.SignedUse{Nonce: store.NonceUse{Nonce: nonce, Expires: f.expires, Epoch: f.epoch}, AccountID: f.a.ID, KeyJWK: f.a.KeyJWK}
-}
-
-// unfolded: a store that does not fold refuses the write and claims
-// nothing.
-func (f foldedClaims) unfolded(t *testing.T) {
-	k := f.k
-	id := k.open(t, f.a, "unfolded-"+k.name+".example.com")
-	_, err := k.signed(f.s, f.signed(rnd(16)), id)
-	wantErr(t, "a folded write on a store that does not fold", err, store.ErrUnfolded)
-	if st := k.status(t, id); st == k.claimed {
-		t.Fatalf("the %s is %s after a fold that did not apply", k.name, st)
-	}
 }
 
 // refused: what does not allow the fold commits nothing: the row, the
@@ -337,7 +319,7 @@ func (f foldedClaims) refusedOne(t *testing.T, u store.SignedUse, id, used strin
 		before = k.status(t, id)
 	}
 	_, err := k.signed(f.s, u, id)
-	wantErr(t, "the folded write", err, store.ErrUnfolded)
+	wantErr(t, "the claim with its nonce", err, errNotClaimed)
 	if id != "nope" {
 		if st := k.status(t, id); st != before {
 			t.Errorf("the %s went %s → %s in a fold that did not apply", k.name, before, st)
@@ -386,7 +368,7 @@ func (f foldedClaims) raced(t *testing.T) {
 			return k.claim(s, id)
 		}
 		_, err := k.signed(s, f.signed(rnd(16)), id)
-		if errors.Is(err, store.ErrUnfolded) {
+		if errors.Is(err, errNotClaimed) {
 			return false, nil
 		}
 		return err == nil, err
@@ -395,3 +377,6 @@ func (f foldedClaims) raced(t *testing.T) {
 		t.Fatalf("%d of 16 concurrent claims, half of them folded, won; want exactly 1", wins)
 	}
 }
+
+// errNotClaimed is a claim with its nonce that did not win.
+var errNotClaimed = errors.New("not claimed")

@@ -214,7 +214,7 @@ func orderSpec(t *testing.T, s store.Store, acct *store.Account, names ...string
 
 func newOrder(t *testing.T, s store.Store, acct *store.Account, names ...string) *store.Order {
 	t.Helper()
-	o, err := s.OrderCreate(ctxT(t), orderSpec(t, s, acct, names...))
+	o, err := s.OrderCreate(ctxT(t), store.SignedUse{}, orderSpec(t, s, acct, names...))
 	if err != nil {
 		t.Fatalf("OrderCreate: %v", err)
 	}
@@ -254,7 +254,7 @@ func validate(t *testing.T, s store.Store, authzID string, status acme.Status) *
 	t.Helper()
 	ctx := ctxT(t)
 	a := authz(t, s, authzID)
-	c, claimed, err := s.ChallengeClaim(ctx, a.Challenges[0].ID)
+	c, claimed, err := s.ChallengeClaim(ctx, store.SignedUse{}, a.Challenges[0].ID)
 	if err != nil || !claimed {
 		t.Fatalf("ChallengeClaim: claimed=%v err=%v", claimed, err)
 	}
@@ -302,7 +302,7 @@ func issueAs(t *testing.T, s store.Store, o *store.Order, serial, issuer string)
 	ctx := ctxT(t)
 	now := dbNow(t, s)
 	if o.Status == acme.StatusReady {
-		if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil || !claimed {
+		if _, claimed, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, []byte("csr"), nil); err != nil || !claimed {
 			t.Fatalf("OrderFinalizeBegin: claimed=%v err=%v", claimed, err)
 		}
 	}

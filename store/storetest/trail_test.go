@@ -47,7 +47,7 @@ func testTrailWithItsRecord(t *testing.T, s store.Store, _ Extras) {
 	}
 
 	o := readyOrder(t, s, a, "trail.example.com")
-	if _, _, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil {
+	if _, _, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, []byte("csr"), nil); err != nil {
 		t.Fatal(err)
 	}
 	now := dbNow(t, s)
@@ -68,7 +68,7 @@ func testTrailWithItsRecord(t *testing.T, s store.Store, _ Extras) {
 
 	o2 := newOrder(t, s, a, "fails.example.com")
 	ch := authz(t, s, o2.AuthzIDs[0]).Challenges[0]
-	if _, _, err := s.ChallengeClaim(ctx, ch.ID); err != nil {
+	if _, _, err := s.ChallengeClaim(ctx, store.SignedUse{}, ch.ID); err != nil {
 		t.Fatal(err)
 	}
 	v := store.Verdict{ChallengeID: ch.ID, Status: acme.StatusInvalid, Error: &acme.Problem{Type: acme.ProblemConnection},
@@ -85,7 +85,7 @@ func testTrailWithItsRecord(t *testing.T, s store.Store, _ Extras) {
 	o3 := readyOrder(t, s, a, "refused.example.com")
 	fail := acme.Problem{Type: acme.ProblemBadCSR}
 	wantErr(t, "failing a ready order", s.OrderFailTrailed(ctx, o3.ID, fail, trailEvent(store.ActionOrderInvalid, o3.ID, "r-early")), store.ErrConflict)
-	if _, _, err := s.OrderFinalizeBegin(ctx, o3.ID, o3.Profile, []byte("csr"), nil); err != nil {
+	if _, _, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, o3.ID, o3.Profile, []byte("csr"), nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.OrderFailTrailed(ctx, o3.ID, fail, trailEvent(store.ActionOrderInvalid, o3.ID, "r-fail")); err != nil {
@@ -178,10 +178,10 @@ func testJobCarriesOrigin(t *testing.T, s store.Store, x Extras) {
 	o1 := origin.Origin{RequestID: "req-origin-1", ClientAddr: "192.0.2.9", UserAgent: "ua"}
 	with := origin.NewContext(ctxT(t), &o1)
 	first, second := authz(t, s, o.AuthzIDs[0]).Challenges[0], authz(t, s, o.AuthzIDs[1]).Challenges[0]
-	if _, claimed, err := s.ChallengeClaim(with, first.ID); err != nil || !claimed {
+	if _, claimed, err := s.ChallengeClaim(with, store.SignedUse{}, first.ID); err != nil || !claimed {
 		t.Fatalf("claim: %v %v", claimed, err)
 	}
-	if _, claimed, err := s.ChallengeClaim(ctxT(t), second.ID); err != nil || !claimed {
+	if _, claimed, err := s.ChallengeClaim(ctxT(t), store.SignedUse{}, second.ID); err != nil || !claimed {
 		t.Fatalf("claim: %v %v", claimed, err)
 	}
 	carrying := "SELECT count(*) FROM river_job WHERE kind = '" + jobs.KindChallengeValidate + "' AND CAST(metadata AS text) LIKE '%req-origin-1%' AND CAST(metadata AS text) LIKE '%192.0.2.9%'"

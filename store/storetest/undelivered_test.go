@@ -30,7 +30,7 @@ func testUndeliveredRecord(t *testing.T, s store.Store, x Extras) {
 	for _, tc := range cases {
 		t.Run(tc.issuer, func(t *testing.T) {
 			o := readyOrder(t, s, a, tc.name)
-			if _, claimed, err := s.OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil); err != nil || !claimed {
+			if _, claimed, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, []byte("csr"), nil); err != nil || !claimed {
 				t.Fatalf("OrderFinalizeBegin: claimed=%v err=%v", claimed, err)
 			}
 			crlJobs, revokeJobs := jobCount(t, x, jobs.KindCRLGenerate), jobCount(t, x, jobs.KindSignerRevoke)

@@ -54,7 +54,7 @@ func testConcurrentVerdicts(t *testing.T, s store.Store, x Extras) {
 		o := newOrder(t, s, a, names...)
 		var claimed []string
 		for _, id := range o.AuthzIDs {
-			c, ok, err := s.ChallengeClaim(ctx, authz(t, s, id).Challenges[0].ID)
+			c, ok, err := s.ChallengeClaim(ctx, store.SignedUse{}, authz(t, s, id).Challenges[0].ID)
 			if err != nil || !ok {
 				t.Fatalf("ChallengeClaim: %v %v", ok, err)
 			}
@@ -95,7 +95,7 @@ func testLateVerdict(t *testing.T, s store.Store, _ Extras) {
 		}
 		c1, c2 := az.Challenges[0].ID, az.Challenges[1].ID
 		for _, id := range []string{c1, c2} {
-			if _, claimed, err := s.ChallengeClaim(ctx, id); err != nil || !claimed {
+			if _, claimed, err := s.ChallengeClaim(ctx, store.SignedUse{}, id); err != nil || !claimed {
 				t.Fatalf("ChallengeClaim(%s): claimed=%v err=%v", id, claimed, err)
 			}
 		}
@@ -166,7 +166,7 @@ func testVerdictIsTerminal(t *testing.T, s store.Store, _ Extras) {
 		t.Fatalf("second verdict moved the order to %s", st)
 	}
 	// A repeated POST of the valid challenge claims nothing.
-	if got, claimed, err := s.ChallengeClaim(ctx, c.ID); err != nil || claimed || got.Status != acme.StatusValid {
+	if got, claimed, err := s.ChallengeClaim(ctx, store.SignedUse{}, c.ID); err != nil || claimed || got.Status != acme.StatusValid {
 		t.Fatalf("claiming a valid challenge: %+v claimed=%v err=%v", got, claimed, err)
 	}
 }
@@ -181,7 +181,7 @@ func testVerdictLeavesItsJob(t *testing.T, s store.Store, x Extras) {
 	a := newAccount(t, s)
 	o := newOrder(t, s, a, "verdict-job.example.com")
 	cid := authz(t, s, o.AuthzIDs[0]).Challenges[0].ID
-	if _, claimed, err := s.ChallengeClaim(ctx, cid); err != nil || !claimed {
+	if _, claimed, err := s.ChallengeClaim(ctx, store.SignedUse{}, cid); err != nil || !claimed {
 		t.Fatalf("claim: %v %v", claimed, err)
 	}
 	if err := s.ChallengeVerdict(ctx, store.Verdict{ChallengeID: cid, Status: acme.StatusValid}); err != nil {
@@ -215,11 +215,11 @@ func testAuthzDeactivate(t *testing.T, s store.Store, _ Extras) {
 	// A second order on the same authorization, being signed.
 	spec := orderSpec(t, s, a, "deact.example.com")
 	spec.Authzs = []*store.Authorization{{ID: o.AuthzIDs[0]}}
-	signing, err := s.OrderCreate(ctx, spec)
+	signing, err := s.OrderCreate(ctx, store.SignedUse{}, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, claimed, err := s.OrderFinalizeBegin(ctx, signing.ID, signing.Profile, []byte("csr-der"), nil); err != nil || !claimed {
+	if _, claimed, err := s.OrderFinalizeBegin(ctx, store.SignedUse{}, signing.ID, signing.Profile, []byte("csr-der"), nil); err != nil || !claimed {
 		t.Fatalf("OrderFinalizeBegin = %v, %v", claimed, err)
 	}
 	az, err := s.AuthzDeactivate(ctx, o.AuthzIDs[0])
@@ -248,7 +248,7 @@ func testVerdictExpiresBy(t *testing.T, s store.Store, _ Extras) {
 		if i == 1 {
 			by = before.Expires.Add(time.Hour)
 		}
-		c, claimed, err := s.ChallengeClaim(ctx, before.Challenges[0].ID)
+		c, claimed, err := s.ChallengeClaim(ctx, store.SignedUse{}, before.Challenges[0].ID)
 		if err != nil || !claimed {
 			t.Fatalf("ChallengeClaim: claimed=%v err=%v", claimed, err)
 		}

@@ -166,9 +166,10 @@ func (c *ca) processing(a *store.Account, name string) *store.Order {
 		c.t.Fatal(err)
 	}
 	id := acme.Identifier{Type: acme.IdentifierDNS, Value: name}
-	o, err := c.st().OrderCreate(ctx, store.NewOrder{AccountID: a.ID, Profile: "default", Expires: now.Add(time.Hour),
+	o, err := c.st().OrderCreate(ctx, store.SignedUse{}, store.NewOrder{AccountID: a.ID, Profile: "default", Expires: now.Add(time.Hour),
 		Identifiers: []acme.Identifier{id},
 		Authzs:      []*store.Authorization{{Identifier: id, Expires: now.Add(time.Hour), Challenges: []store.Challenge{{Type: acme.ChallengeHTTP01}}}}})
+
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -176,14 +177,14 @@ func (c *ca) processing(a *store.Account, name string) *store.Order {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	ch, claimed, err := c.st().ChallengeClaim(ctx, az.Challenges[0].ID)
+	ch, claimed, err := c.st().ChallengeClaim(ctx, store.SignedUse{}, az.Challenges[0].ID)
 	if err != nil || !claimed {
 		c.t.Fatalf("ChallengeClaim: %v %v", claimed, err)
 	}
 	if err := c.st().ChallengeVerdict(ctx, store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid}); err != nil {
 		c.t.Fatal(err)
 	}
-	o, claimed, err = c.st().OrderFinalizeBegin(ctx, o.ID, o.Profile, []byte("csr"), nil)
+	o, claimed, err = c.st().OrderFinalizeBegin(ctx, store.SignedUse{}, o.ID, o.Profile, []byte("csr"), nil)
 	if err != nil || !claimed {
 		c.t.Fatalf("OrderFinalizeBegin: %v %v", claimed, err)
 	}

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
 
@@ -23,62 +22,53 @@ import (
 )
 
 // foldWatch is the real store, counting how newOrders, challenge POSTs
-// and finalizes reached it: folded with their nonce (OrderCreateSigned,
-// ChallengeClaimSigned, OrderFinalizeSigned) or the ordinary way
-// (OrderCreate, ChallengeClaim, OrderFinalizeBegin).
+// and finalizes reached it: claimed at once with their nonce (folded: won;
+// unfolded: committed nothing) or the ordinary way, after a nonce batch.
 type foldWatch struct {
 	store.Store
 	mu                               sync.Mutex
 	folded, unfolded, nonces, claims int
 }
 
-func (w *foldWatch) OrderFinalizeSigned(ctx context.Context, u store.SignedUse, id, profile string, csr, keyHash []byte) (*store.Order, error) {
-	o, err := w.Store.OrderFinalizeSigned(ctx, u, id, profile, csr, keyHash)
-	w.count(err)
-	return o, err
+func (w *foldWatch) OrderFinalizeBegin(ctx context.Context, u store.SignedUse, id, profile string, csr, keyHash []byte) (*store.Order, bool, error) {
+	o, won, err := w.Store.OrderFinalizeBegin(ctx, u, id, profile, csr, keyHash)
+	w.count(u, won, err)
+	return o, won, err
 }
 
-func (w *foldWatch) OrderFinalizeBegin(ctx context.Context, id, profile string, csr, keyHash []byte) (*store.Order, bool, error) {
-	w.ordinary()
-	return w.Store.OrderFinalizeBegin(ctx, id, profile, csr, keyHash)
-}
-
-func (w *foldWatch) OrderCreateSigned(ctx context.Context, u store.SignedUse, o store.NewOrder, clock time.Time) (*store.Order, error) {
-	out, err := w.Store.OrderCreateSigned(ctx, u, o, clock)
-	w.count(err)
+func (w *foldWatch) OrderCreate(ctx context.Context, u store.SignedUse, o store.NewOrder) (*store.Order, error) {
+	out, err := w.Store.OrderCreate(ctx, u, o)
+	w.count(u, err == nil, err)
 	return out, err
 }
 
-func (w *foldWatch) OrderCreate(ctx context.Context, o store.NewOrder) (*store.Order, error) {
-	w.ordinary()
-	return w.Store.OrderCreate(ctx, o)
+func (w *foldWatch) ChallengeClaim(ctx context.Context, u store.SignedUse, id string) (*store.Challenge, bool, error) {
+	c, won, err := w.Store.ChallengeClaim(ctx, u, id)
+	w.count(u, won, err)
+	return c, won, err
 }
 
-// ordinary counts a write that reached the store the ordinary way.
-func (w *foldWatch) ordinary() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.claims++
-}
-
-// withFoldWatch runs f on both stores, each wrapped in a foldWatch; pg is
-// true on PostgreSQL, the store that folds.
-func withFoldWatch(t *testing.T, f func(t *testing.T, e *env, watch *foldWatch, pg bool)) {
+// withFoldWatch runs f on both stores, each wrapped in a foldWatch; both
+// claim at once (atOnce).
+func withFoldWatch(t *testing.T, f func(t *testing.T, e *env, watch *foldWatch, atOnce bool)) {
 	t.Helper()
 	wrap := func(s store.Store) store.Store { return &foldWatch{Store: s} }
 	withWrappedStores(t, nil, wrap, nil, func(t *testing.T, e *env) {
-		f(t, e, e.st.(*foldWatch), e.kind == "postgres")
+		f(t, e, e.st.(*foldWatch), true)
 	})
 }
 
-// count records a folded write's outcome.
-func (w *foldWatch) count(err error) {
+// count records a claim's outcome: with its nonce, won (folded) or not
+// (unfolded, nothing committed); without, an ordinary claim.
+func (w *foldWatch) count(u store.SignedUse, won bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
-	case err == nil:
+	case u.Nonce.Nonce == "":
+		w.claims++
+	case won:
 		w.folded++
-	case errors.Is(err, store.ErrUnfolded):
+	case err == nil || errors.Is(err, store.ErrNotClaimed):
 		w.unfolded++
 	}
 }
@@ -96,35 +86,29 @@ func (w *foldWatch) counts() (folded, unfolded, nonces, claims int) {
 }
 
 // wantFolded checks how the one write since reset reached the store:
-// folded on PostgreSQL (no nonce batch, no ordinary claim); on SQLite,
-// which does not fold, the ordinary way without a fold tried first.
-func (w *foldWatch) wantFolded(t *testing.T, pg bool) {
+// claimed at once (no nonce batch, no ordinary claim) when atOnce, else
+// the ordinary way without a claim at once tried first.
+func (w *foldWatch) wantFolded(t *testing.T, atOnce bool) {
 	t.Helper()
 	folded, unfolded, nonces, claims := w.counts()
 	want := [4]int{0, 0, 1, 1}
-	if pg {
+	if atOnce {
 		want = [4]int{1, 0, 0, 0}
 	}
 	if got := [4]int{folded, unfolded, nonces, claims}; got != want {
-		t.Errorf("folded %d, unfolded %d, nonce uses %d, ordinary claims %d; want %v (postgres %v)", got[0], got[1], got[2], got[3], want, pg)
+		t.Errorf("claimed at once %d, not %d, nonce uses %d, ordinary claims %d; want %v (at once %v)", got[0], got[1], got[2], got[3], want, atOnce)
 	}
 }
 
-// wantUnfolded checks that the one write since reset committed no fold:
-// the fold was tried and did not apply when tried is set, and was not
+// wantUnfolded checks that the one write since reset committed no claim
+// at once: it was tried and did not apply when tried is set, and was not
 // tried at all otherwise.
 func (w *foldWatch) wantUnfolded(t *testing.T, tried bool) {
 	t.Helper()
 	folded, unfolded, _, _ := w.counts()
 	if folded != 0 || unfolded != b2i(tried) {
-		t.Errorf("folded %d, unfolded %d; want 0 and %d", folded, unfolded, b2i(tried))
+		t.Errorf("claimed at once %d, not %d; want 0 and %d", folded, unfolded, b2i(tried))
 	}
-}
-
-func (w *foldWatch) ChallengeClaimSigned(ctx context.Context, u store.SignedUse, id string) (*store.Challenge, error) {
-	c, err := w.Store.ChallengeClaimSigned(ctx, u, id)
-	w.count(err)
-	return c, err
 }
 
 func (w *foldWatch) NonceConsume(ctx context.Context, uses []store.NonceUse) ([]store.NonceUsed, error) {
@@ -132,11 +116,6 @@ func (w *foldWatch) NonceConsume(ctx context.Context, uses []store.NonceUse) ([]
 	w.nonces += len(uses)
 	w.mu.Unlock()
 	return w.Store.NonceConsume(ctx, uses)
-}
-
-func (w *foldWatch) ChallengeClaim(ctx context.Context, id string) (*store.Challenge, bool, error) {
-	w.ordinary()
-	return w.Store.ChallengeClaim(ctx, id)
 }
 
 // TestChallengeFolded: a challenge POST from an account whose key the
@@ -147,7 +126,7 @@ func (w *foldWatch) ChallengeClaim(ctx context.Context, id string) (*store.Chall
 // account's challenge, a challenge already claimed.
 func TestChallengeFolded(t *testing.T) {
 	t.Parallel()
-	withFoldWatch(t, func(t *testing.T, e *env, watch *foldWatch, pg bool) {
+	withFoldWatch(t, func(t *testing.T, e *env, watch *foldWatch, atOnce bool) {
 		// A challenge of a's, pending, after requests that taught the
 		// frontend a's key.
 		pending := func(t *testing.T, a *account, name string) (chURL, authzURL string) {
@@ -185,7 +164,7 @@ func TestChallengeFolded(t *testing.T) {
 			if n := e.jobCount(t, "challenge_validate") - jobs; n != 1 {
 				t.Errorf("%d challenge_validate jobs queued, want 1", n)
 			}
-			watch.wantFolded(t, pg)
+			watch.wantFolded(t, atOnce)
 		})
 
 		t.Run("replayed nonce", func(t *testing.T) {
@@ -197,7 +176,7 @@ func TestChallengeFolded(t *testing.T) {
 			watch.reset()
 			r := e.post(t, a, chURL, map[string]any{}, signOpts{nonce: n})
 			wantProblem(t, e, r, acme.ProblemBadNonce, http.StatusBadRequest)
-			watch.wantUnfolded(t, pg)
+			watch.wantUnfolded(t, atOnce)
 			if s := challengeStatus(t, a, authzURL, chURL); s != acme.StatusPending {
 				t.Errorf("the challenge is %s after a replayed nonce, want pending", s)
 			}
@@ -243,7 +222,7 @@ func TestChallengeFolded(t *testing.T) {
 			if r.status < 400 {
 				t.Fatalf("a request signed with the replaced key was answered %d: %s", r.status, r.body)
 			}
-			watch.wantUnfolded(t, pg)
+			watch.wantUnfolded(t, atOnce)
 			a.key = fresh.key
 			if s := challengeStatus(t, a, authzURL, chURL); s != acme.StatusPending {
 				t.Errorf("the challenge is %s after a request signed with the replaced key, want pending", s)
@@ -260,7 +239,7 @@ func TestChallengeFolded(t *testing.T) {
 			watch.reset()
 			r := e.post(t, other, chURL, map[string]any{})
 			wantProblem(t, e, r, acme.ProblemUnauthorized, http.StatusForbidden)
-			watch.wantUnfolded(t, pg)
+			watch.wantUnfolded(t, atOnce)
 			if s := challengeStatus(t, owner, authzURL, chURL); s != acme.StatusPending {
 				t.Errorf("the owner's challenge is %s after another account's POST, want pending", s)
 			}
@@ -280,7 +259,7 @@ func TestChallengeFolded(t *testing.T) {
 			if c.Status != acme.StatusProcessing {
 				t.Errorf("a repeated POST answered %s, want processing", c.Status)
 			}
-			watch.wantUnfolded(t, pg)
+			watch.wantUnfolded(t, atOnce)
 			if claims != 0 {
 				t.Errorf("%d ordinary claims, want none (the ordinary path reads it)", claims)
 			}
@@ -297,7 +276,7 @@ func TestChallengeFolded(t *testing.T) {
 // vouch for is answered as it always was, and leaves the order ready.
 func TestFinalizeFolded(t *testing.T) {
 	t.Parallel()
-	withFoldWatch(t, func(t *testing.T, e *env, watch *foldWatch, pg bool) {
+	withFoldWatch(t, func(t *testing.T, e *env, watch *foldWatch, atOnce bool) {
 		ready := func(t *testing.T, a *account, name string) (orderJSON, string) {
 			t.Helper()
 			o, loc := e.newOrder(t, a, dnsIDs(name))
@@ -337,7 +316,7 @@ func TestFinalizeFolded(t *testing.T) {
 			if n := e.jobCount(t, "signer_issue") - jobs; n != 1 {
 				t.Errorf("%d signer_issue jobs queued, want 1", n)
 			}
-			watch.wantFolded(t, pg)
+			watch.wantFolded(t, atOnce)
 		})
 
 		// Each refused the ordinary way, with the order left ready.
@@ -370,7 +349,7 @@ func TestFinalizeFolded(t *testing.T) {
 				watch.reset()
 				r := e.post(t, signer, o.Finalize, payload, opts)
 				wantProblem(t, e, r, tc.wantType, tc.wantStatus)
-				watch.wantUnfolded(t, pg && tc.wantTried)
+				watch.wantUnfolded(t, atOnce && tc.wantTried)
 				stillReady(t, a, loc, jobs)
 			})
 		}
@@ -383,7 +362,7 @@ func TestFinalizeFolded(t *testing.T) {
 			watch.reset()
 			r := e.post(t, a, o.Finalize, csrOf(t, "fin-again.example"))
 			wantProblem(t, e, r, acme.ProblemOrderNotReady, http.StatusForbidden)
-			watch.wantUnfolded(t, pg)
+			watch.wantUnfolded(t, atOnce)
 			if n := e.jobCount(t, "signer_issue") - jobs; n != 0 {
 				t.Errorf("a second finalize queued %d jobs", n)
 			}
@@ -400,7 +379,7 @@ func TestFinalizeFolded(t *testing.T) {
 // vouch for is answered as it always was, with no order written.
 func TestNewOrderFolded(t *testing.T) {
 	t.Parallel()
-	withFoldWatch(t, func(t *testing.T, e *env, watch *foldWatch, pg bool) {
+	withFoldWatch(t, func(t *testing.T, e *env, watch *foldWatch, atOnce bool) {
 		newOrderURL := e.base + "/acme/new-order"
 		orderCount := func(t *testing.T, a *account) int {
 			t.Helper()
@@ -426,7 +405,7 @@ func TestNewOrderFolded(t *testing.T) {
 			a, _ := known(t, "nof-first.example")
 			watch.reset()
 			o, loc := e.newOrder(t, a, dnsIDs("nof.example", "*.nof.example"))
-			watch.wantFolded(t, pg)
+			watch.wantFolded(t, atOnce)
 			if o.Status != acme.StatusPending || len(o.Authorizations) != 2 || loc == "" {
 				t.Fatalf("the folded order is %s with %d authorizations at %q; want pending with 2 at a Location", o.Status, len(o.Authorizations), loc)
 			}
@@ -457,7 +436,7 @@ func TestNewOrderFolded(t *testing.T) {
 			e.validate(t, a, first)
 			watch.reset()
 			o, _ := e.newOrder(t, a, dnsIDs("nof-reuse.example"))
-			watch.wantUnfolded(t, pg) // tried, and the store refused it
+			watch.wantUnfolded(t, atOnce) // tried, and the store refused it
 			if o.Status != acme.StatusReady || len(o.Authorizations) != 1 || o.Authorizations[0] != first.Authorizations[0] {
 				t.Errorf("the order is %s with %v; want ready, reusing %v", o.Status, o.Authorizations, first.Authorizations)
 			}
@@ -468,7 +447,7 @@ func TestNewOrderFolded(t *testing.T) {
 			// That one found none: the next is folded again.
 			watch.reset()
 			e.newOrder(t, a, dnsIDs("nof-reuse-last.example"))
-			watch.wantFolded(t, pg)
+			watch.wantFolded(t, atOnce)
 		})
 
 		t.Run("a replayed nonce", func(t *testing.T) {
@@ -479,7 +458,7 @@ func TestNewOrderFolded(t *testing.T) {
 			watch.reset()
 			r := e.post(t, a, newOrderURL, map[string]any{"identifiers": dnsIDs("nof-replay.example")}, signOpts{nonce: n})
 			wantProblem(t, e, r, acme.ProblemBadNonce, http.StatusBadRequest)
-			watch.wantUnfolded(t, pg)
+			watch.wantUnfolded(t, atOnce)
 			if got := orderCount(t, a) - before; got != 0 {
 				t.Errorf("%d orders written with a replayed nonce", got)
 			}
