@@ -108,6 +108,7 @@ func (s *Server) routes() http.Handler {
 	postRoute(pathOrder+"{id}/finalize", "finalize", kidOnly, finalize, orderAhead, s.finalizeFolded)
 	postRoute(pathChallenge+"{id}", "challenge", kidOnly, s.challenge, challengeAhead, s.challengeFolded)
 	postRoute(pathCert+"{serial}", "cert", kidOnly, s.cert, certAhead, nil)
+	postRoute(pathCert+"{serial}/{alt:[0-9]+}", "cert", kidOnly, s.cert, certAhead, nil)
 
 	// pause.go, unpause.go: the subscriber's unpause page, for a browser.
 	r.Handle(pathUnpause, s.instrument("unpause", true, methodsOnly([]string{http.MethodGet, http.MethodHead, http.MethodPost}, s.unpause)))
