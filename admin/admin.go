@@ -82,7 +82,8 @@ type stores struct {
 	sessions  store.AdminSessions
 	operators operatorFinder
 	pages     pageStore
-	pauses    pauseStore // pauses.go
+	pauses    pauseStore  // pauses.go
+	issuers   issuerStore // issuers.go
 }
 
 // pageStore is what the pages read, and the operator actions, the CRL
@@ -124,7 +125,7 @@ func New(o Options) (*Server, error) {
 	}
 	a := newAuth(o.Token, o.SecureCookies)
 	a.off = o.TokenOff
-	s := &Server{st: stores{sessions: o.Store, operators: o.Store, pages: o.Store, pauses: o.Store}, q: o.Queue, rev: o.Revoker, auth: a, limit: newLimiter(func() time.Time { return a.now() }),
+	s := &Server{st: stores{sessions: o.Store, operators: o.Store, pages: o.Store, pauses: o.Store, issuers: o.Store}, q: o.Queue, rev: o.Revoker, auth: a, limit: newLimiter(func() time.Time { return a.now() }),
 		crlBase: strings.TrimRight(o.CRLBase, "/"), wait: o.RevokeWait, profs: o.Profiles, version: o.Version, pause: store.PauseRule{After: o.PauseAfter, MinFailures: int64(o.PauseMinFailures)}, log: o.Logger, mux: http.NewServeMux()}
 	if err := s.parseTemplates(); err != nil {
 		return nil, err
@@ -172,6 +173,9 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /keys", s.authed(store.RoleViewer, s.keys))
 	s.mux.Handle("GET /pauses", s.authed(store.RoleViewer, s.pauses))
 	s.mux.Handle("POST /pauses/lift", s.authed(store.RoleOperator, s.pauseLift))
+	s.mux.Handle("GET /issuers", s.authed(store.RoleViewer, s.issuersPage))
+	s.mux.Handle("POST /issuers/rotate", s.authed(store.RoleOperator, s.issuerRotate))
+	s.mux.Handle("POST /issuers/{id}/retire", s.authed(store.RoleOperator, s.issuerRetire))
 	s.mux.Handle("GET /audit", s.authed(store.RoleViewer, s.audit))
 	s.apiRoutes()
 }

@@ -267,7 +267,7 @@ func TestPagesRender(t *testing.T) {
 	t.Parallel()
 	srv, _ := panel(t)
 	c := &http.Client{CheckRedirect: noRedirect}
-	for _, p := range []string{"/", "/accounts", "/orders?status=valid", "/certs?revoked=yes", "/jobs?state=available", "/crls", "/keys", "/pauses", "/audit"} {
+	for _, p := range []string{"/", "/accounts", "/orders?status=valid", "/certs?revoked=yes", "/jobs?state=available", "/crls", "/keys", "/pauses", "/issuers", "/audit"} {
 		resp, body := do(t, c, "GET", srv.URL+p, "Bearer "+token, nil)
 		if resp.StatusCode != 200 {
 			t.Fatalf("GET %s: %d\n%s", p, resp.StatusCode, body)

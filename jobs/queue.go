@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -190,6 +191,10 @@ type Queue interface {
 // Runner is a started worker client.
 type Runner interface {
 	Stop(ctx context.Context) error
+	// Schedule works queue too, from now on, and inserts j now and every
+	// j.Every as Settings.Scheduled does: an issuer made while the worker
+	// runs gets its CRL queue without a restart.
+	Schedule(queue string, j Scheduled) error
 }
 
 // NewPostgres returns a Queue on a pgx pool (River's riverpgxv5 driver).
@@ -446,7 +451,7 @@ func (q *riverQueue[TTx]) Start(ctx context.Context, reg *Registry, s Settings) 
 		return nil, fmt.Errorf("starting the river client for worker %s: %w", s.WorkerID, err)
 	}
 	sctx, stopScheduled := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
+	wg := &sync.WaitGroup{}
 	for _, j := range s.Scheduled {
 		wg.Go(func() { schedule(sctx, client, j, s.Logger) })
 	}
@@ -458,7 +463,14 @@ func (q *riverQueue[TTx]) Start(ctx context.Context, reg *Registry, s Settings) 
 		kwg.Go(func() { k.run(kctx) })
 	}
 	return runner[TTx]{c: client, closeDriver: closeDriver, stopScheduled: func() { stopScheduled(); wg.Wait() },
-		stopKeeper: func() { stopKeeper(); kwg.Wait() }}, nil
+		stopKeeper: func() { stopKeeper(); kwg.Wait() },
+		more: func(queue string, j Scheduled) error {
+			if err := client.Queues().Add(queue, river.QueueConfig{MaxWorkers: s.MaxWorkers}); err != nil && !strings.Contains(err.Error(), "already") {
+				return fmt.Errorf("working queue %s: %w", queue, err)
+			}
+			wg.Go(func() { schedule(sctx, client, j, s.Logger) })
+			return nil
+		}}, nil
 }
 
 // schedule inserts j now and every j.Every until ctx ends. A failed insert
@@ -483,7 +495,10 @@ type runner[TTx any] struct {
 	closeDriver   func()
 	stopScheduled func()
 	stopKeeper    func()
+	more          func(queue string, j Scheduled) error
 }
+
+func (r runner[TTx]) Schedule(queue string, j Scheduled) error { return r.more(queue, j) }
 
 // Stop stops fetching and waits for running jobs; when ctx ends first their
 // contexts are cancelled (River puts them back as available).

@@ -237,3 +237,44 @@ func TestCRL(t *testing.T) {
 		}
 	})
 }
+
+// TestCertificateAlternates: an issuer's alternate chain is linked from
+// the certificate URL (RFC 8555 §7.4.2: Link rel="alternate") and served
+// at <url>/1 after the same leaf, linking back; no other number is one.
+func TestCertificateAlternates(t *testing.T) {
+	t.Parallel()
+	withStores(t, nil, func(t *testing.T, e *env) {
+		a := e.register(t)
+		c := e.issue(t, a, "", "alt.example")
+		r := e.post(t, a, c.certURL, nil)
+		wantStatus(t, r, http.StatusOK)
+		if links := r.header.Values("Link"); strings.Contains(strings.Join(links, ","), "alternate") {
+			t.Fatalf("a certificate of an issuer without alternate chains links %v", links)
+		}
+		row, err := e.st.CertificateBySerial(context.Background(), c.serial)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alt := "-----BEGIN CERTIFICATE-----\nMAA=\n-----END CERTIFICATE-----\n"
+		if err := e.st.IssuerRecordPut(context.Background(), store.IssuerRecord{ID: row.IssuerID, Name: "I", KeyType: "p256",
+			NotAfter: time.Now().Add(time.Hour), Chains: [][]byte{[]byte(alt)}}, []byte{0x30, 0x00}, nil); err != nil {
+			t.Fatal(err)
+		}
+		r = e.post(t, a, c.certURL, nil)
+		wantStatus(t, r, http.StatusOK)
+		if links := strings.Join(r.header.Values("Link"), ","); !strings.Contains(links, "<"+c.certURL+`/1>;rel="alternate"`) {
+			t.Fatalf("Link = %s; want the alternate chain at %s/1", links, c.certURL)
+		}
+		r = e.post(t, a, c.certURL+"/1", nil)
+		wantStatus(t, r, http.StatusOK)
+		if !strings.HasSuffix(string(r.body), alt) || strings.Count(string(r.body), "-----BEGIN CERTIFICATE-----") != 2 {
+			t.Fatalf("the alternate chain is not the leaf then the issuer's chain:\n%s", r.body)
+		}
+		if links := strings.Join(r.header.Values("Link"), ","); !strings.Contains(links, "<"+c.certURL+`>;rel="alternate"`) {
+			t.Fatalf("the alternate's Link = %s; want the default chain", links)
+		}
+		for _, n := range []string{"0", "2", "99999999999999999999"} {
+			wantProblem(t, e, e.post(t, a, c.certURL+"/"+n, nil), acme.ProblemMalformed, http.StatusNotFound)
+		}
+	})
+}

@@ -108,6 +108,7 @@ func (s *Server) routes() http.Handler {
 	postRoute(pathOrder+"{id}/finalize", "finalize", kidOnly, finalize, orderAhead, true)
 	postRoute(pathChallenge+"{id}", "challenge", kidOnly, s.challenge, challengeAhead, true)
 	postRoute(pathCert+"{serial}", "cert", kidOnly, s.cert, certAhead, false)
+	postRoute(pathCert+"{serial}/{alt:[0-9]+}", "cert", kidOnly, s.cert, certAhead, false)
 
 	// pause.go, unpause.go: the subscriber's unpause page, for a browser.
 	r.Handle(pathUnpause, s.instrument("unpause", true, methodsOnly([]string{http.MethodGet, http.MethodHead, http.MethodPost}, s.unpause)))

@@ -74,6 +74,7 @@ type certStore interface {
 	renewal.Store
 	CRLLatest(ctx context.Context, issuerID string) (*store.CRL, error)
 	IssuerCert(ctx context.Context, id string) ([]byte, error)
+	IssuerChains(ctx context.Context, id string) ([][]byte, error)
 	AuthzsReusable(ctx context.Context, accountID string, keys []store.AuthzKey, methods []acme.ChallengeType, minExpiry time.Time) ([]*store.Authorization, error)
 }
 

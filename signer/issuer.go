@@ -24,8 +24,12 @@ type Issuer struct {
 	Cert *x509.Certificate
 	// Chain is what is sent after the leaf: the issuer itself first, then any
 	// further intermediates, never the root.
-	Chain  []*x509.Certificate
-	Signer crypto.Signer
+	Chain []*x509.Certificate
+	// AltChains are other chains of the same key (a cross-signed
+	// intermediate, a chain to a new root), each sent instead of Chain to
+	// a client that asks (RFC 8555 §7.4.2).
+	AltChains [][]*x509.Certificate
+	Signer    crypto.Signer
 	// Logger receives the audit lines before and after every signature and
 	// every lint failure. Nil means slog.Default().
 	Logger *slog.Logger

@@ -212,6 +212,9 @@ func LoadLocal(dir string) (*Issuer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading local CA from %s: %w", dir, err)
 	}
+	if err := iss.loadCross(dir, filepath.Join(dir, CrossIntermediate)); err != nil {
+		return nil, fmt.Errorf("loading local CA from %s: %w", dir, err)
+	}
 	return iss, nil
 }
 

@@ -217,6 +217,7 @@ type Store interface {
 	Notices        // store/notify.go: certificate_expiring, found by housekeeping
 	Pauses         // store/pauses.go: accounts paused for an identifier they keep failing
 	Perspectives   // store/perspectives.go: the network perspectives' answers for a challenge
+	IssuerRecords  // store/issuerrecords.go: managed issuers, their chains and profiles
 	// Now is the database's clock.
 	Now(ctx context.Context) (time.Time, error)
 	Ping(ctx context.Context) error

@@ -20,11 +20,10 @@ import (
 // to do.
 func (w *Worker) generateCRL(ctx context.Context, job jobs.Job[jobs.CRLGenerateArgs]) error {
 	args := job.Args
-	iss, ok := w.issuers[args.IssuerID]
+	iss, turn, ok := w.crlIssuer(args.IssuerID)
 	if !ok {
 		return jobs.CouldNotRun(fmt.Errorf("issuer %s is not mounted on worker %s", args.IssuerID, w.id))
 	}
-	turn := w.crlTurn[args.IssuerID]
 	select {
 	case turn <- struct{}{}:
 		defer func() { <-turn }()

@@ -107,9 +107,13 @@ func (w *Worker) sign(ctx context.Context, m mount, profile string, o *store.Ord
 	if err != nil {
 		return w.failOrder(ctx, o, acme.Problem{Type: acme.ProblemBadCSR, Detail: "the stored CSR does not parse: " + err.Error()})
 	}
-	issuerID := m.backend.IssuerID()
+	backend, err := w.backendFor(ctx, m, profile, csr.PublicKey)
+	if err != nil {
+		return err
+	}
+	issuerID := backend.IssuerID()
 	signStart := time.Now()
-	issued, err := m.backend.Issue(ctx, signer.Request{
+	issued, err := backend.Issue(ctx, signer.Request{
 		Profile:     m.profile,
 		ProfileName: profile,
 		OrderID:     o.ID,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -137,11 +136,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, q := range c.w.Queues() {
 		ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, 1, q)
 	}
-	ids := make([]string, 0, len(c.w.issuers))
-	for id := range c.w.issuers {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
+	ids := c.w.issuerIDs()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	for _, id := range ids {

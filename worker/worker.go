@@ -36,7 +36,10 @@ type Worker struct {
 	validator   validator
 	slots       *accountSlots        // each account's share of the validation slots
 	mounts      map[string]mount     // by profile name
+	issuersMu   sync.RWMutex         // guards issuers and crlTurn: addIssuer adds to them
 	issuers     map[string]CRLSigner // by issuer ID
+	managed     issuerSet            // the profile→issuer mapping (issuers.go)
+	runner      jobs.Runner          // once Attach-ed: addIssuer schedules CRLs on it
 	baseURL     string               // the ACME API, for account URIs (CAA accounturi)
 	urlBase     string               // plain-http base of CRLs and issuer certificates
 	crlValidity time.Duration
@@ -105,6 +108,13 @@ type Options struct {
 	// ExpiryDays are [notify] expiry_days: housekeeping reports the
 	// certificates not renewed that many days before they expire.
 	ExpiryDays []int
+	// Managed are the managed local issuers (store.IssuerRecords) this
+	// worker could load at start, active or retiring: it signs their CRLs
+	// whether or not a profile names them.
+	Managed []*signer.Issuer
+	// Load loads a managed issuer a profile names when this worker has not
+	// yet; nil: each profile signs with its configured issuer only.
+	Load IssuerLoader
 }
 
 // New builds a worker for cfg over st.
@@ -149,6 +159,12 @@ func New(cfg Config, st store.Store, opts Options) (*Worker, error) {
 		metrics:       newMetrics(),
 		quorum:        cfg.Challenge.Perspectives,
 		persp:         newPerspectiveMetrics(),
+	}
+	w.managed = issuerSet{st: st, load: opts.Load, loaded: map[string]*signer.Issuer{}}
+	for _, iss := range opts.Managed {
+		w.managed.loaded[iss.ID] = iss
+		w.issuers[iss.ID] = iss
+		w.crlTurn[iss.ID] = make(chan struct{}, 1)
 	}
 	for name, iss := range opts.Issuers {
 		p, ok := cfg.Profiles[name]
@@ -247,6 +263,8 @@ func (w *Worker) Queues() []string {
 }
 
 func (w *Worker) issuerIDs() []string {
+	w.issuersMu.RLock()
+	defer w.issuersMu.RUnlock()
 	ids := make([]string, 0, len(w.issuers))
 	for id := range w.issuers {
 		ids = append(ids, id)

@@ -71,8 +71,18 @@ func main() {
 						&cli.StringFlag{Name: "tls-names", Value: "localhost,127.0.0.1,::1", Usage: "comma-separated names and IPs of the TLS certificate"},
 						&cli.StringSliceFlag{Name: "pkcs11", Usage: "also generate the key of this [backends.<name>] (type pkcs11) on its token and write its certificate, signed by the root; repeatable"},
 						&cli.StringFlag{Name: "key-type", Value: "p256", Usage: "issuing key type generated on the token: p256, p384, rsa2048, rsa3072, rsa4096"},
+						&cli.BoolFlag{Name: "cross-root", Usage: "also make a second root (\"<name> Root CA X2\") that cross-signs the intermediate: an alternate chain for every certificate"},
 					},
 					Action: caInit,
+				}, {
+					Name:  "intermediate",
+					Usage: "create a new intermediate under the root of ca.dir (cross-signed by the second root when there is one) and record it as an issuer",
+					Flags: []cli.Flag{
+						&cli.StringFlag{Name: "name", Required: true, Usage: "the intermediate's common name"},
+						&cli.StringFlag{Name: "key-type", Value: "p256", Usage: "issuing key type: p256, p384, rsa2048, rsa3072, rsa4096"},
+						&cli.StringFlag{Name: "actor", Usage: "who asked, for the audit log (default cli:<user>)"},
+					},
+					Action: caIntermediate,
 				}},
 			},
 			version.Command("hallmark-worker"),
@@ -101,6 +111,11 @@ func caInit(c *cli.Context) error {
 		fmt.Printf("created a root and an intermediate in %s\n", cfg.CA.Dir)
 	}
 	fmt.Printf("root certificate: %s\n", root)
+	if c.Bool("cross-root") {
+		if err := caCrossRoot(cfg, c.String("name")); err != nil {
+			return err
+		}
+	}
 	for _, name := range c.StringSlice("pkcs11") {
 		if err := initPKCS11(c, cfg, name); err != nil {
 			return err
@@ -221,6 +236,14 @@ func jobMetrics(reg prometheus.Registerer, q jobs.Queue) (*jobs.Metrics, error) 
 	return jobs.NewMetrics(reg)
 }
 
+// processRegistry is the worker's metrics registry, with the Go runtime's
+// and the process's collectors.
+func processRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
 func run(c *cli.Context) error {
 	cfg, err := config.LoadWorker(c.String("config"))
 	if err != nil {
@@ -250,19 +273,20 @@ func run(c *cli.Context) error {
 	process.LogAdvice(ctx, db, log)
 	// The frontend serves issuer certificates at the AIA URL but never sees
 	// the CA's files: publish them.
-	for _, iss := range issuers {
-		if err := db.Store.IssuerPublish(ctx, iss.ID, iss.Cert.Raw); err != nil {
-			return err
-		}
+	if err := publishIssuers(ctx, cfg, db.Store, issuers, log); err != nil {
+		return err
+	}
+	managed, load, err := managedIssuers(ctx, cfg, db.Store, log)
+	if err != nil {
+		return err
 	}
 	sender, err := notifysend.New(cfg.Notify, log)
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := processRegistry()
 	w, err := worker.New(workerConfig(cfg), db.Store, worker.Options{Logger: log, Registry: reg, Issuers: issuers, Backends: backends,
-		Notify: sender.Handle, ExpiryDays: cfg.Notify.ExpiryDays})
+		Notify: sender.Handle, ExpiryDays: cfg.Notify.ExpiryDays, Managed: managed, Load: load})
 	if err != nil {
 		return err
 	}
@@ -280,6 +304,7 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	w.Attach(runner)
 	if err := process.ServeProfiling(ctx, cfg.Worker.PprofListen, log); err != nil {
 		return err
 	}

@@ -31,6 +31,7 @@ func main() {
 			revokeCommand(),
 			accountsCommand(),
 			pausesCommand(),
+			issuersCommand(),
 			ordersCommand(),
 			certsCommand(),
 			jobsCommand(),

@@ -81,6 +81,7 @@ type cliStore interface {
 	UpstreamOrdersOf(ctx context.Context, orderID string) ([]store.UpstreamOrder, error)
 	store.Pauses                                                                                              // pauses.go
 	PerspectiveAnswers(ctx context.Context, challengeID string) ([]store.PerspectiveAnswer, time.Time, error) // perspectives.go
+	store.IssuerRecords                                                                                       // issuers.go
 }
 
 // withSession loads the configuration, opens the database, runs fn and

@@ -112,7 +112,7 @@ func up(c *cli.Context) error {
 		return err
 	}
 	// The CA is created by the worker binary: the CLI never touches keys.
-	caInit := exec.CommandContext(ctx, workerBin, "--config", cfgPath, "ca", "init",
+	caInit := exec.CommandContext(ctx, workerBin, "--config", cfgPath, "ca", "init", "--cross-root",
 		"--tls-cert", cfg.Server.TLSCert, "--tls-key", cfg.Server.TLSKey)
 	caInit.Stdout, caInit.Stderr = os.Stdout, os.Stderr
 	if err := caInit.Run(); err != nil {

@@ -102,3 +102,76 @@ func testIssuersMigrated(t *testing.T, s store.Store, x Extras) {
 	}
 	wantIssuers(t, x.Open(t, nil), x, "crl-only", "issuer-1", "published-only", "relay:upstream")
 }
+
+// testIssuerLifecycle: a profile's issuers are rotated in one step, the
+// issuer no profile names any longer retires (it keeps its chains and its
+// certificates' count), and it is retired only once none is outstanding.
+func testIssuerLifecycle(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	now := dbNow(t, s)
+	ev := store.AuditEvent{Actor: "test", Action: "issuer.test"}
+	for _, r := range []store.IssuerRecord{
+		{ID: "old", Name: "Old CA", KeyType: "p256", NotAfter: now.Add(time.Hour), Chains: [][]byte{[]byte("alt-1"), []byte("alt-2")}},
+		{ID: "new", Name: "New CA", KeyType: "p256", NotAfter: now.Add(time.Hour)},
+	} {
+		if err := s.IssuerRecordPut(ctx, r, []byte{0x30, 0x00}, &ev); err != nil {
+			t.Fatalf("IssuerRecordPut %s: %v", r.ID, err)
+		}
+	}
+	if ok, err := s.ProfileIssuerDefault(ctx, "default", "old"); err != nil || !ok {
+		t.Fatalf("ProfileIssuerDefault = %v, %v; want true", ok, err)
+	}
+	if ok, err := s.ProfileIssuerDefault(ctx, "default", "new"); err != nil || ok {
+		t.Fatalf("second ProfileIssuerDefault = %v, %v; want false: the profile names one", ok, err)
+	}
+	chains, err := s.IssuerChains(ctx, "old")
+	if err != nil || len(chains) != 2 || string(chains[0]) != "alt-1" {
+		t.Fatalf("IssuerChains = %q, %v", chains, err)
+	}
+	a := newAccount(t, s)
+	if err := issueAs(t, s, readyOrder(t, s, a, "rot.example.com"), "0c01", "old"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.IssuerRetire(ctx, "old", ev)
+	wantErr(t, "retiring an issuer a profile names", err, store.ErrConflict)
+	_, err = s.IssuerRotate(ctx, "default", []string{"missing"}, ev)
+	wantErr(t, "rotating to an unknown issuer", err, store.ErrNotFound)
+	retiring, err := s.IssuerRotate(ctx, "default", []string{"new"}, ev)
+	if err != nil || !slices.Equal(retiring, []string{"old"}) {
+		t.Fatalf("IssuerRotate = %v, %v; want [old] retiring", retiring, err)
+	}
+	m, err := s.ProfileIssuers(ctx)
+	if err != nil || len(m["default"]) != 1 || m["default"][0].ID != "new" {
+		t.Fatalf("ProfileIssuers = %+v, %v; want default: [new]", m, err)
+	}
+	_, err = s.IssuerRotate(ctx, "default", []string{"old"}, ev)
+	wantErr(t, "rotating back to a retiring issuer", err, store.ErrConflict)
+	recs, err := s.IssuerRecordsList(ctx)
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("IssuerRecordsList = %+v, %v", recs, err)
+	}
+	for _, r := range recs {
+		switch r.ID {
+		case "old":
+			if r.State != store.IssuerRetiring || r.Outstanding != 1 || len(r.Profiles) != 0 || len(r.Chains) != 2 {
+				t.Fatalf("old = %+v; want retiring, 1 outstanding, no profile", r)
+			}
+		case "new":
+			if r.State != store.IssuerActive || r.Outstanding != 0 || !slices.Equal(r.Profiles, []string{"default"}) {
+				t.Fatalf("new = %+v; want active for default", r)
+			}
+		}
+	}
+	_, err = s.IssuerRetire(ctx, "old", ev)
+	wantErr(t, "retiring an issuer with a live certificate", err, store.ErrConflict)
+	// A re-publish (a worker's restart) keeps the state.
+	if err := s.IssuerRecordPut(ctx, store.IssuerRecord{ID: "old", Name: "Old CA", KeyType: "p256", NotAfter: now.Add(time.Hour)}, []byte{0x30, 0x00}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if recs, _ := s.IssuerRecordsList(ctx); recs[0].State == store.IssuerActive && recs[0].ID == "old" || recs[1].ID == "old" && recs[1].State != store.IssuerRetiring {
+		t.Fatalf("a re-publish moved the state: %+v", recs)
+	}
+	if chains, _ := s.IssuerChains(ctx, "old"); len(chains) != 0 {
+		t.Fatalf("chains after a re-publish without any: %q", chains)
+	}
+}

@@ -110,6 +110,7 @@ var contract = []struct {
 	{"IssuerPublish", testIssuerPublish},
 	{"IssuersListed", testIssuersListed},
 	{"IssuersMigrated", testIssuersMigrated},
+	{"IssuerLifecycle", testIssuerLifecycle},
 	{"AdminViews", testAdminViews},
 	{"Activity", testActivity},
 	{"AdminSessions", testAdminSessions},

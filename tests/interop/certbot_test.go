@@ -110,6 +110,14 @@ func certbotScenarios(t *testing.T, c cell, cb certbotRunner) {
 		cb.mustRun(t, append(append([]string{"certonly"}, cb.standalone()...), "-d", httpName)...)
 		ca.verifyChain(t, cb.live(httpName), httpName)
 	})
+	c.scenario(t, "alternate/preferred-chain", func(t *testing.T) {
+		if c.backend != "local" {
+			t.Skip("only the local CA has a cross root")
+		}
+		name := "alt.certbot.test"
+		cb.mustRun(t, append(append([]string{"certonly"}, cb.standalone()...), "-d", name, "--preferred-chain", crossRootCN)...)
+		ca.verifyAlternate(t, cb.live(name), name)
+	})
 	c.scenario(t, "dns-01/manual-hooks", func(t *testing.T) {
 		name := "dns.certbot.test"
 		cb.mustRun(t, append(append([]string{"certonly"}, cb.manualDNS(t)...), "-d", name)...)

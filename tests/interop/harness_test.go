@@ -84,7 +84,9 @@ var backends = []struct {
 	name  string
 	setup func(t *testing.T, dir string) caBackend
 }{
-	{"local", func(*testing.T, string) caBackend { return caBackend{} }},
+	// The local CA has a second root that cross-signs its intermediate:
+	// every certificate has an alternate chain (the preferred-chain cells).
+	{"local", func(*testing.T, string) caBackend { return caBackend{initArgs: []string{"--cross-root"}} }},
 	{"pkcs11", softHSM},
 }
 

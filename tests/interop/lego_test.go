@@ -97,6 +97,14 @@ func legoScenarios(t *testing.T, c cell, l legoRunner) {
 		}
 		rsaCert = name
 	})
+	c.scenario(t, "alternate/preferred-chain", func(t *testing.T) {
+		if c.backend != "local" {
+			t.Skip("only the local CA has a cross root")
+		}
+		name := "alt.lego.test"
+		l.mustRun(t, append(append([]string{"--domains", name}, l.http()...), "run", "--preferred-chain", crossRootCN)...)
+		ca.verifyAlternate(t, l.certPath(name), name)
+	})
 	c.scenario(t, "tls-alpn-01", func(t *testing.T) {
 		name := "alpn.lego.test"
 		l.mustRun(t, "--domains", name, "--tls", "--tls.port", fmt.Sprintf("127.0.0.1:%d", ca.ALPNPort), "run")

@@ -2,6 +2,8 @@ package makerun
 
 import (
 	"bytes"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
@@ -84,6 +86,7 @@ func TestMakeRun(t *testing.T) {
 	legoBlock(t, dir, lego, r.lego)
 	t.Logf("the README's lego block took %v", time.Since(start).Round(100*time.Millisecond))
 	legoCerts(t, filepath.Join(dir, "lego"))
+	wantAlternate(t, filepath.Join(dir, "lego"))
 
 	// make dies of the SIGINT, as in a terminal, once up has stopped the
 	// frontend and the worker: every port is free again.
@@ -109,7 +112,7 @@ func TestMakeRun(t *testing.T) {
 // test.localhost's, revoked last, into its archive.
 func legoCerts(t *testing.T, path string) {
 	t.Helper()
-	for name, want := range map[string]string{"test.localhost": "test.localhost", "alpn.localhost": "alpn.localhost",
+	for name, want := range map[string]string{"test.localhost": "test.localhost", "alpn.localhost": "alpn.localhost", "alt.localhost": "alt.localhost",
 		"dns.localhost": "*.dns.localhost dns.localhost"} {
 		found, _ := filepath.Glob(filepath.Join(path, "certificates", name+".crt"))
 		archived, _ := filepath.Glob(filepath.Join(path, "archives", "*."+name+".crt"))
@@ -123,6 +126,25 @@ func legoCerts(t *testing.T, path string) {
 				t.Errorf("%s names %v, want %s", f, names, want)
 			}
 		}
+	}
+}
+
+// wantAlternate: the chain lego saved for alt.localhost with
+// --preferred-chain is the one to the dev cross root.
+func wantAlternate(t *testing.T, path string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(path, "certificates", "alt.localhost.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top *x509.Certificate
+	for b, rest := pem.Decode(data); b != nil; b, rest = pem.Decode(rest) {
+		if top, err = x509.ParseCertificate(b.Bytes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if top == nil || top.Issuer.CommonName != "Hallmark Development Root CA X2" {
+		t.Errorf("lego's --preferred-chain saved a chain whose top is not issued by the cross root: %v", top)
 	}
 }
 

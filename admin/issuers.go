@@ -1,0 +1,93 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sort"
+
+	"github.com/hallmark-ca/hallmark/admin/operator"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// issuerStore is what the issuers page reads and changes
+// (store.IssuerRecords).
+type issuerStore interface {
+	operator.IssuerStore
+	IssuerRecordsList(ctx context.Context) ([]store.IssuerRecord, error)
+}
+
+// issuerRow is one issuer on the page, with its CRL's health.
+type issuerRow struct {
+	store.IssuerRecord
+	CRL store.CRLHealth
+}
+
+// issuersPage lists the managed issuers with their state, profiles,
+// outstanding certificates and CRL freshness, a form that rotates a local
+// profile and a button that retires each (operator.RotateIssuers and
+// RetireIssuer, shared with `hallmark issuers`).
+func (s *Server) issuersPage(w http.ResponseWriter, r *http.Request, p principal) error {
+	ctx := r.Context()
+	recs, err := s.st.issuers.IssuerRecordsList(ctx)
+	if err != nil {
+		return pageErr(err)
+	}
+	now, err := s.st.pages.Now(ctx)
+	if err != nil {
+		return pageErr(err)
+	}
+	rows := make([]issuerRow, len(recs))
+	for i, rec := range recs {
+		rows[i].IssuerRecord = rec
+		if h, err := store.JudgeIssuerCRL(ctx, s.st.pages, rec.ID, now); err == nil {
+			rows[i].CRL = h
+		}
+	}
+	var local []string
+	for name, prof := range s.profs {
+		if prof.Backend == "local" {
+			local = append(local, name)
+		}
+	}
+	sort.Strings(local)
+	s.render(w, r, p, http.StatusOK, "issuers", map[string]any{"Issuers": rows, "Profiles": local, "Now": now})
+	return nil
+}
+
+// issuerRotate makes the form's profile sign with the form's issuer.
+func (s *Server) issuerRotate(w http.ResponseWriter, r *http.Request, p principal) error {
+	profile, id := r.PostFormValue("profile"), r.PostFormValue("issuer")
+	if prof, ok := s.profs[profile]; !ok || prof.Backend != "local" || id == "" || !store.Storable(id) {
+		return errBadRequest("the form names no local profile or no issuer")
+	}
+	retiring, err := operator.RotateIssuers(r.Context(), s.st.issuers, profile, []string{id}, "admin:"+p.user)
+	msg := "Rotated: profile " + profile + " signs with " + id + " on every worker within a second."
+	if len(retiring) > 0 {
+		msg += " Retiring: " + retiring[0] + "."
+	}
+	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+		msg, err = "Not rotated: "+err.Error(), nil
+	}
+	if err != nil {
+		return err
+	}
+	s.redirectNotice(w, r, p, "/issuers", msg)
+	return nil
+}
+
+// issuerRetire moves the issuer on: active to retiring, retiring to
+// retired.
+func (s *Server) issuerRetire(w http.ResponseWriter, r *http.Request, p principal) error {
+	id := r.PathValue("id")
+	state, err := operator.RetireIssuer(r.Context(), s.st.issuers, id, "admin:"+p.user)
+	msg := "Issuer " + id + " is " + string(state) + "."
+	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+		msg, err = "Not retired: "+err.Error(), nil
+	}
+	if err != nil {
+		return err
+	}
+	s.redirectNotice(w, r, p, "/issuers", msg)
+	return nil
+}

@@ -1,0 +1,182 @@
+package worker
+
+import (
+	"context"
+	"crypto"
+	"crypto/rsa"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/signer"
+	"github.com/hallmark-ca/hallmark/store"
+)
+
+// Which issuer signs for a profile is data (store.IssuerRecords), not
+// configuration: an operator's rotation reaches every worker within
+// issuerMapTTL, with no restart, and an order being signed meanwhile is
+// signed by the issuer it read, old or new, never failed.
+
+// issuerMapTTL is how long a worker signs by the profile→issuer mapping it
+// read before reading it again: a rotation is in effect everywhere that
+// long after it commits (`hallmark issuers rotate` waits it out).
+const issuerMapTTL = time.Second
+
+// IssuerLoader loads a managed local issuer by its ID (from ca.dir);
+// hallmark-worker hands it in, so this package reads no key files.
+type IssuerLoader func(id string) (*signer.Issuer, error)
+
+// issuerMapStore is what issuer selection reads.
+type issuerMapStore interface {
+	ProfileIssuers(ctx context.Context) (map[string][]store.ProfileIssuer, error)
+}
+
+// issuerSet is this worker's view of the profile→issuer mapping and the
+// managed issuers it has loaded.
+type issuerSet struct {
+	st   issuerMapStore
+	load IssuerLoader // nil: profiles sign with their configured issuer only
+
+	mu        sync.Mutex
+	read      time.Time
+	byProfile map[string][]store.ProfileIssuer
+	loaded    map[string]*signer.Issuer
+}
+
+// mapping is the profile→issuer mapping, read again once issuerMapTTL
+// has passed; a failed read keeps the last one while there is one.
+func (s *issuerSet) mapping(ctx context.Context) (map[string][]store.ProfileIssuer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byProfile != nil && time.Since(s.read) < issuerMapTTL {
+		return s.byProfile, nil
+	}
+	m, err := s.st.ProfileIssuers(ctx)
+	if err != nil {
+		if s.byProfile != nil {
+			return s.byProfile, nil
+		}
+		return nil, err
+	}
+	s.byProfile, s.read = m, time.Now()
+	return m, nil
+}
+
+// issuer returns the loaded issuer id, loading it the first time; fresh
+// says it was loaded now.
+func (s *issuerSet) issuer(id string) (iss *signer.Issuer, fresh bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if iss, ok := s.loaded[id]; ok {
+		return iss, false, nil
+	}
+	iss, err = s.load(id)
+	if err != nil {
+		return nil, false, err
+	}
+	s.loaded[id] = iss
+	return iss, true, nil
+}
+
+// keyFamily is "rsa" or "ec": an issuer of the CSR's family signs it when
+// a profile names issuers of both (as Let's Encrypt's R and E).
+func keyFamily(keyType string) string {
+	if strings.HasPrefix(keyType, "rsa") {
+		return "rsa"
+	}
+	return "ec"
+}
+
+func pubFamily(pub crypto.PublicKey) string {
+	if _, ok := pub.(*rsa.PublicKey); ok {
+		return "rsa"
+	}
+	return "ec"
+}
+
+// choose picks among a profile's active issuers, newest first: the newest
+// of the CSR key's family, else the newest.
+func choose(cands []store.ProfileIssuer, pub crypto.PublicKey) string {
+	fam := pubFamily(pub)
+	for _, c := range cands {
+		if keyFamily(c.KeyType) == fam {
+			return c.ID
+		}
+	}
+	return cands[0].ID
+}
+
+// backendFor is the backend that signs o's certificate for profile: a
+// local profile's issuer by the mapping, when it names any; otherwise the
+// mounted backend.
+func (w *Worker) backendFor(ctx context.Context, m mount, profile string, pub crypto.PublicKey) (Backend, error) {
+	if w.managed.load == nil || m.profile.Backend != "local" {
+		return m.backend, nil
+	}
+	mp, err := w.managed.mapping(ctx)
+	if err != nil {
+		return nil, jobs.CouldNotRun(fmt.Errorf("reading the issuers of profile %s: %w", profile, err))
+	}
+	cands := mp[profile]
+	if len(cands) == 0 {
+		return m.backend, nil
+	}
+	id := choose(cands, pub)
+	if m.issuer != nil && m.issuer.ID == id {
+		return m.backend, nil
+	}
+	iss, fresh, err := w.managed.issuer(id)
+	if err != nil {
+		// Its files are not on this worker: another worker may have them.
+		return nil, jobs.CouldNotRun(fmt.Errorf("loading issuer %s of profile %s: %w", id, profile, err))
+	}
+	if fresh {
+		w.addIssuer(iss)
+	}
+	return issuerBackend{iss}, nil
+}
+
+// addIssuer registers an issuer loaded while the worker runs for its
+// CRLs: its queue is worked and its CRL scheduled from now on.
+func (w *Worker) addIssuer(iss *signer.Issuer) {
+	w.issuersMu.Lock()
+	if _, ok := w.issuers[iss.ID]; ok {
+		w.issuersMu.Unlock()
+		return
+	}
+	w.issuers[iss.ID] = iss
+	w.crlTurn[iss.ID] = make(chan struct{}, 1)
+	r := w.runner
+	w.issuersMu.Unlock()
+	w.log.Info("issuer loaded", "issuer", iss.ID, "name", iss.Cert.Subject.CommonName)
+	if r == nil {
+		return
+	}
+	err := r.Schedule(jobs.IssuerQueue(iss.ID), jobs.Scheduled{Every: w.crlEvery(), Args: jobs.CRLGenerateArgs{IssuerID: iss.ID}})
+	if err != nil {
+		w.log.Error("the new issuer's CRLs are not scheduled on this worker; restart it", "issuer", iss.ID, "err", err)
+	}
+}
+
+// crlIssuer is the CRL signer of an issuer this worker mounts, and its
+// turn (Worker.crlTurn).
+func (w *Worker) crlIssuer(id string) (CRLSigner, chan struct{}, bool) {
+	w.issuersMu.RLock()
+	defer w.issuersMu.RUnlock()
+	iss, ok := w.issuers[id]
+	return iss, w.crlTurn[id], ok
+}
+
+// Attach hands the worker its started job runner, so that an issuer it
+// loads later gets its CRL queue (addIssuer).
+func (w *Worker) Attach(r jobs.Runner) {
+	w.issuersMu.Lock()
+	defer w.issuersMu.Unlock()
+	w.runner = r
+}
+
+func (w *Worker) crlEvery() time.Duration {
+	return time.Duration(w.conf.CRLIntervalMinutes) * time.Minute
+}
