@@ -3,7 +3,6 @@ package jobs
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -190,6 +189,10 @@ type Queue interface {
 // Runner is a started worker client.
 type Runner interface {
 	Stop(ctx context.Context) error
+	// Follow works the queues and inserts the scheduled jobs of s that it
+	// does not yet, from now on (a reload that adds a profile); the
+	// others, and every other setting, stay as Start fixed them.
+	Follow(s Settings) error
 }
 
 // NewPostgres returns a Queue on a pgx pool (River's riverpgxv5 driver).
@@ -412,11 +415,7 @@ func (q *riverQueue[TTx]) Start(ctx context.Context, reg *Registry, s Settings) 
 	s.Metrics.zero(reg.Kinds())
 	queues := make(map[string]river.QueueConfig, len(s.Queues))
 	for _, name := range s.Queues {
-		n := s.MaxWorkers
-		if m := s.QueueMaxWorkers[name]; m > 0 {
-			n = m
-		}
-		queues[name] = river.QueueConfig{MaxWorkers: n}
+		queues[name] = s.queueConfig(name)
 	}
 	driver, closeDriver := q.driver, func() {}
 	if q.runOn != nil {
@@ -445,11 +444,6 @@ func (q *riverQueue[TTx]) Start(ctx context.Context, reg *Registry, s Settings) 
 		closeDriver()
 		return nil, fmt.Errorf("starting the river client for worker %s: %w", s.WorkerID, err)
 	}
-	sctx, stopScheduled := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	for _, j := range s.Scheduled {
-		wg.Go(func() { schedule(sctx, client, j, s.Logger) })
-	}
 	// The heartbeat outlives River's stop: jobs finishing meanwhile are
 	// still this worker's.
 	kctx, stopKeeper := context.WithCancel(context.WithoutCancel(ctx))
@@ -457,48 +451,5 @@ func (q *riverQueue[TTx]) Start(ctx context.Context, reg *Registry, s Settings) 
 	if k != nil {
 		kwg.Go(func() { k.run(kctx) })
 	}
-	return runner[TTx]{c: client, closeDriver: closeDriver, stopScheduled: func() { stopScheduled(); wg.Wait() },
-		stopKeeper: func() { stopKeeper(); kwg.Wait() }}, nil
-}
-
-// schedule inserts j now and every j.Every until ctx ends. A failed insert
-// is logged and made again at the next tick.
-func schedule[TTx any](ctx context.Context, client *river.Client[TTx], j Scheduled, log *slog.Logger) {
-	t := time.NewTicker(j.Every)
-	defer t.Stop()
-	for {
-		if _, err := client.Insert(ctx, j.Args, nil); err != nil && ctx.Err() == nil {
-			log.Warn("inserting a scheduled job; trying again at the next tick", "kind", j.Args.Kind(), "every", j.Every, "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-type runner[TTx any] struct {
-	c             *river.Client[TTx]
-	closeDriver   func()
-	stopScheduled func()
-	stopKeeper    func()
-}
-
-// Stop stops fetching and waits for running jobs; when ctx ends first their
-// contexts are cancelled (River puts them back as available).
-func (r runner[TTx]) Stop(ctx context.Context) error {
-	defer r.closeDriver()
-	defer r.stopKeeper()
-	r.stopScheduled()
-	err := r.c.Stop(ctx)
-	if err != nil && ctx.Err() != nil {
-		hard, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err2 := r.c.StopAndCancel(hard); err2 != nil {
-			return errors.Join(err, err2)
-		}
-		return nil
-	}
-	return err
+	return newRunner(ctx, client, closeDriver, s, func() { stopKeeper(); kwg.Wait() }), nil
 }

@@ -84,7 +84,8 @@ func (s *Server) checkedCSR(req finalizeReq, orderID, profile string, ids []acme
 	}
 	prof, ok := s.profile(profile)
 	if !ok {
-		return nil, nil, acme.Internal(fmt.Errorf("order %s names profile %q, which is no longer configured", orderID, profile))
+		// Removed by a reload: its queued orders are still signed, new CSRs are not taken.
+		return nil, nil, acme.New(acme.ProblemInvalidProfile, "order %s is for profile %q, which this server no longer offers: place a new order", orderID, profile)
 	}
 	cr, err := csr.Check(der, ids, prof.KeyTypes)
 	if err != nil {

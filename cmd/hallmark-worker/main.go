@@ -280,6 +280,7 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	lv.jobs.Follow(runner) // a reload adding a profile adds its queue
 	if err := process.ServeProfiling(ctx, cfg.Worker.PprofListen, log); err != nil {
 		return err
 	}
