@@ -10,22 +10,26 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hallmark-ca/hallmark/admin"
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/cmd/internal/accesswire"
 	"github.com/hallmark-ca/hallmark/cmd/internal/reload"
 	"github.com/hallmark-ca/hallmark/protocol"
+	"github.com/hallmark-ca/hallmark/protocol/revocation"
 )
 
 // live is what a reload switches in the frontend, each part read through
 // an atomic pointer by the requests and handshakes that start after it:
 // the configuration (its [notify] routes the store's events), the ACME
-// server's snapshot, and the TLS certificate.
+// server's snapshot, the TLS certificate, and the admin panel's profiles.
 type live struct {
-	path string
-	log  *slog.Logger
-	cfg  atomic.Pointer[config.Config]
-	cert atomic.Pointer[tls.Certificate]
-	srv  *protocol.Server
+	path     string
+	log      *slog.Logger
+	cfg      atomic.Pointer[config.Config]
+	cert     atomic.Pointer[tls.Certificate]
+	srv      *protocol.Server
+	panel    *admin.Server     // nil: no [admin] listen
+	revokers revocation.Store // the panel's revocations, built again per reload
 }
 
 func newLive(path string, cfg config.Config, log *slog.Logger) (*live, error) {
@@ -120,6 +124,9 @@ func (l *live) apply(context.Context) error {
 	}
 	if cert != nil {
 		l.cert.Store(cert)
+	}
+	if l.panel != nil {
+		l.panel.Reload(next.Profiles, revocation.New(l.revokers, next.Profiles))
 	}
 	l.cfg.Store(&next)
 	if pol.Warn() {
