@@ -96,7 +96,7 @@ func run(c *cli.Context) error {
 	if cfg.Server.VerdictWaitMS > 0 {
 		verdicts = watchVerdicts(ctx, db, log)
 	}
-	srv, err := protocol.New(protocolConfig(cfg), db.Store,
+	srv, err := protocol.New(protocolConfig(cfg, nil), db.Store,
 		protocol.Options{Logger: log, Registry: reg, Gatherer: reg, Version: version.Line("hallmark-frontend"), Access: pol, Verdicts: verdicts})
 	if err != nil {
 		return err
