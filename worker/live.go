@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -124,13 +123,13 @@ func (l *Live) Swap(next *Worker) (drained <-chan struct{}, err error) {
 		return nil, fmt.Errorf("the scheduled jobs would lose one (an issuer's key changed, a relay's renewal_info_per_run or worker.crl_interval_minutes): restart the worker")
 	}
 	r := l.runner.Load()
-	grows := len(missing(next.Queues(), cur.Queues())) > 0 || len(next.Scheduled(0)) > len(cur.Scheduled(0))
+	grows := len(missing(next.Queues(), cur.Queues())) > 0 || !scheduledWithin(next.Scheduled(0), cur.Scheduled(0))
 	if grows && r == nil {
 		return nil, fmt.Errorf("the queues would change from %v to %v and no job runner follows them: restart the worker", cur.Queues(), next.Queues())
 	}
 	old := l.cur.Swap(newGeneration(next))
 	old.retire()
-	if grows {
+	if r != nil {
 		// After the swap, so that a job of a new queue finds its mount.
 		if err := (*r).Follow(next.JobSettings()); err != nil {
 			next.log.Error("the reload is applied but a new queue is not worked: restart the worker", "err", err)
@@ -150,14 +149,26 @@ func missing(want, have []string) []string {
 	return out
 }
 
-// scheduledWithin is whether every job of a is in b.
+// scheduledWithin is whether every job of a is in b: the same kind for the
+// same issuer. An upstream renewal's profile may change (a profile sorting
+// first added on the same relay): the job it queues in the old profile's
+// queue is still worked, as queues only grow.
 func scheduledWithin(a, b []jobs.Scheduled) bool {
 	for _, j := range a {
-		if !slices.ContainsFunc(b, func(k jobs.Scheduled) bool { return reflect.DeepEqual(j, k) }) {
+		if !slices.ContainsFunc(b, func(k jobs.Scheduled) bool { return scheduledKey(j) == scheduledKey(k) }) {
 			return false
 		}
 	}
 	return true
+}
+
+func scheduledKey(j jobs.Scheduled) string {
+	switch a := j.Args.(type) {
+	case jobs.UpstreamRenewalArgs:
+		return a.Kind() + ":" + a.IssuerID
+	default:
+		return fmt.Sprintf("%s:%#v", a.Kind(), a)
+	}
 }
 
 // Registry is Worker.Registry's handlers, each running on the current
