@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hallmark-ca/hallmark/admin/operator"
@@ -62,12 +63,11 @@ type Options struct {
 type Server struct {
 	st      stores // the store, through the part each handler uses
 	q       jobs.Queue
-	rev     *revocation.Service
+	live    atomic.Pointer[profiled] // switched by a frontend reload
 	auth    *auth
 	limit   *limiter // failed token checks per client address
 	crlBase string
 	wait    time.Duration
-	profs   map[string]profile.Profile
 	version string
 	pause   store.PauseRule // Options.Pause
 	log     *slog.Logger
@@ -125,13 +125,28 @@ func New(o Options) (*Server, error) {
 	}
 	a := newAuth(o.Token, o.SecureCookies)
 	a.off = o.TokenOff
-	s := &Server{st: stores{sessions: o.Store, operators: o.Store, pages: o.Store, pauses: o.Store, issuers: o.Store}, q: o.Queue, rev: o.Revoker, auth: a, limit: newLimiter(func() time.Time { return a.now() }),
-		crlBase: strings.TrimRight(o.CRLBase, "/"), wait: o.RevokeWait, profs: o.Profiles, version: o.Version, pause: store.PauseRule{After: o.PauseAfter, MinFailures: int64(o.PauseMinFailures)}, log: o.Logger, mux: http.NewServeMux()}
+	s := &Server{st: stores{sessions: o.Store, operators: o.Store, pages: o.Store, pauses: o.Store, issuers: o.Store}, q: o.Queue, auth: a, limit: newLimiter(func() time.Time { return a.now() }),
+		crlBase: strings.TrimRight(o.CRLBase, "/"), wait: o.RevokeWait, version: o.Version, pause: store.PauseRule{After: o.PauseAfter, MinFailures: int64(o.PauseMinFailures)}, log: o.Logger, mux: http.NewServeMux()}
+	s.Reload(o.Profiles, o.Revoker)
 	if err := s.parseTemplates(); err != nil {
 		return nil, err
 	}
 	s.routes()
 	return s, nil
+}
+
+// profiled is what the panel takes from [profiles]: each certificate's
+// renewal window and where its revocation goes.
+type profiled struct {
+	profs map[string]profile.Profile
+	rev   *revocation.Service
+}
+
+// Reload has the requests that start after it see profiles and rev (built
+// over the same [profiles]): the frontend calls it when its own reload
+// applies.
+func (s *Server) Reload(profiles map[string]profile.Profile, rev *revocation.Service) {
+	s.live.Store(&profiled{profs: profiles, rev: rev})
 }
 
 // Handler serves the panel. Every route but /login, /healthz and /static/

@@ -216,7 +216,7 @@ func (s *Server) apiRevoke(r *http.Request, p principal) (any, error) {
 		return nil, apiErr(http.StatusBadRequest, "%v", err)
 	}
 	serial := r.PathValue("serial")
-	res, err := s.rev.Revoke(r.Context(), revocation.Request{Serial: serial, Reason: reason, Actor: "admin:" + p.user, Via: "admin API", Wait: s.wait})
+	res, err := s.live.Load().rev.Revoke(r.Context(), revocation.Request{Serial: serial, Reason: reason, Actor: "admin:" + p.user, Via: "admin API", Wait: s.wait})
 	if err != nil {
 		return nil, err
 	}

@@ -45,7 +45,7 @@ func (s *Server) issuersPage(w http.ResponseWriter, r *http.Request, p principal
 		}
 	}
 	var local []string
-	for name, prof := range s.profs {
+	for name, prof := range s.live.Load().profs {
 		if prof.Backend == "local" {
 			local = append(local, name)
 		}
@@ -58,7 +58,7 @@ func (s *Server) issuersPage(w http.ResponseWriter, r *http.Request, p principal
 // issuerRotate makes the form's profile sign with the form's issuer.
 func (s *Server) issuerRotate(w http.ResponseWriter, r *http.Request, p principal) error {
 	profile, id := r.PostFormValue("profile"), r.PostFormValue("issuer")
-	if prof, ok := s.profs[profile]; !ok || prof.Backend != "local" || id == "" || !store.Storable(id) {
+	if prof, ok := s.live.Load().profs[profile]; !ok || prof.Backend != "local" || id == "" || !store.Storable(id) {
 		return errBadRequest("the form names no local profile or no issuer")
 	}
 	retiring, err := operator.RotateIssuers(r.Context(), s.st.issuers, profile, []string{id}, "admin:"+p.user)

@@ -302,12 +302,13 @@ func (s *Server) cert(w http.ResponseWriter, r *http.Request, p principal) error
 		return err
 	}
 	// What its ARI clients are told (renewalInfo's own rule).
-	win, err := renewal.Suggested(r.Context(), s.st.pages, c, s.profs[c.Profile])
+	pr := s.live.Load()
+	win, err := renewal.Suggested(r.Context(), s.st.pages, c, pr.profs[c.Profile])
 	if err != nil {
 		return err
 	}
 	s.render(w, r, p, http.StatusOK, "cert", map[string]any{"Cert": c, "Reasons": revocation.Allowed(),
-		"Backend": s.rev.Backend(c), "Remote": s.rev.Remote(c), "Renewal": win})
+		"Backend": pr.rev.Backend(c), "Remote": pr.rev.Remote(c), "Renewal": win})
 	return nil
 }
 
@@ -318,7 +319,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request, p principal) err
 	reason, err := revocation.ParseReason(r.PostFormValue("reason"))
 	var res revocation.Result
 	if err == nil {
-		res, err = s.rev.Revoke(r.Context(), revocation.Request{Serial: serial, Reason: reason, Actor: "admin:" + p.user, Via: "admin panel", Wait: s.wait})
+		res, err = s.live.Load().rev.Revoke(r.Context(), revocation.Request{Serial: serial, Reason: reason, Actor: "admin:" + p.user, Via: "admin panel", Wait: s.wait})
 		if err == nil {
 			msg := fmt.Sprintf("Revoked (%s). The issuer's next CRL is queued and will list it.", reason)
 			switch {

@@ -219,7 +219,7 @@ func openEnv(t testing.TB, dialect, url string) (sqlDB, jobs.Queue) {
 }
 
 // start runs a worker client and stops it when the test ends.
-func start(t testing.TB, q jobs.Queue, reg *jobs.Registry, s jobs.Settings) {
+func start(t testing.TB, q jobs.Queue, reg *jobs.Registry, s jobs.Settings) jobs.Runner {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r, err := q.Start(ctx, reg, s)
@@ -235,6 +235,7 @@ func start(t testing.TB, q jobs.Queue, reg *jobs.Registry, s jobs.Settings) {
 		}
 		cancel()
 	})
+	return r
 }
 
 // testQueue is the queue the tests' jobs go to.

@@ -3,11 +3,9 @@ package jobs
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -195,6 +193,10 @@ type Runner interface {
 	// j.Every as Settings.Scheduled does: an issuer made while the worker
 	// runs gets its CRL queue without a restart.
 	Schedule(queue string, j Scheduled) error
+	// Follow works the queues and inserts the scheduled jobs of s that it
+	// does not yet, from now on (a reload that adds a profile); the
+	// others, and every other setting, stay as Start fixed them.
+	Follow(s Settings) error
 }
 
 // NewPostgres returns a Queue on a pgx pool (River's riverpgxv5 driver).
@@ -417,11 +419,7 @@ func (q *riverQueue[TTx]) Start(ctx context.Context, reg *Registry, s Settings) 
 	s.Metrics.zero(reg.Kinds())
 	queues := make(map[string]river.QueueConfig, len(s.Queues))
 	for _, name := range s.Queues {
-		n := s.MaxWorkers
-		if m := s.QueueMaxWorkers[name]; m > 0 {
-			n = m
-		}
-		queues[name] = river.QueueConfig{MaxWorkers: n}
+		queues[name] = s.queueConfig(name)
 	}
 	driver, closeDriver := q.driver, func() {}
 	if q.runOn != nil {
@@ -450,11 +448,6 @@ func (q *riverQueue[TTx]) Start(ctx context.Context, reg *Registry, s Settings) 
 		closeDriver()
 		return nil, fmt.Errorf("starting the river client for worker %s: %w", s.WorkerID, err)
 	}
-	sctx, stopScheduled := context.WithCancel(context.WithoutCancel(ctx))
-	wg := &sync.WaitGroup{}
-	for _, j := range s.Scheduled {
-		wg.Go(func() { schedule(sctx, client, j, s.Logger) })
-	}
 	// The heartbeat outlives River's stop: jobs finishing meanwhile are
 	// still this worker's.
 	kctx, stopKeeper := context.WithCancel(context.WithoutCancel(ctx))
@@ -462,58 +455,5 @@ func (q *riverQueue[TTx]) Start(ctx context.Context, reg *Registry, s Settings) 
 	if k != nil {
 		kwg.Go(func() { k.run(kctx) })
 	}
-	return runner[TTx]{c: client, closeDriver: closeDriver, stopScheduled: func() { stopScheduled(); wg.Wait() },
-		stopKeeper: func() { stopKeeper(); kwg.Wait() },
-		more: func(queue string, j Scheduled) error {
-			if err := client.Queues().Add(queue, river.QueueConfig{MaxWorkers: s.MaxWorkers}); err != nil && !strings.Contains(err.Error(), "already") {
-				return fmt.Errorf("working queue %s: %w", queue, err)
-			}
-			wg.Go(func() { schedule(sctx, client, j, s.Logger) })
-			return nil
-		}}, nil
-}
-
-// schedule inserts j now and every j.Every until ctx ends. A failed insert
-// is logged and made again at the next tick.
-func schedule[TTx any](ctx context.Context, client *river.Client[TTx], j Scheduled, log *slog.Logger) {
-	t := time.NewTicker(j.Every)
-	defer t.Stop()
-	for {
-		if _, err := client.Insert(ctx, j.Args, nil); err != nil && ctx.Err() == nil {
-			log.Warn("inserting a scheduled job; trying again at the next tick", "kind", j.Args.Kind(), "every", j.Every, "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-type runner[TTx any] struct {
-	c             *river.Client[TTx]
-	closeDriver   func()
-	stopScheduled func()
-	stopKeeper    func()
-	more          func(queue string, j Scheduled) error
-}
-
-func (r runner[TTx]) Schedule(queue string, j Scheduled) error { return r.more(queue, j) }
-
-// Stop stops fetching and waits for running jobs; when ctx ends first their
-// contexts are cancelled (River puts them back as available).
-func (r runner[TTx]) Stop(ctx context.Context) error {
-	defer r.closeDriver()
-	defer r.stopKeeper()
-	r.stopScheduled()
-	err := r.c.Stop(ctx)
-	if err != nil && ctx.Err() != nil {
-		hard, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err2 := r.c.StopAndCancel(hard); err2 != nil {
-			return errors.Join(err, err2)
-		}
-		return nil
-	}
-	return err
+	return newRunner(ctx, client, closeDriver, s, func() { stopKeeper(); kwg.Wait() }), nil
 }

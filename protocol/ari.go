@@ -112,7 +112,7 @@ func (s *Server) renewalInfo(w http.ResponseWriter, r *http.Request) error {
 // follows: the operator's page for a move, the upstream's for its window.
 func (s *Server) suggestedWindow(ctx context.Context, c *store.Certificate) (renewalInfoDoc, error) {
 	var doc renewalInfoDoc
-	prof, _ := s.profile(c.Profile) // a removed profile: the zero profile's defaults
+	prof, _ := s.orderProfile(c.Profile) // a removed profile: the zero profile's defaults
 	win, err := renewal.Suggested(ctx, s.st.certs, c, prof)
 	if err != nil {
 		return doc, s.storeErr(err, "reading the renewal window")

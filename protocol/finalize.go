@@ -84,9 +84,10 @@ func (s *Server) checkedCSR(req finalizeReq, orderID, profile string, ids []acme
 	if err != nil {
 		return nil, nil, acme.Malformed("the csr is not base64url-encoded DER")
 	}
-	prof, ok := s.profile(profile)
+	prof, ok := s.orderProfile(profile)
 	if !ok {
-		return nil, nil, acme.Internal(fmt.Errorf("order %s names profile %q, which is no longer configured", orderID, profile))
+		// Removed before this frontend started: no worker may mount it.
+		return nil, nil, acme.New(acme.ProblemInvalidProfile, "order %s is for profile %q, which this server no longer offers: place a new order", orderID, profile)
 	}
 	cr, err := csr.Check(der, ids, prof.KeyTypes)
 	if err != nil {

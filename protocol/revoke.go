@@ -77,7 +77,7 @@ func (s *Server) revokeCert(w http.ResponseWriter, p *post) error {
 	if !ok {
 		deadline = time.Now().Add(s.timeout)
 	}
-	res, err := revocation.New(s.st.certs, s.cfg.Profiles).Revoke(ctx, revocation.Request{
+	res, err := revocation.New(s.st.certs, s.cfg.KnownProfiles()).Revoke(ctx, revocation.Request{
 		Serial: c.Serial, Reason: reason, Actor: actor, Via: "ACME revokeCert",
 		Wait: time.Until(deadline.Add(-time.Second)),
 	})

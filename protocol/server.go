@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -51,6 +52,10 @@ type Config struct {
 	Policy         policy.Config
 	Profiles       map[string]profile.Profile
 	DefaultProfile string // used when newOrder names none
+	// Retired are profiles a reload removed: no longer offered, but an
+	// order placed under one before may still be finalized (the worker
+	// keeps it mounted until it restarts).
+	Retired map[string]profile.Profile
 }
 
 // Server is the ACME frontend. It is safe for concurrent use. A Server
@@ -186,5 +191,27 @@ func (s *Server) Ready(ctx context.Context) error {
 
 func (s *Server) profile(name string) (profile.Profile, bool) {
 	p, ok := s.cfg.Profiles[name]
+	return p, ok
+}
+
+// KnownProfiles are the profiles offered and those retired: what a
+// revocation routes by (a retired relay's certificates are still revoked
+// through it while a worker mounts it).
+func (c Config) KnownProfiles() map[string]profile.Profile {
+	if len(c.Retired) == 0 {
+		return c.Profiles
+	}
+	all := maps.Clone(c.Retired)
+	maps.Copy(all, c.Profiles)
+	return all
+}
+
+// orderProfile is the profile of an order already placed: one offered, or
+// one retired since.
+func (s *Server) orderProfile(name string) (profile.Profile, bool) {
+	if p, ok := s.cfg.Profiles[name]; ok {
+		return p, true
+	}
+	p, ok := s.cfg.Retired[name]
 	return p, ok
 }

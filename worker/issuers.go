@@ -45,6 +45,17 @@ type issuerSet struct {
 	loaded    map[string]*signer.Issuer
 }
 
+// all are the managed issuers loaded so far.
+func (s *issuerSet) all() []*signer.Issuer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*signer.Issuer, 0, len(s.loaded))
+	for _, iss := range s.loaded {
+		out = append(out, iss)
+	}
+	return out
+}
+
 // mapping is the profile→issuer mapping, read again once issuerMapTTL
 // has passed; a failed read keeps the last one while there is one.
 func (s *issuerSet) mapping(ctx context.Context) (map[string][]store.ProfileIssuer, error) {

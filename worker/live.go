@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -16,11 +15,12 @@ import (
 
 // Live is the worker a configuration reload swaps. Each job runs to its
 // end on the Worker current when it started; the jobs started after a
-// swap run on the new one. What the job runner fixed at its start (the
-// queues, the scheduled jobs, [worker]) cannot change: Swap refuses a
-// Worker that would need them to.
+// swap run on the new one. The job runner's queues and scheduled jobs
+// only grow (Swap, Follow); [worker], fixed at its start, cannot change.
 type Live struct {
-	cur atomic.Pointer[generation]
+	cur      atomic.Pointer[generation]
+	runner   atomic.Pointer[Follower]
+	notifies bool // Registry registered the notify_send handler
 }
 
 // generation is one Worker and the jobs running on it.
@@ -79,10 +79,20 @@ func (g *generation) retire() {
 // option is ignored: w's metrics stay registered.
 func (w *Worker) Successor(cfg Config, st store.Store, opts Options) (*Worker, error) {
 	opts.Registry = nil
+	// The managed issuers (rotation is data, not configuration) and the
+	// runner that schedules a new one's CRLs carry over to the successor.
+	w.issuersMu.RLock()
+	runner := w.runner
+	if opts.Load == nil {
+		opts.Load = w.managed.load
+	}
+	w.issuersMu.RUnlock()
+	opts.Managed = append(opts.Managed, w.managed.all()...)
 	n, err := New(cfg, st, opts)
 	if err != nil {
 		return nil, err
 	}
+	n.runner = runner
 	n.slots, n.unstored, n.metrics, n.persp = w.slots, w.unstored, w.metrics, w.persp
 	for id := range n.crlTurn {
 		if turn, ok := w.crlTurn[id]; ok {
@@ -92,23 +102,83 @@ func (w *Worker) Successor(cfg Config, st store.Store, opts Options) (*Worker, e
 	return n, nil
 }
 
-// Swap makes next the Worker new jobs run on. It refuses (and changes
-// nothing) when next works other queues or schedules other jobs than the
-// current one: the job runner subscribed to those at its start. drained
-// is closed once every job started on the Worker swapped out has ended,
-// when its backends may be closed.
+// Follower is the job runner a Live extends when a reload adds queues or
+// scheduled jobs (jobs.Runner).
+type Follower interface {
+	Follow(s jobs.Settings) error
+}
+
+// Follow has Swap extend r with the queues and scheduled jobs a new Worker
+// adds. Without it Swap refuses any.
+func (l *Live) Follow(r Follower) { l.runner.Store(&r) }
+
+// Swap makes next the Worker new jobs run on, then has the job runner
+// work the queues and insert the scheduled jobs next adds (a profile
+// added, or mounted now). It refuses (and changes nothing) when next
+// would drop a queue or a scheduled job (their jobs would be left
+// unworked: an issuer's key changed, [notify] removed) or take notify
+// jobs the runner has no handler for. drained is closed once every job
+// started on the Worker swapped out has ended, when its backends may be
+// closed.
 func (l *Live) Swap(next *Worker) (drained <-chan struct{}, err error) {
 	cur := l.cur.Load().w
-	if a, b := cur.Queues(), next.Queues(); !slices.Equal(a, b) {
-		return nil, fmt.Errorf("the queues would change from %v to %v (a profile, an issuer's key or [notify] added or removed): restart the worker", a, b)
+	if lost := missing(cur.Queues(), next.Queues()); len(lost) > 0 {
+		return nil, fmt.Errorf("the worker would stop working queues %v (an issuer's key changed or [notify] removed): restart the worker", lost)
+	}
+	if cur.notify == nil && next.notify != nil && !l.notifies {
+		return nil, fmt.Errorf("[notify] was added: the worker registered no notification handler at its start: restart the worker")
 	}
 	every := cur.conf.CRLIntervalMinutes
-	if !reflect.DeepEqual(cur.Scheduled(0), next.Scheduled(0)) || every != next.conf.CRLIntervalMinutes {
-		return nil, fmt.Errorf("the scheduled jobs would change (an issuer, a relay's renewal_info_per_run or worker.crl_interval_minutes): restart the worker")
+	if !scheduledWithin(cur.Scheduled(0), next.Scheduled(0)) || every != next.conf.CRLIntervalMinutes {
+		return nil, fmt.Errorf("the scheduled jobs would lose one (an issuer's key changed, a relay's renewal_info_per_run or worker.crl_interval_minutes): restart the worker")
+	}
+	r := l.runner.Load()
+	grows := len(missing(next.Queues(), cur.Queues())) > 0 || !scheduledWithin(next.Scheduled(0), cur.Scheduled(0))
+	if grows && r == nil {
+		return nil, fmt.Errorf("the queues would change from %v to %v and no job runner follows them: restart the worker", cur.Queues(), next.Queues())
 	}
 	old := l.cur.Swap(newGeneration(next))
 	old.retire()
+	if r != nil {
+		// After the swap, so that a job of a new queue finds its mount.
+		if err := (*r).Follow(next.JobSettings()); err != nil {
+			next.log.Error("the reload is applied but a new queue is not worked: restart the worker", "err", err)
+		}
+	}
 	return old.drained, nil
+}
+
+// missing are the names of want not in have.
+func missing(want, have []string) []string {
+	var out []string
+	for _, q := range want {
+		if !slices.Contains(have, q) {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// scheduledWithin is whether every job of a is in b: the same kind for the
+// same issuer. An upstream renewal's profile may change (a profile sorting
+// first added on the same relay): the job it queues in the old profile's
+// queue is still worked, as queues only grow.
+func scheduledWithin(a, b []jobs.Scheduled) bool {
+	for _, j := range a {
+		if !slices.ContainsFunc(b, func(k jobs.Scheduled) bool { return scheduledKey(j) == scheduledKey(k) }) {
+			return false
+		}
+	}
+	return true
+}
+
+func scheduledKey(j jobs.Scheduled) string {
+	switch a := j.Args.(type) {
+	case jobs.UpstreamRenewalArgs:
+		return a.Kind() + ":" + a.IssuerID
+	default:
+		return fmt.Sprintf("%s:%#v", a.Kind(), a)
+	}
 }
 
 // Registry is Worker.Registry's handlers, each running on the current
@@ -129,6 +199,7 @@ func (l *Live) Registry() (*jobs.Registry, error) {
 		}
 	}
 	if l.Current().notify != nil {
+		l.notifies = true
 		notify := func(w *Worker, ctx context.Context, j jobs.Job[jobs.NotifySendArgs]) error { return w.notify(ctx, j) }
 		if err := jobs.Register(reg, via(l, notify)); err != nil {
 			return nil, err

@@ -2,6 +2,9 @@ package worker
 
 import (
 	"context"
+	"log/slog"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hallmark-ca/hallmark/jobs"
@@ -51,19 +54,34 @@ func TestLiveSwap(t *testing.T) {
 }
 
 // TestLiveSwapRefusesOtherQueues: a Worker that would work another
-// profile's queue is refused, and the current one stays.
+// profile's queue is refused while no job runner follows, swapped in and
+// followed once one does; one that would drop a queue is refused, and the
+// current one stays.
 func TestLiveSwapRefusesOtherQueues(t *testing.T) {
-	cur := &Worker{mounts: map[string]mount{}}
+	cur := &Worker{mounts: map[string]mount{"one": {}}, log: slog.New(slog.DiscardHandler)}
 	l := NewLive(cur)
-	if _, err := l.Swap(&Worker{mounts: map[string]mount{"other": {}}}); err == nil {
-		t.Fatal("a Worker with another queue was swapped in")
+	added := &Worker{mounts: map[string]mount{"one": {}, "other": {}}, log: cur.log}
+	if _, err := l.Swap(added); err == nil {
+		t.Fatal("a Worker with another queue was swapped in with no runner to follow it")
 	}
 	if l.Current() != cur {
 		t.Fatal("a refused swap changed the current Worker")
 	}
-	drained, err := l.Swap(&Worker{mounts: map[string]mount{}})
+	f := &follower{}
+	l.Follow(f)
+	if _, err := l.Swap(&Worker{mounts: map[string]mount{}, log: cur.log}); err == nil || !strings.Contains(err.Error(), jobs.ProfileQueue("one")) {
+		t.Fatalf("a Worker dropping profile one's queue: %v", err)
+	}
+	drained, err := l.Swap(added)
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-drained // no job ran on the old one
+	if l.Current() != added || len(f.got) != 1 || !slices.Contains(f.got[0].Queues, jobs.ProfileQueue("other")) {
+		t.Fatalf("after the swap: current %p (want %p), runner told %v", l.Current(), added, f.got)
+	}
 }
+
+type follower struct{ got []jobs.Settings }
+
+func (f *follower) Follow(s jobs.Settings) error { f.got = append(f.got, s); return nil }

@@ -19,16 +19,16 @@ import (
 
 // serveAdmin starts the operator panel on admin.listen — its own listener,
 // never the public ACME one — when configured. It returns once listening;
-// the panel stops with ctx.
-func serveAdmin(ctx context.Context, cfg config.Config, db *open.DB, log *slog.Logger) error {
+// the panel stops with ctx. The panel is nil when none is configured.
+func serveAdmin(ctx context.Context, cfg config.Config, db *open.DB, log *slog.Logger) (*admin.Server, error) {
 	if cfg.Admin.Listen == "" {
-		return nil
+		return nil, nil
 	}
 	var token string
 	var err error
 	if !cfg.Admin.TokenOff {
 		if token, err = admin.LoadToken(cfg.Admin); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	pauseAfter, pauseMin := cfg.Limits.Pause()
@@ -44,17 +44,17 @@ func serveAdmin(ctx context.Context, cfg config.Config, db *open.DB, log *slog.L
 		Version:       version.Get().String(),
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", cfg.Admin.Listen)
 	if err != nil {
-		return fmt.Errorf("listening on admin.listen %s: %w", cfg.Admin.Listen, err)
+		return nil, fmt.Errorf("listening on admin.listen %s: %w", cfg.Admin.Listen, err)
 	}
 	scheme := "http"
 	if cfg.Admin.TLSCertFile != "" {
 		tc, err := admin.ServerTLS(cfg.Admin.TLSCertFile, cfg.Admin.TLSKeyFile, cfg.Admin.ClientCAFile)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		ln, scheme = tls.NewListener(ln, tc), "https"
 	}
@@ -67,5 +67,5 @@ func serveAdmin(ctx context.Context, cfg config.Config, db *open.DB, log *slog.L
 		}
 	}()
 	log.Info("admin panel", "url", scheme+"://"+ln.Addr().String()+"/", "client_certificates", cfg.Admin.ClientCAFile != "", "token", !cfg.Admin.TokenOff)
-	return nil
+	return panel, nil
 }

@@ -96,7 +96,7 @@ func run(c *cli.Context) error {
 	if cfg.Server.VerdictWaitMS > 0 {
 		verdicts = watchVerdicts(ctx, db, log)
 	}
-	srv, err := protocol.New(protocolConfig(cfg), db.Store,
+	srv, err := protocol.New(protocolConfig(cfg, nil), db.Store,
 		protocol.Options{Logger: log, Registry: reg, Gatherer: reg, Version: version.Line("hallmark-frontend"), Access: pol, Verdicts: verdicts})
 	if err != nil {
 		return err
@@ -117,18 +117,18 @@ func run(c *cli.Context) error {
 	if tlsOn(cfg) {
 		hs.TLSConfig = lv.tlsConfig()
 	}
-	lv.srv = srv
-	watcher := &reload.Watcher{Actor: actor(), Store: db.Store, Log: log, Apply: lv.apply, Hangups: hangups}
-	go watcher.Run(ctx)
+	lv.srv, lv.revokers = srv, db.Store
 	if err := servePublic(ctx, cfg, srv, log); err != nil {
 		return err
 	}
 	if err := process.ServeProfiling(ctx, cfg.Server.PprofListen, log); err != nil {
 		return err
 	}
-	if err := serveAdmin(ctx, cfg, db, log); err != nil {
+	if lv.panel, err = serveAdmin(ctx, cfg, db, log); err != nil {
 		return err
 	}
+	watcher := &reload.Watcher{Actor: actor(), Store: db.Store, Log: log, Apply: lv.apply, Hangups: hangups}
+	go watcher.Run(ctx)
 	log.Info("ACME directory", "url", cfg.Server.BaseURL+"/directory", "listen", ln.Addr().String(), "tls", tlsOn(cfg))
 	return process.Serve(ctx, hs, ln, "", "", 10*time.Second)
 }

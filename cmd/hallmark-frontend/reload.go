@@ -10,22 +10,28 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hallmark-ca/hallmark/admin"
 	"github.com/hallmark-ca/hallmark/cmd/config"
 	"github.com/hallmark-ca/hallmark/cmd/internal/accesswire"
 	"github.com/hallmark-ca/hallmark/cmd/internal/reload"
 	"github.com/hallmark-ca/hallmark/protocol"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
+	"github.com/hallmark-ca/hallmark/protocol/revocation"
 )
 
 // live is what a reload switches in the frontend, each part read through
 // an atomic pointer by the requests and handshakes that start after it:
 // the configuration (its [notify] routes the store's events), the ACME
-// server's snapshot, and the TLS certificate.
+// server's snapshot, the TLS certificate, and the admin panel's profiles.
 type live struct {
-	path string
-	log  *slog.Logger
-	cfg  atomic.Pointer[config.Config]
-	cert atomic.Pointer[tls.Certificate]
-	srv  *protocol.Server
+	path     string
+	log      *slog.Logger
+	cfg      atomic.Pointer[config.Config]
+	cert     atomic.Pointer[tls.Certificate]
+	srv      *protocol.Server
+	panel    *admin.Server              // nil: no [admin] listen
+	revokers revocation.Store           // the panel's revocations, built again per reload
+	retired  map[string]profile.Profile // profiles reloads removed (retire); apply's alone
 }
 
 func newLive(path string, cfg config.Config, log *slog.Logger) (*live, error) {
@@ -86,9 +92,23 @@ func validNow(cfg config.Config, c *tls.Certificate) error {
 }
 
 // protocolConfig is the ACME server's part of cfg.
-func protocolConfig(cfg config.Config) protocol.Config {
+func protocolConfig(cfg config.Config, retired map[string]profile.Profile) protocol.Config {
 	return protocol.Config{Server: cfg.Server, Limits: cfg.Limits, Policy: cfg.Policy,
-		Profiles: cfg.Profiles, DefaultProfile: cfg.DefaultProfile}
+		Profiles: cfg.Profiles, DefaultProfile: cfg.DefaultProfile, Retired: retired}
+}
+
+// retire is the profiles of old (and those retired before) that next
+// lacks: orders placed under them may still be finalized until restart.
+func retire(old config.Config, before map[string]profile.Profile, next config.Config) map[string]profile.Profile {
+	out := map[string]profile.Profile{}
+	for _, m := range []map[string]profile.Profile{before, old.Profiles} {
+		for name, p := range m {
+			if _, ok := next.Profiles[name]; !ok {
+				out[name] = p
+			}
+		}
+	}
+	return out
 }
 
 // apply reads the file again, checks it whole (cmd/config, as at start),
@@ -115,11 +135,22 @@ func (l *live) apply(context.Context) error {
 			return err
 		}
 	}
-	if err := l.srv.Reload(protocolConfig(next), pol); err != nil {
+	retired := retire(*l.cfg.Load(), l.retired, next)
+	pc := protocolConfig(next, retired)
+	if err := l.srv.Reload(pc, pol); err != nil {
 		return err
 	}
+	for name := range retired {
+		if _, was := l.retired[name]; !was {
+			l.log.Info("profile removed: no longer offered; orders placed under it may still be finalized until restart", "profile", name)
+		}
+	}
+	l.retired = retired
 	if cert != nil {
 		l.cert.Store(cert)
+	}
+	if l.panel != nil {
+		l.panel.Reload(pc.KnownProfiles(), revocation.New(l.revokers, pc.KnownProfiles()))
 	}
 	l.cfg.Store(&next)
 	if pol.Warn() {

@@ -305,13 +305,12 @@ func run(c *cli.Context) error {
 		return err
 	}
 	w.Attach(runner)
+	lv.jobs.Follow(runner) // a reload adding a profile adds its queue
 	if err := process.ServeProfiling(ctx, cfg.Worker.PprofListen, log); err != nil {
 		return err
 	}
 	log.Info("worker started", "queues", w.Queues())
-	lv.ready = &readiness{ping: w.Ready}
-	lv.ready.mounts.Store(&mountState{mounted: issuers, unavailable: unavailable})
-	go lv.ready.watchDatabase(ctx, log, 2*time.Second)
+	lv.ready = newReadiness(ctx, w.Ready, &mountState{mounted: issuers, unavailable: unavailable}, log)
 	go (&reload.Watcher{Actor: actorFor(cfg), Store: db.Store, Log: log, Apply: lv.apply, Hangups: hangups}).Run(ctx)
 
 	if err := serveHealth(ctx, cfg.Worker.HealthListen, backendsReady(lv.jobs, lv.ready), reg); err != nil {

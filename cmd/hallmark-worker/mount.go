@@ -61,6 +61,15 @@ type readiness struct {
 	ping   func(context.Context) error
 }
 
+// newReadiness is the worker's readiness, watching the database until ctx
+// ends.
+func newReadiness(ctx context.Context, ping func(context.Context) error, m *mountState, log *slog.Logger) *readiness {
+	r := &readiness{ping: ping}
+	r.mounts.Store(m)
+	go r.watchDatabase(ctx, log, 2*time.Second)
+	return r
+}
+
 // mountState is what mountAvailable mounted and could not.
 type mountState struct {
 	mounted     map[string]*signer.Issuer

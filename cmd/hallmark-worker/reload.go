@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -55,6 +56,7 @@ func (l *live) apply(ctx context.Context) (err error) {
 	if err := reload.Check(reload.WorkerKeys, *l.cfg.Load(), next); err != nil {
 		return err
 	}
+	next = retain(*l.cfg.Load(), next, l.log)
 	ts := newTokens()
 	defer func() {
 		if err != nil {
@@ -66,6 +68,11 @@ func (l *live) apply(ctx context.Context) (err error) {
 	issuers, unavailable := mountAvailable(next, ts, slog.New(slog.DiscardHandler))
 	if err := stillMounted(l.ready.mounts.Load(), unavailable); err != nil {
 		return err
+	}
+	for name, err := range unavailable {
+		if _, was := l.ready.mounts.Load().unavailable[name]; !was {
+			l.log.Error("profile added but not mounted: its issuance jobs stay queued for a worker that has the key", "profile", name, "err", err)
+		}
 	}
 	backends, err := mountBackends(next, l.log, l.st)
 	if err != nil {
@@ -94,6 +101,32 @@ func (l *live) apply(ctx context.Context) (err error) {
 	}()
 	l.publish(ctx, issuers)
 	return nil
+}
+
+// retain is next with each profile of old that next no longer has (and
+// the [backends.<name>] it names, when next lacks it): removed from the
+// file, it is kept mounted until the worker restarts, so that the orders
+// already queued for it are still signed and its issuer's CRLs still
+// made. The frontend stops offering it at once.
+func retain(old, next config.Config, log *slog.Logger) config.Config {
+	for name, p := range old.Profiles {
+		if _, ok := next.Profiles[name]; ok {
+			continue
+		}
+		next.Profiles = maps.Clone(next.Profiles)
+		next.Profiles[name] = p
+		if b, had := old.Backends[p.Signer]; had && p.Signer != "" {
+			if _, has := next.Backends[p.Signer]; !has {
+				next.Backends = maps.Clone(next.Backends)
+				if next.Backends == nil {
+					next.Backends = map[string]config.Backend{}
+				}
+				next.Backends[p.Signer] = b
+			}
+		}
+		log.Info("profile removed from the configuration: still signing its queued orders and its CRLs until the worker restarts", "profile", name)
+	}
+	return next
 }
 
 // stillMounted refuses a reload under which a profile mounted now would

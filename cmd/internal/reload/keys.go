@@ -1,7 +1,6 @@
 package reload
 
 import (
-	"maps"
 	"reflect"
 	"slices"
 
@@ -16,13 +15,11 @@ type key struct {
 }
 
 // shared are the settings neither process switches live: its database
-// connection, its log handler, and the set of profiles (the worker
-// subscribed to one queue each at its start; the frontend refuses too, so
-// that no order is taken for a profile no worker serves).
+// connection and its log handler. Profiles may come and go: the worker
+// works a new one's queue at once and keeps a removed one mounted.
 var shared = []key{
 	{"database", func(c config.Config) any { return c.Database }},
 	{"log", func(c config.Config) any { return c.Log }},
-	{"profiles (a profile added or removed)", func(c config.Config) any { return slices.Sorted(maps.Keys(c.Profiles)) }},
 }
 
 // FrontendKeys are the frontend's: its listeners, whether it serves TLS,
