@@ -97,7 +97,7 @@ func (s *Store) OrderCreateSigned(ctx context.Context, u store.SignedUse, o stor
 	}
 	keys := make([]store.AuthzKey, len(o.Authzs))
 	for i, a := range o.Authzs {
-		keys[i] = store.AuthzKey{Identifier: a.Identifier, Wildcard: a.Wildcard}
+		keys[i] = store.AuthzKey{Identifier: a.Identifier, Wildcard: a.Wildcard, Corroborated: o.Corroborated}
 	}
 	var out *store.Order
 	err = s.inTx(ctx, func(t *txn) error {

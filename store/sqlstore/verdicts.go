@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
@@ -15,7 +14,7 @@ func (s *Store) ChallengeVerdict(ctx context.Context, v store.Verdict) error {
 		return fmt.Errorf("recording verdict on challenge %s: status %q is neither valid nor invalid", v.ChallengeID, v.Status)
 	}
 	err := s.inTx(ctx, func(t *txn) error {
-		return s.verdict(ctx, t, v.ChallengeID, v.Status, v.Error, v.ValidationRecord, v.Trail, v.ExpiresBy)
+		return s.verdict(ctx, t, v)
 	})
 	if errors.Is(err, errLost) {
 		// Read the challenge as it stands, outside the rolled-back
@@ -37,7 +36,8 @@ func (s *Store) ChallengeVerdict(ctx context.Context, v store.Verdict) error {
 // transaction must roll back. It is the last thing its transaction does:
 // on PostgreSQL it sends every statement and the COMMIT in one round trip
 // (sendSwapLast), so callers run nothing on t after it.
-func (s *Store) verdict(ctx context.Context, t *txn, challengeID string, status acme.Status, p *acme.Problem, record []byte, trail *store.AuditEvent, expiresBy time.Time) error {
+func (s *Store) verdict(ctx context.Context, t *txn, v store.Verdict) error {
+	challengeID, status, p, record, trail, expiresBy := v.ChallengeID, v.Status, v.Error, v.ValidationRecord, v.Trail, v.ExpiresBy
 	pt, err := problemText(p)
 	if err != nil {
 		return err
@@ -89,6 +89,9 @@ func (s *Store) verdict(ctx context.Context, t *txn, challengeID string, status 
 		if !expiresBy.IsZero() {
 			b.exec("", verdictExpiresBySQL, challengeID, s.d.T(expiresBy))
 		}
+		if v.Corroborated {
+			b.exec("", verdictCorroboratedSQL, challengeID)
+		}
 		b.exec("", verdictReadySQL, challengeID)
 		b.exec("", streakResetSQL, challengeID) // pauses.go
 	} else {
@@ -116,6 +119,11 @@ func (s *Store) verdict(ctx context.Context, t *txn, challengeID string, status 
 	}
 	return nil
 }
+
+// verdictCorroboratedSQL marks challenge $1's authorization corroborated
+// by network perspectives, only as the verdict makes it valid.
+const verdictCorroboratedSQL = `UPDATE authorizations SET corroborated = TRUE
+WHERE id = (SELECT authz_id FROM challenges WHERE id = $1) AND status = 'valid'`
 
 // ordersOf selects the orders using challenge $1's authorization (verdict).
 const ordersOf = `SELECT oa.order_id FROM order_authz oa JOIN challenges c ON c.authz_id = oa.authz_id WHERE c.id = $1`
