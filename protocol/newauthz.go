@@ -74,7 +74,7 @@ func (s *Server) newAuthz(w http.ResponseWriter, p *post) error {
 	}
 	now := p.now // the database clock, read with the nonce
 	life := hours(s.cfg.Server.AuthzLifetimeHours, 30*24)
-	reusable, err := s.st.orders.AuthzsReusable(ctx, p.acct.ID, authzKeys([]acme.Identifier{id}), offered(prof), now)
+	reusable, err := s.st.orders.AuthzsReusable(ctx, p.acct.ID, authzKeys([]acme.Identifier{id}, prof), offered(prof), now)
 	if err != nil {
 		return s.storeErr(err, "looking for a reusable authorization")
 	}

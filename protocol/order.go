@@ -116,7 +116,7 @@ func (s *Server) newOrder(w http.ResponseWriter, p *post) error {
 		return err
 	}
 	now := p.now // the database clock, read with the nonce
-	reusable, err := s.reusable(p, authzKeys(ids), offered(prof), now.Add(s.orderLifetime()))
+	reusable, err := s.reusable(p, authzKeys(ids, prof), offered(prof), now.Add(s.orderLifetime()))
 	if err != nil {
 		return err
 	}
@@ -188,7 +188,7 @@ func (s *Server) draftOrder(acctID string, req newOrderReq, name string, prof pr
 		return store.NewOrder{}, err
 	}
 	no := store.NewOrder{
-		AccountID: acctID, Identifiers: ids, Profile: name, Methods: offered(prof),
+		AccountID: acctID, Identifiers: ids, Profile: name, Methods: offered(prof), Corroborated: prof.Perspectives,
 		NotBefore: nb, NotAfter: na, Expires: now.Add(s.orderLifetime()),
 		Replaces: req.Replaces, Pause: s.pauseRule(),
 	}
@@ -269,11 +269,12 @@ func (s *Server) orderLifetime() time.Duration {
 	return hours(s.cfg.Server.OrderLifetimeHours, 7*24)
 }
 
-// authzKeys are the authorizations ids need.
-func authzKeys(ids []acme.Identifier) []store.AuthzKey {
+// authzKeys are the authorizations ids need under prof: corroborated by
+// network perspectives if prof requires it.
+func authzKeys(ids []acme.Identifier, prof profile.Profile) []store.AuthzKey {
 	keys := make([]store.AuthzKey, len(ids))
 	for i, id := range ids {
-		keys[i] = store.AuthzKey{Identifier: id.Base(), Wildcard: id.IsWildcard()}
+		keys[i] = store.AuthzKey{Identifier: id.Base(), Wildcard: id.IsWildcard(), Corroborated: prof.Perspectives}
 	}
 	return keys
 }
@@ -305,7 +306,7 @@ func (s *Server) newOrderAhead(r *http.Request, msg *jws.Message, acctID string)
 
 // reusableLookup is newOrderAhead's read for ids of profile prof.
 func (s *Server) reusableLookup(acctID string, ids []acme.Identifier, prof profile.Profile) store.Lookup {
-	return store.Lookup{Kind: store.LookupReusable, ID: acctID, Keys: authzKeys(ids), Methods: offered(prof),
+	return store.Lookup{Kind: store.LookupReusable, ID: acctID, Keys: authzKeys(ids, prof), Methods: offered(prof),
 		After: time.Now().Add(s.orderLifetime() - aheadSkew)}
 }
 

@@ -45,4 +45,8 @@ type Perspectives interface {
 	// PerspectiveAnswers reads a challenge's answers, the primary's first,
 	// and the database's clock in the same read.
 	PerspectiveAnswers(ctx context.Context, challengeID string) ([]PerspectiveAnswer, time.Time, error)
+	// AuthzProfiles are the profiles of the orders using authorization
+	// authzID (none for one newAuthz made and no order reused), sorted:
+	// whether its validation must be corroborated (profile.Perspectives).
+	AuthzProfiles(ctx context.Context, authzID string) ([]string, error)
 }

@@ -62,6 +62,10 @@ type ToIssue struct {
 	// finalize stored it (BlockedKeys; CA/B Forum BR §6.1.1.3): its type
 	// is badPublicKey; the worker fails the order with it before signing.
 	Blocked *acme.Problem
+	// Uncorroborated is the first of the order's authorizations network
+	// perspectives did not corroborate ("" for none): a profile requiring
+	// corroboration fails the order with it before signing.
+	Uncorroborated string
 }
 
 // ClockSlack is how far an estimate of the database's clock a newOrder
@@ -93,8 +97,11 @@ type NewOrder struct {
 	// Methods are the challenge types the order's profile offers: the
 	// authorizations OrderCreate with a Clock makes sure none could be
 	// reused are those AuthzsReusable finds for them.
-	Methods  []acme.ChallengeType
-	Replaces string
+	Methods []acme.ChallengeType
+	// Corroborated: the order's profile requires perspectives to have
+	// corroborated each authorization it reuses (AuthzKey.Corroborated).
+	Corroborated bool
+	Replaces     string
 	// ReplacesSerial, when set, is the serial of the certificate Replaces
 	// names (RFC 9773 §5): OrderCreate marks it replaced by the new order in
 	// the same transaction, and fails with ErrNotFound if the account has no
@@ -129,6 +136,9 @@ type Verdict struct {
 	// authorization may expire: the validating record's persistUntil
 	// (draft-ietf-acme-dns-persist-02 §4.1). A later expiry is brought forward.
 	ExpiresBy time.Time
+	// Corroborated, on a valid verdict, marks the authorization as
+	// corroborated by network perspectives (BR §3.2.2.9).
+	Corroborated bool
 }
 
 // Issued is what the signer hands back for an order.
@@ -193,6 +203,9 @@ type CertFilter struct {
 type AuthzKey struct {
 	Identifier acme.Identifier
 	Wildcard   bool
+	// Corroborated: only an authorization network perspectives
+	// corroborated counts (a profile with perspectives = true).
+	Corroborated bool
 }
 
 // Store is every operation on Hallmark's records.

@@ -78,6 +78,9 @@ func (w *Worker) beforeSigning(ctx context.Context, ti *store.ToIssue, profile s
 		// during it).
 		return true, w.refuseOrder(ctx, o, profile, *ti.Lapsed, "lost its account or an authorization")
 	}
+	if m := w.mounts[profile]; m.profile.Perspectives && ti.Uncorroborated != "" {
+		return true, w.refuseOrder(ctx, o, profile, uncorroborated(ti.Uncorroborated, profile), "had an authorization network perspectives did not corroborate")
+	}
 	if ti.Blocked != nil {
 		// The CSR's key was reported compromised since the finalize
 		// (CA/B Forum BR §6.1.1.3).
@@ -295,4 +298,13 @@ func (w *Worker) undelivered(ctx context.Context, o *store.Order, profile string
 	}
 	w.log.WarnContext(ctx, "certificate signed for an order that could no longer take it; recorded as revoked, not delivered", "order", o.ID, "serial", serial, "order_now", why, "issuer", c.issuerID)
 	return nil
+}
+
+// uncorroborated is the problem failing an order of profile, which
+// requires network perspectives (BR §3.2.2.9), for its authorization
+// authzID validated without them.
+func uncorroborated(authzID, profile string) acme.Problem {
+	return acme.Problem{Type: acme.ProblemUnauthorized, Detail: fmt.Sprintf(
+		"authorization %s was validated without network perspectives, which profile %q requires, so the certificate was not issued; "+
+			"deactivate the authorization and order again (the CA needs [challenge.perspectives] names set)", authzID, profile)}
 }

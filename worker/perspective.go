@@ -30,6 +30,7 @@ type perspectiveStore interface {
 	PerspectivesAsk(ctx context.Context, primary store.PerspectiveAnswer, names []string) (bool, error)
 	PerspectiveAnswer(ctx context.Context, a store.PerspectiveAnswer) error
 	PerspectiveAnswers(ctx context.Context, challengeID string) ([]store.PerspectiveAnswer, time.Time, error)
+	AuthzProfiles(ctx context.Context, authzID string) ([]string, error)
 }
 
 // perspectivePoll is how often a primary waiting for its perspectives looks

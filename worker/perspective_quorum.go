@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +18,32 @@ import (
 // corroborates reports whether this worker's validations need remote
 // perspectives' corroboration ([challenge.perspectives] names some).
 func (w *Worker) corroborates() bool { return len(w.quorum.Names) > 0 }
+
+// needsCorroboration reports whether tgt's passing check is to be
+// corroborated: perspectives are configured and an order using its
+// authorization is of a profile with perspectives = true, or of one this
+// worker does not mount (it cannot tell, so it asks). An authorization no
+// order uses (newAuthz) is not: such a profile never reuses it.
+func (w *Worker) needsCorroboration(ctx context.Context, tgt *store.ChallengeAuthz) (bool, error) {
+	if !w.corroborates() {
+		return false, nil
+	}
+	all := true
+	for _, m := range w.mounts {
+		all = all && m.profile.Perspectives
+	}
+	if all {
+		return true, nil // every profile requires it: no read
+	}
+	profiles, err := w.st.perspectives.AuthzProfiles(ctx, tgt.Authz.ID)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(profiles, func(p string) bool {
+		m, ok := w.mounts[p]
+		return !ok || m.profile.Perspectives
+	}), nil
+}
 
 // resumeCorroboration continues a validation whose primary check already
 // passed and asked the perspectives (this job snoozed, or was retried):
@@ -124,7 +151,7 @@ func problemDetail(p *acme.Problem) string {
 // nil, else invalid with p, trailed as validateChallenge trails a failure.
 func (w *Worker) recordVerdict(ctx context.Context, tgt *store.ChallengeAuthz, p *acme.Problem, record json.RawMessage) error {
 	ch, authz := &tgt.Challenge, &tgt.Authz
-	v := store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid, ValidationRecord: record}
+	v := store.Verdict{ChallengeID: ch.ID, Status: acme.StatusValid, ValidationRecord: record, Corroborated: true}
 	if p != nil {
 		p.Identifier = &authz.Identifier
 		v.Status, v.Error = acme.StatusInvalid, p

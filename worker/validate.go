@@ -74,8 +74,12 @@ func (w *Worker) validateChallenge(ctx context.Context, job jobs.Job[jobs.Challe
 		w.metrics.validated(ch.Type, nil, true)
 		return jobs.CouldNotRun(fmt.Errorf("validating challenge %s: %w", ch.ID, res.Err))
 	}
-	if res.Problem == nil && w.corroborates() {
-		return w.askPerspectives(ctx, tgt, res, time.Since(started))
+	if res.Problem == nil {
+		if need, err := w.needsCorroboration(ctx, tgt); err != nil {
+			return jobs.CouldNotRun(fmt.Errorf("validating challenge %s: %w", ch.ID, err))
+		} else if need {
+			return w.askPerspectives(ctx, tgt, res, time.Since(started))
+		}
 	}
 	w.metrics.validated(ch.Type, res.Problem, false)
 	v := w.verdictFor(ctx, tgt, res)

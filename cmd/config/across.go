@@ -50,7 +50,8 @@ func (c Config) across() []error {
 
 // persistProblems refuses a profile offering dns-persist-01 without the
 // issuer domain names its challenge lists (server.caa_identities): no
-// record could ever validate.
+// record could ever validate; and one requiring perspectives when none
+// are named.
 func (c Config) persistProblems(p *problems) {
 	names := make([]string, 0, len(c.Profiles))
 	for name := range c.Profiles {
@@ -60,6 +61,10 @@ func (c Config) persistProblems(p *problems) {
 	for _, name := range names {
 		if slices.Contains(c.Profiles[name].Challenges, "dns-persist-01") && len(c.Server.CAAIdentities) == 0 {
 			p.add("profiles."+name+".challenges", "offers dns-persist-01, whose records name this CA by server.caa_identities, which is empty; set it or remove dns-persist-01")
+		}
+		// A perspective worker validates for no profile: it needs no names.
+		if c.Profiles[name].Perspectives && len(c.Challenge.Perspectives.Names) == 0 && c.Worker.Perspective == "" {
+			p.add("profiles."+name+".perspectives", "requires network perspectives, but challenge.perspectives.names is empty: none would corroborate and every order would fail at issuance; name them or remove perspectives")
 		}
 	}
 }

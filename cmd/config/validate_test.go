@@ -58,6 +58,8 @@ func TestValidateRanges(t *testing.T) {
 		// dns-persist-01's records name the CA by its CAA identities.
 		{"[server]\ncaa_identities = []\n[profiles.standing]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-persist-01\"]\n", "profiles.standing.challenges"},
 		{"[profiles.web]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-persist-02\"]\n", "profiles.web.challenges"},
+		// perspectives = true needs perspectives to ask.
+		{"[profiles.web]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"http-01\"]\nperspectives = true\n", "profiles.web.perspectives"},
 		{"[profiles.addr]\nbackend = \"local\"\nvalidity_hours = 24\nchallenges = [\"dns-account-01\"]\nidentifier_types = [\"ip\"]\n", "profiles.addr.identifier_types"},
 	}
 	for _, tc := range cases {

@@ -38,6 +38,10 @@ type Profile struct {
 	RenewalWindowStart    float64 `toml:"renewal_window_start"`
 	RenewalWindowEnd      float64 `toml:"renewal_window_end"`
 	AllowPreAuthorization bool    `toml:"allow_pre_authorization"`
+	// Perspectives: issue only on authorizations the network perspectives
+	// of [challenge.perspectives] corroborated (CA/B BR §3.2.2.9); one
+	// validated without them is neither reused nor issued on.
+	Perspectives bool `toml:"perspectives"`
 }
 
 // MaxBackdate is how far before the moment of signing a certificate's

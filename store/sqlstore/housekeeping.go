@@ -154,7 +154,7 @@ func (s *Store) abandon(ctx context.Context, t *txn, sub jobs.Subject, p acme.Pr
 		if err != nil || c.Status != acme.StatusProcessing {
 			return false, err
 		}
-		if err := s.verdict(ctx, t, sub.ID, acme.StatusInvalid, &p, nil, nil, time.Time{}); err != nil {
+		if err := s.verdict(ctx, t, store.Verdict{ChallengeID: sub.ID, Status: acme.StatusInvalid, Error: &p}); err != nil {
 			return false, err
 		}
 	case jobs.KindSignerIssue:

@@ -133,7 +133,7 @@ func (s *Store) sendOrder(ctx context.Context, t *txn, b *batch, o store.NewOrde
 func authzKeysOf(o store.NewOrder) []store.AuthzKey {
 	keys := make([]store.AuthzKey, len(o.Authzs))
 	for i, a := range o.Authzs {
-		keys[i] = store.AuthzKey{Identifier: a.Identifier, Wildcard: a.Wildcard}
+		keys[i] = store.AuthzKey{Identifier: a.Identifier, Wildcard: a.Wildcard, Corroborated: o.Corroborated}
 	}
 	return keys
 }

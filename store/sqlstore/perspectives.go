@@ -86,3 +86,22 @@ WHERE challenge_id = $1 ORDER BY perspective <> 'primary', perspective`, challen
 	}
 	return out, now, nil
 }
+
+func (s *Store) AuthzProfiles(ctx context.Context, authzID string) ([]string, error) {
+	var out []string
+	err := s.autocommit(ctx, func(t *txn) error {
+		out = out[:0]
+		return collect(ctx, t, func(r Rows) error {
+			var p string
+			if err := r.Scan(&p); err != nil {
+				return err
+			}
+			out = append(out, p)
+			return nil
+		}, `SELECT DISTINCT o.profile FROM order_authz oa JOIN orders o ON o.id = oa.order_id WHERE oa.authz_id = $1 ORDER BY o.profile`, authzID)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the profiles of authorization %s's orders: %w", authzID, err)
+	}
+	return out, nil
+}

@@ -12,7 +12,7 @@ import (
 )
 
 // reusableChunk is how many identifiers one AuthzsReusable statement
-// asks about: four parameters each, well under SQLite's limit of 32,766.
+// asks about: five parameters each, well under SQLite's limit of 32,766.
 const reusableChunk = 500
 
 // AuthzsReusable is a read: it runs autocommitted, choosing each key's
@@ -48,7 +48,10 @@ func (s *Store) AuthzsReusable(ctx context.Context, accountID string, keys []sto
 // analyzed, or not since), PostgreSQL chose authorizations_account_status_idx
 // and walked every valid authorization of the account for each key, 20,000
 // of them for a fleet's account (TestReusablePlans). Its rows carry the
-// key's index in keys first. With
+// key's index in keys first. A key asking for Corroborated skips an
+// authorization a challenge validated that perspectives did not
+// corroborate (one born valid, pre-validated by a binding, had no network
+// check to corroborate). With
 // methods non-nil, a candidate counts only if it has a valid challenge of
 // one of those types, or no challenge at all (born valid): an EXISTS on
 // challenges_authz_idx for each of the key's few candidates.
@@ -73,21 +76,22 @@ func (s *Store) reusableSQL(accountID string, keys []store.AuthzKey, methods []a
 		}
 		method += ")"
 	}
-	q.WriteString("WITH want (i, typ, val, wc) AS (VALUES ")
+	q.WriteString("WITH want (i, typ, val, wc, cor) AS (VALUES ")
 	for i, k := range keys {
 		if i > 0 {
 			q.WriteString(", ")
 		}
 		n := len(args)
-		fmt.Fprintf(&q, "(CAST($%d AS INTEGER), CAST($%d AS TEXT), CAST($%d AS TEXT), CAST($%d AS BOOLEAN))", n+1, n+2, n+3, n+4)
-		args = append(args, i, string(k.Identifier.Type), k.Identifier.Value, k.Wildcard)
+		fmt.Fprintf(&q, "(CAST($%d AS INTEGER), CAST($%d AS TEXT), CAST($%d AS TEXT), CAST($%d AS BOOLEAN), CAST($%d AS BOOLEAN))", n+1, n+2, n+3, n+4, n+5)
+		args = append(args, i, string(k.Identifier.Type), k.Identifier.Value, k.Wildcard, k.Corroborated)
 	}
 	q.WriteString(`)
 SELECT w.i, ` + authzChallengeCols + `
 FROM want w
 JOIN authorizations a ON a.id = (SELECT r.id FROM authorizations r
   WHERE r.account_id = $1 AND r.identifier_type = w.typ AND r.identifier_value = w.val AND r.wildcard = w.wc
-    AND r.status || '' = 'valid' AND r.expires_at > $2 AND r.expires_at > {now}` + method + `
+    AND r.status || '' = 'valid' AND r.expires_at > $2 AND r.expires_at > {now}
+    AND (r.corroborated OR NOT w.cor OR NOT EXISTS (SELECT 1 FROM challenges v WHERE v.authz_id = r.id))` + method + `
   ORDER BY r.expires_at DESC LIMIT 1)
 LEFT JOIN challenges c ON c.authz_id = a.id
 ORDER BY w.i, c.position`)
@@ -141,7 +145,7 @@ func checkReuse(ctx context.Context, t *txn, o store.NewOrder) error {
 	slices.SortFunc(ids, func(a, b any) int { return strings.Compare(a.(string), b.(string)) })
 	type reused struct {
 		owner, status string
-		live          bool
+		live, cor     bool
 	}
 	found := map[string]reused{}
 	for len(ids) > 0 {
@@ -149,14 +153,15 @@ func checkReuse(ctx context.Context, t *txn, o store.NewOrder) error {
 		if err := collect(ctx, t, func(r Rows) error {
 			var id string
 			var a reused
-			var live int64
-			if err := r.Scan(&id, &a.owner, &a.status, &live); err != nil {
+			var live, cor int64
+			if err := r.Scan(&id, &a.owner, &a.status, &live, &cor); err != nil {
 				return err
 			}
-			a.live = live == 1
+			a.live, a.cor = live == 1, cor == 1
 			found[id] = a
 			return nil
-		}, `SELECT id, account_id, status, CASE WHEN expires_at > {now} THEN 1 ELSE 0 END FROM authorizations
+		}, `SELECT id, account_id, status, CASE WHEN expires_at > {now} THEN 1 ELSE 0 END,
+  CASE WHEN corroborated THEN 1 ELSE 0 END FROM authorizations
 WHERE id IN (`+paramList(n)+`) ORDER BY id {forshare}`, ids[:n]...); err != nil {
 			return err
 		}
@@ -179,6 +184,9 @@ WHERE id IN (`+paramList(n)+`) ORDER BY id {forshare}`, ids[:n]...); err != nil 
 				why = "expired"
 			}
 			return fmt.Errorf("reusing authorization %s: it is %s, not valid: %w", a.ID, why, store.ErrAuthzUnusable)
+		}
+		if o.Corroborated && !r.cor && len(a.Challenges) > 0 {
+			return fmt.Errorf("reusing authorization %s: network perspectives did not corroborate it, and profile %q requires it: %w", a.ID, o.Profile, store.ErrAuthzUnusable)
 		}
 	}
 	return nil

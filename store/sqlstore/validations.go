@@ -30,8 +30,14 @@ const orderToIssueSQL = `SELECT ` + orderCols + `,
   EXISTS (SELECT 1 FROM order_authz oa WHERE oa.order_id = orders.id
     AND (SELECT MIN(c.validated_at) FILTER (WHERE c.status = 'valid') FROM challenges c WHERE c.authz_id = oa.authz_id) < {now+$2}),
   COALESCE(` + orderAccountStatusSQL + `, ''), COALESCE(` + orderLapsedAuthzSQL + `, ''),
-  ` + orderKeyBlockedSQL + `
+  ` + orderKeyBlockedSQL + `, COALESCE(` + orderUncorroboratedSQL + `, '')
 FROM orders WHERE id = $1`
+
+// orderUncorroboratedSQL is the first authorization of the orders row at
+// hand that a challenge validated and network perspectives did not
+// corroborate, NULL for none (one born valid had no network check).
+const orderUncorroboratedSQL = `(SELECT MIN(a.id) FROM order_authz oa JOIN authorizations a ON a.id = oa.authz_id
+  WHERE oa.order_id = orders.id AND NOT a.corroborated AND EXISTS (SELECT 1 FROM challenges c WHERE c.authz_id = a.id))`
 
 // orderKeyBlockedSQL is when the key of the CSR of the orders row at hand
 // was blocked (blocked_keys, by its primary key), NULL when it was not.
@@ -62,16 +68,16 @@ func (s *Store) OrderToIssue(ctx context.Context, id string, caaAge time.Duratio
 	err := s.autocommit(ctx, func(t *txn) error {
 		var r orderRow
 		var stale bool
-		var acct, lapsed string
+		var acct, lapsed, uncorroborated string
 		var blocked *time.Time
-		if err := t.queryRow(ctx, orderToIssueSQL, id, -caaAge.Microseconds()).Scan(append(r.dest(), &stale, &acct, &lapsed, tsNull(&blocked))...); err != nil {
+		if err := t.queryRow(ctx, orderToIssueSQL, id, -caaAge.Microseconds()).Scan(append(r.dest(), &stale, &acct, &lapsed, tsNull(&blocked), &uncorroborated)...); err != nil {
 			return err
 		}
 		o, err := r.finish()
 		if err != nil {
 			return err
 		}
-		out = &store.ToIssue{Order: o, Stale: stale, Lapsed: issueLapsed(acct, lapsed)}
+		out = &store.ToIssue{Order: o, Stale: stale, Lapsed: issueLapsed(acct, lapsed), Uncorroborated: uncorroborated}
 		if blocked != nil {
 			out.Blocked = &acme.Problem{Type: acme.ProblemBadPublicKey, Detail: store.BlockedKey{BlockedAt: *blocked}.Problem("the CSR's public key") +
 				", then finalize a new order with a CSR for it; this order was not issued"}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
@@ -15,7 +14,7 @@ func (s *Store) ChallengeVerdict(ctx context.Context, v store.Verdict) error {
 		return fmt.Errorf("recording verdict on challenge %s: status %q is neither valid nor invalid", v.ChallengeID, v.Status)
 	}
 	err := s.inTx(ctx, func(t *txn) error {
-		return s.verdict(ctx, t, v.ChallengeID, v.Status, v.Error, v.ValidationRecord, v.Trail, v.ExpiresBy)
+		return s.verdict(ctx, t, v)
 	})
 	if errors.Is(err, errLost) {
 		// Read the challenge as it stands, outside the rolled-back
@@ -37,7 +36,8 @@ func (s *Store) ChallengeVerdict(ctx context.Context, v store.Verdict) error {
 // transaction must roll back. It is the last thing its transaction does:
 // on PostgreSQL it sends every statement and the COMMIT in one round trip
 // (sendSwapLast), so callers run nothing on t after it.
-func (s *Store) verdict(ctx context.Context, t *txn, challengeID string, status acme.Status, p *acme.Problem, record []byte, trail *store.AuditEvent, expiresBy time.Time) error {
+func (s *Store) verdict(ctx context.Context, t *txn, v store.Verdict) error {
+	challengeID, status, p, record, trail := v.ChallengeID, v.Status, v.Error, v.ValidationRecord, v.Trail
 	pt, err := problemText(p)
 	if err != nil {
 		return err
@@ -86,22 +86,9 @@ func (s *Store) verdict(ctx context.Context, t *txn, challengeID string, status 
 	swap := b.scan("", []any{&moved}, fmt.Sprintf(verdictSwapSQL, validated), challengeID, string(status), pt, string(record))
 	b.exec("", verdictAuthzSQL, challengeID, string(status))
 	if status == acme.StatusValid {
-		if !expiresBy.IsZero() {
-			b.exec("", verdictExpiresBySQL, challengeID, s.d.T(expiresBy))
-		}
-		b.exec("", verdictReadySQL, challengeID)
-		b.exec("", streakResetSQL, challengeID) // pauses.go
+		s.queueValid(&b, v)
 	} else {
-		if p == nil || p.Type != acme.ProblemServerInternal {
-			// The client's failure, not the CA's (an abandoned job):
-			// it lengthens the account's run for the identifier.
-			b.exec("", streakFailSQL, challengeID, -streakGap.Microseconds())
-		}
-		if p == nil {
-			pt, _ = problemText(&acme.Problem{Type: acme.ProblemUnauthorized, Detail: "challenge " + challengeID + " failed"})
-		}
-		b.exec("", verdictSiblingsSQL, challengeID)
-		b.exec("", verdictInvalidSQL, challengeID, pt)
+		queueInvalid(&b, challengeID, p, pt)
 	}
 	if trail != nil {
 		b.exec("recording the trail", auditInsertSQL, s.auditArgs(*trail)...)
@@ -116,6 +103,38 @@ func (s *Store) verdict(ctx context.Context, t *txn, challengeID string, status 
 	}
 	return nil
 }
+
+// queueValid queues on b what a valid verdict moves beyond the challenge.
+func (s *Store) queueValid(b *batch, v store.Verdict) {
+	if !v.ExpiresBy.IsZero() {
+		b.exec("", verdictExpiresBySQL, v.ChallengeID, s.d.T(v.ExpiresBy))
+	}
+	if v.Corroborated {
+		b.exec("", verdictCorroboratedSQL, v.ChallengeID)
+	}
+	b.exec("", verdictReadySQL, v.ChallengeID)
+	b.exec("", streakResetSQL, v.ChallengeID) // pauses.go
+}
+
+// queueInvalid queues on b what an invalid verdict moves beyond the
+// challenge: problem p (as text pt) on its siblings and orders.
+func queueInvalid(b *batch, challengeID string, p *acme.Problem, pt string) {
+	if p == nil || p.Type != acme.ProblemServerInternal {
+		// The client's failure, not the CA's (an abandoned job): it
+		// lengthens the account's run for the identifier.
+		b.exec("", streakFailSQL, challengeID, -streakGap.Microseconds())
+	}
+	if p == nil {
+		pt, _ = problemText(&acme.Problem{Type: acme.ProblemUnauthorized, Detail: "challenge " + challengeID + " failed"})
+	}
+	b.exec("", verdictSiblingsSQL, challengeID)
+	b.exec("", verdictInvalidSQL, challengeID, pt)
+}
+
+// verdictCorroboratedSQL marks challenge $1's authorization corroborated
+// by network perspectives, only as the verdict makes it valid.
+const verdictCorroboratedSQL = `UPDATE authorizations SET corroborated = TRUE
+WHERE id = (SELECT authz_id FROM challenges WHERE id = $1) AND status = 'valid'`
 
 // ordersOf selects the orders using challenge $1's authorization (verdict).
 const ordersOf = `SELECT oa.order_id FROM order_authz oa JOIN challenges c ON c.authz_id = oa.authz_id WHERE c.id = $1`

@@ -130,6 +130,7 @@ var contract = []struct {
 	{"RelayTokens", testRelayTokens},
 	{"ReloadRequested", testReloadRequested},
 	{"Perspectives", testPerspectives},
+	{"Corroborated", testCorroborated},
 	{"UpstreamOrdersConcurrent", testUpstreamOrdersConcurrent},
 	{"EABBindOnce", testEABBindOnce},
 	{"AuthzCreate", testAuthzCreate},

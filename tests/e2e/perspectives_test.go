@@ -65,18 +65,39 @@ func attacker(t *testing.T, port int) {
 	t.Cleanup(func() { _ = srv.Close() })
 }
 
+// perspectiveProfiles are the test's profiles: default requires network
+// perspectives, plain does not.
+const perspectiveProfiles = `
+[profiles.default]
+backend = "local"
+validity_hours = 240
+key_types = ["rsa2048", "p256"]
+challenges = ["http-01"]
+identifier_types = ["dns"]
+perspectives = true
+
+[profiles.plain]
+backend = "local"
+validity_hours = 240
+key_types = ["rsa2048", "p256"]
+challenges = ["http-01"]
+identifier_types = ["dns"]
+`
+
 // TestPerspectivesQuorum is multi-perspective validation end to end on
 // PostgreSQL: a primary worker and three perspective workers, each with
 // its own resolver. Honest, lego gets a certificate; one perspective
 // hijacked (its resolver answers the attacker's address) is outvoted; two
 // hijacked fail the validation with a problem naming them; one stopped
 // still gives a verdict, at its deadline. The same for CAA records only
-// some perspectives see.
+// some perspectives see. A profile without perspectives asks none, and its
+// authorization is not reused by the profile that requires them.
 func TestPerspectivesQuorum(t *testing.T) {
 	requireTool(t, "lego", "apt-get install lego")
 	const deadline = 4 * time.Second
 	ca := harness.StartCA(t, testdb.Postgres(t), harness.Options{
 		Challenge: fmt.Sprintf("\n[challenge.perspectives]\nnames = [\"east\", \"west\", \"north\"]\ndeadline_ms = %d", deadline.Milliseconds()),
+		Tables:    perspectiveProfiles,
 	})
 	ps := map[string]*perspective{}
 	for _, n := range []string{"east", "west", "north"} {
@@ -166,6 +187,27 @@ func TestPerspectivesQuorum(t *testing.T) {
 		ps["west"].dns.SetAddrs("two.persp.test", "127.0.0.2")
 		mustFail("two.persp.test", "unauthorized", "east", "west")
 		want("two.persp.test", map[string]string{"primary": "valid", "east": "invalid", "west": "invalid", "north": "valid"})
+	})
+	t.Run("profile without perspectives", func(t *testing.T) {
+		// plain asks no perspective: two hijacked do not stop it, and
+		// none answered.
+		ps["east"].dns.SetAddrs("plain.persp.test", "127.0.0.2")
+		ps["west"].dns.SetAddrs("plain.persp.test", "127.0.0.2")
+		l := harness.Lego{Bin: requireTool(t, "lego", "apt-get install lego"), Directory: ca.BaseURL + "/profile/plain/directory",
+			Root: ca.Root, Email: "e2e@hallmark.test", Path: path}
+		if out, err := l.Run(t.Context(), "--domains", "plain.persp.test", "--http", "--http.port", fmt.Sprintf("127.0.0.1:%d", ca.HTTPPort), "run"); err != nil {
+			t.Fatalf("lego run under profile plain: %v\n%s", err, out)
+		}
+		want("plain.persp.test", map[string]string{})
+		// The same account under default, which requires perspectives, does
+		// not reuse that authorization: it validates again, and the two
+		// hijacked perspectives refuse it.
+		mustFail("plain.persp.test", "unauthorized", "east", "west")
+		var list []struct{ Account, Profile, Status string }
+		if err := json.Unmarshal([]byte(ca.Run("hallmark", "--config", ca.Config, "orders", "list", "--json", "--identifier", "plain.persp.test")), &list); err != nil ||
+			len(list) != 2 || list[0].Account != list[1].Account || list[0].Profile == list[1].Profile {
+			t.Fatalf("orders of plain.persp.test: %+v, %v; want one of each profile, of one account", list, err)
+		}
 	})
 	t.Run("caa seen by one", func(t *testing.T) {
 		ps["north"].dns.SetCAA("caa1.persp.test", 0, "issue", "other-ca.example")
