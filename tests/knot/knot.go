@@ -45,7 +45,7 @@ func Start(t testing.TB, zone string) *Server {
 	zone = strings.TrimSuffix(zone, ".") + "."
 	raw := make([]byte, 32)
 	_, _ = rand.Read(raw)
-	s := &Server{Addr: freeAddr(t), Zone: zone, KeyName: "hallmark-test.", Algorithm: "hmac-sha256.", Secret: base64.StdEncoding.EncodeToString(raw)}
+	s := &Server{Addr: testproc.FreeAddr(t), Zone: zone, KeyName: "hallmark-test.", Algorithm: "hmac-sha256.", Secret: base64.StdEncoding.EncodeToString(raw)}
 	dir := t.TempDir()
 	host, port, _ := net.SplitHostPort(s.Addr)
 	conf := fmt.Sprintf(`server:
@@ -97,23 +97,4 @@ func SecretFile(t testing.TB, secret string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// freeAddr is a loopback port free for TCP and UDP when asked.
-func freeAddr(t testing.TB) string {
-	for range 20 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		pc, err := net.ListenPacket("udp", addr)
-		if err == nil {
-			pc.Close()
-			return addr
-		}
-	}
-	t.Fatal("no loopback port free for both TCP and UDP")
-	return ""
 }

@@ -76,3 +76,22 @@ func WaitTCP(t testing.TB, name, addr, logPath string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// FreeAddr is a loopback port free for TCP and UDP when asked.
+func FreeAddr(t testing.TB) string {
+	for range 20 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		pc, err := net.ListenPacket("udp", addr)
+		if err == nil {
+			pc.Close()
+			return addr
+		}
+	}
+	t.Fatal("no loopback port free for both TCP and UDP")
+	return ""
+}

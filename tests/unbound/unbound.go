@@ -54,7 +54,7 @@ func Start(t testing.TB, c Config) *Server {
 		t.Skipf("SKIPPING: unbound is not installed (apt-get install unbound): %v", err)
 	}
 	dir := t.TempDir()
-	s := &Server{Addr: freeAddr(t)}
+	s := &Server{Addr: testproc.FreeAddr(t)}
 	conf := config(dir, s.Addr, c)
 	confPath := filepath.Join(dir, "unbound.conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
@@ -118,23 +118,4 @@ func config(dir, addr string, c Config) string {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
-}
-
-// freeAddr is a loopback port free for TCP and UDP when asked.
-func freeAddr(t testing.TB) string {
-	for range 20 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		pc, err := net.ListenPacket("udp", addr)
-		if err == nil {
-			pc.Close()
-			return addr
-		}
-	}
-	t.Fatal("no loopback port free for both TCP and UDP")
-	return ""
 }
