@@ -58,6 +58,7 @@ func (s *Server) PublicHandler() http.Handler {
 func (s *Server) publicRoutes(r *mux.Router) {
 	methods := []string{http.MethodGet, http.MethodHead}
 	r.Handle(pathCRL+"{issuer}", s.instrument("crl", true, methodsOnly(methods, s.crl)))
+	r.Handle(pathCRL+"{issuer}/{shard}", s.instrument("crl", true, methodsOnly(methods, s.crl)))
 	r.Handle(pathIssuer+"{issuer}", s.instrument("issuer", true, methodsOnly(methods, s.issuerCert)))
 	r.Handle(pathRelayToken+"{token}", s.instrument("relay_token", true, methodsOnly(methods, s.relayToken)))
 }
