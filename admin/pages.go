@@ -110,6 +110,7 @@ func query(kv ...string) template.URL {
 
 type crlRow struct {
 	Issuer    string
+	Shard     int
 	CRL       *store.CRL
 	Revoked   int
 	NotListed int // revocations whose serial the newest CRL does not list
@@ -166,17 +167,23 @@ func (s *Server) crlRows(r *http.Request) ([]crlRow, error) {
 	}
 	var rows []crlRow
 	for _, id := range issuers {
-		row := crlRow{Issuer: id, Remote: store.RemoteIssuer(id)}
-		if s.crlBase != "" && !store.RemoteIssuer(id) {
-			row.URL = s.crlBase + "/crl/" + id
-		}
-		// The CLI's reads and rule, so the two never disagree.
-		h, err := store.JudgeIssuerCRL(ctx, s.st.pages, id, now)
+		// The CLI's reads and rule, so the two never disagree: a row per
+		// shard.
+		shards, err := store.JudgeIssuerCRLs(ctx, s.st.pages, id, now)
 		if err != nil {
 			return nil, err
 		}
-		row.CRL, row.Revoked, row.NotListed, row.Stale, row.Problem = h.Newest, h.Revocations, h.Unlisted, h.Stale, h.Why
-		rows = append(rows, row)
+		for _, h := range shards {
+			row := crlRow{Issuer: id, Shard: h.Shard, Remote: store.RemoteIssuer(id)}
+			if s.crlBase != "" && !row.Remote {
+				row.URL = s.crlBase + "/crl/" + id
+				if h.Shard > 0 {
+					row.URL += "/" + strconv.Itoa(h.Shard)
+				}
+			}
+			row.CRL, row.Revoked, row.NotListed, row.Stale, row.Problem = h.Newest, h.Revocations, h.Unlisted, h.Stale, h.Why
+			rows = append(rows, row)
+		}
 	}
 	return rows, nil
 }

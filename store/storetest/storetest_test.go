@@ -97,6 +97,7 @@ var contract = []struct {
 	{"KeyHashBackfill", testKeyHashBackfill},
 	{"UndeliveredRecord", testUndeliveredRecord},
 	{"CRLMonotonic", testCRLMonotonic},
+	{"CRLShards", testCRLShards},
 	{"Leases", testLeases},
 	{"RateCounts", testRateCounts},
 	{"RateCertificatesByDomain", testRateCertificatesByDomain},
