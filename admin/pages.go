@@ -118,6 +118,34 @@ type crlRow struct {
 	URL       string
 	Problem   string
 	Remote    bool // a relay's or custom backend's: Hallmark signs no CRL for it
+	// Shards, on the overview, is how many shard rows this issuer's row
+	// sums up (issuerCRLs); 0 on the CRL page, a row per shard.
+	Shards int
+}
+
+// issuerCRLs sums rows, a row per shard by issuer, into a row per issuer
+// for the overview: the stalest shard's CRL (the earliest nextUpdate) and
+// why, the counts added up; stale when any shard is.
+func issuerCRLs(rows []crlRow) []crlRow {
+	var out []crlRow
+	for _, r := range rows {
+		if n := len(out); n > 0 && out[n-1].Issuer == r.Issuer {
+			sum := &out[n-1]
+			sum.Shards++
+			sum.Revoked += r.Revoked
+			sum.NotListed += r.NotListed
+			if r.Stale && !sum.Stale {
+				sum.Stale, sum.Problem = true, fmt.Sprintf("shard %d: %s", r.Shard, r.Problem)
+			}
+			if sum.CRL != nil && (r.CRL == nil || r.CRL.NextUpdate.Before(sum.CRL.NextUpdate)) {
+				sum.CRL = r.CRL
+			}
+			continue
+		}
+		r.Shards = 1
+		out = append(out, r)
+	}
+	return out
 }
 
 func (s *Server) overview(w http.ResponseWriter, r *http.Request, p principal) error {
@@ -140,7 +168,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, p principal) e
 	if err != nil {
 		return err
 	}
-	crls, err := s.crlRows(r)
+	shards, err := s.crlRows(r)
 	if err != nil {
 		return err
 	}
@@ -149,7 +177,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, p principal) e
 		return err
 	}
 	s.render(w, r, p, http.StatusOK, "overview", map[string]any{
-		"Counts": counts, "Depth": depth.Rows, "Oldest": oldest, "Failing": failing, "CRLs": crls,
+		"Counts": counts, "Depth": depth.Rows, "Oldest": oldest, "Failing": failing, "CRLs": issuerCRLs(shards),
 		"Charts": overviewCharts(activity, depth.Rows),
 	})
 	return nil
