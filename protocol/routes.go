@@ -39,7 +39,7 @@ func (s *Server) authzURL(id string) string    { return s.base + pathAuthz + id 
 func (s *Server) challURL(id string) string    { return s.base + pathChallenge + id }
 func (s *Server) certURL(serial string) string { return s.base + pathCert + serial }
 
-// Handler is the public listener's handler: the ACME API, /crl/{issuer},
+// Handler is the public listener's handler: the ACME API, /crl/{issuer}[/{shard}],
 // /healthz, /readyz and /metrics.
 func (s *Server) Handler() http.Handler { return s.handler }
 

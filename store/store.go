@@ -379,6 +379,8 @@ type Store interface {
 	// the certificate's job still outstanding, which River's uniqueness
 	// keeps instead of a second (jobs.SignerRevokeArgs).
 	RevokeQueue(ctx context.Context, serial, profile string, reason int, ev AuditEvent) (jobID int64, err error)
+	// Revocations are the entries of every shard of the issuer's CRL now,
+	// on the database's clock (CRLEntries' rule).
 	Revocations(ctx context.Context, issuerID string) ([]Revocation, error)
 	// RevokedCount counts the issuer's revoked certificates, however they
 	// were revoked: a relay's or custom backend's issuer has revoked
