@@ -61,7 +61,7 @@ func BenchmarkSignCRLShards(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric((cpuTime(b) - cpu0).Seconds()/float64(b.N), "cpu-s/op")
+	b.ReportMetric((cpuTime(b)-cpu0).Seconds()/float64(b.N), "cpu-s/op")
 	b.ReportMetric(float64(slices.Max(sizes)), "largest-shard-bytes")
 }
 
