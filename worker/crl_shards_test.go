@@ -2,9 +2,6 @@ package worker_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"encoding/asn1"
 	"fmt"
@@ -12,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/store"
 )
@@ -26,9 +22,10 @@ import (
 func TestCRLShardDropsExpiredEntry(t *testing.T) {
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
+			// The rig's "default" profile is short-lived here.
 			short := profile.Default()
 			short.ValidityHours = 1
-			r := newRig(t, rigOpts{kind: kind, crlShards: 2, profiles: map[string]profile.Profile{"short": short}})
+			r := newRig(t, rigOpts{kind: kind, crlShards: 2, profiles: map[string]profile.Profile{"default": short}})
 			acct := r.account(t)
 			byShard := map[int][]*store.Certificate{}
 			// Three certificates: two of them share a shard.
@@ -78,17 +75,21 @@ func TestCRLShardDropsExpiredEntry(t *testing.T) {
 	}
 }
 
-// issueShort has the rig's worker sign a certificate of profile "short"
-// for name and returns it as stored.
+// issueShort has the rig's worker sign a certificate of its (short-lived)
+// "default" profile for name and returns it as stored.
 func (r *rig) issueShort(t *testing.T, acct *store.Account, name string) *store.Certificate {
 	t.Helper()
-	o := r.order(t, acct, "short", name)
-	r.ready(t, o)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if _, _, err := r.st.OrderFinalizeBegin(context.Background(), o.ID, o.Profile, csrFor(t, key, name), nil); err != nil {
+	c, err := r.st.CertificateBySerial(context.Background(), r.issue(t, acct, name))
+	if err != nil {
 		t.Fatal(err)
 	}
-	c, parsed := r.issued(t, r.waitOrder(t, o.ID, acme.StatusValid).ID)
+	parsed, err := x509.ParseCertificate(c.DER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parsed.NotAfter.Sub(parsed.NotBefore) > 2*time.Hour {
+		t.Fatalf("certificate valid %s, want the 1-hour profile's", parsed.NotAfter.Sub(parsed.NotBefore))
+	}
 	if want := shardURL(r, c.CRLShard); len(parsed.CRLDistributionPoints) != 1 || parsed.CRLDistributionPoints[0] != want {
 		t.Fatalf("certificate on shard %d names CRL %v, want %s", c.CRLShard, parsed.CRLDistributionPoints, want)
 	}
