@@ -5,6 +5,9 @@ import (
 	"crypto/x509"
 	"encoding/asn1"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +28,19 @@ func TestCRLShardDropsExpiredEntry(t *testing.T) {
 			// The rig's "default" profile is short-lived here.
 			short := profile.Default()
 			short.ValidityHours = 1
-			r := newRig(t, rigOpts{kind: kind, crlShards: 2, profiles: map[string]profile.Profile{"default": short}})
+			// The names' http-01 targets accept and never answer, so the
+			// worker's own validation cannot settle a challenge before the
+			// test validates it (rig.ready).
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			silent := httptest.NewUnstartedServer(http.HandlerFunc(func(_ http.ResponseWriter, req *http.Request) { <-req.Context().Done() }))
+			silent.Listener = ln
+			silent.Start()
+			t.Cleanup(silent.Close)
+			r := newRig(t, rigOpts{kind: kind, httpPort: ln.Addr().(*net.TCPAddr).Port, crlShards: 2, profiles: map[string]profile.Profile{"default": short}})
+			t.Cleanup(silent.CloseClientConnections) // before the worker stops, which waits for them
 			acct := r.account(t)
 			byShard := map[int][]*store.Certificate{}
 			// Three certificates: two of them share a shard.
