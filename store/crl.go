@@ -142,6 +142,42 @@ func JudgeIssuerCRLs(ctx context.Context, r CRLReader, issuerID string, now time
 	return out, nil
 }
 
+// JudgeIssuerCRL sums JudgeIssuerCRLs up into one judgement per issuer,
+// for a line per issuer: the first stale shard's (its Why naming the
+// shard), else the shard whose newest CRL is oldest; the counts are the
+// issuer's.
+func JudgeIssuerCRL(ctx context.Context, r CRLReader, issuerID string, now time.Time) (CRLHealth, error) {
+	shards, err := JudgeIssuerCRLs(ctx, r, issuerID, now)
+	if err != nil {
+		return CRLHealth{}, err
+	}
+	pick := 0
+	for i, h := range shards {
+		if h.Stale {
+			pick = i
+			break
+		}
+		if h.Newest != nil && shards[pick].Newest != nil && h.Newest.ThisUpdate.Before(shards[pick].Newest.ThisUpdate) {
+			pick = i
+		}
+	}
+	out := shards[pick]
+	if out.Stale && len(shards) > 1 {
+		out.Why = fmt.Sprintf("shard %d: %s", out.Shard, out.Why)
+	}
+	out.Revocations, out.Entries, out.Unlisted = 0, 0, 0
+	for _, h := range shards {
+		out.Revocations += h.Revocations
+		out.Unlisted += h.Unlisted
+		if out.Entries >= 0 && h.Entries >= 0 {
+			out.Entries += h.Entries
+		} else {
+			out.Entries = -1
+		}
+	}
+	return out, nil
+}
+
 // JudgeCRL judges issuerID's newest CRL (nil for none) against its
 // revocations at now. A CRL is stale when there is none, when it does not
 // parse, when its nextUpdate has passed, or when a revocation's serial is
