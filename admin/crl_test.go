@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -131,5 +132,43 @@ func TestReportKeyCompromiseOfRevoked(t *testing.T) {
 	_, page = do(t, c, "GET", srv.URL+"/certs/0c07", bearer, nil)
 	if strings.Contains(string(page), `id="key-compromise-form"`) || !strings.Contains(string(page), "keyCompromise") {
 		t.Fatalf("the page after the report still offers it, or does not show reason keyCompromise:\n%s", page)
+	}
+}
+
+// TestCRLPagesShowShards: the CRLs page has a row per CRL shard with its
+// number and size; the overview sums an issuer's shards into one row,
+// stale when any shard is and saying which.
+func TestCRLPagesShowShards(t *testing.T) {
+	t.Parallel()
+	srv, st := panel(t)
+	ctx := context.Background()
+	rev := revokedCert(t, st, "0c01") // shard 0
+	this := rev.RevokedAt.Add(time.Second)
+	if err := st.CRLStore(ctx, store.CRL{IssuerID: "issuer-1", Number: 1, ThisUpdate: this, NextUpdate: this.Add(24 * time.Hour), DER: harness.SignedCRL(t, this, "c01:1")}); err != nil {
+		t.Fatal(err)
+	}
+	// Shard 3's CRL is past its nextUpdate.
+	der3 := harness.SignedCRL(t, this.Add(-48*time.Hour))
+	if err := st.CRLStore(ctx, store.CRL{IssuerID: "issuer-1", Shard: 3, Number: 77, ThisUpdate: this.Add(-48 * time.Hour), NextUpdate: this.Add(-24 * time.Hour), DER: der3}); err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{CheckRedirect: noRedirect}
+	_, page := do(t, c, "GET", srv.URL+"/crls", "Bearer "+token, nil)
+	rows := regexp.MustCompile(`(?s)<tr class="(bad)?"><td><code>issuer-1</code>.*?</tr>`).FindAllString(page, -1)
+	if len(rows) != 2 {
+		t.Fatalf("/crls has %d rows for issuer-1, want 2 (shards 0 and 3):\n%s", len(rows), page)
+	}
+	if !strings.Contains(rows[0], `<td class="n shard">0</td>`) || !strings.Contains(rows[0], "<td>fresh</td>") {
+		t.Errorf("shard 0's row:\n%s", rows[0])
+	}
+	size := fmt.Sprintf(`<td class="n size">%d B</td>`, len(der3))
+	if !strings.Contains(rows[1], `<td class="n shard">3</td>`) || !strings.Contains(rows[1], `<td class="n">77</td>`) || !strings.Contains(rows[1], size) ||
+		!strings.HasPrefix(rows[1], `<tr class="bad">`) {
+		t.Errorf("shard 3's row, want number 77, %s, stale:\n%s", size, rows[1])
+	}
+	_, page = do(t, c, "GET", srv.URL+"/", "Bearer "+token, nil)
+	row := issuerRowRE.FindString(page)
+	if !strings.Contains(row, "2 shards") || !strings.Contains(row, "shard 3: past nextUpdate") {
+		t.Errorf("the overview's row for issuer-1, want 2 shards, stale by shard 3:\n%s", row)
 	}
 }

@@ -110,6 +110,7 @@ func query(kv ...string) template.URL {
 
 type crlRow struct {
 	Issuer    string
+	Shard     int
 	CRL       *store.CRL
 	Revoked   int
 	NotListed int // revocations whose serial the newest CRL does not list
@@ -117,6 +118,34 @@ type crlRow struct {
 	URL       string
 	Problem   string
 	Remote    bool // a relay's or custom backend's: Hallmark signs no CRL for it
+	// Shards, on the overview, is how many shard rows this issuer's row
+	// sums up (issuerCRLs); 0 on the CRL page, a row per shard.
+	Shards int
+}
+
+// issuerCRLs sums rows, a row per shard by issuer, into a row per issuer
+// for the overview: the stalest shard's CRL (the earliest nextUpdate) and
+// why, the counts added up; stale when any shard is.
+func issuerCRLs(rows []crlRow) []crlRow {
+	var out []crlRow
+	for _, r := range rows {
+		if n := len(out); n > 0 && out[n-1].Issuer == r.Issuer {
+			sum := &out[n-1]
+			sum.Shards++
+			sum.Revoked += r.Revoked
+			sum.NotListed += r.NotListed
+			if r.Stale && !sum.Stale {
+				sum.Stale, sum.Problem = true, fmt.Sprintf("shard %d: %s", r.Shard, r.Problem)
+			}
+			if sum.CRL != nil && (r.CRL == nil || r.CRL.NextUpdate.Before(sum.CRL.NextUpdate)) {
+				sum.CRL = r.CRL
+			}
+			continue
+		}
+		r.Shards = 1
+		out = append(out, r)
+	}
+	return out
 }
 
 func (s *Server) overview(w http.ResponseWriter, r *http.Request, p principal) error {
@@ -139,7 +168,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, p principal) e
 	if err != nil {
 		return err
 	}
-	crls, err := s.crlRows(r)
+	shards, err := s.crlRows(r)
 	if err != nil {
 		return err
 	}
@@ -148,7 +177,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, p principal) e
 		return err
 	}
 	s.render(w, r, p, http.StatusOK, "overview", map[string]any{
-		"Counts": counts, "Depth": depth.Rows, "Oldest": oldest, "Failing": failing, "CRLs": crls,
+		"Counts": counts, "Depth": depth.Rows, "Oldest": oldest, "Failing": failing, "CRLs": issuerCRLs(shards),
 		"Charts": overviewCharts(activity, depth.Rows),
 	})
 	return nil
@@ -166,17 +195,23 @@ func (s *Server) crlRows(r *http.Request) ([]crlRow, error) {
 	}
 	var rows []crlRow
 	for _, id := range issuers {
-		row := crlRow{Issuer: id, Remote: store.RemoteIssuer(id)}
-		if s.crlBase != "" && !store.RemoteIssuer(id) {
-			row.URL = s.crlBase + "/crl/" + id
-		}
-		// The CLI's reads and rule, so the two never disagree.
-		h, err := store.JudgeIssuerCRL(ctx, s.st.pages, id, now)
+		// The CLI's reads and rule, so the two never disagree: a row per
+		// shard.
+		shards, err := store.JudgeIssuerCRLs(ctx, s.st.pages, id, now)
 		if err != nil {
 			return nil, err
 		}
-		row.CRL, row.Revoked, row.NotListed, row.Stale, row.Problem = h.Newest, h.Revocations, h.Unlisted, h.Stale, h.Why
-		rows = append(rows, row)
+		for _, h := range shards {
+			row := crlRow{Issuer: id, Shard: h.Shard, Remote: store.RemoteIssuer(id)}
+			if s.crlBase != "" && !row.Remote {
+				row.URL = s.crlBase + "/crl/" + id
+				if h.Shard > 0 {
+					row.URL += "/" + strconv.Itoa(h.Shard)
+				}
+			}
+			row.CRL, row.Revoked, row.NotListed, row.Stale, row.Problem = h.Newest, h.Revocations, h.Unlisted, h.Stale, h.Why
+			rows = append(rows, row)
+		}
 	}
 	return rows, nil
 }

@@ -131,13 +131,15 @@ type SignerRevokeOutput struct {
 	Refused *acme.Problem `json:"refused,omitempty"`
 }
 
-// CRLGenerateArgs asks a worker to sign the next CRL of one issuer. It has
+// CRLGenerateArgs asks a worker to sign the next CRL of one issuer's shard
+// (0, the unsharded URL's, for a job queued before sharding). It has
 // no uniqueness: River requires a unique job's running state to block
 // inserts, and a revocation that lands while a CRL is being signed must still
 // queue the next one. The handler coalesces instead: it skips when the
-// issuer's newest CRL already covers every revocation.
+// shard's newest CRL already covers every revocation.
 type CRLGenerateArgs struct {
 	IssuerID string `json:"issuer_id"`
+	Shard    int    `json:"shard,omitempty"`
 }
 
 func (CRLGenerateArgs) Kind() string { return KindCRLGenerate }

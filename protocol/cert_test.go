@@ -235,6 +235,28 @@ func TestCRL(t *testing.T) {
 		if _, err := x509.ParseRevocationList(r.body); err != nil {
 			t.Errorf("served CRL does not parse: %v", err)
 		}
+		// Shard 3 is its own CRL at its own URL; shard 0 is only the
+		// unsharded URL, and a shard is written one way.
+		wantStatus(t, e.get(t, http.MethodGet, "/crl/"+issuerID+"/3"), http.StatusNotFound)
+		der3, err := x509.CreateRevocationList(rand.Reader, &x509.RevocationList{Number: big.NewInt(1), ThisUpdate: now, NextUpdate: now.Add(24 * time.Hour),
+			RevokedCertificateEntries: []x509.RevocationListEntry{{SerialNumber: big.NewInt(0x3333), RevocationTime: now}}}, e.caCert, e.caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.st.CRLStore(context.Background(), store.CRL{IssuerID: issuerID, Shard: 3, Number: 1, ThisUpdate: now, NextUpdate: now.Add(24 * time.Hour), DER: der3}); err != nil {
+			t.Fatal(err)
+		}
+		r = e.get(t, http.MethodGet, "/crl/"+issuerID+"/3")
+		wantStatus(t, r, http.StatusOK)
+		if string(r.body) != string(der3) {
+			t.Errorf("shard 3's body differs from its stored DER")
+		}
+		if r := e.get(t, http.MethodGet, "/crl/"+issuerID); string(r.body) != string(der) {
+			t.Errorf("the unsharded URL no longer serves shard 0's CRL")
+		}
+		for _, bad := range []string{"0", "03", "-3", "x", "99999999999999999999"} {
+			wantStatus(t, e.get(t, http.MethodGet, "/crl/"+issuerID+"/"+bad), http.StatusNotFound)
+		}
 	})
 }
 

@@ -11,14 +11,25 @@ import (
 	"github.com/hallmark-ca/hallmark/store"
 )
 
-// crl serves an issuer's newest CRL as DER (RFC 5280 §5; the URL the signer
-// writes into certificates is base_url + "/crl/" + issuer id). The worker
-// signs CRLs; this only reads the stored one.
+// crl serves the newest CRL of an issuer's shard as DER (RFC 5280 §5; the
+// URL the worker writes into certificates is base_url + "/crl/" + issuer
+// id for shard 0, which certificates issued before sharding name, and
+// + "/" + shard for the others). The worker signs CRLs; this only reads
+// the stored one.
 func (s *Server) crl(w http.ResponseWriter, r *http.Request) error {
 	issuer := mux.Vars(r)["issuer"]
-	c, err := s.st.certs.CRLLatest(r.Context(), issuer)
+	shard := 0
+	if v, ok := mux.Vars(r)["shard"]; ok {
+		// Digits only, no sign or leading zero: one URL per shard.
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || strconv.Itoa(n) != v {
+			return notFound("CRL shard", v)
+		}
+		shard = n
+	}
+	c, err := s.st.certs.CRLShardLatest(r.Context(), issuer, shard)
 	if errors.Is(err, store.ErrNotFound) {
-		return notFound("CRL for issuer", issuer)
+		return notFound("CRL for issuer", issuer+" shard "+strconv.Itoa(shard))
 	}
 	if err != nil {
 		return s.storeErr(err, "reading the CRL")

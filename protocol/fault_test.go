@@ -105,11 +105,11 @@ func (u unavailableStore) NonceConsume(ctx context.Context, uses []store.NonceUs
 	return got, err
 }
 
-func (u unavailableStore) CRLLatest(ctx context.Context, issuer string) (*store.CRL, error) {
+func (u unavailableStore) CRLShardLatest(ctx context.Context, issuer string, shard int) (*store.CRL, error) {
 	if u.fail() {
 		return nil, errRefused
 	}
-	return u.Store.CRLLatest(ctx, issuer)
+	return u.Store.CRLShardLatest(ctx, issuer, shard)
 }
 
 func (u unavailableStore) Ping(ctx context.Context) error {

@@ -39,7 +39,7 @@ func (s *Server) authzURL(id string) string    { return s.base + pathAuthz + id 
 func (s *Server) challURL(id string) string    { return s.base + pathChallenge + id }
 func (s *Server) certURL(serial string) string { return s.base + pathCert + serial }
 
-// Handler is the public listener's handler: the ACME API, /crl/{issuer},
+// Handler is the public listener's handler: the ACME API, /crl/{issuer}[/{shard}],
 // /healthz, /readyz and /metrics.
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveLive) }
 
@@ -58,6 +58,7 @@ func (s *Server) PublicHandler() http.Handler {
 func (s *Server) publicRoutes(r *mux.Router) {
 	methods := []string{http.MethodGet, http.MethodHead}
 	r.Handle(pathCRL+"{issuer}", s.instrument("crl", true, methodsOnly(methods, s.crl)))
+	r.Handle(pathCRL+"{issuer}/{shard}", s.instrument("crl", true, methodsOnly(methods, s.crl)))
 	r.Handle(pathIssuer+"{issuer}", s.instrument("issuer", true, methodsOnly(methods, s.issuerCert)))
 	r.Handle(pathRelayToken+"{token}", s.instrument("relay_token", true, methodsOnly(methods, s.relayToken)))
 }

@@ -72,7 +72,7 @@ type verifyStore interface {
 type certStore interface {
 	revocation.Store
 	renewal.Store
-	CRLLatest(ctx context.Context, issuerID string) (*store.CRL, error)
+	CRLShardLatest(ctx context.Context, issuerID string, shard int) (*store.CRL, error)
 	IssuerCert(ctx context.Context, id string) ([]byte, error)
 	IssuerChains(ctx context.Context, id string) ([][]byte, error)
 	AuthzsReusable(ctx context.Context, accountID string, keys []store.AuthzKey, methods []acme.ChallengeType, minExpiry time.Time) ([]*store.Authorization, error)

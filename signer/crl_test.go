@@ -32,14 +32,17 @@ func TestSignCRL(t *testing.T) {
 			name    string
 			number  int64
 			entries []RevokedEntry
+			url     string
 		}{
-			{"empty", 1, nil},
-			{"four entries", 2, entries},
+			{"empty", 1, nil, testCRLURL},
+			{"four entries", 2, entries, testCRLURL},
+			// A shard's CRL (ca.crl_shards): its own URL in its IDP.
+			{"shard 63", 3, entries, testCRLURL + "/63"},
 		}
 		for _, tc := range tests {
 			t.Run(issuerKind+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
-				der, err := iss.SignCRL(tc.number, now, now.Add(7*24*time.Hour), tc.entries, testCRLURL)
+				der, err := iss.SignCRL(tc.number, now, now.Add(7*24*time.Hour), tc.entries, tc.url)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -76,7 +79,7 @@ func TestSignCRL(t *testing.T) {
 						t.Errorf("entry %d: reasonCode extension present=%v for reason %d", n, hasReasonExt, want.Reason)
 					}
 				}
-				assertIDP(t, crl, testCRLURL)
+				assertIDP(t, crl, tc.url)
 				zr, err := zx509.ParseRevocationList(der)
 				if err != nil {
 					t.Fatal(err)

@@ -3,9 +3,9 @@ package store
 import (
 	"context"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"strings"
 	"time"
 )
@@ -65,12 +65,13 @@ func RemoteIssuer(issuerID string) bool {
 	return strings.HasPrefix(issuerID, "relay:") || strings.HasPrefix(issuerID, "custom:")
 }
 
-// CRLHealth is an issuer's newest CRL judged against its revocations at a
-// moment: the one rule `hallmark crl status` and the admin panel's CRL page
-// both show, so an operator never reads "fresh" in one and "stale" in the
-// other.
+// CRLHealth is the newest CRL of an issuer's shard judged against the
+// shard's entries at a moment: the one rule `hallmark crl status` and the
+// admin panel's CRL page both show, so an operator never reads "fresh" in
+// one and "stale" in the other.
 type CRLHealth struct {
 	Issuer      string
+	Shard       int
 	Newest      *CRL // nil when none is stored
 	Revocations int
 	// Entries is the newest CRL's count of revoked certificates; -1 when
@@ -85,36 +86,96 @@ type CRLHealth struct {
 	Why string
 }
 
-// CRLReader is what JudgeIssuerCRL reads of the store.
+// Bytes is the size of the shard's newest CRL, what a relying party
+// downloads; 0 when there is none.
+func (h CRLHealth) Bytes() int {
+	if h.Newest == nil {
+		return 0
+	}
+	return len(h.Newest.DER)
+}
+
+// CRLReader is what JudgeIssuerCRLs reads of the store.
 type CRLReader interface {
-	CRLLatest(ctx context.Context, issuerID string) (*CRL, error)
+	CRLShards(ctx context.Context, issuerID string) ([]*CRL, error)
 	Revocations(ctx context.Context, issuerID string) ([]Revocation, error)
 	RevokedCount(ctx context.Context, issuerID string) (int, error)
 }
 
-// JudgeIssuerCRL reads issuerID's newest CRL and revocations from r and
-// judges them (JudgeCRL): what `hallmark crl status` and the admin panel's
-// CRL page show for an issuer. A relay's or custom backend's issuer has no
-// revocation rows; its count is its revoked certificates'.
-func JudgeIssuerCRL(ctx context.Context, r CRLReader, issuerID string, now time.Time) (CRLHealth, error) {
-	newest, err := r.CRLLatest(ctx, issuerID)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		newest = nil
-	case err != nil:
-		return CRLHealth{}, err
+// JudgeIssuerCRLs reads the newest CRL of each of issuerID's shards and its
+// entries from r and judges each shard (JudgeCRL): what `hallmark crl
+// status` and the admin panel's CRL page show, one per shard that has a CRL
+// or an entry, by shard, shard 0 always. A relay's or custom backend's
+// issuer has no revocation rows; its count is its revoked certificates'.
+func JudgeIssuerCRLs(ctx context.Context, r CRLReader, issuerID string, now time.Time) ([]CRLHealth, error) {
+	crls, err := r.CRLShards(ctx, issuerID)
+	if err != nil {
+		return nil, err
 	}
 	revs, err := r.Revocations(ctx, issuerID)
 	if err != nil {
-		return CRLHealth{}, err
+		return nil, err
 	}
-	h := JudgeCRL(issuerID, newest, revs, now)
-	if RemoteIssuer(issuerID) {
-		if h.Revocations, err = r.RevokedCount(ctx, issuerID); err != nil {
-			return CRLHealth{}, err
+	newest := map[int]*CRL{}
+	byShard := map[int][]Revocation{0: nil}
+	for _, c := range crls {
+		newest[c.Shard] = c
+		if _, ok := byShard[c.Shard]; !ok {
+			byShard[c.Shard] = nil
 		}
 	}
-	return h, nil
+	for _, rv := range revs {
+		byShard[rv.Shard] = append(byShard[rv.Shard], rv)
+	}
+	out := make([]CRLHealth, 0, len(byShard))
+	for shard, rs := range byShard {
+		h := JudgeCRL(issuerID, newest[shard], rs, now)
+		h.Shard = shard
+		out = append(out, h)
+	}
+	slices.SortFunc(out, func(a, b CRLHealth) int { return a.Shard - b.Shard })
+	if RemoteIssuer(issuerID) {
+		if out[0].Revocations, err = r.RevokedCount(ctx, issuerID); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// JudgeIssuerCRL sums JudgeIssuerCRLs up into one judgement per issuer,
+// for a line per issuer: the first stale shard's (its Why naming the
+// shard), else the shard whose newest CRL is oldest; the counts are the
+// issuer's.
+func JudgeIssuerCRL(ctx context.Context, r CRLReader, issuerID string, now time.Time) (CRLHealth, error) {
+	shards, err := JudgeIssuerCRLs(ctx, r, issuerID, now)
+	if err != nil {
+		return CRLHealth{}, err
+	}
+	pick := 0
+	for i, h := range shards {
+		if h.Stale {
+			pick = i
+			break
+		}
+		if h.Newest != nil && shards[pick].Newest != nil && h.Newest.ThisUpdate.Before(shards[pick].Newest.ThisUpdate) {
+			pick = i
+		}
+	}
+	out := shards[pick]
+	if out.Stale && len(shards) > 1 {
+		out.Why = fmt.Sprintf("shard %d: %s", out.Shard, out.Why)
+	}
+	out.Revocations, out.Entries, out.Unlisted = 0, 0, 0
+	for _, h := range shards {
+		out.Revocations += h.Revocations
+		out.Unlisted += h.Unlisted
+		if out.Entries >= 0 && h.Entries >= 0 {
+			out.Entries += h.Entries
+		} else {
+			out.Entries = -1
+		}
+	}
+	return out, nil
 }
 
 // JudgeCRL judges issuerID's newest CRL (nil for none) against its

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -47,5 +48,38 @@ func TestJudgeCRL(t *testing.T) {
 				t.Errorf("JudgeCRL = %+v; want stale %v, %d entries, %d unlisted, why containing %q", h, tc.stale, tc.entries, tc.unlisted, tc.why)
 			}
 		})
+	}
+}
+
+// crlShardsReader is a store of an issuer's newest CRL per shard and its
+// revocations, for JudgeIssuerCRL.
+type crlShardsReader struct {
+	crls []*store.CRL
+	revs []store.Revocation
+}
+
+func (r crlShardsReader) CRLShards(context.Context, string) ([]*store.CRL, error) { return r.crls, nil }
+func (r crlShardsReader) Revocations(context.Context, string) ([]store.Revocation, error) {
+	return r.revs, nil
+}
+func (r crlShardsReader) RevokedCount(context.Context, string) (int, error) { return len(r.revs), nil }
+
+// TestJudgeIssuerCRL: an issuer's one line sums its shards: stale, naming
+// the shard, when any shard is; the counts are every shard's.
+func TestJudgeIssuerCRL(t *testing.T) {
+	now := time.Now().Truncate(time.Second)
+	crl := func(shard int, serials ...string) *store.CRL {
+		return &store.CRL{IssuerID: "i", Shard: shard, Number: 3, ThisUpdate: now.Add(-time.Minute), NextUpdate: now.Add(time.Hour),
+			DER: harness.SignedCRL(t, now.Add(-time.Minute), serials...)}
+	}
+	revs := []store.Revocation{{Serial: "c01", IssuerID: "i", Reason: 1, Shard: 0}, {Serial: "c02", IssuerID: "i", Reason: 1, Shard: 2}}
+	h, err := store.JudgeIssuerCRL(context.Background(), crlShardsReader{crls: []*store.CRL{crl(0, "c01:1"), crl(2)}, revs: revs}, "i", now)
+	if err != nil || !h.Stale || h.Shard != 2 || h.Why != "shard 2: 1 revocation(s) not listed yet: a worker mounting this issuer signs the CRL that lists them" ||
+		h.Revocations != 2 || h.Entries != 1 || h.Unlisted != 1 {
+		t.Fatalf("JudgeIssuerCRL = %+v, %v; want stale by shard 2, 2 revocations, 1 entry, 1 unlisted", h, err)
+	}
+	h, err = store.JudgeIssuerCRL(context.Background(), crlShardsReader{crls: []*store.CRL{crl(0, "c01:1"), crl(2, "c02:1")}, revs: revs}, "i", now)
+	if err != nil || h.Stale || h.Entries != 2 || h.Unlisted != 0 {
+		t.Fatalf("JudgeIssuerCRL = %+v, %v; want fresh, 2 entries", h, err)
 	}
 }

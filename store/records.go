@@ -92,27 +92,40 @@ type Certificate struct {
 	// it (the worker, from the signed certificate); nil for a certificate
 	// stored before migration 0012.
 	SPKIHash []byte
+	// CRLShard is the shard of its issuer's CRL that lists it when revoked,
+	// named by its CRL distribution point; 0 for one stored before sharding
+	// (the unsharded URL is shard 0's).
+	CRLShard int
 	// Revocation, when revoked.
 	RevokedAt        *time.Time
 	RevocationReason int
 	ReplacedBy       string // ARI: the order that replaced it
 }
 
-// Revocation is one entry of an issuer's CRL.
+// Revocation is one entry of an issuer's CRL shard.
 type Revocation struct {
 	Serial    string
 	IssuerID  string
 	RevokedAt time.Time
 	Reason    int
+	Shard     int
+	// Listed reports whether a stored CRL of its shard has listed it: once
+	// it has and its certificate has expired, it leaves the shard.
+	Listed bool
 }
 
-// CRL is one signed CRL of an issuer. Numbers increase monotonically per issuer.
+// CRL is one signed CRL of an issuer's shard. Numbers increase
+// monotonically per issuer and shard.
 type CRL struct {
 	IssuerID   string
+	Shard      int
 	Number     int64
 	ThisUpdate time.Time
 	NextUpdate time.Time
 	DER        []byte
+	// Listed are the serials this CRL lists for the first time, which
+	// CRLStore marks listed in the same transaction (not read back).
+	Listed []string
 }
 
 // AuditEvent is an operator or system action, or an event of the

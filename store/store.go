@@ -394,18 +394,30 @@ type Store interface {
 	// the certificate's job still outstanding, which River's uniqueness
 	// keeps instead of a second (jobs.SignerRevokeArgs).
 	RevokeQueue(ctx context.Context, serial, profile string, reason int, ev AuditEvent) (jobID int64, err error)
+	// Revocations are the entries of every shard of the issuer's CRL now,
+	// on the database's clock (CRLEntries' rule).
 	Revocations(ctx context.Context, issuerID string) ([]Revocation, error)
 	// RevokedCount counts the issuer's revoked certificates, however they
 	// were revoked: a relay's or custom backend's issuer has revoked
 	// certificates (RevokeRecorded) and no revocation rows.
 	RevokedCount(ctx context.Context, issuerID string) (int, error)
 
-	// CRLStore saves a signed CRL; ErrConflict if its number is not greater
-	// than the issuer's newest (numbers are monotonic).
+	// CRLEntries are the entries the issuer's CRL shard lists at asOf:
+	// every revocation of its certificates but those that have expired
+	// and were listed by a stored CRL of the shard.
+	CRLEntries(ctx context.Context, issuerID string, shard int, asOf time.Time) ([]Revocation, error)
+	// CRLStore saves a signed CRL of a shard and marks c.Listed listed;
+	// ErrConflict if its number is not greater than the shard's newest
+	// (numbers are monotonic per shard).
 	CRLStore(ctx context.Context, c CRL) error
+	// CRLLatest is the newest CRL of shard 0 (the unsharded URL's).
 	CRLLatest(ctx context.Context, issuerID string) (*CRL, error)
-	// CRLNextNumber is one more than the newest stored number (1 for none).
-	CRLNextNumber(ctx context.Context, issuerID string) (int64, error)
+	CRLShardLatest(ctx context.Context, issuerID string, shard int) (*CRL, error)
+	// CRLShards is the newest CRL of every shard that has one, by shard.
+	CRLShards(ctx context.Context, issuerID string) ([]*CRL, error)
+	// CRLNextNumber is one more than the shard's newest stored number (1
+	// for none).
+	CRLNextNumber(ctx context.Context, issuerID string, shard int) (int64, error)
 
 	// TryLock takes or renews the named lease for holder until now+ttl on the
 	// database's clock; false if another holder's lease is live.

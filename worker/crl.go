@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/big"
+	"strconv"
 	"time"
 
 	"github.com/hallmark-ca/hallmark/jobs"
@@ -12,15 +14,15 @@ import (
 	"github.com/hallmark-ca/hallmark/store"
 )
 
-// generateCRL runs one crl_generate job: in the issuer's turn on this
-// worker and under its lease (so one job at a time signs, and a CRL's
-// number and its list of revocations are read together), it signs the next
-// CRL with every revocation and stores it. Jobs coalesce here: when the
-// newest CRL already lists every revocation and is fresh, there is nothing
-// to do.
+// generateCRL runs one crl_generate job: in the shard's turn on this
+// worker and under the shard's lease (so one job at a time signs it, and a
+// CRL's number and its list of revocations are read together), it signs
+// the shard's next CRL with every entry it lists and stores it. Jobs
+// coalesce here: when the shard's newest CRL already lists every entry and
+// is fresh, there is nothing to do.
 func (w *Worker) generateCRL(ctx context.Context, job jobs.Job[jobs.CRLGenerateArgs]) error {
 	args := job.Args
-	iss, turn, ok := w.crlIssuer(args.IssuerID)
+	iss, turn, ok := w.crlIssuer(args.IssuerID, args.Shard)
 	if !ok {
 		return jobs.CouldNotRun(fmt.Errorf("issuer %s is not mounted on worker %s", args.IssuerID, w.id))
 	}
@@ -28,51 +30,48 @@ func (w *Worker) generateCRL(ctx context.Context, job jobs.Job[jobs.CRLGenerateA
 	case turn <- struct{}{}:
 		defer func() { <-turn }()
 	case <-ctx.Done():
-		return jobs.CouldNotRun(fmt.Errorf("waiting for this worker's other CRL job for %s: %w", args.IssuerID, ctx.Err()))
+		return jobs.CouldNotRun(fmt.Errorf("waiting for this worker's other CRL job for %s shard %d: %w", args.IssuerID, args.Shard, ctx.Err()))
 	}
-	lease := "crl:" + args.IssuerID
+	lease := crlLeaseName(args.IssuerID, args.Shard)
 	got, err := w.st.crls.TryLock(ctx, lease, w.id, w.crlLease)
 	if err != nil {
 		return jobs.CouldNotRun(fmt.Errorf("leasing %s: %w", lease, err))
 	}
 	if !got {
-		// Another worker is signing this issuer's CRL right now; come back
+		// Another worker is signing this shard's CRL right now; come back
 		// after it, so a revocation it may have missed is covered.
 		return jobs.CouldNotRun(fmt.Errorf("lease %s is held by another worker", lease))
 	}
 	defer func() { _ = w.st.crls.Unlock(context.WithoutCancel(ctx), lease, w.id) }()
+	return w.signShard(ctx, iss, args.IssuerID, args.Shard)
+}
 
+// signShard signs and stores the shard's next CRL, under its lease, unless
+// its newest is fresh and lists every entry.
+func (w *Worker) signShard(ctx context.Context, iss CRLSigner, issuerID string, shard int) error {
 	now, err := w.st.crls.Now(ctx)
 	if err != nil {
 		return jobs.CouldNotRun(fmt.Errorf("reading the database clock: %w", err))
 	}
-	revs, err := w.st.crls.Revocations(ctx, args.IssuerID)
+	revs, err := w.st.crls.CRLEntries(ctx, issuerID, shard, now)
 	if err != nil {
-		return jobs.CouldNotRun(fmt.Errorf("listing revocations of %s: %w", args.IssuerID, err))
+		return jobs.CouldNotRun(fmt.Errorf("listing revocations of %s shard %d: %w", issuerID, shard, err))
 	}
-	latest, err := w.st.crls.CRLLatest(ctx, args.IssuerID)
+	latest, err := w.st.crls.CRLShardLatest(ctx, issuerID, shard)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return jobs.CouldNotRun(fmt.Errorf("loading the newest CRL of %s: %w", args.IssuerID, err))
+		return jobs.CouldNotRun(fmt.Errorf("loading the newest CRL of %s shard %d: %w", issuerID, shard, err))
 	}
-	// The subject is the issuer's newest CRL, checked under the lease so no
+	// The subject is the shard's newest CRL, checked under the lease so no
 	// other worker signs meanwhile. A rescued job whose worker died after
 	// CRLStore committed finds that CRL here and returns nil.
-	if latest != nil && coversAll(latest, revs) && now.Before(latest.NextUpdate.Add(-w.crlValidity/2)) {
+	if latest != nil && listsExactly(latest, revs) && now.Before(latest.NextUpdate.Add(-w.crlValidity/2)) {
 		return nil
 	}
-	next, err := w.st.crls.CRLNextNumber(ctx, args.IssuerID)
+	next, err := w.st.crls.CRLNextNumber(ctx, issuerID, shard)
 	if err != nil {
-		return jobs.CouldNotRun(fmt.Errorf("numbering the next CRL of %s: %w", args.IssuerID, err))
+		return jobs.CouldNotRun(fmt.Errorf("numbering the next CRL of %s shard %d: %w", issuerID, shard, err))
 	}
-	entries := make([]signer.RevokedEntry, 0, len(revs))
-	for _, r := range revs {
-		serial, ok := new(big.Int).SetString(r.Serial, 16)
-		if !ok {
-			w.log.ErrorContext(ctx, "revocation with an unparseable serial left off the CRL", "serial", r.Serial)
-			continue
-		}
-		entries = append(entries, signer.RevokedEntry{Serial: serial, RevokedAt: r.RevokedAt, Reason: r.Reason})
-	}
+	entries, listed := w.crlEntries(ctx, revs)
 	// thisUpdate is the database's now: a revocation time after it would
 	// make the CRL claim to predate an entry it lists (RFC 5280 §5.1.2.4).
 	thisUpdate := now
@@ -83,19 +82,82 @@ func (w *Worker) generateCRL(ctx context.Context, job jobs.Job[jobs.CRLGenerateA
 	}
 	number := crlNumber(next, thisUpdate)
 	nextUpdate := thisUpdate.Add(w.crlValidity)
-	der, err := iss.SignCRL(number, thisUpdate, nextUpdate, entries, w.urlBase+"/crl/"+args.IssuerID)
+	der, err := iss.SignCRL(number, thisUpdate, nextUpdate, entries, w.crlURL(issuerID, shard))
 	if errors.Is(err, signer.ErrUnavailable) {
-		return jobs.CouldNotRun(fmt.Errorf("signing CRL %d of %s: %w", number, args.IssuerID, err))
+		return jobs.CouldNotRun(fmt.Errorf("signing CRL %d of %s shard %d: %w", number, issuerID, shard, err))
 	}
 	if err != nil {
-		return fmt.Errorf("signing CRL %d of %s: %w", number, args.IssuerID, err)
+		return fmt.Errorf("signing CRL %d of %s shard %d: %w", number, issuerID, shard, err)
 	}
-	err = w.st.crls.CRLStore(ctx, store.CRL{IssuerID: args.IssuerID, Number: number, ThisUpdate: thisUpdate, NextUpdate: nextUpdate, DER: der})
+	err = w.st.crls.CRLStore(ctx, store.CRL{IssuerID: issuerID, Shard: shard, Number: number, ThisUpdate: thisUpdate, NextUpdate: nextUpdate, DER: der, Listed: listed})
 	if err != nil {
-		return jobs.CouldNotRun(fmt.Errorf("storing CRL %d of %s: %w", number, args.IssuerID, err))
+		return jobs.CouldNotRun(fmt.Errorf("storing CRL %d of %s shard %d: %w", number, issuerID, shard, err))
 	}
-	w.log.InfoContext(ctx, "CRL signed", "issuer", args.IssuerID, "number", number, "entries", len(entries))
+	w.log.InfoContext(ctx, "CRL signed", "issuer", issuerID, "shard", shard, "number", number, "entries", len(entries), "bytes", len(der))
 	return nil
+}
+
+// crlEntries are revs as CRL entries, and the serials of those no stored
+// CRL has listed yet (CRLStore marks them, so they may leave the shard
+// once expired).
+func (w *Worker) crlEntries(ctx context.Context, revs []store.Revocation) ([]signer.RevokedEntry, []string) {
+	entries := make([]signer.RevokedEntry, 0, len(revs))
+	var listed []string
+	for _, r := range revs {
+		serial, ok := new(big.Int).SetString(r.Serial, 16)
+		if !ok {
+			w.log.ErrorContext(ctx, "revocation with an unparseable serial left off the CRL", "serial", r.Serial)
+			continue
+		}
+		entries = append(entries, signer.RevokedEntry{Serial: serial, RevokedAt: r.RevokedAt, Reason: r.Reason})
+		if !r.Listed {
+			listed = append(listed, r.Serial)
+		}
+	}
+	return entries, listed
+}
+
+// crlURL is where the issuer's shard is published, written into its
+// certificates' CRL distribution point and its CRLs' issuingDistributionPoint:
+// shard 0 at the unsharded URL, which certificates issued before sharding
+// name, the others below it.
+func (w *Worker) crlURL(issuerID string, shard int) string {
+	if shard == 0 {
+		return w.urlBase + "/crl/" + issuerID
+	}
+	return w.urlBase + "/crl/" + issuerID + "/" + strconv.Itoa(shard)
+}
+
+// crlLeaseName is the lease one shard's CRL is signed under; shard 0 keeps
+// the unsharded name, so a worker of an older release still excludes it.
+func crlLeaseName(issuerID string, shard int) string {
+	if shard == 0 {
+		return "crl:" + issuerID
+	}
+	return "crl:" + issuerID + ":" + strconv.Itoa(shard)
+}
+
+func crlShardKey(issuerID string, shard int) string { return issuerID + "/" + strconv.Itoa(shard) }
+
+// addCRLShards records that this worker signs n CRL shards of the issuer,
+// each with its turn; the caller holds issuersMu or is New.
+func (w *Worker) addCRLShards(issuerID string, n int) {
+	w.crlShards[issuerID] = n
+	for shard := range n {
+		w.crlTurn[crlShardKey(issuerID, shard)] = make(chan struct{}, 1)
+	}
+}
+
+// crlShardOf is the shard a certificate of order orderID is listed on, of
+// n: chosen at issuance from the order's random ID, so the shards fill
+// evenly, and stored with the certificate.
+func crlShardOf(orderID string, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(orderID))
+	return int(h.Sum32() % uint32(n))
 }
 
 // crlNumber is the number of a CRL whose thisUpdate is given and whose
@@ -111,10 +173,11 @@ func crlNumber(next int64, thisUpdate time.Time) int64 {
 	return max(next, thisUpdate.UnixNano())
 }
 
-// coversAll reports whether crl lists every revocation. It compares serials,
-// not times: a revocation whose transaction committed after the CRL read
-// the list may carry an earlier timestamp.
-func coversAll(crl *store.CRL, revs []store.Revocation) bool {
+// listsExactly reports whether crl lists every entry of revs and nothing
+// else (an entry that has left the shard makes it stale). It compares
+// serials, not times: a revocation whose transaction committed after the
+// CRL read the list may carry an earlier timestamp.
+func listsExactly(crl *store.CRL, revs []store.Revocation) bool {
 	l, err := crl.Unlisted(revs)
 	return err == nil && l.Entries == len(revs) && len(l.Unlisted) == 0
 }

@@ -115,6 +115,7 @@ func (w *Worker) sign(ctx context.Context, m mount, profile string, o *store.Ord
 		return err
 	}
 	issuerID := backend.IssuerID()
+	shard := crlShardOf(o.ID, w.crlShardsOf(issuerID))
 	signStart := time.Now()
 	issued, err := backend.Issue(ctx, signer.Request{
 		Profile:     m.profile,
@@ -125,7 +126,7 @@ func (w *Worker) sign(ctx context.Context, m mount, profile string, o *store.Ord
 		NotBefore:   o.NotBefore,
 		NotAfter:    o.NotAfter,
 		IssuerURL:   w.urlBase + "/issuer/" + issuerID,
-		CRLURL:      w.urlBase + "/crl/" + issuerID,
+		CRLURL:      w.crlURL(issuerID, shard),
 	}, csr)
 	w.metrics.signedBy(profile, m.profile.Backend, time.Since(signStart), err)
 	if err != nil {
@@ -148,7 +149,7 @@ func (w *Worker) sign(ctx context.Context, m mount, profile string, o *store.Ord
 	// backends refuse a leaf of another key). Its hash is the one the
 	// finalize stored on the order (store.KeyHash of the raw SPKI), with
 	// no second parse of the certificate for it.
-	return w.storeIssued(ctx, o, profile, unstoredCert{issued, issuerID, store.KeyHash(csr.RawSubjectPublicKeyInfo)})
+	return w.storeIssued(ctx, o, profile, unstoredCert{issued, issuerID, store.KeyHash(csr.RawSubjectPublicKeyInfo), shard})
 }
 
 // failOrder fails o with p, recording it on the issuance trail in the
@@ -172,6 +173,7 @@ type unstoredCert struct {
 	issued   *signer.Issued
 	issuerID string
 	keyHash  []byte
+	crlShard int // the CRL shard its distribution point names
 }
 
 // storeIssued stores c as o's certificate and moves o to valid. When the
@@ -242,6 +244,7 @@ func certRow(o *store.Order, profile string, c unstoredCert) store.Certificate {
 		Names:     names,
 		NotBefore: c.issued.NotBefore,
 		NotAfter:  c.issued.NotAfter,
+		CRLShard:  c.crlShard,
 	}
 }
 

@@ -158,26 +158,42 @@ func (w *Worker) addIssuer(iss *signer.Issuer) {
 		return
 	}
 	w.issuers[iss.ID] = iss
-	w.crlTurn[iss.ID] = make(chan struct{}, 1)
+	w.addCRLShards(iss.ID, w.localShards)
 	r := w.runner
 	w.issuersMu.Unlock()
 	w.log.Info("issuer loaded", "issuer", iss.ID, "name", iss.Cert.Subject.CommonName)
 	if r == nil {
 		return
 	}
-	err := r.Schedule(jobs.IssuerQueue(iss.ID), jobs.Scheduled{Every: w.crlEvery(), Args: jobs.CRLGenerateArgs{IssuerID: iss.ID}})
-	if err != nil {
-		w.log.Error("the new issuer's CRLs are not scheduled on this worker; restart it", "issuer", iss.ID, "err", err)
+	for shard := range w.localShards {
+		err := r.Schedule(jobs.IssuerQueue(iss.ID), jobs.Scheduled{Every: w.crlEvery(), Args: jobs.CRLGenerateArgs{IssuerID: iss.ID, Shard: shard}})
+		if err != nil {
+			w.log.Error("the new issuer's CRLs are not scheduled on this worker; restart it", "issuer", iss.ID, "shard", shard, "err", err)
+			return
+		}
 	}
 }
 
-// crlIssuer is the CRL signer of an issuer this worker mounts, and its
-// turn (Worker.crlTurn).
-func (w *Worker) crlIssuer(id string) (CRLSigner, chan struct{}, bool) {
+// crlIssuer is the CRL signer of an issuer this worker mounts, and the
+// turn of its shard (Worker.crlTurn); a shard above ca.crl_shards, as
+// lowered since, still gets its CRL, in shard 0's turn.
+func (w *Worker) crlIssuer(id string, shard int) (CRLSigner, chan struct{}, bool) {
 	w.issuersMu.RLock()
 	defer w.issuersMu.RUnlock()
 	iss, ok := w.issuers[id]
-	return iss, w.crlTurn[id], ok
+	turn, has := w.crlTurn[crlShardKey(id, shard)]
+	if !has {
+		turn = w.crlTurn[crlShardKey(id, 0)]
+	}
+	return iss, turn, ok
+}
+
+// crlShardsOf is how many CRL shards the issuer has on this worker (0 for
+// one it signs no CRL for: a relay's).
+func (w *Worker) crlShardsOf(id string) int {
+	w.issuersMu.RLock()
+	defer w.issuersMu.RUnlock()
+	return w.crlShards[id]
 }
 
 // Attach hands the worker its started job runner, so that an issuer it

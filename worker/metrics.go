@@ -11,7 +11,6 @@ import (
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/signer"
-	"github.com/hallmark-ca/hallmark/store"
 )
 
 // metrics are the worker's own (docs/operations.md, "Metrics"); the job
@@ -119,11 +118,11 @@ var (
 	descQueue = prometheus.NewDesc("hallmark_worker_queue_subscribed",
 		"1 for each job queue this worker works (validate, maintenance, profile_<name>, crl_<issuer>).", []string{"queue"}, nil)
 	descCRLThis = prometheus.NewDesc("hallmark_crl_this_update_timestamp_seconds",
-		"thisUpdate of the issuer's newest stored CRL, as a Unix time; absent before the first.", []string{"issuer"}, nil)
+		"thisUpdate of the issuer's newest stored CRL (its stalest shard's), as a Unix time; absent before the first.", []string{"issuer"}, nil)
 	descCRLNext = prometheus.NewDesc("hallmark_crl_next_update_timestamp_seconds",
-		"nextUpdate of the issuer's newest stored CRL, as a Unix time; absent before the first.", []string{"issuer"}, nil)
+		"nextUpdate of the issuer's newest stored CRL (its stalest shard's), as a Unix time; absent before the first.", []string{"issuer"}, nil)
 	descCRLUp = prometheus.NewDesc("hallmark_crl_read_up",
-		"1 when the scrape read the issuer's newest CRL (or found none), 0 when the read failed.", []string{"issuer"}, nil)
+		"1 when the scrape read the issuer's newest CRLs (or found none), 0 when the read failed.", []string{"issuer"}, nil)
 )
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -140,16 +139,29 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	for _, id := range ids {
-		crl, err := c.w.st.crls.CRLLatest(ctx, id)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
+		crls, err := c.w.st.crls.CRLShards(ctx, id)
+		if err != nil {
 			ch <- prometheus.MustNewConstMetric(descCRLUp, prometheus.GaugeValue, 0, id)
 			continue
 		}
 		ch <- prometheus.MustNewConstMetric(descCRLUp, prometheus.GaugeValue, 1, id)
-		if crl == nil {
+		if len(crls) == 0 {
 			continue
 		}
-		ch <- prometheus.MustNewConstMetric(descCRLThis, prometheus.GaugeValue, float64(crl.ThisUpdate.Unix()), id)
-		ch <- prometheus.MustNewConstMetric(descCRLNext, prometheus.GaugeValue, float64(crl.NextUpdate.Unix()), id)
+		// The stalest shard speaks for the issuer: the alerts fire when
+		// any of its CRLs nears its nextUpdate.
+		this, next := crls[0].ThisUpdate, crls[0].NextUpdate
+		for _, crl := range crls[1:] {
+			this, next = minTime(this, crl.ThisUpdate), minTime(next, crl.NextUpdate)
+		}
+		ch <- prometheus.MustNewConstMetric(descCRLThis, prometheus.GaugeValue, float64(this.Unix()), id)
+		ch <- prometheus.MustNewConstMetric(descCRLNext, prometheus.GaugeValue, float64(next.Unix()), id)
 	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

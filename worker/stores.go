@@ -54,9 +54,10 @@ type leaseStore interface {
 // crlStore is crl_generate's (crl.go).
 type crlStore interface {
 	leaseStore
-	Revocations(ctx context.Context, issuerID string) ([]store.Revocation, error)
-	CRLLatest(ctx context.Context, issuerID string) (*store.CRL, error)
-	CRLNextNumber(ctx context.Context, issuerID string) (int64, error)
+	CRLEntries(ctx context.Context, issuerID string, shard int, asOf time.Time) ([]store.Revocation, error)
+	CRLShardLatest(ctx context.Context, issuerID string, shard int) (*store.CRL, error)
+	CRLShards(ctx context.Context, issuerID string) ([]*store.CRL, error)
+	CRLNextNumber(ctx context.Context, issuerID string, shard int) (int64, error)
 	CRLStore(ctx context.Context, c store.CRL) error
 }
 

@@ -46,8 +46,15 @@ type Worker struct {
 	notify      jobs.Handler[jobs.NotifySendArgs] // nil: no notify_send jobs here
 	expiryDays  []int                             // [notify] expiry_days
 	crlLease    time.Duration                     // a CRL lease's length: how long a dead holder blocks the next CRL
-	// crlTurn is one slot per issuer ID: this worker's CRL jobs for one
-	// issuer take turns. The lease keeps other workers out but is this
+	// crlShards is how many CRL shards each issuer this worker signs for
+	// has: ca.crl_shards for a local or PKCS#11 issuer, 1 for a custom
+	// backend's crl hook.
+	crlShards map[string]int
+	// localShards is ca.crl_shards (at least 1): a local or PKCS#11
+	// issuer's, including one loaded while the worker runs (addIssuer).
+	localShards int
+	// crlTurn is one slot per issuer shard (crlShardKey): this worker's CRL
+	// jobs for one shard take turns. The lease keeps other workers out but is this
 	// worker's own for every job it runs, and two of its jobs side by side
 	// could store a newer-numbered CRL from an older list of revocations.
 	crlTurn map[string]chan struct{}
@@ -142,6 +149,8 @@ func New(cfg Config, st store.Store, opts Options) (*Worker, error) {
 		unstored:    new(sync.Map),
 		issuers:     map[string]CRLSigner{},
 		crlTurn:     map[string]chan struct{}{},
+		crlShards:   map[string]int{},
+		localShards: max(cfg.CA.CRLShards, 1),
 		baseURL:     cfg.BaseURL,
 		urlBase:     cfg.CA.URLBase,
 		crlValidity: time.Duration(cfg.CA.CRLValidityHours) * time.Hour,
@@ -164,7 +173,7 @@ func New(cfg Config, st store.Store, opts Options) (*Worker, error) {
 	for _, iss := range opts.Managed {
 		w.managed.loaded[iss.ID] = iss
 		w.issuers[iss.ID] = iss
-		w.crlTurn[iss.ID] = make(chan struct{}, 1)
+		w.addCRLShards(iss.ID, w.localShards)
 	}
 	for name, iss := range opts.Issuers {
 		p, ok := cfg.Profiles[name]
@@ -173,7 +182,7 @@ func New(cfg Config, st store.Store, opts Options) (*Worker, error) {
 		}
 		w.mounts[name] = mount{profile: p, backend: issuerBackend{iss}, issuer: iss}
 		w.issuers[iss.ID] = iss
-		w.crlTurn[iss.ID] = make(chan struct{}, 1)
+		w.addCRLShards(iss.ID, w.localShards)
 	}
 	for name, b := range opts.Backends {
 		p, ok := cfg.Profiles[name]
@@ -186,7 +195,7 @@ func New(cfg Config, st store.Store, opts Options) (*Worker, error) {
 		w.mounts[name] = mount{profile: p, backend: b}
 		if cs, ok := b.(selfCRLSigner); ok && cs.SignsCRLs() {
 			w.issuers[b.IssuerID()] = cs
-			w.crlTurn[b.IssuerID()] = make(chan struct{}, 1)
+			w.addCRLShards(b.IssuerID(), 1)
 		}
 	}
 	if opts.Registry != nil {
@@ -312,8 +321,8 @@ func (w *Worker) Periodic() []*river.PeriodicJob {
 	}
 }
 
-// Scheduled are the jobs this worker inserts itself: each mounted issuer's
-// CRL at start and every crlEvery, well before its nextUpdate. Not River's
+// Scheduled are the jobs this worker inserts itself: each shard of each
+// mounted issuer's CRL at start and every crlEvery, well before its nextUpdate. Not River's
 // periodic jobs: its leader alone inserts those, and an issuer the leader
 // does not mount would get no CRL until a revocation (TestCRLForEveryIssuer).
 // Every worker mounting an issuer inserts its job; the handler skips a
@@ -327,7 +336,9 @@ func (w *Worker) Scheduled(crlEvery time.Duration) []jobs.Scheduled {
 		return nil // a perspective signs nothing
 	}
 	for _, id := range w.issuerIDs() {
-		sj = append(sj, jobs.Scheduled{Every: crlEvery, Args: jobs.CRLGenerateArgs{IssuerID: id}})
+		for shard := range w.crlShardsOf(id) {
+			sj = append(sj, jobs.Scheduled{Every: crlEvery, Args: jobs.CRLGenerateArgs{IssuerID: id, Shard: shard}})
+		}
 	}
 	for _, a := range w.upstreamRenewals() {
 		sj = append(sj, jobs.Scheduled{Every: upstreamRenewalEvery, Args: a})

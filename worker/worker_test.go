@@ -85,6 +85,9 @@ type rigOpts struct {
 	// notify, if set, is [notify]: the store queues its events and the
 	// workers deliver them.
 	notify *notify.Config
+	// crlShards is ca.crl_shards; 0 is 1, so a test's CRL is shard 0's
+	// (crl_shards_test.go tests more).
+	crlShards int
 }
 
 func newRig(t *testing.T, o rigOpts) *rig {
@@ -106,6 +109,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	cfg.CA.URLBase = "http://127.0.0.1:1"
 	cfg.CAAIdentities = []string{"hallmark.test"}
 	cfg.Worker.JobTimeoutMS, cfg.Worker.RescueAfterMS = 5000, 30000
+	cfg.CA.CRLShards = max(o.crlShards, 1)
 	iss := o.issuer
 	if iss == nil {
 		iss = localIssuer(t, "Worker Test")
@@ -908,14 +912,14 @@ func (p *pausedNumbering) CRLStore(ctx context.Context, c store.CRL) error {
 	return err
 }
 
-func (p *pausedNumbering) CRLNextNumber(ctx context.Context, issuerID string) (int64, error) {
+func (p *pausedNumbering) CRLNextNumber(ctx context.Context, issuerID string, shard int) (int64, error) {
 	first := false
 	p.once.Do(func() { first = true })
 	if first {
 		close(p.entered)
 		<-p.release
 	}
-	return p.Store.CRLNextNumber(ctx, issuerID)
+	return p.Store.CRLNextNumber(ctx, issuerID, shard)
 }
 
 // TestCRLJobsTakeTurns: two CRL jobs for one issuer on one worker, the

@@ -258,7 +258,7 @@ func runningBanner(cfg config.Config, dns, root, zone string) string {
 	line("names that work", "anything under .localhost (the dev DNS on %s answers 127.0.0.1)", dns)
 	line("dev DNS zone", "%s (served beside them, read again when it changes)", zone)
 	if cfg.CA.URLBase != "" {
-		line("CRLs, issuer certs", "%s/crl/<issuer>, %s/issuer/<issuer>", cfg.CA.URLBase, cfg.CA.URLBase)
+		line("CRLs, issuer certs", "%s/crl/<issuer>[/<shard>], %s/issuer/<issuer>", cfg.CA.URLBase, cfg.CA.URLBase)
 	}
 	if cfg.Admin.Listen != "" {
 		line("admin panel", "http://%s/ (token in %s)", cfg.Admin.Listen, cfg.Admin.TokenFile)

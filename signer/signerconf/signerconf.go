@@ -25,10 +25,24 @@ type CA struct {
 	// "http://" + server.public_http_listen.
 	URLBase          string `toml:"url_base"`
 	CRLValidityHours int    `toml:"crl_validity_hours"`
+	// CRLShards is how many CRLs each local or PKCS#11 issuer's
+	// revocations are spread over; a certificate names its shard's URL.
+	CRLShards int `toml:"crl_shards"`
 }
 
+// DefaultCRLShards keeps every shard under about 1 MiB (an entry is about
+// 46 bytes) with a million unexpired revocations outstanding, far more
+// than a private CA revokes in a certificate lifetime; an empty shard
+// costs one small signature per crl_validity_hours/2.
+const DefaultCRLShards = 64
+
+// MaxCRLShards bounds ca.crl_shards: each shard is a job and a signature.
+const MaxCRLShards = 1024
+
 // DefaultCA is [ca] when the file sets nothing.
-func DefaultCA() CA { return CA{Dir: "hallmark-data/ca", CRLValidityHours: 24 * 7} }
+func DefaultCA() CA {
+	return CA{Dir: "hallmark-data/ca", CRLValidityHours: 24 * 7, CRLShards: DefaultCRLShards}
+}
 
 // Validate reports every problem of [ca], each naming its key.
 func (c CA) Validate() error {
@@ -38,6 +52,9 @@ func (c CA) Validate() error {
 	}
 	if c.CRLValidityHours < 1 {
 		errs = append(errs, errors.New("ca.crl_validity_hours: must be at least 1"))
+	}
+	if c.CRLShards < 1 || c.CRLShards > MaxCRLShards {
+		errs = append(errs, fmt.Errorf("ca.crl_shards: must be between 1 and %d, got %d; never lower it once certificates are issued (their shards above it would get no CRL)", MaxCRLShards, c.CRLShards))
 	}
 	return errors.Join(errs...)
 }

@@ -12,13 +12,13 @@ import (
 	"github.com/hallmark-ca/hallmark/store"
 )
 
-const certCols = `seq, serial, order_id, account_id, issuer_id, profile, der, chain_pem, names, not_before, not_after, issued_at, revoked_at, revocation_reason, replaced_by, spki_sha256`
+const certCols = `seq, serial, order_id, account_id, issuer_id, profile, der, chain_pem, names, not_before, not_after, issued_at, revoked_at, revocation_reason, replaced_by, spki_sha256, crl_shard`
 
 func scanCert(r interface{ Scan(...any) error }, seq *int64) (*store.Certificate, error) {
 	var c store.Certificate
 	var names string
 	if err := r.Scan(seq, &c.Serial, &c.OrderID, &c.AccountID, &c.IssuerID, &c.Profile, &c.DER, &c.ChainPEM, &names,
-		ts(&c.NotBefore), ts(&c.NotAfter), ts(&c.IssuedAt), tsNull(&c.RevokedAt), &c.RevocationReason, &c.ReplacedBy, &c.SPKIHash); err != nil {
+		ts(&c.NotBefore), ts(&c.NotAfter), ts(&c.IssuedAt), tsNull(&c.RevokedAt), &c.RevocationReason, &c.ReplacedBy, &c.SPKIHash, &c.CRLShard); err != nil {
 		return nil, err
 	}
 	if len(c.SPKIHash) == 0 {
@@ -31,15 +31,15 @@ func scanCert(r interface{ Scan(...any) error }, seq *int64) (*store.Certificate
 }
 
 // certInsertSQL stores an issued certificate, from its order: $1 the
-// serial, $2 the order, $3..$12 the columns (certificates; $12 the key's
-// hash, for the key's siblings: certificates_spki_idx). The order is
+// serial, $2 the order, $3..$13 the columns (certificates; $12 the key's
+// hash, for the key's siblings: certificates_spki_idx; $13 its CRL shard). The order is
 // found by its key, its status hidden from index choice (concatenated
 // with an empty string): with
 // statistics taken while the fleet's orders were still pending, PostgreSQL
 // chose orders_status_idx and read every valid order, 20,000 for a fleet's
 // account, on every issuance (custom and generic plans; TestFleetPlans).
-const certInsertSQL = `INSERT INTO certificates (serial, order_id, account_id, issuer_id, profile, der, chain_pem, names, not_before, not_after, issued_at, spki_sha256)
-SELECT $1, id, COALESCE(NULLIF($3, ''), account_id), $4, COALESCE(NULLIF($5, ''), profile), $6, $7, $8, $9, $10, COALESCE($11, {now}), $12
+const certInsertSQL = `INSERT INTO certificates (serial, order_id, account_id, issuer_id, profile, der, chain_pem, names, not_before, not_after, issued_at, spki_sha256, crl_shard)
+SELECT $1, id, COALESCE(NULLIF($3, ''), account_id), $4, COALESCE(NULLIF($5, ''), profile), $6, $7, $8, $9, $10, COALESCE($11, {now}), $12, $13
 FROM orders WHERE id = $2 AND status || '' = 'valid' AND cert_serial = $1`
 
 // queueCertificate queues on b the row of certificate c, issued for order
@@ -64,7 +64,7 @@ func (s *Store) queueCertificate(b *batch, c store.Certificate) (int, error) {
 	i := b.exec("storing certificate "+c.Serial,
 		certInsertSQL,
 		c.Serial, c.OrderID, c.AccountID, c.IssuerID, c.Profile, nonNil(c.DER), nonNil(c.ChainPEM), nt,
-		s.d.T(c.NotBefore), s.d.T(c.NotAfter), issued, nullBytes(c.SPKIHash))
+		s.d.T(c.NotBefore), s.d.T(c.NotAfter), issued, nullBytes(c.SPKIHash), c.CRLShard)
 	rows := make([][]any, len(names))
 	for i, n := range names {
 		rows[i] = []any{c.Serial, n}
@@ -213,8 +213,7 @@ func (s *Store) Revoke(ctx context.Context, serial string, reason int, ev store.
 			// name has no ':'), and no CRL of ours would list it.
 			return fmt.Errorf("revoking certificate %s: its issuer %s publishes its own revocation status; revoke it through its backend (signer_revoke)", serial, out.IssuerID)
 		}
-		if _, err := t.exec(ctx, `INSERT INTO revocations (serial, issuer_id, revoked_at, reason)
-SELECT serial, issuer_id, revoked_at, revocation_reason FROM certificates WHERE serial = $1`, serial); err != nil {
+		if _, err := t.exec(ctx, revocationInsertSQL, serial); err != nil {
 			return err
 		}
 		if err := s.audit(ctx, t, ev); err != nil {
@@ -223,7 +222,7 @@ SELECT serial, issuer_id, revoked_at, revocation_reason FROM certificates WHERE 
 		if err := s.notify(ctx, t, certNotice(notify.CertificateRevoked, out, ev)); err != nil {
 			return err
 		}
-		if err := s.enqueue(ctx, t, jobs.CRLGenerateArgs{IssuerID: out.IssuerID}); err != nil {
+		if err := s.enqueue(ctx, t, jobs.CRLGenerateArgs{IssuerID: out.IssuerID, Shard: out.CRLShard}); err != nil {
 			return err
 		}
 		if reason == store.ReasonKeyCompromise {
@@ -266,7 +265,7 @@ func (s *Store) RevokeForKeyCompromise(ctx context.Context, serial string, ev st
 		if err := s.audit(ctx, t, ev); err != nil {
 			return err
 		}
-		if err := s.enqueue(ctx, t, jobs.CRLGenerateArgs{IssuerID: out.IssuerID}); err != nil {
+		if err := s.enqueue(ctx, t, jobs.CRLGenerateArgs{IssuerID: out.IssuerID, Shard: out.CRLShard}); err != nil {
 			return err
 		}
 		return s.compromised(ctx, t, []*store.Certificate{out}, ev)
@@ -347,72 +346,11 @@ func (s *Store) RevokedCount(ctx context.Context, issuerID string) (int, error) 
 	return int(n), nil
 }
 
-func (s *Store) Revocations(ctx context.Context, issuerID string) ([]store.Revocation, error) {
-	var out []store.Revocation
-	err := s.autocommit(ctx, func(t *txn) error {
-		out = nil
-		return collect(ctx, t, func(r Rows) error {
-			var rv store.Revocation
-			if err := r.Scan(&rv.Serial, &rv.IssuerID, ts(&rv.RevokedAt), &rv.Reason); err != nil {
-				return err
-			}
-			out = append(out, rv)
-			return nil
-		}, `SELECT serial, issuer_id, revoked_at, reason FROM revocations WHERE issuer_id = $1 ORDER BY revoked_at, serial`, issuerID)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("listing revocations of issuer %s: %w", issuerID, err)
-	}
-	return out, nil
-}
-
-// --- CRLs ---
-
-func (s *Store) CRLStore(ctx context.Context, c store.CRL) error {
-	return s.inTx(ctx, func(t *txn) error {
-		var newest int64
-		if err := t.queryRow(ctx, `SELECT COALESCE(MAX(number), 0) FROM crls WHERE issuer_id = $1`, c.IssuerID).Scan(&newest); err != nil {
-			return err
-		}
-		if c.Number <= newest {
-			return fmt.Errorf("storing CRL %d of issuer %s: the newest stored is %d and numbers must increase: %w", c.Number, c.IssuerID, newest, store.ErrConflict)
-		}
-		var b batch
-		b.exec("", `INSERT INTO crls (issuer_id, number, this_update, next_update, der) VALUES ($1, $2, $3, $4, $5)`,
-			c.IssuerID, c.Number, s.d.T(c.ThisUpdate), s.d.T(c.NextUpdate), nonNil(c.DER))
-		// An issuer whose CRL the views judge is one they list (Issuers),
-		// published or not.
-		b.exec("", issuerRegisterSQL, c.IssuerID)
-		_, err := t.send(ctx, &b)
-		return err
-	})
-}
-
-func (s *Store) CRLLatest(ctx context.Context, issuerID string) (*store.CRL, error) {
-	var c store.CRL
-	err := s.autocommit(ctx, func(t *txn) error {
-		return t.queryRow(ctx, `SELECT issuer_id, number, this_update, next_update, der FROM crls WHERE issuer_id = $1 ORDER BY number DESC LIMIT 1`, issuerID).
-			Scan(&c.IssuerID, &c.Number, ts(&c.ThisUpdate), ts(&c.NextUpdate), &c.DER)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading the newest CRL of issuer %s: %w", issuerID, err)
-	}
-	return &c, nil
-}
-
-func (s *Store) CRLNextNumber(ctx context.Context, issuerID string) (int64, error) {
-	var n int64
-	err := s.autocommit(ctx, func(t *txn) error {
-		return t.queryRow(ctx, `SELECT COALESCE(MAX(number), 0) + 1 FROM crls WHERE issuer_id = $1`, issuerID).Scan(&n)
-	})
-	return n, err
-}
-
 // undeliveredInsertSQL stores a certificate no order took
-// (UndeliveredRecord): $1 the serial, $2 its order, $3..$11 the columns.
+// (UndeliveredRecord): $1 the serial, $2 its order, $3..$12 the columns.
 // Nothing is inserted when the serial is stored already.
-const undeliveredInsertSQL = `INSERT INTO certificates (serial, order_id, account_id, issuer_id, profile, der, chain_pem, names, not_before, not_after, spki_sha256)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (serial) DO NOTHING`
+const undeliveredInsertSQL = `INSERT INTO certificates (serial, order_id, account_id, issuer_id, profile, der, chain_pem, names, not_before, not_after, spki_sha256, crl_shard)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (serial) DO NOTHING`
 
 func (s *Store) UndeliveredRecord(ctx context.Context, c store.Certificate, reason int, ev store.AuditEvent) error {
 	names := c.Names
@@ -425,7 +363,7 @@ func (s *Store) UndeliveredRecord(ctx context.Context, c store.Certificate, reas
 	}
 	err = s.inTx(ctx, func(t *txn) error {
 		n, err := t.exec(ctx, undeliveredInsertSQL, c.Serial, c.OrderID, c.AccountID, c.IssuerID, c.Profile,
-			nonNil(c.DER), nonNil(c.ChainPEM), nt, s.d.T(c.NotBefore), s.d.T(c.NotAfter), nullBytes(c.SPKIHash))
+			nonNil(c.DER), nonNil(c.ChainPEM), nt, s.d.T(c.NotBefore), s.d.T(c.NotAfter), nullBytes(c.SPKIHash), c.CRLShard)
 		if err != nil {
 			return err
 		}
@@ -459,11 +397,10 @@ func (s *Store) UndeliveredRecord(ctx context.Context, c store.Certificate, reas
 		if _, err := t.exec(ctx, `UPDATE certificates SET revoked_at = {now}, revocation_reason = $2 WHERE serial = $1`, c.Serial, reason); err != nil {
 			return err
 		}
-		if _, err := t.exec(ctx, `INSERT INTO revocations (serial, issuer_id, revoked_at, reason)
-SELECT serial, issuer_id, revoked_at, revocation_reason FROM certificates WHERE serial = $1`, c.Serial); err != nil {
+		if _, err := t.exec(ctx, revocationInsertSQL, c.Serial); err != nil {
 			return err
 		}
-		return s.enqueue(ctx, t, jobs.CRLGenerateArgs{IssuerID: c.IssuerID})
+		return s.enqueue(ctx, t, jobs.CRLGenerateArgs{IssuerID: c.IssuerID, Shard: c.CRLShard})
 	})
 	if err != nil {
 		return fmt.Errorf("recording undelivered certificate %s of order %s: %w", c.Serial, c.OrderID, err)

@@ -456,7 +456,7 @@ func fleetCases() []fleetCase {
 		// read by key, not the account's 20,000 valid authorizations.
 		{"OrderToIssue", sqlstore.OrderToIssueSQL(pg), []any{"po3000", -(7 * time.Hour).Microseconds()}, "rows=1 "},
 		{"OrderIssued: the swap", sqlstore.OrderIssuedSQL(pg), []any{"po3000", "snew"}, "rows=0 "},
-		{"OrderIssued: certificate from its order", sqlstore.CertInsertSQL(pg), []any{"snew", "o777", "", "i", "", "\\x", "\\x", "[]", now, now, now, keyHash("knew")}, "rows=0 "},
+		{"OrderIssued: certificate from its order", sqlstore.CertInsertSQL(pg), []any{"snew", "o777", "", "i", "", "\\x", "\\x", "[]", now, now, now, keyHash("knew"), 0}, "rows=0 "},
 		// ARI replaces: s1000's replacing order io5 failed, so it may be
 		// replaced again; s1001's, o2, is valid. The replacing order is
 		// read by its key, not the account's 2,000 invalid orders.

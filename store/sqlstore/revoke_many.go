@@ -33,8 +33,8 @@ const (
 WHERE serial %s AND revoked_at IS NULL RETURNING ` + certCols
 	// revokeManyRowsSQL is the CRL entries of the certificates just
 	// revoked, from their rows (revoked_at on the database's clock).
-	revokeManyRowsSQL = `INSERT INTO revocations (serial, issuer_id, revoked_at, reason)
-SELECT serial, issuer_id, revoked_at, revocation_reason FROM certificates WHERE serial %s`
+	revokeManyRowsSQL = `INSERT INTO revocations (serial, issuer_id, revoked_at, reason, shard, not_after)
+SELECT serial, issuer_id, revoked_at, revocation_reason, crl_shard, not_after FROM certificates WHERE serial %s`
 )
 
 // RevokeMany is Revoke for many local certificates in one transaction:
@@ -165,19 +165,20 @@ func (s *Store) revokeManyRecords(certs []*store.Certificate, ev store.AuditEven
 	return &b
 }
 
-// revokeManyJobs queues one crl_generate job per issuer of certs: the
-// handler signs every revocation its issuer has when it runs, so one job
-// lists them all (CRLGenerateArgs, which cannot be unique, is why the
-// store must not queue one per certificate).
+// revokeManyJobs queues one crl_generate job per issuer and CRL shard of
+// certs: the handler signs every revocation its shard has when it runs, so
+// one job lists them all (CRLGenerateArgs, which cannot be unique, is why
+// the store must not queue one per certificate).
 func (s *Store) revokeManyJobs(ctx context.Context, t *txn, certs []*store.Certificate) error {
-	var issuers []string
+	var shards []jobs.CRLGenerateArgs
 	for _, c := range certs {
-		if !slices.Contains(issuers, c.IssuerID) {
-			issuers = append(issuers, c.IssuerID)
+		a := jobs.CRLGenerateArgs{IssuerID: c.IssuerID, Shard: c.CRLShard}
+		if !slices.Contains(shards, a) {
+			shards = append(shards, a)
 		}
 	}
-	for _, id := range issuers {
-		if err := s.enqueue(ctx, t, jobs.CRLGenerateArgs{IssuerID: id}); err != nil {
+	for _, a := range shards {
+		if err := s.enqueue(ctx, t, a); err != nil {
 			return err
 		}
 	}

@@ -250,7 +250,7 @@ func testCRLMonotonic(t *testing.T, s store.Store, _ Extras) {
 	crl := func(n int64) store.CRL {
 		return store.CRL{IssuerID: "ca", Number: n, ThisUpdate: now, NextUpdate: now.Add(24 * time.Hour), DER: []byte{byte(n)}}
 	}
-	if n, err := s.CRLNextNumber(ctx, "ca"); err != nil || n != 1 {
+	if n, err := s.CRLNextNumber(ctx, "ca", 0); err != nil || n != 1 {
 		t.Fatalf("CRLNextNumber on none = %d, %v; want 1", n, err)
 	}
 	if err := s.CRLStore(ctx, crl(1)); err != nil {
@@ -261,14 +261,14 @@ func testCRLMonotonic(t *testing.T, s store.Store, _ Extras) {
 		t.Fatal(err)
 	}
 	wantErr(t, "storing a lower number", s.CRLStore(ctx, crl(3)), store.ErrConflict)
-	if n, err := s.CRLNextNumber(ctx, "ca"); err != nil || n != 6 {
+	if n, err := s.CRLNextNumber(ctx, "ca", 0); err != nil || n != 6 {
 		t.Fatalf("CRLNextNumber = %d, %v; want 6", n, err)
 	}
 	latest, err := s.CRLLatest(ctx, "ca")
 	if err != nil || latest.Number != 5 || !latest.ThisUpdate.Equal(now) || string(latest.DER) != "\x05" {
 		t.Fatalf("CRLLatest = %+v, %v", latest, err)
 	}
-	if n, _ := s.CRLNextNumber(ctx, "other"); n != 1 {
+	if n, _ := s.CRLNextNumber(ctx, "other", 0); n != 1 {
 		t.Fatalf("another issuer's next number is %d, want 1", n)
 	}
 }

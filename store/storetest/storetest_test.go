@@ -98,6 +98,7 @@ var contract = []struct {
 	{"KeyHashBackfill", testKeyHashBackfill},
 	{"UndeliveredRecord", testUndeliveredRecord},
 	{"CRLMonotonic", testCRLMonotonic},
+	{"CRLShards", testCRLShards},
 	{"Leases", testLeases},
 	{"Heartbeats", testHeartbeats},
 	{"RateCounts", testRateCounts},

@@ -177,7 +177,7 @@ func (c *ca) revokeLocal(serial string) {
 func (c *ca) storeCRL(this, next time.Time, serials ...string) {
 	c.t.Helper()
 	ctx := context.Background()
-	n, err := c.st().CRLNextNumber(ctx, "issuer-1")
+	n, err := c.st().CRLNextNumber(ctx, "issuer-1", 0)
 	if err != nil {
 		c.t.Fatal(err)
 	}

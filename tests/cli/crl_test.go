@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,5 +65,57 @@ func TestCRLStatusComparesSerials(t *testing.T) {
 				c.want(tc.code, "crl", "status") // the table form agrees
 			})
 		}
+	}
+}
+
+// TestCRLStatusShowsShards: `crl status` has a row per CRL shard with a CRL
+// or an entry, each with its number, age and size, and exits 5 naming the
+// one shard whose revocation no CRL lists yet.
+func TestCRLStatusShowsShards(t *testing.T) {
+	t.Parallel()
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			c := newCA(t, d.url(t))
+			ctx := context.Background()
+			// A certificate on shard 5, revoked; shard 5 has no CRL yet.
+			o := c.processing(c.account(), "five.example.com")
+			now, _ := c.st().Now(ctx)
+			if err := c.st().OrderIssued(ctx, store.Issued{OrderID: o.ID, Certificate: store.Certificate{
+				Serial: "0c05", IssuerID: "issuer-1", Profile: "default", DER: []byte{0x30, 0x01}, ChainPEM: []byte("-----BEGIN CERTIFICATE-----\n"),
+				Names: []string{"five.example.com"}, NotBefore: now, NotAfter: now.Add(90 * 24 * time.Hour), CRLShard: 5,
+			}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.st().Revoke(ctx, "0c05", 4, store.AuditEvent{Actor: "test", Action: "revoke", Subject: "0c05"}); err != nil {
+				t.Fatal(err)
+			}
+			this := now.Add(-time.Minute)
+			der := harness.SignedCRL(t, this)
+			if err := c.st().CRLStore(ctx, store.CRL{IssuerID: "issuer-1", Number: 3, ThisUpdate: this, NextUpdate: this.Add(24 * time.Hour), DER: der}); err != nil {
+				t.Fatal(err)
+			}
+			var rows []struct {
+				Issuer      string
+				Shard       int
+				Number      int64
+				AgeSeconds  int64 `json:"age_seconds"`
+				Bytes       int
+				Revocations int
+				Stale       bool
+				Why         string
+			}
+			c.jsonOf(&rows, 5, "crl", "status", "--json")
+			if len(rows) != 2 || rows[0].Shard != 0 || rows[0].Number != 3 || rows[0].Bytes != len(der) || rows[0].AgeSeconds < 50 || rows[0].Stale {
+				t.Fatalf("crl status = %+v; want shard 0 fresh, number 3, %d bytes, about 60 s old, then shard 5", rows, len(der))
+			}
+			if rows[1].Shard != 5 || rows[1].Number != 0 || rows[1].Revocations != 1 || !rows[1].Stale || rows[1].Why != "no CRL signed yet; is a worker mounting this issuer running?" {
+				t.Fatalf("crl status shard 5 = %+v; want stale, no CRL, 1 revocation", rows[1])
+			}
+			r := c.want(5, "crl", "status") // the table form agrees
+			if !strings.Contains(r.stdout, "SHARD") || !strings.Contains(r.stdout, "BYTES") {
+				t.Errorf("the table has no SHARD or BYTES column:\n%s", r.stdout)
+			}
+		})
 	}
 }

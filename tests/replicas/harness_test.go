@@ -440,7 +440,7 @@ func queryInt(t *testing.T, ctx context.Context, conn *pgx.Conn, q string, args 
 
 // checkBooks asserts nothing was lost or duplicated: no order left
 // processing, one certificate per valid order and none without one, each
-// CRL number once per issuer, and the workers' signing counters add up to
+// CRL number once per issuer's CRL shard, and the workers' signing counters add up to
 // the certificates stored. It returns the number of certificates.
 func (c *cluster) checkBooks(ctx context.Context, workers ...*proc) int {
 	t := c.t
@@ -461,7 +461,7 @@ func (c *cluster) checkBooks(ctx context.Context, workers ...*proc) int {
 	if n := queryInt(t, ctx, conn, `SELECT count(*) FROM certificates c WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = c.order_id AND o.status = 'valid' AND o.cert_serial = c.serial)`); n != 0 {
 		t.Errorf("%d certificates without a valid order naming them", n)
 	}
-	if n := queryInt(t, ctx, conn, `SELECT count(*) FROM (SELECT issuer_id, number FROM crls GROUP BY issuer_id, number HAVING count(*) > 1) d`); n != 0 {
+	if n := queryInt(t, ctx, conn, `SELECT count(*) FROM (SELECT issuer_id, shard, number FROM crls GROUP BY issuer_id, shard, number HAVING count(*) > 1) d`); n != 0 {
 		t.Errorf("%d CRL numbers used twice", n)
 	}
 	certs := queryInt(t, ctx, conn, `SELECT count(*) FROM certificates`)

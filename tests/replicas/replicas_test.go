@@ -50,7 +50,7 @@ func issueMany(ctx context.Context, c *cluster, prefix string, n, par, tries int
 	return ok, fails
 }
 
-var crlSignedRE = regexp.MustCompile(`msg="CRL signed" .*?issuer=(\S+) number=(\d+)`)
+var crlSignedRE = regexp.MustCompile(`msg="CRL signed" .*?issuer=(\S+) shard=(\d+) number=(\d+)`)
 
 // TestTwoFrontendsTwoWorkers: two frontends and two workers on one
 // PostgreSQL, clients sent round-robin between the frontends: a nonce from
@@ -87,9 +87,10 @@ func TestTwoFrontendsTwoWorkers(t *testing.T) {
 	conn := c.db(ctx)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		// Every revocation is covered once the newest CRL is newer than it.
+		// Every revocation is covered once its shard's newest CRL is newer
+		// than it.
 		n := queryInt(t, ctx, conn, `SELECT count(*) FROM revocations r WHERE NOT EXISTS (
-  SELECT 1 FROM crls c WHERE c.issuer_id = r.issuer_id AND c.this_update >= r.revoked_at)`)
+  SELECT 1 FROM crls c WHERE c.issuer_id = r.issuer_id AND c.shard = r.shard AND c.this_update >= r.revoked_at)`)
 		if n == 0 {
 			break
 		}
@@ -110,7 +111,7 @@ func TestTwoFrontendsTwoWorkers(t *testing.T) {
 	seen := map[string]string{}
 	for _, w := range c.workers {
 		for _, m := range crlSignedRE.FindAllStringSubmatch(c.logOf(w), -1) {
-			key := m[1] + "#" + m[2]
+			key := m[1] + "/" + m[2] + "#" + m[3]
 			if prev, dup := seen[key]; dup {
 				t.Errorf("CRL %s signed twice (by %s and %s)", key, prev, w.Name)
 			}
