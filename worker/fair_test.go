@@ -44,7 +44,7 @@ const (
 // steady pace. Its validations hold at most its share of the worker's
 // validation slots, and the others' validation p99 (from the claim of the
 // challenge POST to the verdict) stays within twice what the same load
-// takes alone.
+// takes alone (or a second more, on a loaded machine).
 //
 // Each p99 is the median of three rounds' (3 s each), so that one stall
 // of the shared machine does not decide it. The black holes outlast the
@@ -62,8 +62,10 @@ func TestBlackHoleAccountHoldsNoOneUp(t *testing.T) {
 			t.Logf("%s: others' validation p99 %s alone, %s beside %d black holes (share %g: at most %d of %d slots; the black holes held %d at once)",
 				kind, p99Alone.Round(time.Millisecond), p99Beside.Round(time.Millisecond), blackHoles,
 				b.r.cfg.Worker.ValidationAccountShare, b.slotsEach(), b.r.cfg.Worker.ValidationConcurrency, b.holes.most(blackHoleTimeout/2))
-			if p99Beside > 2*p99Alone {
-				t.Errorf("the others' validation p99 is %s beside the black holes, over twice the %s of the same load alone", p99Beside, p99Alone)
+			// Over twice and a second more: a loaded machine moves a p99 of
+			// hundreds of ms by that much; without fairness it is ~10 s.
+			if p99Beside > 2*p99Alone && p99Beside > p99Alone+time.Second {
+				t.Errorf("the others' validation p99 is %s beside the black holes, over twice (and a second more than) the %s of the same load alone", p99Beside, p99Alone)
 			}
 			if most := b.holes.most(blackHoleTimeout / 2); most > b.slotsEach() {
 				t.Errorf("the black-hole account started %d validations within half a challenge timeout, so held that many slots at once, over its share of %d", most, b.slotsEach())
