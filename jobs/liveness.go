@@ -24,12 +24,14 @@ const DefaultHeartbeat = 5 * time.Second
 type Liveness interface {
 	// Beat registers worker's heartbeat when since is zero (a new run of
 	// the id: jobs an earlier run left running are then rescued), else
-	// renews the run begun at since until the database's now+bound, or
-	// reports it Lapsed and changes nothing.
+	// renews the run begun at since until the database's now+bound (Revived
+	// when it had expired but no worker took its jobs), or reports it
+	// Lapsed (its jobs were taken) and changes nothing.
 	Beat(ctx context.Context, worker string, since time.Time, bound time.Duration) (Beat, error)
 	// RescueLapsed returns to the queue at once the running jobs of
 	// workers whose heartbeat lapsed or that restarted since (those out
-	// of attempts are discarded, as River's rescuer does); rescuer names
+	// of attempts are discarded, as River's rescuer does), ending the
+	// lapsed heartbeats so their workers find them Lapsed; rescuer names
 	// the worker doing it, for the attempt log.
 	RescueLapsed(ctx context.Context, rescuer string) ([]Rescued, error)
 	// Now reads the database's clock.
@@ -41,6 +43,9 @@ type Liveness interface {
 type Beat struct {
 	Since, Now time.Time
 	Lapsed     bool
+	// Revived: the heartbeat had expired, but no worker had taken its
+	// jobs, so it was renewed; every worker's does after a database outage.
+	Revived bool
 	// Taken: lapsed because another process registered the same id since,
 	// which two workers with one worker.id do to each other.
 	Taken bool
@@ -71,9 +76,14 @@ type keeper struct {
 	mu    sync.Mutex
 	since time.Time // the run's start, on the database's clock
 	now   time.Time // the database's clock at the last renewal
-	at    time.Time // when that renewal was sent, on this process's monotonic clock
-	lost  bool      // lapsed and not registered again yet
-	held  map[*heldJob]struct{}
+	// streak is the database's clock when the current unbroken run of
+	// renewals began (zero after a failed one): a worker rescues others
+	// only after a whole bound of it, so after an outage every live worker
+	// has renewed before anyone's jobs are taken.
+	streak time.Time
+	at     time.Time // when that renewal was sent, on this process's monotonic clock
+	lost   bool      // lapsed and not registered again yet
+	held   map[*heldJob]struct{}
 }
 
 type heldJob struct{ cancel context.CancelCauseFunc }
@@ -92,7 +102,7 @@ func (k *keeper) register(ctx context.Context) error {
 		return err
 	}
 	k.mu.Lock()
-	k.since, k.now, k.at, k.lost = b.Since, b.Now, at, false
+	k.since, k.now, k.at, k.lost, k.streak = b.Since, b.Now, at, false, b.Now
 	k.mu.Unlock()
 	return nil
 }
@@ -129,12 +139,22 @@ func (k *keeper) renew(ctx context.Context) bool {
 	b, err := k.l.Beat(rctx, k.id, since, k.bound)
 	if err != nil {
 		k.log.Warn("renewing this worker's heartbeat failed; trying again", "bound", k.bound, "err", err)
+		k.mu.Lock()
+		k.streak = time.Time{}
+		k.mu.Unlock()
 		return false
 	}
 	if !b.Lapsed {
 		k.mu.Lock()
 		k.now, k.at = b.Now, at
+		if b.Revived || k.streak.IsZero() {
+			k.streak = b.Now
+		}
 		k.mu.Unlock()
+		if b.Revived {
+			k.log.Warn("this worker's heartbeat had expired (a stall, or the database out of reach) but no worker took its jobs: renewed, its jobs go on",
+				"bound", k.bound)
+		}
 		return true
 	}
 	k.mu.Lock()
@@ -149,7 +169,7 @@ func (k *keeper) renew(ctx context.Context) bool {
 		k.log.Error("another worker process registered this worker's id: give each worker its own worker.id (or leave it unset); until then each cancels the other's jobs",
 			"worker", k.id, "cancelled", n)
 	} else {
-		k.log.Error("this worker's heartbeat lapsed (the process was stalled, or cut off from the database, longer than worker.heartbeat_ms): its running jobs are cancelled and left to other workers, and it records no verdict for them",
+		k.log.Error("this worker's heartbeat lapsed (the process was stalled, or cut off from the database, longer than worker.heartbeat_ms) and another worker took its running jobs: they are cancelled here, and it records no verdict for them",
 			"bound", k.bound, "cancelled", n)
 	}
 	return k.reregister(ctx)
@@ -163,8 +183,15 @@ func (k *keeper) reregister(ctx context.Context) bool {
 	return true
 }
 
-// rescue returns lapsed workers' jobs to the queue.
+// rescue returns lapsed workers' jobs to the queue, once this worker's
+// own heartbeat has been renewed without a break for a whole bound.
 func (k *keeper) rescue(ctx context.Context) {
+	k.mu.Lock()
+	steady := !k.streak.IsZero() && !k.lost && k.now.Sub(k.streak) >= k.bound
+	k.mu.Unlock()
+	if !steady {
+		return
+	}
 	rctx, cancel := context.WithTimeout(ctx, k.bound/2)
 	defer cancel()
 	rs, err := k.l.RescueLapsed(rctx, k.id)

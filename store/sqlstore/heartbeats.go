@@ -2,16 +2,22 @@ package sqlstore
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/store"
 )
 
 // Beat registers worker's heartbeat (since zero: a new run of the id,
 // whose earlier run's jobs RescueLapsed then returns) or renews it until
-// the database's now+bound; a renewal of a heartbeat that lapsed changes
-// nothing and reports it (jobs.Liveness).
+// the database's now+bound (jobs.Liveness). A heartbeat past its expiry
+// whose jobs no worker took is renewed and reported Revived (the database
+// was out of reach, or the process stalled, and nobody noticed); one whose
+// row a rescue deleted, or another run took, is Lapsed and changes nothing.
+// The row lock orders a renewal against RescueLapsed's delete.
 func (s *Store) Beat(ctx context.Context, worker string, since time.Time, bound time.Duration) (jobs.Beat, error) {
 	var b jobs.Beat
 	err := s.inTx(ctx, func(t *txn) error {
@@ -22,19 +28,15 @@ RETURNING started_at`, worker, bound.Microseconds()).Scan(ts(&b.Since))
 			b.Now = b.Since
 			return err
 		}
-		rows, err := t.query(ctx, `UPDATE worker_heartbeats SET expires_at = {now+$3}
-WHERE worker_id = $1 AND started_at = $2 AND expires_at > {now} RETURNING {now}`, worker, s.d.T(since), bound.Microseconds())
-		if err != nil {
-			return err
+		var expired bool
+		err := t.queryRow(ctx, `SELECT expires_at <= {now} FROM worker_heartbeats WHERE worker_id = $1 AND started_at = $2 {forupdate}`,
+			worker, s.d.T(since)).Scan(&expired)
+		if err == nil {
+			b.Since, b.Revived = since, expired
+			return t.queryRow(ctx, `UPDATE worker_heartbeats SET expires_at = {now+$3} WHERE worker_id = $1 AND started_at = $2 RETURNING {now}`,
+				worker, s.d.T(since), bound.Microseconds()).Scan(ts(&b.Now))
 		}
-		if rows.Next() {
-			b.Since = since
-			err := rows.Scan(ts(&b.Now))
-			rows.Close()
-			return err
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 		b.Lapsed = true
@@ -57,14 +59,27 @@ WHERE worker_id = $1 AND started_at = $2 AND expires_at > {now} RETURNING {now}`
 // rescuing worker).
 const rescueMessage = `'worker ' || %[1]s || ' stopped renewing its heartbeat (or restarted) while running this attempt; returned to the queue by worker ' || $1`
 
-// rescuePostgres returns the running jobs of lapsed or restarted workers
-// to the queue, or discards those out of attempts (as River's own rescuer
-// does); SKIP LOCKED leaves a job another worker rescues at the same time.
+// dropLapsedPostgres and dropLapsedSQLite delete the heartbeats that
+// lapsed while their worker ran jobs, returning the workers: a deleted row
+// is what tells a worker still alive that its jobs were taken (Beat). A
+// renewal holding the row first leaves it live, and it is not deleted.
+const (
+	dropLapsedPostgres = `DELETE FROM worker_heartbeats h WHERE h.expires_at <= now()
+  AND EXISTS (SELECT 1 FROM river_job j WHERE j.state = 'running' AND j.attempted_by[array_length(j.attempted_by, 1)] = h.worker_id)
+RETURNING h.worker_id`
+	dropLapsedSQLite = `DELETE FROM worker_heartbeats WHERE expires_at <= {now}
+  AND EXISTS (SELECT 1 FROM river_job j WHERE j.state = 'running' AND json_extract(j.attempted_by, '$[#-1]') = worker_heartbeats.worker_id)
+RETURNING worker_id`
+)
+
+// rescuePostgres returns to the queue the running jobs of the workers
+// whose heartbeats were just deleted ($2) or that restarted since, or
+// discards those out of attempts (as River's own rescuer does).
 var rescuePostgres = fmt.Sprintf(`WITH lapsed AS (
   SELECT j.id FROM river_job j
-  JOIN worker_heartbeats h ON h.worker_id = j.attempted_by[array_length(j.attempted_by, 1)]
-  WHERE j.state = 'running' AND (h.expires_at <= now() OR j.attempted_at < h.started_at)
-  FOR UPDATE OF j SKIP LOCKED
+  LEFT JOIN worker_heartbeats h ON h.worker_id = j.attempted_by[array_length(j.attempted_by, 1)]
+  WHERE j.state = 'running' AND (j.attempted_by[array_length(j.attempted_by, 1)] = ANY ($2::text[]) OR j.attempted_at < h.started_at)
+  FOR UPDATE OF j
 )
 UPDATE river_job j SET
   state = CASE WHEN j.attempt < j.max_attempts THEN 'available' ELSE 'discarded' END::river_job_state,
@@ -77,9 +92,9 @@ RETURNING j.id, j.kind, j.attempted_by[array_length(j.attempted_by, 1)], j.state
 	fmt.Sprintf(rescueMessage, "j.attempted_by[array_length(j.attempted_by, 1)]"))
 
 // rescueSQLite is rescuePostgres for riversqlite's encoding: times as
-// text, attempted_by and errors JSON. A River time has milliseconds, so a
-// job counts as an earlier run's only when attempted a millisecond or
-// more before the run started.
+// text, attempted_by and errors JSON, $2 a JSON array. A River time has
+// milliseconds, so a job counts as an earlier run's only when attempted a
+// millisecond or more before the run started.
 var rescueSQLite = fmt.Sprintf(`UPDATE river_job SET
   state = CASE WHEN attempt < max_attempts THEN 'available' ELSE 'discarded' END,
   finalized_at = CASE WHEN attempt < max_attempts THEN NULL ELSE strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now') END,
@@ -87,9 +102,10 @@ var rescueSQLite = fmt.Sprintf(`UPDATE river_job SET
   errors = jsonb(json_insert(json(coalesce(errors, jsonb('[]'))), '$[#]', json_object(
     'at', strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', 'now'), 'attempt', attempt, 'trace', '',
     'error', %s)))
-FROM worker_heartbeats h
-WHERE river_job.state = 'running' AND h.worker_id = json_extract(river_job.attempted_by, '$[#-1]')
-  AND (h.expires_at <= {now} OR CAST(unixepoch(river_job.attempted_at, 'subsec') * 1000000 AS INTEGER) + 1000 < h.started_at)
+WHERE river_job.state = 'running' AND (
+  json_extract(river_job.attempted_by, '$[#-1]') IN (SELECT value FROM json_each($2))
+  OR EXISTS (SELECT 1 FROM worker_heartbeats h WHERE h.worker_id = json_extract(river_job.attempted_by, '$[#-1]')
+    AND CAST(unixepoch(river_job.attempted_at, 'subsec') * 1000000 AS INTEGER) + 1000 < h.started_at))
 RETURNING id, kind, json_extract(attempted_by, '$[#-1]'), state`,
 	fmt.Sprintf(rescueMessage, "json_extract(river_job.attempted_by, '$[#-1]')"))
 
@@ -125,7 +141,11 @@ func (s *Store) RescueLapsed(ctx context.Context, rescuer string) ([]jobs.Rescue
 	var out []jobs.Rescued
 	err := s.inTx(ctx, func(t *txn) error {
 		out = out[:0]
-		rows, err := t.query(ctx, q, rescuer)
+		dropped, err := s.dropLapsed(ctx, t)
+		if err != nil {
+			return err
+		}
+		rows, err := t.query(ctx, q, rescuer, dropped)
 		if err != nil {
 			return err
 		}
@@ -145,6 +165,36 @@ func (s *Store) RescueLapsed(ctx context.Context, rescuer string) ([]jobs.Rescue
 		return nil, fmt.Errorf("returning the jobs of lapsed workers to the queue: %w", err)
 	}
 	return out, nil
+}
+
+// dropLapsed deletes the lapsed heartbeats of workers with running jobs
+// and returns their ids, as a text array (PostgreSQL) or a JSON array.
+func (s *Store) dropLapsed(ctx context.Context, t *txn) (any, error) {
+	q := dropLapsedPostgres
+	if s.d.Name == "sqlite" {
+		q = dropLapsedSQLite
+	}
+	rows, err := t.query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	ids := []string{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if s.d.Name != "sqlite" {
+		return ids, nil
+	}
+	b, err := json.Marshal(ids)
+	return string(b), err
 }
 
 // HeartbeatGC deletes the heartbeats lapsed before before: a worker's

@@ -8,10 +8,11 @@ import (
 	"github.com/hallmark-ca/hallmark/store"
 )
 
-// testHeartbeats: a worker's heartbeat renews while it is live and
-// reports a lapse once its expiry passed on the database's clock; any
-// worker then returns the lapsed worker's running jobs to the queue
-// (discarding one out of attempts), never a live worker's, and a worker
+// testHeartbeats: a worker's heartbeat renews while it is live; past its
+// expiry with nothing taken it renews again (Revived: a database outage
+// lapses every heartbeat at once); any worker returns a lapsed worker's
+// running jobs to the queue (discarding one out of attempts), never a live
+// worker's, and that worker's next renewal reports the lapse; a worker
 // registered afresh gets back the jobs its earlier run left running.
 func testHeartbeats(t *testing.T, s store.Store, x Extras) {
 	ctx := ctxT(t)
@@ -21,6 +22,14 @@ func testHeartbeats(t *testing.T, s store.Store, x Extras) {
 	}
 	if r, err := s.Beat(ctx, "w-a", a.Since, time.Minute); err != nil || r.Lapsed || r.Now.Before(a.Since) {
 		t.Fatalf("renewing w-a: %+v, %v", r, err)
+	}
+	// Expired with no running job: renewed, and said to be revived.
+	x.Exec(t, "UPDATE worker_heartbeats SET expires_at = started_at WHERE worker_id = 'w-a'")
+	if r, err := s.Beat(ctx, "w-a", a.Since, time.Minute); err != nil || r.Lapsed || !r.Revived {
+		t.Fatalf("renewing w-a past its expiry, nothing taken = %+v, %v; want Revived", r, err)
+	}
+	if r, err := s.Beat(ctx, "w-a", a.Since, time.Minute); err != nil || r.Lapsed || r.Revived {
+		t.Fatalf("renewing w-a again = %+v, %v; want a plain renewal", r, err)
 	}
 	b, err := s.Beat(ctx, "w-b", time.Time{}, time.Minute)
 	if err != nil {
@@ -94,7 +103,8 @@ func testHeartbeats(t *testing.T, s store.Store, x Extras) {
 	if r, err := s.Beat(ctx, "w-b", b.Since, time.Minute); err != nil || !r.Lapsed || !r.Taken {
 		t.Fatalf("renewing w-b's earlier run after another registered = %+v, %v; want Lapsed and Taken", r, err)
 	}
-	if n, err := s.HeartbeatGC(ctx, dbNow(t, s).Add(time.Hour)); err != nil || n != 2 {
-		t.Fatalf("HeartbeatGC = %d, %v; want both rows", n, err)
+	// The rescue ended w-a's heartbeat; only w-b's row is left.
+	if n, err := s.HeartbeatGC(ctx, dbNow(t, s).Add(time.Hour)); err != nil || n != 1 {
+		t.Fatalf("HeartbeatGC = %d, %v; want w-b's row", n, err)
 	}
 }

@@ -197,10 +197,12 @@ func problemType(body string) string {
 // Retry-After; clients that wait as Retry-After says and retry lose no
 // issuance: each one started ends with its certificate, and the books
 // balance. /readyz of each frontend is 503 while the database is stopped
-// and 200 once it is back.
+// and 200 once it is back. The stop outlasts the worker's heartbeat
+// (2 s), which it renews once the database is back: no job is taken from
+// it, so no order is signed twice.
 func TestPostgresOutageUnderLoad(t *testing.T) {
 	pg := newPrivatePostgres(t)
-	c := startCluster(t, pg.url, options{frontends: 2, workers: 1, worker: "job_timeout_ms = 5000\nrescue_after_ms = 8000"})
+	c := startCluster(t, pg.url, options{frontends: 2, workers: 1, worker: "job_timeout_ms = 5000\nrescue_after_ms = 8000\nheartbeat_ms = 2000"})
 	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
 	defer cancel()
 	l := c.startLoad(ctx, 16)
