@@ -107,6 +107,7 @@ type pageStore interface {
 	OrdersList(ctx context.Context, f store.OrderFilter, p store.Page) ([]*store.Order, string, error)
 	UpstreamOrdersOf(ctx context.Context, orderID string) ([]store.UpstreamOrder, error)
 	PerspectiveAnswers(ctx context.Context, challengeID string) ([]store.PerspectiveAnswer, time.Time, error) // perspectives.go
+	RenewalMove(ctx context.Context, sel store.RenewalSelector, start, end time.Time, reason string, ev store.AuditEvent) ([]string, error) // renewal.go
 }
 
 // New builds the panel. It refuses a token shorter than MinTokenLength.
@@ -180,6 +181,7 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /certs", s.authed(store.RoleViewer, s.certs))
 	s.mux.Handle("GET /certs/{serial}", s.authed(store.RoleViewer, s.cert))
 	s.mux.Handle("POST /certs/{serial}/revoke", s.authed(store.RoleOperator, s.revoke))
+	s.mux.Handle("POST /certs/{serial}/ari-move", s.authed(store.RoleOperator, s.certARIMove))
 	s.mux.Handle("GET /jobs", s.authed(store.RoleViewer, s.jobsPage))
 	s.mux.Handle("GET /jobs/{id}", s.authed(store.RoleViewer, s.job))
 	s.mux.Handle("POST /jobs/{id}/retry", s.authed(store.RoleOperator, s.jobRetry))

@@ -342,8 +342,12 @@ func (s *Server) cert(w http.ResponseWriter, r *http.Request, p principal) error
 	if err != nil {
 		return err
 	}
+	now, err := s.st.pages.Now(r.Context())
+	if err != nil {
+		return err
+	}
 	s.render(w, r, p, http.StatusOK, "cert", map[string]any{"Cert": c, "Reasons": revocation.Allowed(),
-		"Backend": pr.rev.Backend(c), "Remote": pr.rev.Remote(c), "Renewal": win})
+		"Backend": pr.rev.Backend(c), "Remote": pr.rev.Remote(c), "Renewal": win, "Live": c.NotAfter.After(now)})
 	return nil
 }
 
