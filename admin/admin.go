@@ -84,6 +84,7 @@ type stores struct {
 	pages     pageStore
 	pauses    pauseStore  // pauses.go
 	issuers   issuerStore // issuers.go
+	keys      keyStore    // api_ops.go
 }
 
 // pageStore is what the pages read, and the operator actions, the CRL
@@ -126,7 +127,7 @@ func New(o Options) (*Server, error) {
 	}
 	a := newAuth(o.Token, o.SecureCookies)
 	a.off = o.TokenOff
-	s := &Server{st: stores{sessions: o.Store, operators: o.Store, pages: o.Store, pauses: o.Store, issuers: o.Store}, q: o.Queue, auth: a, limit: newLimiter(func() time.Time { return a.now() }),
+	s := &Server{st: stores{sessions: o.Store, operators: o.Store, pages: o.Store, pauses: o.Store, issuers: o.Store, keys: o.Store}, q: o.Queue, auth: a, limit: newLimiter(func() time.Time { return a.now() }),
 		crlBase: strings.TrimRight(o.CRLBase, "/"), wait: o.RevokeWait, version: o.Version, pause: store.PauseRule{After: o.PauseAfter, MinFailures: int64(o.PauseMinFailures)}, log: o.Logger, mux: http.NewServeMux()}
 	s.Reload(o.Profiles, o.Revoker)
 	if err := s.parseTemplates(); err != nil {
