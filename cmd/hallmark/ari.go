@@ -18,7 +18,7 @@ func ariCommand() *cli.Command {
 		Name:  "ari",
 		Usage: "renewal information (RFC 9773): move certificates' renewal windows",
 		Subcommands: []*cli.Command{{
-			Name:  "move",
+			Name: "move",
 			Usage: "move the renewal windows of the selected live certificates into the past so ARI clients renew now " +
 				"(the admin panel and API do the same for one certificate)",
 			Flags: []cli.Flag{
