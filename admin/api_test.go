@@ -92,8 +92,17 @@ func TestAPIRoles(t *testing.T) {
 		{"POST", "/api/v1/eab", `{"label": "each role"}`, store.RoleAdmin},
 		{"DELETE", "/api/v1/eab/eab_none", "", store.RoleAdmin}, // served: 404
 		{"POST", "/api/v1/accounts/" + deact.AccountID + "/deactivate", "{}", store.RoleOperator},
-		{"POST", "/api/v1/jobs/999999/retry", "{}", store.RoleOperator},   // served: 404
-		{"POST", "/api/v1/jobs/999999/abandon", "{}", store.RoleOperator}, // served: 404
+		{"POST", "/api/v1/jobs/999999/retry", "{}", store.RoleOperator},                           // served: 404
+		{"POST", "/api/v1/jobs/999999/abandon", "{}", store.RoleOperator},                         // served: 404
+		{"POST", "/api/v1/certificates/ffff/ari-move", `{"reason": "drill"}`, store.RoleOperator}, // served: 404
+		{"GET", "/api/v1/pauses", "", store.RoleViewer},
+		{"POST", "/api/v1/pauses/lift", `{"account": "nobody"}`, store.RoleOperator}, // served: 409
+		{"GET", "/api/v1/keys", "", store.RoleViewer},
+		{"POST", "/api/v1/keys", `{"spki_sha256": "` + strings.Repeat("0f", 32) + `"}`, store.RoleAdmin},
+		{"DELETE", "/api/v1/keys/" + strings.Repeat("e1", 32), "", store.RoleAdmin}, // served: 404
+		{"GET", "/api/v1/audit?kind=operator", "", store.RoleViewer},
+		{"GET", "/api/v1/audit/export", "", store.RoleViewer},
+		{"GET", "/api/v1/issuers", "", store.RoleViewer},
 	}
 	// Every documented operation is in the list above.
 	_, spec := call(t, clients[store.RoleViewer], "GET", srv.URL+"/api/v1/openapi.json", "")

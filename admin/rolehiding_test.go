@@ -24,12 +24,13 @@ import (
 // page's revoke form is TestClientCertificateRoles'.
 
 // roleFixture is a panel over TLS on a store of one kind, with a viewer
-// (alice) and an operator (bob) signed in by client certificate.
+// (alice), an operator (bob) and an admin (carl) signed in by client
+// certificate.
 type roleFixture struct {
-	srv              *httptest.Server
-	db               *open.DB
-	st               store.Store
-	viewer, operator *http.Client
+	srv                     *httptest.Server
+	db                      *open.DB
+	st                      store.Store
+	viewer, operator, admin *http.Client
 }
 
 func newRoleFixture(t *testing.T, kind string, o admin.Options) *roleFixture {
@@ -43,7 +44,7 @@ func newRoleFixture(t *testing.T, kind string, o admin.Options) *roleFixture {
 	for _, op := range []struct {
 		name, role string
 		c          **http.Client
-	}{{"alice", store.RoleViewer, &f.viewer}, {"bob", store.RoleOperator, &f.operator}} {
+	}{{"alice", store.RoleViewer, &f.viewer}, {"bob", store.RoleOperator, &f.operator}, {"carl", store.RoleAdmin, &f.admin}} {
 		cert := ca.issue(t, op.name, hour, false)
 		if err := db.Store.OperatorAdd(ctx, store.Operator{Name: op.name, Role: op.role, CertSHA256: admin.CertSHA256(cert.Leaf), NotAfter: hour},
 			store.AuditEvent{Actor: "test", Action: "operator.add", Subject: op.name}); err != nil {

@@ -98,7 +98,10 @@ func actions(t *testing.T, st store.Store) []atomicAction {
 		}, func() bool { _, err := st.OperatorByCert(ctx, strings.Repeat("ab", 32)); return err == nil }},
 		{"operator revoke", "operator.revoke", func(actor string) error {
 			return st.OperatorRevoke(ctx, "dora", store.AuditEvent{Actor: actor, Action: "operator.revoke", Subject: "dora"})
-		}, func() bool { o, _ := st.OperatorByCert(ctx, strings.Repeat("ab", 32)); return o != nil && o.RevokedAt != nil }},
+		}, func() bool {
+			o, _ := st.OperatorByCert(ctx, strings.Repeat("ab", 32))
+			return o != nil && o.RevokedAt != nil
+		}},
 		{"pause lift", store.ActionPauseLifted, func(actor string) error {
 			_, err := operator.LiftPause(ctx, st, paused, "", actor)
 			return err
