@@ -65,8 +65,8 @@ func (s *Server) apiPauseLift(r *http.Request, p principal) (any, error) {
 		return nil, apiErr(http.StatusBadRequest, `the body must be {"account": ID} or {"account": ID, "identifier": "dns:NAME"}`)
 	}
 	n, err := operator.LiftPause(r.Context(), s.st.pauses, body.Account, body.Identifier, "admin:"+p.user)
-	if err != nil && !errors.Is(err, operator.ErrNothingToDo) && !errors.Is(err, store.ErrNotFound) {
-		return nil, apiErr(http.StatusBadRequest, "%v", err) // an identifier LiftPause cannot read
+	if errors.Is(err, operator.ErrBadIdentifier) {
+		return nil, apiErr(http.StatusBadRequest, "%v", err)
 	}
 	return nothingToDo(map[string]any{"account": body.Account, "lifted": n}, err)
 }

@@ -48,6 +48,9 @@ func TestAPIPauses(t *testing.T) {
 		if code, v := call(t, f.operator, "POST", f.srv.URL+"/api/v1/pauses/lift", `{"identifier": "dns:x"}`); code != 400 {
 			t.Fatalf("a lift naming no account: %d %v, want 400", code, v)
 		}
+		if code, v := call(t, f.operator, "POST", f.srv.URL+"/api/v1/pauses/lift", `{"account": "a", "identifier": "email:x"}`); code != 400 {
+			t.Fatalf("a lift naming an identifier of no ACME type: %d %v, want 400", code, v)
+		}
 	})
 }
 
