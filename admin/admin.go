@@ -82,9 +82,10 @@ type stores struct {
 	sessions  store.AdminSessions
 	operators operatorFinder
 	pages     pageStore
-	pauses    pauseStore  // pauses.go
-	issuers   issuerStore // issuers.go
-	keys      keyStore    // api_ops.go
+	pauses    pauseStore           // pauses.go
+	issuers   issuerStore          // issuers.go
+	keys      keyStore             // api_ops.go
+	audit     operator.AuditReader // api_ops.go: the export
 }
 
 // pageStore is what the pages read, and the operator actions, the CRL
@@ -127,7 +128,7 @@ func New(o Options) (*Server, error) {
 	}
 	a := newAuth(o.Token, o.SecureCookies)
 	a.off = o.TokenOff
-	s := &Server{st: stores{sessions: o.Store, operators: o.Store, pages: o.Store, pauses: o.Store, issuers: o.Store, keys: o.Store}, q: o.Queue, auth: a, limit: newLimiter(func() time.Time { return a.now() }),
+	s := &Server{st: stores{sessions: o.Store, operators: o.Store, pages: o.Store, pauses: o.Store, issuers: o.Store, keys: o.Store, audit: o.Store}, q: o.Queue, auth: a, limit: newLimiter(func() time.Time { return a.now() }),
 		crlBase: strings.TrimRight(o.CRLBase, "/"), wait: o.RevokeWait, version: o.Version, pause: store.PauseRule{After: o.PauseAfter, MinFailures: int64(o.PauseMinFailures)}, log: o.Logger, mux: http.NewServeMux()}
 	s.Reload(o.Profiles, o.Revoker)
 	if err := s.parseTemplates(); err != nil {

@@ -25,7 +25,6 @@ type keyStore interface {
 	KeysBlocked(ctx context.Context, limit int) ([]store.BlockedKey, error)
 	KeyBlock(ctx context.Context, k store.BlockedKey) (store.KeyBlockResult, error)
 	KeyUnblock(ctx context.Context, spkiHash []byte, ev store.AuditEvent) error
-	operator.AuditReader
 }
 
 // pauseRow is a pause as the API lists it.
@@ -228,7 +227,7 @@ func (s *Server) apiAuditExport(r *http.Request, _ principal) (any, error) {
 		after = n
 	}
 	return jsonLines(func(w io.Writer) error {
-		_, err := operator.ExportAudit(r.Context(), s.st.keys, after, w)
+		_, err := operator.ExportAudit(r.Context(), s.st.audit, after, w)
 		return err
 	}), nil
 }
