@@ -158,8 +158,7 @@ func (s *Server) apiKeyUnblock(r *http.Request, p principal) (any, error) {
 		return nil, err
 	}
 	hx := hex.EncodeToString(h)
-	err = s.st.keys.KeyUnblock(r.Context(), h, store.AuditEvent{Actor: "admin:" + p.user, Action: store.ActionKeyUnblock, Subject: hx,
-		Detail: "block removed through the admin API; the certificates it revoked stay revoked"})
+	err = operator.UnblockKey(r.Context(), s.st.keys, h, "through the admin API", "admin:"+p.user)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, apiErr(http.StatusNotFound, "key %s is not blocked", hx)
 	}
