@@ -53,10 +53,11 @@ func certProxy(t *testing.T, panel string, roots *x509.CertPool, certFile, keyFi
 // TestOperatorCertificateSignIn: the real frontend serves the panel over
 // TLS with the token turned off; `hallmark operators add` issues a viewer
 // and an operator their certificates from the operators' CA. In Chromium
-// the viewer sees the certificate lego was issued without its revoke form,
-// and ARI forms, and their forged POST is 403; the operator asks for its
+// the viewer sees the certificate lego was issued without its revoke and
+// ARI forms, and their forged POST is 403; the operator asks for its
 // renewal now (the ARI endpoint then suggests a window in the past) and
-// revokes it from the forms, and the audit rows name them. Without a certificate the panel refuses.
+// revokes it from the forms, and the audit rows name them. Without a
+// certificate the panel refuses.
 func TestOperatorCertificateSignIn(t *testing.T) {
 	lego := requireTool(t, "lego", "apt-get install lego")
 	ctx := browser(t)
