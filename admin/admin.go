@@ -82,8 +82,10 @@ type stores struct {
 	sessions  store.AdminSessions
 	operators operatorFinder
 	pages     pageStore
-	pauses    pauseStore  // pauses.go
-	issuers   issuerStore // issuers.go
+	pauses    pauseStore           // pauses.go
+	issuers   issuerStore          // issuers.go
+	keys      keyStore             // api_ops.go
+	audit     operator.AuditReader // api_ops.go: the export
 }
 
 // pageStore is what the pages read, and the operator actions, the CRL
@@ -106,7 +108,8 @@ type pageStore interface {
 	OrderByID(ctx context.Context, id string) (*store.Order, error)
 	OrdersList(ctx context.Context, f store.OrderFilter, p store.Page) ([]*store.Order, string, error)
 	UpstreamOrdersOf(ctx context.Context, orderID string) ([]store.UpstreamOrder, error)
-	PerspectiveAnswers(ctx context.Context, challengeID string) ([]store.PerspectiveAnswer, time.Time, error) // perspectives.go
+	PerspectiveAnswers(ctx context.Context, challengeID string) ([]store.PerspectiveAnswer, time.Time, error)                               // perspectives.go
+	RenewalMove(ctx context.Context, sel store.RenewalSelector, start, end time.Time, reason string, ev store.AuditEvent) ([]string, error) // renewal.go
 }
 
 // New builds the panel. It refuses a token shorter than MinTokenLength.
@@ -125,7 +128,7 @@ func New(o Options) (*Server, error) {
 	}
 	a := newAuth(o.Token, o.SecureCookies)
 	a.off = o.TokenOff
-	s := &Server{st: stores{sessions: o.Store, operators: o.Store, pages: o.Store, pauses: o.Store, issuers: o.Store}, q: o.Queue, auth: a, limit: newLimiter(func() time.Time { return a.now() }),
+	s := &Server{st: stores{sessions: o.Store, operators: o.Store, pages: o.Store, pauses: o.Store, issuers: o.Store, keys: o.Store, audit: o.Store}, q: o.Queue, auth: a, limit: newLimiter(func() time.Time { return a.now() }),
 		crlBase: strings.TrimRight(o.CRLBase, "/"), wait: o.RevokeWait, version: o.Version, pause: store.PauseRule{After: o.PauseAfter, MinFailures: int64(o.PauseMinFailures)}, log: o.Logger, mux: http.NewServeMux()}
 	s.Reload(o.Profiles, o.Revoker)
 	if err := s.parseTemplates(); err != nil {
@@ -180,6 +183,7 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /certs", s.authed(store.RoleViewer, s.certs))
 	s.mux.Handle("GET /certs/{serial}", s.authed(store.RoleViewer, s.cert))
 	s.mux.Handle("POST /certs/{serial}/revoke", s.authed(store.RoleOperator, s.revoke))
+	s.mux.Handle("POST /certs/{serial}/ari-move", s.authed(store.RoleOperator, s.certARIMove))
 	s.mux.Handle("GET /jobs", s.authed(store.RoleViewer, s.jobsPage))
 	s.mux.Handle("GET /jobs/{id}", s.authed(store.RoleViewer, s.job))
 	s.mux.Handle("POST /jobs/{id}/retry", s.authed(store.RoleOperator, s.jobRetry))

@@ -55,7 +55,19 @@ var apiRoutes = []apiRoute{
 	{"GET", "/api/v1/eab", store.RoleAdmin, func(s *Server) apiHandler { return s.apiEABList }},
 	{"POST", "/api/v1/eab", store.RoleAdmin, func(s *Server) apiHandler { return s.apiEABCreate }},
 	{"DELETE", "/api/v1/eab/{kid}", store.RoleAdmin, func(s *Server) apiHandler { return s.apiEABDelete }},
+	{"POST", "/api/v1/certificates/{serial}/ari-move", store.RoleOperator, func(s *Server) apiHandler { return s.apiARIMove }},
+	{"GET", "/api/v1/pauses", store.RoleViewer, func(s *Server) apiHandler { return s.apiPauses }},
+	{"POST", "/api/v1/pauses/lift", store.RoleOperator, func(s *Server) apiHandler { return s.apiPauseLift }},
+	{"GET", "/api/v1/keys", store.RoleViewer, func(s *Server) apiHandler { return s.apiKeys }},
+	{"POST", "/api/v1/keys", store.RoleAdmin, func(s *Server) apiHandler { return s.apiKeyBlock }},
+	{"DELETE", "/api/v1/keys/{spki}", store.RoleAdmin, func(s *Server) apiHandler { return s.apiKeyUnblock }},
+	{"GET", "/api/v1/audit", store.RoleViewer, func(s *Server) apiHandler { return s.apiAudit }},
+	{"GET", "/api/v1/audit/export", store.RoleViewer, func(s *Server) apiHandler { return s.apiAuditExport }},
+	{"GET", "/api/v1/issuers", store.RoleViewer, func(s *Server) apiHandler { return s.apiIssuers }},
 }
+
+// created are the routes that answer 201: they make a record.
+var created = map[string]bool{"POST /api/v1/eab": true, "POST /api/v1/keys": true}
 
 func (s *Server) apiRoutes() {
 	s.mux.HandleFunc("GET /api/v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
@@ -133,8 +145,18 @@ func (s *Server) apiAuthed(need string, h apiHandler) http.Handler {
 			s.apiFail(w, r, p, err)
 			return
 		}
+		if lines, ok := v.(jsonLines); ok {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			if err := lines(w); err != nil {
+				// The status is sent: cut the answer short rather than let
+				// it end as if complete.
+				s.log.Error("admin: API stream failed", "path", r.URL.Path, "user", p.user, "err", err)
+				panic(http.ErrAbortHandler)
+			}
+			return
+		}
 		status := http.StatusOK
-		if r.Method == http.MethodPost && r.Pattern == "POST /api/v1/eab" {
+		if created[r.Pattern] {
 			status = http.StatusCreated
 		}
 		writeJSON(w, status, v)

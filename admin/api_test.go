@@ -3,6 +3,8 @@ package admin_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -39,19 +41,11 @@ func call(t *testing.T, c *http.Client, method, u, body string) (int, map[string
 	return resp.StatusCode, v
 }
 
-// TestAPIRoles: every API endpoint for each role: a role below the
-// endpoint's is 403, one at or above it is served; no certificate, a
-// revoked operator's and an expired one are refused. The writes do what
-// they say and are audited with the operator's name: revoke (operator),
-// EAB create, list (no MAC key) and delete (admin). A write that is not
-// application/json is 415.
-func TestAPIRoles(t *testing.T) {
-	t.Parallel()
+// apiClients are an operator of each role ("<role>-op") and a revoked
+// admin's certificate ("gone").
+func apiClients(t *testing.T, st store.Store, ca *testCA, roots *x509.CertPool) (map[string]*http.Client, tls.Certificate) {
+	t.Helper()
 	ctx := context.Background()
-	db := testdb.Open(t, "sqlite")
-	st := db.Store
-	ca := newTestCA(t)
-	srv, roots := mtlsPanel(t, ca, db)
 	hour := time.Now().Add(time.Hour)
 	clients := map[string]*http.Client{}
 	for _, role := range store.Roles {
@@ -70,6 +64,22 @@ func TestAPIRoles(t *testing.T) {
 	if err := st.OperatorRevoke(ctx, "gone", store.AuditEvent{Actor: "test", Action: "operator.revoke", Subject: "gone"}); err != nil {
 		t.Fatal(err)
 	}
+	return clients, gone
+}
+
+// TestAPIRoles: every API endpoint for each role: a role below the
+// endpoint's is 403, one at or above it is served; no certificate, a
+// revoked operator's and an expired one are refused. The writes do what
+// they say and are audited with the operator's name: revoke (operator),
+// EAB create, list (no MAC key) and delete (admin). A write that is not
+// application/json is 415.
+func TestAPIRoles(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, "sqlite")
+	st := db.Store
+	ca := newTestCA(t)
+	srv, roots := mtlsPanel(t, ca, db)
+	clients, gone := apiClients(t, st, ca, roots)
 	expired := ca.issue(t, "old", time.Now().Add(-time.Minute), false)
 	issuedCert(t, st, "a9101", "api.example.com", "issuer-1", "default")
 	o := pendingOrder(t, st, "api-order", "api-order.example.com")
@@ -92,8 +102,17 @@ func TestAPIRoles(t *testing.T) {
 		{"POST", "/api/v1/eab", `{"label": "each role"}`, store.RoleAdmin},
 		{"DELETE", "/api/v1/eab/eab_none", "", store.RoleAdmin}, // served: 404
 		{"POST", "/api/v1/accounts/" + deact.AccountID + "/deactivate", "{}", store.RoleOperator},
-		{"POST", "/api/v1/jobs/999999/retry", "{}", store.RoleOperator},   // served: 404
-		{"POST", "/api/v1/jobs/999999/abandon", "{}", store.RoleOperator}, // served: 404
+		{"POST", "/api/v1/jobs/999999/retry", "{}", store.RoleOperator},                           // served: 404
+		{"POST", "/api/v1/jobs/999999/abandon", "{}", store.RoleOperator},                         // served: 404
+		{"POST", "/api/v1/certificates/ffff/ari-move", `{"reason": "drill"}`, store.RoleOperator}, // served: 404
+		{"GET", "/api/v1/pauses", "", store.RoleViewer},
+		{"POST", "/api/v1/pauses/lift", `{"account": "nobody"}`, store.RoleOperator}, // served: 409
+		{"GET", "/api/v1/keys", "", store.RoleViewer},
+		{"POST", "/api/v1/keys", `{"spki_sha256": "` + strings.Repeat("0f", 32) + `"}`, store.RoleAdmin},
+		{"DELETE", "/api/v1/keys/" + strings.Repeat("e1", 32), "", store.RoleAdmin}, // served: 404
+		{"GET", "/api/v1/audit?kind=operator", "", store.RoleViewer},
+		{"GET", "/api/v1/audit/export", "", store.RoleViewer},
+		{"GET", "/api/v1/issuers", "", store.RoleViewer},
 	}
 	// Every documented operation is in the list above.
 	_, spec := call(t, clients[store.RoleViewer], "GET", srv.URL+"/api/v1/openapi.json", "")
@@ -124,38 +143,45 @@ func TestAPIRoles(t *testing.T) {
 		}
 	}
 
-	// The writes, by the roles that may.
-	if code, v := call(t, clients[store.RoleViewer], "GET", srv.URL+"/api/v1/certificates/a9101", ""); code != 200 || v["Serial"] != "a9101" {
+	apiWrites(t, st, srv.URL, clients, deact.AccountID)
+}
+
+// apiWrites checks TestAPIRoles' writes, by the roles that may: revoke,
+// EAB create, list and delete, deactivate, each audited in their name.
+func apiWrites(t *testing.T, st store.Store, base string, clients map[string]*http.Client, deactAccount string) {
+	t.Helper()
+	ctx := context.Background()
+	if code, v := call(t, clients[store.RoleViewer], "GET", base+"/api/v1/certificates/a9101", ""); code != 200 || v["Serial"] != "a9101" {
 		t.Fatalf("GET certificate: %d %v", code, v)
 	}
-	req, _ := http.NewRequest("POST", srv.URL+"/api/v1/certificates/a9101/revoke", strings.NewReader("reason=4"))
+	req, _ := http.NewRequest("POST", base+"/api/v1/certificates/a9101/revoke", strings.NewReader("reason=4"))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	if resp, err := clients[store.RoleOperator].Do(req); err != nil || resp.StatusCode != http.StatusUnsupportedMediaType {
 		t.Fatalf("a form-encoded revoke: %v %v, want 415", resp, err)
 	}
-	if code, v := call(t, clients[store.RoleOperator], "POST", srv.URL+"/api/v1/certificates/a9101/revoke", `{"reason": 4}`); code != 200 || v["done"] != true {
+	if code, v := call(t, clients[store.RoleOperator], "POST", base+"/api/v1/certificates/a9101/revoke", `{"reason": 4}`); code != 200 || v["done"] != true {
 		t.Fatalf("revoke: %d %v", code, v)
 	}
 	evs, _, err := st.AuditFind(ctx, store.AuditFilter{Action: "revoke"}, store.Page{})
 	if err != nil || len(evs) != 1 || evs[0].Actor != "admin:operator-op" || !strings.Contains(evs[0].Detail, "admin API") {
 		t.Fatalf("revoke audit = %+v, %v; want one by admin:operator-op via the API", evs, err)
 	}
-	code, v := call(t, clients[store.RoleAdmin], "POST", srv.URL+"/api/v1/eab", `{"label": "ci", "allowed_domains": ["ci.example.com"]}`)
+	code, v := call(t, clients[store.RoleAdmin], "POST", base+"/api/v1/eab", `{"label": "ci", "allowed_domains": ["ci.example.com"]}`)
 	kid, _ := v["kid"].(string)
 	if code != 201 || kid == "" || v["hmac"] == nil {
 		t.Fatalf("EAB create: %d %v", code, v)
 	}
-	code, v = call(t, clients[store.RoleAdmin], "GET", srv.URL+"/api/v1/eab", "")
+	code, v = call(t, clients[store.RoleAdmin], "GET", base+"/api/v1/eab", "")
 	if listed := fmt.Sprint(v["items"]); code != 200 || !strings.Contains(listed, kid) || strings.Contains(listed, "hmac") {
 		t.Fatalf("EAB list: %d %v; want %s without its MAC key", code, v, kid)
 	}
-	if code, v := call(t, clients[store.RoleAdmin], "DELETE", srv.URL+"/api/v1/eab/"+kid, ""); code != 200 {
+	if code, v := call(t, clients[store.RoleAdmin], "DELETE", base+"/api/v1/eab/"+kid, ""); code != 200 {
 		t.Fatalf("EAB delete: %d %v", code, v)
 	}
 	if evs, _, _ := st.AuditFind(ctx, store.AuditFilter{Action: "eab.create"}, store.Page{}); len(evs) != 2 || evs[0].Actor != "admin:admin-op" || evs[0].Subject != kid {
 		t.Fatalf("EAB audit = %+v; want the admin's two, the newest %s", evs, kid)
 	}
-	if a, _ := st.AccountByID(ctx, deact.AccountID); a.Status != "deactivated" {
+	if a, _ := st.AccountByID(ctx, deactAccount); a.Status != "deactivated" {
 		t.Fatalf("the operator's API deactivation left the account %s", a.Status)
 	}
 	if evs, _, _ := st.AuditFind(ctx, store.AuditFilter{Action: "account.deactivate"}, store.Page{}); len(evs) != 1 || evs[0].Actor != "admin:operator-op" {

@@ -85,6 +85,12 @@ func (ca *testCA) write(t *testing.T, name string, blocks ...*pem.Block) string 
 // panel's certificate.
 func mtlsPanel(t *testing.T, ca *testCA, db *open.DB) (*httptest.Server, *x509.CertPool) {
 	t.Helper()
+	return mtlsPanelWith(t, ca, db, admin.Options{})
+}
+
+// mtlsPanelWith is mtlsPanel with o's other options (a pause rule).
+func mtlsPanelWith(t *testing.T, ca *testCA, db *open.DB, o admin.Options) (*httptest.Server, *x509.CertPool) {
+	t.Helper()
 	srvCert := ca.issue(t, "panel", time.Now().Add(time.Hour), true)
 	keyDER, _ := x509.MarshalECPrivateKey(srvCert.PrivateKey.(*ecdsa.PrivateKey))
 	certFile := ca.write(t, "panel.pem", &pem.Block{Type: "CERTIFICATE", Bytes: srvCert.Certificate[0]})
@@ -94,8 +100,9 @@ func mtlsPanel(t *testing.T, ca *testCA, db *open.DB) (*httptest.Server, *x509.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := admin.New(admin.Options{Store: db.Store, Queue: db.Queue, TokenOff: true, SecureCookies: true,
-		Revoker: revocation.New(db.Store, map[string]profile.Profile{"default": profile.Default()})})
+	o.Store, o.Queue, o.TokenOff, o.SecureCookies = db.Store, db.Queue, true, true
+	o.Revoker = revocation.New(db.Store, map[string]profile.Profile{"default": profile.Default()})
+	p, err := admin.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -342,8 +342,12 @@ func (s *Server) cert(w http.ResponseWriter, r *http.Request, p principal) error
 	if err != nil {
 		return err
 	}
+	now, err := s.st.pages.Now(r.Context())
+	if err != nil {
+		return err
+	}
 	s.render(w, r, p, http.StatusOK, "cert", map[string]any{"Cert": c, "Reasons": revocation.Allowed(),
-		"Backend": pr.rev.Backend(c), "Remote": pr.rev.Remote(c), "Renewal": win})
+		"Backend": pr.rev.Backend(c), "Remote": pr.rev.Remote(c), "Renewal": win, "Live": c.NotAfter.After(now)})
 	return nil
 }
 
@@ -521,20 +525,9 @@ func (s *Server) keys(w http.ResponseWriter, r *http.Request, p principal) error
 // newest first: kind is trail, operator or an action; since a date.
 func (s *Server) audit(w http.ResponseWriter, r *http.Request, p principal) error {
 	q := r.URL.Query()
-	f := store.AuditFilter{RequestID: strings.TrimSpace(q.Get("request"))}
-	switch kind := strings.TrimSpace(q.Get("kind")); kind {
-	case "":
-	case "trail", "operator":
-		f.Trail = ptr(kind == "trail")
-	default:
-		f.Action = kind
-	}
-	if d := q.Get("since"); d != "" {
-		t, err := time.Parse("2006-01-02", d)
-		if err != nil {
-			return errBadRequest("the since date must be YYYY-MM-DD")
-		}
-		f.Since = t
+	f, err := auditFilter(r) // api_ops.go
+	if err != nil {
+		return err
 	}
 	list, next, err := s.st.pages.AuditFind(r.Context(), f, pageOf(r))
 	if err != nil {

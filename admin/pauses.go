@@ -40,8 +40,11 @@ func (s *Server) pauseLift(w http.ResponseWriter, r *http.Request, p principal) 
 	}
 	_, err := operator.LiftPause(r.Context(), s.st.pauses, acct, ident, "admin:"+p.user)
 	msg := "Pause lifted: account " + acct + " may order " + ident + " again."
-	if errors.Is(err, operator.ErrNothingToDo) {
+	switch {
+	case errors.Is(err, operator.ErrNothingToDo):
 		msg, err = "Nothing lifted: "+err.Error(), nil
+	case errors.Is(err, operator.ErrBadIdentifier):
+		return errBadRequest(err.Error())
 	}
 	if err != nil {
 		return err

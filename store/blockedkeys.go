@@ -19,10 +19,11 @@ const ReasonKeyCompromise = 1
 // ActionKeyBlock is the audit action of a key blocked; ActionKeyRevoke
 // that of a certificate revoked because its key was reported compromised
 // through another certificate (or by an operator), each naming what
-// reported it.
+// reported it; ActionKeyUnblock that of a block an operator removed.
 const (
-	ActionKeyBlock  = "key.block"
-	ActionKeyRevoke = "revoke.key-compromise"
+	ActionKeyBlock   = "key.block"
+	ActionKeyRevoke  = "revoke.key-compromise"
+	ActionKeyUnblock = "key.unblock"
 )
 
 // KeyHash is what blocked_keys and certificates.spki_sha256 key a public
@@ -98,6 +99,11 @@ type BlockedKeys interface {
 	// event. A key blocked already keeps its row (Already) and its
 	// certificates are revoked all the same.
 	KeyBlock(ctx context.Context, k BlockedKey) (KeyBlockResult, error)
+	// KeyUnblock deletes the block of the key whose hash is spkiHash, so
+	// Hallmark may certify it again (a block recorded by mistake), and
+	// records ev in the same transaction. The certificates the block
+	// revoked stay revoked. ErrNotFound when the key is not blocked.
+	KeyUnblock(ctx context.Context, spkiHash []byte, ev AuditEvent) error
 	// KeysBlocked lists the blocked keys, the latest blocked first, at
 	// most limit of them (all when limit is 0): the operator's list.
 	KeysBlocked(ctx context.Context, limit int) ([]BlockedKey, error)

@@ -8,7 +8,7 @@ import (
 // The panel's roles, each allowing what the one before it does and more.
 const (
 	RoleViewer   = "viewer"   // reads everything
-	RoleOperator = "operator" // revokes, deactivates, retries and abandons jobs, moves ARI windows
+	RoleOperator = "operator" // revokes, deactivates, retries and abandons jobs, lifts pauses, moves ARI windows
 	RoleAdmin    = "admin"    // EAB keys, key blocks, issuers and operators
 )
 

@@ -2,12 +2,16 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
 )
+
+// ErrBadIdentifier is LiftPause refusing an identifier it cannot read.
+var ErrBadIdentifier = errors.New("write dns:<name>, ip:<address> or a bare DNS name")
 
 // PauseLifter is what lifting a pause needs of the store.
 type PauseLifter interface {
@@ -27,7 +31,7 @@ func LiftPause(ctx context.Context, st PauseLifter, accountID, ident, actor stri
 			typ, value = string(acme.IdentifierDNS), ident
 		}
 		if typ != string(acme.IdentifierDNS) && typ != string(acme.IdentifierIP) || value == "" {
-			return 0, fmt.Errorf("identifier %q: write dns:<name>, ip:<address> or a bare DNS name", ident)
+			return 0, fmt.Errorf("identifier %q: %w", ident, ErrBadIdentifier)
 		}
 		id = &acme.Identifier{Type: acme.IdentifierType(typ), Value: value}
 		what = id.String()

@@ -2,8 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"time"
+	"errors"
 
 	"github.com/urfave/cli/v2"
 
@@ -19,8 +18,9 @@ func ariCommand() *cli.Command {
 		Name:  "ari",
 		Usage: "renewal information (RFC 9773): move certificates' renewal windows",
 		Subcommands: []*cli.Command{{
-			Name:  "move",
-			Usage: "move the renewal windows of the selected live certificates into the past so ARI clients renew now",
+			Name: "move",
+			Usage: "move the renewal windows of the selected live certificates into the past so ARI clients renew now " +
+				"(the admin panel and API do the same for one certificate)",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "serial", Usage: "one certificate, by serial (hex)"},
 				&cli.StringFlag{Name: "issuer", Usage: "every certificate of an issuer id"},
@@ -34,19 +34,12 @@ func ariCommand() *cli.Command {
 				if sel.Empty() {
 					return usage("name the certificates to move with --serial, --issuer, --profile or --account")
 				}
-				now, err := s.st.Now(ctx)
+				moved, err := operator.MoveRenewal(ctx, s.st, sel, c.String("reason"), operator.CLIActor())
+				if errors.Is(err, operator.ErrNothingToDo) {
+					moved, err = []string{}, nil // a list is an array, never null
+				}
 				if err != nil {
 					return err
-				}
-				// A window that ended before now: RFC 9773 §4.2 clients renew
-				// at once when the window is in the past.
-				moved, err := s.st.RenewalMove(ctx, sel, now.Add(-time.Hour), now.Add(-time.Second), c.String("reason"),
-					store.AuditEvent{Actor: operator.CLIActor(), Action: "ari.move", Subject: fmt.Sprintf("%+v", sel), Detail: c.String("reason")})
-				if err != nil {
-					return err
-				}
-				if moved == nil {
-					moved = []string{} // a list is an array, never null
 				}
 				switch {
 				case s.json:

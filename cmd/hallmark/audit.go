@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hallmark-ca/hallmark/admin/operator"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -31,31 +31,6 @@ func auditCommand() *cli.Command {
 				Action: withSession(auditExport)},
 		},
 	}
-}
-
-// auditRow is an audit event as `audit list --json` prints it.
-type auditRow struct {
-	ID         int64     `json:"id"`
-	At         time.Time `json:"at"`
-	Actor      string    `json:"actor"`
-	Action     string    `json:"action"`
-	Subject    string    `json:"subject"`
-	Detail     string    `json:"detail"`
-	Trail      bool      `json:"trail"`
-	RequestID  string    `json:"request_id,omitempty"`
-	ClientAddr string    `json:"client_addr,omitempty"`
-	PTR        string    `json:"ptr,omitempty"`
-	UserAgent  string    `json:"user_agent,omitempty"`
-	Seq        int64     `json:"seq,omitempty"`
-	PrevHash   string    `json:"prev_hash,omitempty"`
-	Hash       string    `json:"hash,omitempty"`
-}
-
-func rowOf(e store.AuditEvent) auditRow {
-	o := e.Origin
-	return auditRow{ID: e.ID, At: e.At.UTC(), Actor: e.Actor, Action: e.Action, Subject: e.Subject, Detail: e.Detail,
-		Trail: e.Trail, RequestID: o.RequestID, ClientAddr: o.ClientAddr, PTR: o.PTR, UserAgent: o.UserAgent,
-		Seq: e.Seq, PrevHash: e.PrevHash, Hash: e.Hash}
 }
 
 func auditList(ctx context.Context, s *session, c *cli.Context) error {
@@ -87,9 +62,9 @@ func auditList(ctx context.Context, s *session, c *cli.Context) error {
 		return err
 	}
 	if s.json {
-		out := make([]auditRow, len(evs))
+		out := make([]operator.AuditLine, len(evs))
 		for i, e := range evs {
-			out[i] = rowOf(e)
+			out[i] = operator.AuditLineOf(e)
 		}
 		return s.emit(out)
 	}
@@ -151,27 +126,10 @@ func auditVerify(ctx context.Context, s *session, c *cli.Context) error {
 	return nil
 }
 
-// exportPage is how many events auditExport reads at a time.
-const exportPage = 1000
-
 // auditExport prints every event after --after as one JSON object a line,
-// oldest first, with its place in its chain.
+// oldest first, with its place in its chain (operator.ExportAudit, which
+// the admin API's export serves too).
 func auditExport(ctx context.Context, s *session, c *cli.Context) error {
-	after := c.Int64("after")
-	enc := json.NewEncoder(s.out)
-	for {
-		evs, err := s.st.AuditAfter(ctx, after, exportPage)
-		if err != nil {
-			return err
-		}
-		for _, e := range evs {
-			if err := enc.Encode(rowOf(e)); err != nil {
-				return err
-			}
-			after = e.ID
-		}
-		if len(evs) < exportPage {
-			return nil
-		}
-	}
+	_, err := operator.ExportAudit(ctx, s.st, c.Int64("after"), s.out)
+	return err
 }

@@ -24,7 +24,7 @@ var keyFlags = []cli.Flag{
 	&cli.StringFlag{Name: "public-key", Usage: "the public key (PEM PUBLIC KEY or RSA PUBLIC KEY, or DER SubjectPublicKeyInfo)"},
 }
 
-// keysCommand is `hallmark keys block|list|show`: keys reported
+// keysCommand is `hallmark keys block|list|unblock|show`: keys reported
 // compromised, which Hallmark never certifies again (CA/B Forum BR §6.1.1.3).
 func keysCommand() *cli.Command {
 	return &cli.Command{
@@ -40,6 +40,12 @@ func keysCommand() *cli.Command {
 			{Name: "list", Usage: "the blocked keys, the latest blocked first",
 				Flags:  []cli.Flag{&cli.IntFlag{Name: "limit", Value: 100, Usage: "list at most this many (0: all)"}, jsonFlag},
 				Action: withSession(keysList)},
+			{Name: "unblock", Usage: "remove a key's block recorded by mistake, so the key may be certified again (the certificates " +
+				"the block revoked stay revoked; exit 3 when it is not blocked)",
+				ArgsUsage: "[<sha256 of the key's SubjectPublicKeyInfo, hex>]",
+				Flags: append(append([]cli.Flag{}, keyFlags...),
+					&cli.StringFlag{Name: "reason", Usage: "why the block was a mistake, for the record"}),
+				Action: withSession(keysUnblock)},
 			{Name: "show", Usage: "whether a key is blocked, when, why and by whom (exit 3 when it is not)",
 				ArgsUsage: "[<sha256 of the key's SubjectPublicKeyInfo, hex>]",
 				Flags:     append(append([]cli.Flag{}, keyFlags...), jsonFlag),
@@ -114,6 +120,22 @@ func keysList(ctx context.Context, s *session, c *cli.Context) error {
 	return nil
 }
 
+func keysUnblock(ctx context.Context, s *session, c *cli.Context) error {
+	h, from, err := keyArg(c)
+	if err != nil {
+		return err
+	}
+	err = operator.UnblockKey(ctx, s.st, h, c.String("reason"), operator.CLIActor())
+	if isNotFound(err) {
+		return notFound("key %s (%s) is not blocked", hex.EncodeToString(h), from)
+	}
+	if err != nil {
+		return err
+	}
+	s.printf("key %s unblocked: Hallmark may certify it again; the certificates its block revoked stay revoked\n", hex.EncodeToString(h))
+	return nil
+}
+
 func keysShow(ctx context.Context, s *session, c *cli.Context) error {
 	h, from, err := keyArg(c)
 	if err != nil {
@@ -163,7 +185,7 @@ func blockJSON(r store.KeyBlockResult) blockedJSON {
 
 // keyArg is the hash (store.KeyHash) of the key the command names, and
 // what named it (for the record): one of --cert, --csr, --public-key, or
-// for show the hash itself as the argument.
+// for show and unblock the hash itself as the argument.
 func keyArg(c *cli.Context) ([]byte, string, error) {
 	if err := flagsFirst(c); err != nil {
 		return nil, "", err
@@ -175,7 +197,7 @@ func keyArg(c *cli.Context) ([]byte, string, error) {
 		}
 	}
 	switch {
-	case len(set) == 0 && c.Command.Name == "show" && c.NArg() == 1:
+	case len(set) == 0 && (c.Command.Name == "show" || c.Command.Name == "unblock") && c.NArg() == 1:
 		h, err := hex.DecodeString(strings.ReplaceAll(c.Args().First(), ":", ""))
 		if err != nil || len(h) != 32 {
 			return nil, "", usage("%q is not a SHA-256 in hex (64 hex digits)", c.Args().First())

@@ -75,6 +75,7 @@ type cliStore interface {
 	Issuers(ctx context.Context) ([]string, error)
 	KeyBlockedBy(ctx context.Context, spkiHash []byte) (*store.BlockedKey, error)
 	KeysBlocked(ctx context.Context, limit int) ([]store.BlockedKey, error)
+	KeyUnblock(ctx context.Context, spkiHash []byte, ev store.AuditEvent) error
 	Now(ctx context.Context) (time.Time, error)
 	OrdersList(ctx context.Context, f store.OrderFilter, p store.Page) ([]*store.Order, string, error)
 	RenewalMove(ctx context.Context, sel store.RenewalSelector, start, end time.Time, reason string, ev store.AuditEvent) ([]string, error)

@@ -26,7 +26,7 @@ func operatorsCommand() *cli.Command {
 			{Name: "init-ca", Usage: "create the operators' CA at admin.client_ca_file and admin.client_ca_key_file",
 				Action: withSession(operatorsInitCA)},
 			{Name: "add", Usage: "issue a client certificate for a new operator and record their role", ArgsUsage: "<name>", Flags: []cli.Flag{
-				&cli.StringFlag{Name: "role", Required: true, Usage: "`R`: viewer (reads), operator (revokes, deactivates, job retry/abandon) or admin"},
+				&cli.StringFlag{Name: "role", Required: true, Usage: "`R`: viewer (reads), operator (revokes, deactivates, job retry/abandon, pause lifts, ARI moves) or admin"},
 				&cli.DurationFlag{Name: "valid", Value: 90 * 24 * time.Hour, Usage: "how long the certificate is valid"},
 				&cli.StringFlag{Name: "out", Value: ".", Usage: "write NAME.pem and NAME.key (mode 0600) in `DIR`"},
 			}, Action: withSession(operatorsAdd)},

@@ -108,6 +108,26 @@ func (s *Store) KeyBlock(ctx context.Context, k store.BlockedKey) (store.KeyBloc
 	return out, nil
 }
 
+func (s *Store) KeyUnblock(ctx context.Context, spkiHash []byte, ev store.AuditEvent) error {
+	if len(spkiHash) == 0 {
+		return fmt.Errorf("unblocking a key: no key hash: %w", store.ErrNotFound)
+	}
+	err := s.inTx(ctx, func(t *txn) error {
+		n, err := t.exec(ctx, `DELETE FROM blocked_keys WHERE spki_sha256 = $1`, spkiHash)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return store.ErrNotFound
+		}
+		return s.audit(ctx, t, ev)
+	})
+	if err != nil {
+		return fmt.Errorf("unblocking key %x: %w", spkiHash, err)
+	}
+	return nil
+}
+
 // keyHashOf is c's key hash: its column, or for a certificate stored
 // before migration 0012 its DER's; nil when neither gives one (a DER that
 // does not parse: nothing to block).

@@ -53,9 +53,11 @@ func certProxy(t *testing.T, panel string, roots *x509.CertPool, certFile, keyFi
 // TestOperatorCertificateSignIn: the real frontend serves the panel over
 // TLS with the token turned off; `hallmark operators add` issues a viewer
 // and an operator their certificates from the operators' CA. In Chromium
-// the viewer sees the certificate lego was issued without its revoke form,
-// and their forged POST is 403; the operator revokes it from the form and
-// the audit row names them. Without a certificate the panel refuses.
+// the viewer sees the certificate lego was issued without its revoke and
+// ARI forms, and their forged POST is 403; the operator asks for its
+// renewal now (the ARI endpoint then suggests a window in the past) and
+// revokes it from the forms, and the audit rows name them. Without a
+// certificate the panel refuses.
 func TestOperatorCertificateSignIn(t *testing.T) {
 	lego := requireTool(t, "lego", "apt-get install lego")
 	ctx := browser(t)
@@ -107,7 +109,7 @@ client_ca_key_file = "operators-ca.key"
 
 	// The viewer: the page without its form; a forged POST is 403.
 	navigate(t, ctx, alice+certPath)
-	hasForm, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector("#revoke-form") !== null`))
+	hasForm, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector("#revoke-form, #ari-move-form") !== null`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,6 +130,26 @@ client_ca_key_file = "operators-ca.key"
 		t.Fatalf("the viewer's forged revoke: %d, want 403", resp.StatusCode)
 	}
 
+	// The operator asks for renewal now: the real ARI endpoint then
+	// suggests a window in the past, explained.
+	if _, end, _ := renewalInfo(t, c, cert); !end.After(time.Now()) {
+		t.Fatalf("before the move renewalInfo suggests a window ending %v", end)
+	}
+	navigate(t, ctx, bob+certPath)
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue("#ari-reason", "issuer key ceremony"),
+		chromedp.Click("#ari-move"),
+		chromedp.WaitVisible("#flash"),
+	); err != nil {
+		t.Fatalf("moving the renewal window as bob: %v", err)
+	}
+	if flash := text(t, ctx, "#flash"); !strings.Contains(flash, "Renewal window moved") {
+		t.Fatalf("after bob's move the page says %q", flash)
+	}
+	if _, end, expl := renewalInfo(t, c, cert); !end.Before(time.Now()) || expl == "" {
+		t.Fatalf("after the move renewalInfo suggests a window ending %v, explanation %q; want it past, explained", end, expl)
+	}
+
 	// The operator revokes from the form.
 	navigate(t, ctx, bob+certPath)
 	if err := chromedp.Do(ctx,
@@ -145,6 +167,9 @@ client_ca_key_file = "operators-ca.key"
 	evs, _, err := db.Store.AuditFind(context.Background(), store.AuditFilter{Action: "revoke"}, store.Page{})
 	if err != nil || len(evs) != 1 || evs[0].Actor != "admin:bob" || evs[0].Subject != serial {
 		t.Fatalf("revoke audit = %+v, %v; want one row by admin:bob for %s", evs, err, serial)
+	}
+	if evs, _, err := db.Store.AuditFind(context.Background(), store.AuditFilter{Action: "ari.move"}, store.Page{}); err != nil || len(evs) != 1 || evs[0].Actor != "admin:bob" || evs[0].Subject != serial {
+		t.Fatalf("ari.move audit = %+v, %v; want one row by admin:bob for %s", evs, err, serial)
 	}
 	if rep, err := store.VerifyAudit(context.Background(), db.Store); err != nil || rep.Break != nil {
 		t.Fatalf("audit verify after the browser session: %+v, %v", rep, err)

@@ -64,7 +64,8 @@ func keyFiles(t *testing.T, dir string) (map[string]string, []byte) {
 // certificate is left alone. Blocking it again (by its CSR) is nothing to
 // do (exit 4); `keys show` finds it by any file or its hash, and exits 3
 // for a key not blocked; naming no key, two, or a private key is a usage
-// error (exit 2).
+// error (exit 2). `keys unblock` removes the block, audited, and leaves
+// what it revoked revoked.
 func TestKeysBlock(t *testing.T) {
 	t.Parallel()
 	for _, d := range dialects {
@@ -158,6 +159,24 @@ func TestKeysBlock(t *testing.T) {
 			c.want(2, "keys", "block", "--cert", files["cert"], "--csr", files["csr"])
 			if r := c.want(2, "keys", "block", "--public-key", files["private"]); !strings.Contains(r.stderr, "private key") {
 				t.Errorf("a private key: stderr %q does not say so", r.stderr)
+			}
+
+			// A block removed: the key is no longer blocked, its revoked
+			// certificates stay so, audited; removing it again is exit 3.
+			c.want(0, "keys", "unblock", "--reason", "wrong key typed", hex.EncodeToString(key))
+			c.want(3, "keys", "show", "--cert", files["cert"])
+			c.want(3, "keys", "unblock", "--cert", files["cert"])
+			if got := c.cert("k1"); got.RevokedAt == nil {
+				t.Errorf("unblocking the key un-revoked k1")
+			}
+			var unblocks []string
+			for _, ev := range c.audit() {
+				if ev.Action == store.ActionKeyUnblock {
+					unblocks = append(unblocks, ev.Actor+" "+ev.Subject+" "+ev.Detail)
+				}
+			}
+			if len(unblocks) != 1 || !strings.HasPrefix(unblocks[0], cliActor(t)+" "+hex.EncodeToString(key)) || !strings.Contains(unblocks[0], "wrong key typed") {
+				t.Errorf("key.unblock audit events %q; want one by %s naming the key and why", unblocks, cliActor(t))
 			}
 		})
 	}
