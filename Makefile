@@ -87,6 +87,10 @@ image: ## container image hallmark:VERSION of the release binaries (podman, no b
 # The issuer's key on a SoftHSM2 token is measured too when the module is
 # installed (apt-get install softhsm2); without it those two targets are
 # left out, and the bench says so before it starts.
+# Then what multi-perspective validation adds: hallmark-postgres and
+# hallmark-postgres-persp (BENCH_PERSPECTIVES honest perspective workers
+# corroborate every validation) alternated, at c=1 with 5 ms polls and at
+# c=32.
 # Then Debian's lego and certbot each get BENCH_CLIENT_COUNT certificates,
 # one after another, from every CA: the median wall time a user waits.
 SOFTHSM_MODULE ?= /usr/lib/softhsm/libsofthsm2.so
@@ -95,16 +99,19 @@ BENCH_PKCS11  := $(if $(wildcard $(SOFTHSM_MODULE)),$(comma)hallmark-sqlite-pkcs
 BENCH_TARGETS ?= hallmark-sqlite,hallmark-postgres$(BENCH_PKCS11),step-ca,pebble
 BENCH_COUNT   ?= 1000
 BENCH_CLIENT_COUNT ?= 10
+BENCH_PERSPECTIVES ?= 3
 PEBBLE        ?= $(BIN)/pebble
 PEBBLE_VERSION := v2.10.3
 STEP_CA       ?= $(BIN)/step-ca
 STEP_CA_VERSION := v0.30.2
 BENCH_SERVERS := --bin $(BIN) --pebble $(PEBBLE) --step-ca $(STEP_CA)
-bench: build $(PEBBLE) $(STEP_CA) ## load benchmark of whole issuances (Hallmark on SQLite and PostgreSQL, local key and SoftHSM2, beside step-ca and Pebble; c=1 at 5 ms polls, c=8, c=32), lego and certbot against each, then the Go benchmarks (docs/performance.md)
+bench: build $(PEBBLE) $(STEP_CA) ## load benchmark of whole issuances (Hallmark on SQLite and PostgreSQL, local key and SoftHSM2, beside step-ca and Pebble; c=1 at 5 ms polls, c=8, c=32), with and without perspectives, lego and certbot against each, then the Go benchmarks (docs/performance.md)
 	$(GO) build -o $(BIN)/hallmark-load ./cmd/hallmark-load
 	@$(if $(BENCH_PKCS11),,echo "make bench: LEAVING OUT the SoftHSM2 targets: $(SOFTHSM_MODULE) is missing (apt-get install softhsm2, or SOFTHSM_MODULE=<path>)")
 	HALLMARK_PKCS11_MODULE=$(SOFTHSM_MODULE) $(BIN)/hallmark-load bench $(BENCH_SERVERS) --targets $(BENCH_TARGETS) --concurrency 1 --poll 5ms --count 300 --timeout 120s --stall 10s
 	HALLMARK_PKCS11_MODULE=$(SOFTHSM_MODULE) $(BIN)/hallmark-load bench $(BENCH_SERVERS) --targets $(BENCH_TARGETS) --concurrency 8,32 --count $(BENCH_COUNT) --timeout 90s --stall 5s
+	$(BIN)/hallmark-load bench $(BENCH_SERVERS) --targets hallmark-postgres,hallmark-postgres-persp --perspectives $(BENCH_PERSPECTIVES) --concurrency 1 --poll 5ms --count 300 --timeout 300s --stall 10s
+	$(BIN)/hallmark-load bench $(BENCH_SERVERS) --targets hallmark-postgres,hallmark-postgres-persp --perspectives $(BENCH_PERSPECTIVES) --concurrency 32 --count $(BENCH_COUNT) --timeout 300s --stall 5s
 	$(BIN)/hallmark-load clients $(BENCH_SERVERS) --targets hallmark-sqlite,hallmark-postgres,step-ca,pebble --clients lego,certbot --count $(BENCH_CLIENT_COUNT) --timeout 120s
 	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 20m ./jobs/... ./signer/... ./protocol/... ./store/open/... ./store/sqlstore/...
 

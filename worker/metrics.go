@@ -59,7 +59,7 @@ func (w *Worker) register(reg prometheus.Registerer) error {
 		}
 	}
 	for _, n := range w.quorum.Names {
-		for _, result := range []string{"agreed", "disagreed", "timeout"} {
+		for _, result := range perspectiveResults {
 			w.persp.answers.WithLabelValues(n, result)
 		}
 	}

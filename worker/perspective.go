@@ -47,7 +47,7 @@ func newPerspectiveMetrics() perspectiveMetrics {
 	return perspectiveMetrics{
 		answers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hallmark_perspective_answers_total",
-			Help: "Remote perspectives' answers at a corroborated validation's verdict, by perspective and result (agreed, disagreed: it saw something else or could not check, timeout: no answer by the deadline).",
+			Help: "Remote perspectives' answers at a corroborated validation's verdict, by perspective and result (agreed; disagreed: it saw something else; error: it could not run the check; timeout: no answer by the deadline).",
 		}, []string{"perspective", "result"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "hallmark_perspective_latency_seconds",

@@ -123,6 +123,13 @@ func (w *Worker) decideQuorum(ctx context.Context, tgt *store.ChallengeAuthz, an
 	return nil
 }
 
+// perspectiveResults are the values of hallmark_perspective_answers_total's
+// result: a perspective that saw what the primary saw, one that saw
+// something else (an attack on one view, or views that differ), one whose
+// check could not run there (its resolvers or egress are broken), and one
+// that did not answer by the deadline (its workers are down or cut off).
+var perspectiveResults = []string{"agreed", "disagreed", "error", "timeout"}
+
 // countPerspectives counts each perspective's part in a recorded verdict.
 func (w *Worker) countPerspectives(got map[string]store.PerspectiveAnswer) {
 	for _, n := range w.quorum.Names {
@@ -133,6 +140,8 @@ func (w *Worker) countPerspectives(got map[string]store.PerspectiveAnswer) {
 			continue
 		case a.Outcome == store.PerspectiveValid:
 			w.persp.answers.WithLabelValues(n, "agreed").Inc()
+		case a.Outcome == store.PerspectiveError:
+			w.persp.answers.WithLabelValues(n, "error").Inc()
 		default:
 			w.persp.answers.WithLabelValues(n, "disagreed").Inc()
 		}

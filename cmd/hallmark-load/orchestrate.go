@@ -98,6 +98,9 @@ type benchEnv struct {
 	RetryAfterSeconds int
 	VerdictWaitMS     int    // server.verdict_wait_ms; below 0: Hallmark's default
 	ExtraConfig       string // appended to Hallmark's configuration
+	// Perspectives is how many perspective workers hallmark-postgres-persp
+	// starts.
+	Perspectives int
 	// ProfileDir, when set, makes the frontend and worker serve pprof and
 	// each run save ProfileSeconds of CPU profile of both there.
 	ProfileDir     string
@@ -133,8 +136,10 @@ type hallmarkPorts struct {
 
 // startHallmark writes a configuration, creates the database (a fresh
 // PostgreSQL database, or a SQLite file), migrates, creates the CA and
-// starts hallmark-worker and hallmark-frontend.
-func (e *benchEnv) startHallmark(ctx context.Context, storeKind, backend string) (*target, error) {
+// starts hallmark-worker and hallmark-frontend, and with perspectives > 0
+// that many perspective workers whose corroboration every validation
+// needs (perspectives.go).
+func (e *benchEnv) startHallmark(ctx context.Context, storeKind, backend string, perspectives int) (*target, error) {
 	dir, err := os.MkdirTemp(e.WorkDir, "hallmark-"+storeKind+"-")
 	if err != nil {
 		return nil, err
@@ -175,6 +180,13 @@ func (e *benchEnv) startHallmark(ctx context.Context, storeKind, backend string)
 	default:
 		return fail(fmt.Errorf("backend %q: local or pkcs11", backend))
 	}
+	if perspectives > 0 {
+		if storeKind != "postgres" || backend != "local" {
+			return fail(fmt.Errorf("perspectives need PostgreSQL and the local key (a SQLite file has one host)"))
+		}
+		top, tables = perspectiveTables(perspectives)
+		t.Label += fmt.Sprintf(" + %d perspectives", perspectives)
+	}
 	cfgPath := filepath.Join(dir, "hallmark.toml")
 	if err := os.WriteFile(cfgPath, []byte(top+e.hallmarkConfig(dbURL, ports, tables)), 0o644); err != nil {
 		return fail(err)
@@ -193,6 +205,15 @@ func (e *benchEnv) startHallmark(ctx context.Context, storeKind, backend string)
 	}
 	if err := waitHallmark(ctx, t, dir, ports); err != nil {
 		return fail(err)
+	}
+	for i := 1; i <= perspectives; i++ {
+		stop, err := e.startPerspective(ctx, t, dir, dbURL, ports, top, tables, perspectiveName(i))
+		if stop != nil {
+			cleanups = append(cleanups, stop)
+		}
+		if err != nil {
+			return fail(err)
+		}
 	}
 	return t, nil
 }

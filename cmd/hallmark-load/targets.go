@@ -10,7 +10,7 @@ import (
 )
 
 // The targets bench and clients start, one fresh server per run.
-const targetList = "hallmark-sqlite, hallmark-postgres, hallmark-sqlite-pkcs11, hallmark-postgres-pkcs11 (SoftHSM2), step-ca, pebble"
+const targetList = "hallmark-sqlite, hallmark-postgres, hallmark-postgres-persp (--perspectives remote perspectives corroborate each validation), hallmark-sqlite-pkcs11, hallmark-postgres-pkcs11 (SoftHSM2), step-ca, pebble"
 
 // serverFlags are what bench and clients need to start the targets.
 type serverFlags struct {
@@ -24,8 +24,10 @@ type serverFlags struct {
 	retryAfter int
 	// verdictWait is server.verdict_wait_ms; below 0, Hallmark's default.
 	verdictWait int
-	extra       string
-	keep        bool
+	// perspectives is how many perspective workers hallmark-postgres-persp starts.
+	perspectives int
+	extra        string
+	keep         bool
 }
 
 func (s *serverFlags) register(fs *flag.FlagSet, defaultTargets string) {
@@ -38,6 +40,7 @@ func (s *serverFlags) register(fs *flag.FlagSet, defaultTargets string) {
 	fs.IntVar(&s.maxConns, "max-conns", 0, "Hallmark database.max_conns (0: Hallmark's default, four per CPU)")
 	fs.IntVar(&s.retryAfter, "retry-after", 1, "Hallmark server.retry_after_seconds (the generator polls at --poll when that is sooner)")
 	fs.IntVar(&s.verdictWait, "verdict-wait-ms", -1, "Hallmark server.verdict_wait_ms (-1: Hallmark's default; 0 answers processing at once)")
+	fs.IntVar(&s.perspectives, "perspectives", 3, "remote perspectives the target hallmark-postgres-persp starts, each a hallmark-worker with worker.perspective on the same loopback resolver and responder; its default profile requires their corroboration")
 	fs.StringVar(&s.extra, "hallmark-config-extra", "", "TOML appended to Hallmark's configuration")
 	fs.BoolVar(&s.keep, "keep", false, "keep each run's directory and logs")
 }
@@ -56,20 +59,22 @@ func (s *serverFlags) env(work string, resp *responders) *benchEnv {
 	}
 	return &benchEnv{BinDir: s.binDir, Pebble: s.pebble, StepCA: s.stepCA, PostgresURL: s.postgres, WorkDir: work,
 		Resp: resp, Keep: s.keep, Log: os.Stderr, WorkerConcurrency: s.workerConc, MaxConns: s.maxConns,
-		RetryAfterSeconds: s.retryAfter, VerdictWaitMS: s.verdictWait, ExtraConfig: s.extra}
+		RetryAfterSeconds: s.retryAfter, VerdictWaitMS: s.verdictWait, ExtraConfig: s.extra, Perspectives: s.perspectives}
 }
 
 // start starts target tg fresh.
 func (e *benchEnv) start(ctx context.Context, tg string) (*target, error) {
 	switch tg {
 	case "hallmark-sqlite":
-		return e.startHallmark(ctx, "sqlite", "local")
+		return e.startHallmark(ctx, "sqlite", "local", 0)
 	case "hallmark-postgres":
-		return e.startHallmark(ctx, "postgres", "local")
+		return e.startHallmark(ctx, "postgres", "local", 0)
+	case "hallmark-postgres-persp":
+		return e.startHallmark(ctx, "postgres", "local", max(e.Perspectives, 1))
 	case "hallmark-sqlite-pkcs11":
-		return e.startHallmark(ctx, "sqlite", "pkcs11")
+		return e.startHallmark(ctx, "sqlite", "pkcs11", 0)
 	case "hallmark-postgres-pkcs11":
-		return e.startHallmark(ctx, "postgres", "pkcs11")
+		return e.startHallmark(ctx, "postgres", "pkcs11", 0)
 	case "pebble":
 		return e.startPebble(ctx)
 	case "step-ca":

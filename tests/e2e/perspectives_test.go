@@ -1,69 +1,19 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/hallmark-ca/hallmark/tests/harness"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
-	"github.com/hallmark-ca/hallmark/tests/testdns"
 )
-
-// perspective is one remote perspective: a hallmark-worker process started
-// with worker.perspective, resolving through its own DNS server.
-type perspective struct {
-	name string
-	dns  *testdns.Server
-	proc *harness.Proc
-}
-
-// startPerspective starts a perspective worker of ca named name, its
-// configuration ca's but for its name, its resolver and its health port.
-func startPerspective(t *testing.T, ca *CA, name string) *perspective {
-	t.Helper()
-	p := &perspective{name: name, dns: testdns.Start(t)}
-	b, err := os.ReadFile(ca.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf := regexp.MustCompile(`(?m)^resolvers = .*$`).ReplaceAllString(string(b), fmt.Sprintf("resolvers = [%q]", p.dns.Addr))
-	conf = regexp.MustCompile(`(?m)^health_listen = .*$`).ReplaceAllString(conf,
-		fmt.Sprintf("health_listen = \"127.0.0.1:%d\"\nperspective = %q", harness.FreePort(t), name))
-	path := filepath.Join(ca.Dir, "perspective-"+name+".toml")
-	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p.proc = &harness.Proc{Name: "perspective-" + name, Dir: ca.Dir, Bin: "hallmark-worker", Args: []string{"--config", path}}
-	p.proc.Start(t)
-	t.Cleanup(func() { harness.StopAll(t, p.proc) })
-	return p
-}
-
-// attacker answers every http-01 request on 127.0.0.2 at port with a
-// well-formed key authorization of another account: what a hijacked
-// route would lead a perspective to.
-func attacker(t *testing.T, port int) {
-	t.Helper()
-	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.2:%d", port))
-	if err != nil {
-		t.Skipf("cannot listen on 127.0.0.2 for the attacker's responder: %v", err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token := strings.TrimPrefix(r.URL.Path, "/.well-known/acme-challenge/")
-		fmt.Fprintf(w, "%s.%s", token, "AttackersAccountThumbprintXXXXXXXXXXXXXXXXX")
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-}
 
 // perspectiveProfiles are the test's profiles: default requires network
 // perspectives, plain does not.
@@ -88,150 +38,233 @@ identifier_types = ["dns"]
 // PostgreSQL: a primary worker and three perspective workers, each with
 // its own resolver. Honest, lego gets a certificate; one perspective
 // hijacked (its resolver answers the attacker's address) is outvoted; two
-// hijacked fail the validation with a problem naming them; one stopped
-// still gives a verdict, at its deadline. The same for CAA records only
-// some perspectives see. A profile without perspectives asks none, and its
-// authorization is not reused by the profile that requires them.
+// hijacked fail the validation with a problem naming them. The same for
+// CAA records only some perspectives see. A profile without perspectives
+// asks none, and its authorization is not reused by the profile that
+// requires them. Two processes serving one perspective answer each ask
+// once; a perspective whose resolvers are down answers that it could not
+// check; one stopped still gives a verdict, at its deadline. The primary's
+// metrics count each perspective's part in every verdict.
 func TestPerspectivesQuorum(t *testing.T) {
 	requireTool(t, "lego", "apt-get install lego")
 	const deadline = 4 * time.Second
-	ca := harness.StartCA(t, testdb.Postgres(t), harness.Options{
-		Challenge: fmt.Sprintf("\n[challenge.perspectives]\nnames = [\"east\", \"west\", \"north\"]\ndeadline_ms = %d", deadline.Milliseconds()),
-		Tables:    perspectiveProfiles,
-	})
-	ps := map[string]*perspective{}
-	for _, n := range []string{"east", "west", "north"} {
-		ps[n] = startPerspective(t, ca, n)
-	}
-	attacker(t, ca.HTTPPort)
-	path := t.TempDir()
-	run := func(name string) (string, error) {
-		t.Helper()
-		return lego(t, ca, path, "--domains", name, "--http", "--http.port", fmt.Sprintf("127.0.0.1:%d", ca.HTTPPort), "run")
-	}
-	mustIssue := func(name string) {
-		t.Helper()
-		if out, err := run(name); err != nil {
-			t.Fatalf("lego run for %s: %v\n%s\n--- primary:\n%s", name, err, out, harness.Tail(ca.Log("worker"), 40))
-		}
-		if cert := readCert(t, filepath.Join(path, "certificates", name+".crt")); cert.DNSNames[0] != name {
-			t.Fatalf("certificate for %v, want %s", cert.DNSNames, name)
-		}
-	}
-	mustFail := func(name, problem string, disagreed ...string) {
-		t.Helper()
-		out, err := run(name)
-		if err == nil {
-			t.Fatalf("lego got a certificate for %s though %v did not corroborate:\n%s", name, disagreed, out)
-		}
-		if !strings.Contains(out, problem) || !strings.Contains(out, "network perspectives did not corroborate") {
-			t.Fatalf("lego's error for %s does not carry a %s problem from the quorum:\n%s", name, problem, out)
-		}
-		for _, n := range disagreed {
-			if !strings.Contains(out, n+" saw") {
-				t.Errorf("the problem for %s does not name perspective %s:\n%s", name, n, out)
-			}
-		}
-	}
-
-	// answers are the perspectives' answers `hallmark orders show --json`
-	// prints for the order of name, by perspective.
-	answers := func(name string) map[string]string {
-		t.Helper()
-		var list []struct {
-			ID string `json:"id"`
-		}
-		if err := json.Unmarshal([]byte(ca.Run("hallmark", "--config", ca.Config, "orders", "list", "--json", "--identifier", name)), &list); err != nil || len(list) == 0 {
-			t.Fatalf("orders list for %s: %v (%d orders)", name, err, len(list))
-		}
-		var d struct {
-			Authorizations []struct {
-				Challenges []struct {
-					Type         string `json:"type"`
-					Perspectives []struct {
-						Perspective, Outcome string
-						TookMS               float64 `json:"took_ms"`
-					} `json:"perspectives"`
-				} `json:"challenges"`
-			} `json:"authorizations"`
-		}
-		if err := json.Unmarshal([]byte(ca.Run("hallmark", "--config", ca.Config, "orders", "show", "--json", list[0].ID)), &d); err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]string{}
-		for _, ch := range d.Authorizations[0].Challenges {
-			for _, p := range ch.Perspectives {
-				got[p.Perspective] = p.Outcome
-			}
-		}
-		return got
-	}
-	want := func(name string, w map[string]string) {
-		t.Helper()
-		if got := answers(name); !maps.Equal(got, w) {
-			t.Errorf("orders show for %s: perspectives answered %v, want %v", name, got, w)
-		}
-	}
+	q := startQuorum(t, deadline)
+	ps := q.ps
 
 	t.Run("honest", func(t *testing.T) {
-		mustIssue("honest.persp.test")
-		want("honest.persp.test", map[string]string{"primary": "valid", "east": "valid", "west": "valid", "north": "valid"})
+		q.mustIssue(t, "honest.persp.test")
+		q.want(t, "honest.persp.test", map[string]string{"primary": "valid", "east": "valid", "west": "valid", "north": "valid"})
+		q.expect("agreed", "east", "west", "north")
 	})
 	t.Run("one hijacked", func(t *testing.T) {
 		ps["east"].dns.SetAddrs("one.persp.test", "127.0.0.2")
-		mustIssue("one.persp.test")
-		want("one.persp.test", map[string]string{"primary": "valid", "east": "invalid", "west": "valid", "north": "valid"})
+		q.mustIssue(t, "one.persp.test")
+		q.want(t, "one.persp.test", map[string]string{"primary": "valid", "east": "invalid", "west": "valid", "north": "valid"})
+		q.expect("disagreed", "east")
+		q.expect("agreed", "west", "north")
 	})
 	t.Run("two hijacked", func(t *testing.T) {
 		ps["east"].dns.SetAddrs("two.persp.test", "127.0.0.2")
 		ps["west"].dns.SetAddrs("two.persp.test", "127.0.0.2")
-		mustFail("two.persp.test", "unauthorized", "east", "west")
-		want("two.persp.test", map[string]string{"primary": "valid", "east": "invalid", "west": "invalid", "north": "valid"})
+		q.mustFail(t, "two.persp.test", "unauthorized", "east", "west")
+		q.want(t, "two.persp.test", map[string]string{"primary": "valid", "east": "invalid", "west": "invalid", "north": "valid"})
+		q.expect("disagreed", "east", "west")
+		q.expect("agreed", "north")
 	})
-	t.Run("profile without perspectives", func(t *testing.T) {
-		// plain asks no perspective: two hijacked do not stop it, and
-		// none answered.
-		ps["east"].dns.SetAddrs("plain.persp.test", "127.0.0.2")
-		ps["west"].dns.SetAddrs("plain.persp.test", "127.0.0.2")
-		l := harness.Lego{Bin: requireTool(t, "lego", "apt-get install lego"), Directory: ca.BaseURL + "/profile/plain/directory",
-			Root: ca.Root, Email: "e2e@hallmark.test", Path: path}
-		if out, err := l.Run(t.Context(), "--domains", "plain.persp.test", "--http", "--http.port", fmt.Sprintf("127.0.0.1:%d", ca.HTTPPort), "run"); err != nil {
-			t.Fatalf("lego run under profile plain: %v\n%s", err, out)
-		}
-		want("plain.persp.test", map[string]string{})
-		// The same account under default, which requires perspectives, does
-		// not reuse that authorization: it validates again, and the two
-		// hijacked perspectives refuse it.
-		mustFail("plain.persp.test", "unauthorized", "east", "west")
-		var list []struct{ Account, Profile, Status string }
-		if err := json.Unmarshal([]byte(ca.Run("hallmark", "--config", ca.Config, "orders", "list", "--json", "--identifier", "plain.persp.test")), &list); err != nil ||
-			len(list) != 2 || list[0].Account != list[1].Account || list[0].Profile == list[1].Profile {
-			t.Fatalf("orders of plain.persp.test: %+v, %v; want one of each profile, of one account", list, err)
-		}
-	})
+	t.Run("profile without perspectives", func(t *testing.T) { withoutPerspectives(t, q) })
 	t.Run("caa seen by one", func(t *testing.T) {
 		ps["north"].dns.SetCAA("caa1.persp.test", 0, "issue", "other-ca.example")
-		mustIssue("caa1.persp.test")
+		q.mustIssue(t, "caa1.persp.test")
+		q.want(t, "caa1.persp.test", map[string]string{"primary": "valid", "east": "valid", "west": "valid", "north": "invalid"})
+		q.expect("agreed", "east", "west")
+		q.expect("disagreed", "north")
 	})
 	t.Run("caa seen by two", func(t *testing.T) {
 		ps["west"].dns.SetCAA("caa2.persp.test", 0, "issue", "other-ca.example")
 		ps["north"].dns.SetCAA("caa2.persp.test", 0, "issue", "other-ca.example")
-		mustFail("caa2.persp.test", "caa", "west", "north")
+		q.mustFail(t, "caa2.persp.test", "caa", "west", "north")
+		q.want(t, "caa2.persp.test", map[string]string{"primary": "valid", "east": "valid", "west": "invalid", "north": "invalid"})
+		q.expect("agreed", "east")
+		q.expect("disagreed", "west", "north")
 	})
-	t.Run("one stopped", func(t *testing.T) {
-		ps["north"].proc.Stop()
-		start := time.Now()
-		mustIssue("stopped.persp.test")
-		t.Logf("issued with north stopped in %s (deadline %s)", time.Since(start).Round(time.Millisecond), deadline)
-		// north never answered: the verdict came at the deadline without it.
-		want("stopped.persp.test", map[string]string{"primary": "valid", "east": "valid", "west": "valid"})
-	})
+	t.Run("two processes serve one perspective", func(t *testing.T) { twoProcesses(t, q) })
+	t.Run("resolvers down", func(t *testing.T) { resolversDown(t, q) })
+	t.Run("one stopped", func(t *testing.T) { oneStopped(t, q) })
 	t.Run("two stopped", func(t *testing.T) {
 		ps["west"].proc.Stop()
-		out, err := run("stopped2.persp.test")
+		out, err := q.run(t, "stopped2.persp.test")
 		if err == nil || !strings.Contains(out, "serverInternal") ||
 			!strings.Contains(out, "west did not answer within 4s") || !strings.Contains(out, "north did not answer within 4s") {
 			t.Fatalf("with two of three perspectives stopped: %v, want a serverInternal problem naming both\n%s", err, out)
 		}
+		q.expect("agreed", "east")
+		q.expect("timeout", "west", "north")
 	})
+	earlierFailed := t.Failed // a failed case fails its parent too
+	t.Run("metrics", func(t *testing.T) {
+		if earlierFailed() {
+			t.Skip("an earlier case failed: the tally would not match")
+		}
+		perspectiveMetrics(t, q)
+	})
+}
+
+// startQuorum starts the CA on PostgreSQL with perspectives east, west
+// and north, each its own process and DNS server, and the attacker's
+// responder.
+func startQuorum(t *testing.T, deadline time.Duration) *quorumRun {
+	dbURL := testdb.Postgres(t)
+	ca := harness.StartCA(t, dbURL, harness.Options{
+		Challenge: fmt.Sprintf("\n[challenge.perspectives]\nnames = [\"east\", \"west\", \"north\"]\ndeadline_ms = %d", deadline.Milliseconds()),
+		Tables:    perspectiveProfiles,
+	})
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	q := &quorumRun{ca: ca, ps: map[string]*perspective{}, path: t.TempDir(), conn: conn, deadline: deadline, counted: map[string]map[string]int{}}
+	for _, n := range []string{"east", "west", "north"} {
+		q.ps[n] = startPerspective(t, ca, n)
+	}
+	attacker(t, ca.HTTPPort)
+	return q
+}
+
+// oneStopped: north stopped never answers; the verdict comes at the
+// deadline without it, after the primary's next look (every 200 ms) and
+// River's next fetch of the snoozed job (every 250 ms): within slack of
+// the deadline, on two busy cores.
+func oneStopped(t *testing.T, q *quorumRun) {
+	const slack = 2 * time.Second
+	q.ps["north"].proc.Stop()
+	start := time.Now()
+	q.mustIssue(t, "stopped.persp.test")
+	took := time.Since(start)
+	lag := q.verdictLag(t, "stopped.persp.test")
+	t.Logf("issued with north stopped in %s; the verdict %s after the primary's answer (deadline %s)", took.Round(time.Millisecond), lag.Round(time.Millisecond), q.deadline)
+	if lag < q.deadline || lag > q.deadline+slack {
+		t.Errorf("the verdict came %s after the primary's answer, want within [%s, %s]", lag, q.deadline, q.deadline+slack)
+	}
+	q.want(t, "stopped.persp.test", map[string]string{"primary": "valid", "east": "valid", "west": "valid"})
+	q.expect("agreed", "east", "west")
+	q.expect("timeout", "north")
+}
+
+// withoutPerspectives: the profile plain asks no perspective, so two
+// hijacked do not stop it and none answered; the same account under
+// default, which requires perspectives, does not reuse that
+// authorization: it validates again, and the two hijacked perspectives
+// refuse it.
+func withoutPerspectives(t *testing.T, q *quorumRun) {
+	q.ps["east"].dns.SetAddrs("plain.persp.test", "127.0.0.2")
+	q.ps["west"].dns.SetAddrs("plain.persp.test", "127.0.0.2")
+	l := harness.Lego{Bin: requireTool(t, "lego", "apt-get install lego"), Directory: q.ca.BaseURL + "/profile/plain/directory",
+		Root: q.ca.Root, Email: "e2e@hallmark.test", Path: q.path}
+	if out, err := l.Run(t.Context(), "--domains", "plain.persp.test", "--http", "--http.port", fmt.Sprintf("127.0.0.1:%d", q.ca.HTTPPort), "run"); err != nil {
+		t.Fatalf("lego run under profile plain: %v\n%s", err, out)
+	}
+	q.want(t, "plain.persp.test", map[string]string{})
+	q.mustFail(t, "plain.persp.test", "unauthorized", "east", "west")
+	q.expect("disagreed", "east", "west")
+	q.expect("agreed", "north")
+	var list []struct{ Account, Profile, Status string }
+	if err := json.Unmarshal([]byte(q.ca.Run("hallmark", "--config", q.ca.Config, "orders", "list", "--json", "--identifier", "plain.persp.test")), &list); err != nil ||
+		len(list) != 2 || list[0].Account != list[1].Account || list[0].Profile == list[1].Profile {
+		t.Fatalf("orders of plain.persp.test: %+v, %v; want one of each profile, of one account", list, err)
+	}
+}
+
+// twoProcesses: a second process serves east beside the first, both
+// taking east's jobs from the one database. Each ask is answered once:
+// one perspective_check job for east per challenge, run at its first
+// attempt, and one check for it between the two processes' logs. With the
+// first stopped, the second alone answers for east.
+func twoProcesses(t *testing.T, q *quorumRun) {
+	east := q.ps["east"]
+	second, health := servePerspective(t, q.ca, "east", east.dns.Addr, "perspective-east-2")
+	waitReady(t, second, health)
+	names := []string{"pair1.persp.test", "pair2.persp.test", "pair3.persp.test", "alone.persp.test"}
+	for i, name := range names {
+		if i == len(names)-1 {
+			east.proc.Stop()
+		}
+		q.mustIssue(t, name)
+		q.want(t, name, map[string]string{"primary": "valid", "east": "valid", "west": "valid", "north": "valid"})
+		q.expect("agreed", "east", "west", "north")
+	}
+	ran := [2]int{}
+	for i, name := range names {
+		id := q.challengeOf(t, name)
+		var jobs, attempts int
+		var completed bool
+		err := q.conn.QueryRow(context.Background(), `SELECT count(*), COALESCE(max(attempt), 0), COALESCE(bool_and(state = 'completed'), false)
+FROM river_job WHERE kind = 'perspective_check' AND args->>'challenge_id' = $1 AND args->>'perspective' = 'east'`, id).Scan(&jobs, &attempts, &completed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if jobs != 1 || attempts != 1 || !completed {
+			t.Errorf("%s: %d perspective_check jobs for east, at most attempt %d, all completed %v; want one, completed at its first attempt", name, jobs, attempts, completed)
+		}
+		a, b := answeredIn(east.proc.Log(), id), answeredIn(second.Log(), id)
+		ran[0], ran[1] = ran[0]+a, ran[1]+b
+		if a+b != 1 {
+			t.Errorf("%s: east's first process checked challenge %s %d times, its second %d; want once between them", name, id, a, b)
+		}
+		if i == len(names)-1 && b != 1 {
+			t.Errorf("%s: with the first process stopped the second did not answer for east", name)
+		}
+	}
+	t.Logf("east's checks: %d by the first process, %d by the second", ran[0], ran[1])
+	east.proc.Start(t) // both serve east from here on
+}
+
+// resolversDown: north restarted with a resolver nothing listens on cannot
+// run the check. It answers so (outcome error), which does not
+// corroborate, and east and west carry the quorum. Then north is itself
+// again.
+func resolversDown(t *testing.T, q *quorumRun) {
+	north := q.ps["north"]
+	north.proc.Stop()
+	blind, health := servePerspective(t, q.ca, "north", fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t)), "perspective-north-blind")
+	waitReady(t, blind, health)
+	q.mustIssue(t, "blind.persp.test")
+	blind.Stop()
+	north.proc.Start(t)
+	waitReady(t, north.proc, north.health)
+	q.want(t, "blind.persp.test", map[string]string{"primary": "valid", "east": "valid", "west": "valid", "north": "error"})
+	q.expect("agreed", "east", "west")
+	q.expect("error", "north")
+}
+
+// perspectiveMetrics scrapes the primary's /metrics:
+// hallmark_perspective_answers_total has counted each perspective's part
+// in every verdict the test saw, by result, and
+// hallmark_perspective_latency_seconds has one observation for each answer
+// that came in time.
+func perspectiveMetrics(t *testing.T, q *quorumRun) {
+	code, page := getURL(t, "http://"+q.ca.Health+"/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("the primary's /metrics: %d", code)
+	}
+	for _, n := range []string{"east", "west", "north"} {
+		answered := 0
+		for _, r := range []string{"agreed", "disagreed", "error", "timeout"} {
+			want := q.counted[n][r]
+			if r != "timeout" {
+				answered += want
+			}
+			labels := fmt.Sprintf("perspective=%q,result=%q", n, r)
+			if got := metric(page, "hallmark_perspective_answers_total", labels); got != float64(want) {
+				t.Errorf("hallmark_perspective_answers_total{%s} = %v, want %d", labels, got, want)
+			}
+		}
+		labels := fmt.Sprintf("perspective=%q", n)
+		if got := metric(page, "hallmark_perspective_latency_seconds_count", labels); got != float64(answered) {
+			t.Errorf("hallmark_perspective_latency_seconds_count{%s} = %v, want %d answers in time", labels, got, answered)
+		}
+		if got := metric(page, "hallmark_perspective_latency_seconds_sum", labels); got <= 0 {
+			t.Errorf("hallmark_perspective_latency_seconds_sum{%s} = %v, want the time of %d checks", labels, got, answered)
+		}
+	}
 }
