@@ -18,7 +18,8 @@ import (
 // Multi-perspective validation (CA/B BR §3.2.2.9). The primary, the worker
 // that takes a challenge_validate job, checks first; when it passes, it
 // records its answer and queues one perspective_check job per configured
-// perspective in one transaction (store.PerspectivesAsk), and snoozes,
+// perspective in one transaction (store.PerspectivesAsk), reads their
+// answers a few times over 155 ms (perspectiveWaits), then snoozes,
 // holding no slot. Each perspective, a worker started with
 // worker.perspective, runs the same check (challenge and CAA) with its own
 // resolvers and records its answer. The primary wakes, and once every

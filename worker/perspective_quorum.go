@@ -61,13 +61,46 @@ func (w *Worker) resumeCorroboration(ctx context.Context, tgt *store.ChallengeAu
 }
 
 // askPerspectives records the primary's passing check and asks every
-// perspective for theirs, then snoozes until they answer.
+// perspective for theirs; it decides at once if they answer within
+// perspectiveWaits, else snoozes until they do.
 func (w *Worker) askPerspectives(ctx context.Context, tgt *store.ChallengeAuthz, res validate.Result, took time.Duration) error {
 	primary := answerOf(tgt.Challenge.ID, store.PerspectivePrimary, res, took)
 	if _, err := w.st.perspectives.PerspectivesAsk(ctx, primary, w.quorum.Names); err != nil {
 		return jobs.CouldNotRun(err)
 	}
+	for _, d := range perspectiveWaits {
+		select {
+		case <-ctx.Done():
+			return jobs.Snooze(perspectivePoll)
+		case <-time.After(d):
+		}
+		answers, now, err := w.st.perspectives.PerspectiveAnswers(ctx, tgt.Challenge.ID)
+		if err != nil {
+			break // the snooze's next run reads them again
+		}
+		if len(answers) > 0 && w.missingAnswers(answers) == 0 {
+			return w.decideQuorum(ctx, tgt, answers, now)
+		}
+	}
 	return jobs.Snooze(perspectivePoll)
+}
+
+// perspectiveWaits are the pauses a primary takes, holding its slot, before
+// each read of its perspectives' answers and before it snoozes: nearby
+// perspectives answer within milliseconds, and a snooze waits for River's
+// next fetch (a quarter of a second).
+var perspectiveWaits = []time.Duration{5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond}
+
+// missingAnswers counts the configured perspectives with no answer among
+// answers (the primary's first).
+func (w *Worker) missingAnswers(answers []store.PerspectiveAnswer) int {
+	missing := 0
+	for _, n := range w.quorum.Names {
+		if !slices.ContainsFunc(answers[1:], func(a store.PerspectiveAnswer) bool { return a.Perspective == n }) {
+			missing++
+		}
+	}
+	return missing
 }
 
 // decideQuorum records the verdict once every perspective has answered or
@@ -84,13 +117,7 @@ func (w *Worker) decideQuorum(ctx context.Context, tgt *store.ChallengeAuthz, an
 	}
 	deadline := time.Duration(w.quorum.DeadlineMS) * time.Millisecond
 	left := primary.At.Add(deadline).Sub(now)
-	missing := 0
-	for _, n := range w.quorum.Names {
-		if _, ok := got[n]; !ok {
-			missing++
-		}
-	}
-	if missing > 0 && left > 0 {
+	if w.missingAnswers(answers) > 0 && left > 0 {
 		return jobs.Snooze(min(perspectivePoll, left))
 	}
 	var failed []string
