@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hallmark-ca/hallmark/cmd/config"
+	"github.com/hallmark-ca/hallmark/signer"
+	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/store/open"
+)
+
+// A root's CRL (signer.SignRootCRL) is a file in ca.dir, signed where the
+// root's key is; the frontend serves CRLs from the database only, so each
+// command that signs one stores it there, and every worker start stores the
+// files' too (one signed while the database was unreachable).
+
+// caOptions are [ca]'s settings for the CA certificates the ca commands make.
+func caOptions(cfg config.Config, name string) signer.CAOptions {
+	return signer.CAOptions{Name: name, Country: cfg.CA.Country, URLBase: cfg.CA.URLBase}
+}
+
+// rootCRLStore is what publishing a root's CRL writes.
+type rootCRLStore interface {
+	CRLStore(ctx context.Context, c store.CRL) error
+}
+
+// publishRootCRLs stores the CRL files of ca.dir's roots as shard 0 of
+// each root's CRLs, served at ca.url_base/crl/<root id>. One whose number
+// is stored already (or a newer one) is left: ok.
+func publishRootCRLs(ctx context.Context, st rootCRLStore, dir string) ([]*signer.RootCRL, error) {
+	crls, err := signer.RootCRLs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading the roots' CRLs in %s: %w", dir, err)
+	}
+	for _, c := range crls {
+		err := st.CRLStore(ctx, store.CRL{IssuerID: c.IssuerID, Number: c.Number, ThisUpdate: c.ThisUpdate, NextUpdate: c.NextUpdate, DER: c.DER})
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			return nil, fmt.Errorf("publishing the CRL of root %s: %w", c.IssuerID, err)
+		}
+	}
+	return crls, nil
+}
+
+// publishRootCRLsNow opens the database and publishes the roots' CRLs,
+// for a ca command that has just signed them; when the database is not
+// there yet, the worker's next start publishes them.
+func publishRootCRLsNow(ctx context.Context, cfg config.Config) {
+	db, err := open.Open(ctx, cfg.Database.URL, 2)
+	if err != nil {
+		fmt.Printf("the roots' CRLs are in %s; not published yet (%v): hallmark-worker publishes them when it starts\n", cfg.CA.Dir, err)
+		return
+	}
+	defer db.Close()
+	crls, err := publishRootCRLs(ctx, db.Store, cfg.CA.Dir)
+	if err != nil {
+		fmt.Printf("the roots' CRLs are in %s; not published (%v): hallmark-worker publishes them when it starts\n", cfg.CA.Dir, err)
+		return
+	}
+	for _, c := range crls {
+		fmt.Printf("root CRL published at %s/crl/%s, valid until %s: renew it before then with `hallmark-worker ca root-crl`\n",
+			cfg.CA.URLBase, c.IssuerID, c.NextUpdate.Format(time.DateOnly))
+	}
+}
+
+// publishRootCRLsAtStart is the worker start's publication: a failure is
+// logged, not fatal (the root's CRL is not what the worker signs).
+func publishRootCRLsAtStart(ctx context.Context, cfg config.Config, st rootCRLStore, log *slog.Logger) {
+	crls, err := publishRootCRLs(ctx, st, cfg.CA.Dir)
+	if err != nil {
+		log.Warn("the roots' CRLs in ca.dir are not published", "err", err)
+		return
+	}
+	for _, c := range crls {
+		if until := time.Until(c.NextUpdate); until < 30*24*time.Hour {
+			log.Warn("a root's CRL expires soon: renew it with `hallmark-worker ca root-crl` where the root's key is", "root", c.IssuerID, "next_update", c.NextUpdate)
+		}
+	}
+}
+
+// caRootCRL signs each root's CRL again (`hallmark-worker ca root-crl`):
+// what the operator runs before the nextUpdate of the last one.
+func caRootCRL(c *cli.Context) error {
+	cfg, err := config.Load(c.String("config"))
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	crls, err := signer.RefreshRootCRLs(cfg.CA.Dir, cfg.CA.URLBase)
+	if err != nil {
+		return err
+	}
+	for _, r := range crls {
+		fmt.Printf("signed the CRL of root %s, number %d, valid until %s\n", r.IssuerID, r.Number, r.NextUpdate.Format(time.RFC3339))
+	}
+	publishRootCRLsNow(c.Context, cfg)
+	return nil
+}
