@@ -83,7 +83,7 @@ func (ca *testCA) write(t *testing.T, name string, blocks ...*pem.Block) string 
 // mtlsPanel serves the panel on db over TLS, verifying client
 // certificates against ca, with the token turned off; the pool trusts the
 // panel's certificate.
-func mtlsPanel(t *testing.T, ca *testCA, db *open.DB) (*httptest.Server, *x509.CertPool) {
+func mtlsPanel(t *testing.T, ca *testCA, db *open.DB, opts ...func(*admin.Options)) (*httptest.Server, *x509.CertPool) {
 	t.Helper()
 	srvCert := ca.issue(t, "panel", time.Now().Add(time.Hour), true)
 	keyDER, _ := x509.MarshalECPrivateKey(srvCert.PrivateKey.(*ecdsa.PrivateKey))
@@ -94,8 +94,12 @@ func mtlsPanel(t *testing.T, ca *testCA, db *open.DB) (*httptest.Server, *x509.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := admin.New(admin.Options{Store: db.Store, Queue: db.Queue, TokenOff: true, SecureCookies: true,
-		Revoker: revocation.New(db.Store, map[string]profile.Profile{"default": profile.Default()})})
+	o := admin.Options{Store: db.Store, Queue: db.Queue, TokenOff: true, SecureCookies: true,
+		Revoker: revocation.New(db.Store, map[string]profile.Profile{"default": profile.Default()})}
+	for _, f := range opts {
+		f(&o)
+	}
+	p, err := admin.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
