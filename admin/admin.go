@@ -79,7 +79,7 @@ type Server struct {
 	log     *slog.Logger
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
-	signIns signIns // client certificates' sign-ins recorded lately
+	signIns signIns            // client certificates' sign-ins recorded lately
 	newIss  operator.NewIssuer // Options.Worker and ConfigPath, for issuerCreate
 }
 
