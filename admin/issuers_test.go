@@ -144,13 +144,20 @@ func TestIssuersAdminOnly(t *testing.T) {
 	}
 
 	// The admin's create, with no hallmark-worker where the panel looks.
-	c := clients[store.RoleAdmin]
-	_, page := do(t, c, "GET", srv.URL+"/issuers", "", nil)
-	resp, _ := do(t, c, "POST", srv.URL+"/issuers/create", "", url.Values{"csrf": {csrfOf(t, page)}, "name": {"New CA"}, "key_type": {"p384"}})
+	wantCreateFails(t, srv.URL, clients[store.RoleAdmin], st, missing)
+}
+
+// wantCreateFails posts the create form as c, an admin, and wants a notice
+// naming missing (the hallmark-worker that is not there) and no new issuer.
+func wantCreateFails(t *testing.T, srvURL string, c *http.Client, st store.Store, missing string) {
+	t.Helper()
+	ctx := context.Background()
+	_, page := do(t, c, "GET", srvURL+"/issuers", "", nil)
+	resp, _ := do(t, c, "POST", srvURL+"/issuers/create", "", url.Values{"csrf": {csrfOf(t, page)}, "name": {"New CA"}, "key_type": {"p384"}})
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("admin create: %d, want 303", resp.StatusCode)
 	}
-	req, _ := http.NewRequest("GET", srv.URL+"/issuers", nil)
+	req, _ := http.NewRequest("GET", srvURL+"/issuers", nil)
 	for _, ck := range resp.Cookies() {
 		req.AddCookie(ck)
 	}
