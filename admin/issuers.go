@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/hallmark-ca/hallmark/admin/operator"
 	"github.com/hallmark-ca/hallmark/store"
@@ -56,6 +57,10 @@ func (s *Server) issuersPage(w http.ResponseWriter, r *http.Request, p principal
 	return nil
 }
 
+// createIssuerTimeout bounds `hallmark-worker ca intermediate`: an RSA-4096
+// key takes seconds to generate, the rest milliseconds.
+const createIssuerTimeout = 2 * time.Minute
+
 // issuerCreate makes a new intermediate under the root of ca.dir, named
 // and keyed as the form says, recorded active and named by no profile:
 // operator.CreateIssuer runs `hallmark-worker ca intermediate`, as `hallmark
@@ -67,7 +72,11 @@ func (s *Server) issuersPage(w http.ResponseWriter, r *http.Request, p principal
 func (s *Server) issuerCreate(w http.ResponseWriter, r *http.Request, p principal) error {
 	n := s.newIss
 	n.Name, n.KeyType, n.Actor = strings.TrimSpace(r.PostFormValue("name")), r.PostFormValue("key_type"), "admin:"+p.user
-	id, _, err := operator.CreateIssuer(r.Context(), n)
+	// Not cut short by the browser going away: killed between writing the
+	// files and recording them, the child would leave an unrecorded issuer.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), createIssuerTimeout)
+	defer cancel()
+	id, _, err := operator.CreateIssuer(ctx, n)
 	msg := "Created issuer " + id + " (" + n.Name + ", " + n.KeyType + "): rotate a profile to it below."
 	if err != nil {
 		s.log.Warn("admin: creating an issuer failed", "user", p.user, "name", n.Name, "err", err)
