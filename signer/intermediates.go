@@ -71,7 +71,7 @@ func rootOf(dir, certFile, keyFile string) (*x509.Certificate, crypto.Signer, er
 // certificate for inter's subject and key, naming the cross root's CRL:
 // the alternate chain's first certificate. nil, nil when dir has no cross
 // root. The cross root's CRL is signed again (SignRootCRL).
-func crossSign(dir string, inter *x509.Certificate, urlBase string) (*x509.Certificate, error) {
+func crossSign(dir string, inter *x509.Certificate, o CAOptions) (*x509.Certificate, error) {
 	if _, err := os.Stat(filepath.Join(dir, CrossRootKeyFile)); errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -79,7 +79,7 @@ func crossSign(dir string, inter *x509.Certificate, urlBase string) (*x509.Certi
 	if err != nil {
 		return nil, fmt.Errorf("cross-signing: %w", err)
 	}
-	tmpl, err := IntermediateTemplate(subordinateName(inter.Subject.CommonName, inter.Subject, "XX"), inter.PublicKey, inter.NotBefore, inter.NotAfter, RootCRLURL(urlBase, root))
+	tmpl, err := IntermediateTemplate(subordinateName(inter.Subject.CommonName, inter.Subject, o.Country), inter.PublicKey, inter.NotBefore, inter.NotAfter, RootCRLURL(o.URLBase, root))
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +87,7 @@ func crossSign(dir string, inter *x509.Certificate, urlBase string) (*x509.Certi
 	if err != nil {
 		return nil, fmt.Errorf("cross-signing %s: %w", inter.Subject.CommonName, err)
 	}
-	if _, err := SignRootCRL(dir, CrossRootCertFile, CrossRootKeyFile, urlBase); err != nil {
+	if _, err := SignRootCRL(dir, CrossRootCertFile, CrossRootKeyFile, o.URLBase); err != nil {
 		return nil, err
 	}
 	return cross, nil
@@ -125,7 +125,7 @@ func InitCrossRoot(dir string, o CAOptions) (rootPath string, err error) {
 	if err := WriteNew(filepath.Join(dir, CrossRootCertFile), 0o644, &pem.Block{Type: "CERTIFICATE", Bytes: der}); err != nil {
 		return "", err
 	}
-	cross, err := crossSign(dir, chain[0], o.URLBase)
+	cross, err := crossSign(dir, chain[0], o)
 	if err != nil {
 		return "", err
 	}
@@ -179,7 +179,7 @@ func CreateIntermediate(dir string, o CAOptions, cn, keyType string) (*Issuer, e
 	if _, err := SignRootCRL(dir, RootCertFile, RootKeyFile, o.URLBase); err != nil {
 		return nil, err
 	}
-	cross, err := crossSign(dir, cert, o.URLBase)
+	cross, err := crossSign(dir, cert, o)
 	if err != nil {
 		return nil, err
 	}
