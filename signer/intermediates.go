@@ -93,10 +93,11 @@ func crossSign(dir string, inter *x509.Certificate, o CAOptions) (*x509.Certific
 	return cross, nil
 }
 
-// InitCrossRoot makes a second root in dir (ECDSA P-384, named "<cn> Root
-// CA X2") and has it sign the intermediate of `ca init` again, so that
-// every certificate of that intermediate has an alternate chain to it.
-// It refuses (ErrExists) when the cross root exists.
+// InitCrossRoot makes a second root in dir (ECDSA P-384, named "<o.Name>
+// Root CA X2", in o.Country) and has it sign the intermediate of `ca init`
+// again, so that every certificate of that intermediate has an alternate
+// chain to it; the cross root signs its CRL (root-x2.crl). It refuses
+// (ErrExists) when the cross root exists.
 func InitCrossRoot(dir string, o CAOptions) (rootPath string, err error) {
 	o, err = o.withDefaults()
 	if err != nil {
