@@ -291,6 +291,9 @@ func run(c *cli.Context) error {
 		return err
 	}
 	reg := processRegistry()
+	if err := reg.Register(rootCRLCollector{st: db.Store, ids: rootIDs(cfg.CA.Dir)}); err != nil {
+		return err
+	}
 	w, err := worker.New(workerConfig(cfg), db.Store, worker.Options{Logger: log, Registry: reg, Issuers: issuers, Backends: backends,
 		Notify: sender.Handle, ExpiryDays: cfg.Notify.ExpiryDays, Managed: managed, Load: load})
 	if err != nil {

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 
 	"github.com/hallmark-ca/hallmark/cmd/config"
@@ -99,4 +102,42 @@ func caRootCRL(c *cli.Context) error {
 	}
 	publishRootCRLsNow(c.Context, cfg)
 	return nil
+}
+
+var descRootCRLNext = prometheus.NewDesc("hallmark_root_crl_next_update_timestamp_seconds",
+	"nextUpdate of a root's newest stored CRL, as a Unix time; absent before the first. Only `hallmark-worker ca root-crl`, where the root's key is, renews it.",
+	[]string{"root"}, nil)
+
+// rootCRLCollector exports the nextUpdate of ca.dir's roots' CRLs, read
+// from the store at scrape time: the alert that asks for `ca root-crl` in
+// time (HallmarkRootCRLExpiring) reads it.
+type rootCRLCollector struct {
+	st interface {
+		CRLShardLatest(ctx context.Context, issuerID string, shard int) (*store.CRL, error)
+	}
+	ids []string
+}
+
+func (c rootCRLCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descRootCRLNext }
+
+func (c rootCRLCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, id := range c.ids {
+		if crl, err := c.st.CRLShardLatest(ctx, id, 0); err == nil {
+			ch <- prometheus.MustNewConstMetric(descRootCRLNext, prometheus.GaugeValue, float64(crl.NextUpdate.Unix()), id)
+		}
+	}
+}
+
+// rootIDs are the ids of the roots in dir (root.pem, root-x2.pem) that
+// are there.
+func rootIDs(dir string) []string {
+	var ids []string
+	for _, f := range []string{signer.RootCertFile, signer.CrossRootCertFile} {
+		if certs, err := signer.ReadCertificates(filepath.Join(dir, f)); err == nil {
+			ids = append(ids, hex.EncodeToString(certs[0].SubjectKeyId))
+		}
+	}
+	return ids
 }
