@@ -16,6 +16,7 @@ import (
 	"github.com/hallmark-ca/hallmark/signer"
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/open"
+	"github.com/hallmark-ca/hallmark/store/redact"
 )
 
 // A root's CRL (signer.SignRootCRL) is a file in ca.dir, signed where the
@@ -56,13 +57,14 @@ func publishRootCRLs(ctx context.Context, st rootCRLStore, dir string) ([]*signe
 func publishRootCRLsNow(ctx context.Context, cfg config.Config) {
 	db, err := open.Open(ctx, cfg.Database.URL, 2)
 	if err != nil {
-		fmt.Printf("the roots' CRLs are in %s; not published yet (%v): hallmark-worker publishes them when it starts\n", cfg.CA.Dir, err)
+		// The error may name the database URL: printed masked, as main's.
+		fmt.Printf("the roots' CRLs are in %s; not published yet (%s): hallmark-worker publishes them when it starts\n", cfg.CA.Dir, redact.Text(err.Error()))
 		return
 	}
 	defer db.Close()
 	crls, err := publishRootCRLs(ctx, db.Store, cfg.CA.Dir)
 	if err != nil {
-		fmt.Printf("the roots' CRLs are in %s; not published (%v): hallmark-worker publishes them when it starts\n", cfg.CA.Dir, err)
+		fmt.Printf("the roots' CRLs are in %s; not published (%s): hallmark-worker publishes them when it starts\n", cfg.CA.Dir, redact.Text(err.Error()))
 		return
 	}
 	for _, c := range crls {
