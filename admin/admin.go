@@ -57,6 +57,12 @@ type Options struct {
 	// (serverconf.Limits.Pause), for the pauses page; zero: off.
 	PauseAfter       time.Duration
 	PauseMinFailures int
+	// Worker is the hallmark-worker binary the issuers page's create form
+	// runs (operator.CreateIssuer), with ConfigPath, the configuration
+	// file this process read: the key is made and the root signs in that
+	// child, never in the panel's process. "": the one beside this binary.
+	Worker     string
+	ConfigPath string
 }
 
 // Server is the admin panel.
@@ -73,7 +79,8 @@ type Server struct {
 	log     *slog.Logger
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
-	signIns signIns // client certificates' sign-ins recorded lately
+	signIns signIns            // client certificates' sign-ins recorded lately
+	newIss  operator.NewIssuer // Options.Worker and ConfigPath, for issuerCreate
 }
 
 // stores is the store as the panel's sign-in (admin.go, login.go) and its
@@ -130,6 +137,11 @@ func New(o Options) (*Server, error) {
 	a.off = o.TokenOff
 	s := &Server{st: stores{sessions: o.Store, operators: o.Store, pages: o.Store, pauses: o.Store, issuers: o.Store, keys: o.Store, audit: o.Store}, q: o.Queue, auth: a, limit: newLimiter(func() time.Time { return a.now() }),
 		crlBase: strings.TrimRight(o.CRLBase, "/"), wait: o.RevokeWait, version: o.Version, pause: store.PauseRule{After: o.PauseAfter, MinFailures: int64(o.PauseMinFailures)}, log: o.Logger, mux: http.NewServeMux()}
+	s.newIss = operator.NewIssuer{Worker: o.Worker, Config: o.ConfigPath}
+	if s.newIss.Worker == "" {
+		// An error leaves it empty: creating then says the binary is missing.
+		s.newIss.Worker, _ = operator.WorkerBeside()
+	}
 	s.Reload(o.Profiles, o.Revoker)
 	if err := s.parseTemplates(); err != nil {
 		return nil, err
@@ -193,8 +205,10 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /pauses", s.authed(store.RoleViewer, s.pauses))
 	s.mux.Handle("POST /pauses/lift", s.authed(store.RoleOperator, s.pauseLift))
 	s.mux.Handle("GET /issuers", s.authed(store.RoleViewer, s.issuersPage))
-	s.mux.Handle("POST /issuers/rotate", s.authed(store.RoleOperator, s.issuerRotate))
-	s.mux.Handle("POST /issuers/{id}/retire", s.authed(store.RoleOperator, s.issuerRetire))
+	// Issuer management is the admin's (issue 42's roles).
+	s.mux.Handle("POST /issuers/create", s.authed(store.RoleAdmin, s.issuerCreate))
+	s.mux.Handle("POST /issuers/rotate", s.authed(store.RoleAdmin, s.issuerRotate))
+	s.mux.Handle("POST /issuers/{id}/retire", s.authed(store.RoleAdmin, s.issuerRetire))
 	s.mux.Handle("GET /audit", s.authed(store.RoleViewer, s.audit))
 	s.apiRoutes()
 }

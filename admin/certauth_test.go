@@ -83,9 +83,13 @@ func (ca *testCA) write(t *testing.T, name string, blocks ...*pem.Block) string 
 // mtlsPanel serves the panel on db over TLS, verifying client
 // certificates against ca, with the token turned off; the pool trusts the
 // panel's certificate.
-func mtlsPanel(t *testing.T, ca *testCA, db *open.DB) (*httptest.Server, *x509.CertPool) {
+func mtlsPanel(t *testing.T, ca *testCA, db *open.DB, opts ...func(*admin.Options)) (*httptest.Server, *x509.CertPool) {
 	t.Helper()
-	return mtlsPanelWith(t, ca, db, admin.Options{})
+	var o admin.Options
+	for _, f := range opts {
+		f(&o)
+	}
+	return mtlsPanelWith(t, ca, db, o)
 }
 
 // mtlsPanelWith is mtlsPanel with o's other options (a pause rule).

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"sort"
+	"strings"
+	"time"
 
 	"github.com/hallmark-ca/hallmark/admin/operator"
 	"github.com/hallmark-ca/hallmark/store"
@@ -51,7 +53,40 @@ func (s *Server) issuersPage(w http.ResponseWriter, r *http.Request, p principal
 		}
 	}
 	sort.Strings(local)
-	s.render(w, r, p, http.StatusOK, "issuers", map[string]any{"Issuers": rows, "Profiles": local, "Now": now})
+	s.render(w, r, p, http.StatusOK, "issuers", map[string]any{"Issuers": rows, "Profiles": local, "Now": now, "KeyTypes": operator.IssuerKeyTypes})
+	return nil
+}
+
+// createIssuerTimeout bounds `hallmark-worker ca intermediate`: an RSA-4096
+// key takes seconds to generate, the rest milliseconds.
+const createIssuerTimeout = 2 * time.Minute
+
+// issuerCreate makes a new intermediate under the root of ca.dir, named
+// and keyed as the form says, recorded active and named by no profile:
+// operator.CreateIssuer runs `hallmark-worker ca intermediate`, as `hallmark
+// issuers create` does, so the key is made, and the root's key used, in that
+// child process and never in this one (the frontend links no signer and
+// reads no key). The child audits issuer.create as this operator. It needs
+// ca.dir and hallmark-worker on this host; where they are elsewhere, the
+// notice says what failed and the CLI there does the same.
+func (s *Server) issuerCreate(w http.ResponseWriter, r *http.Request, p principal) error {
+	n := s.newIss
+	n.Name, n.KeyType, n.Actor = strings.TrimSpace(r.PostFormValue("name")), r.PostFormValue("key_type"), "admin:"+p.user
+	// Not cut short by the browser going away: killed between writing the
+	// files and recording them, the child would leave an unrecorded issuer.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), createIssuerTimeout)
+	defer cancel()
+	id, _, err := operator.CreateIssuer(ctx, n)
+	msg := "Created issuer " + id + " (" + n.Name + ", " + n.KeyType + "): rotate a profile to it below."
+	if err != nil {
+		s.log.Warn("admin: creating an issuer failed", "user", p.user, "name", n.Name, "err", err)
+		msg = "Not created: " + err.Error()
+		// The notice rides in a cookie: keep it well under 4 KiB.
+		if len(msg) > 600 {
+			msg = strings.ToValidUTF8(msg[:600], "") + "…"
+		}
+	}
+	s.redirectNotice(w, r, p, "/issuers", msg)
 	return nil
 }
 

@@ -28,24 +28,29 @@ var oidIssuingDistributionPoint = asn1.ObjectIdentifier{2, 5, 29, 28}
 //
 //	IssuingDistributionPoint ::= SEQUENCE {
 //	     distributionPoint          [0] DistributionPointName OPTIONAL,
-//	     onlyContainsUserCerts      [1] BOOLEAN DEFAULT FALSE, ... }
+//	     onlyContainsUserCerts      [1] BOOLEAN DEFAULT FALSE,
+//	     onlyContainsCACerts        [2] BOOLEAN DEFAULT FALSE, ... }
 //	DistributionPointName ::= CHOICE { fullName [0] GeneralNames, ... }
 type issuingDistributionPoint struct {
 	DistributionPoint     distributionPointName `asn1:"optional,tag:0"`
 	OnlyContainsUserCerts bool                  `asn1:"optional,tag:1"`
+	OnlyContainsCACerts   bool                  `asn1:"optional,tag:2"`
 }
 
 type distributionPointName struct {
 	FullName []asn1.RawValue `asn1:"optional,tag:0"`
 }
 
-func idpExtension(url string) (pkix.Extension, error) {
+// idpExtension is the issuingDistributionPoint of a CRL published at url:
+// of end-entity certificates, or of CA certificates when caCerts (a root's).
+func idpExtension(url string, caCerts bool) (pkix.Extension, error) {
 	val, err := asn1.Marshal(issuingDistributionPoint{
 		DistributionPoint: distributionPointName{
 			// GeneralName uniformResourceIdentifier [6] IA5String
 			FullName: []asn1.RawValue{{Class: asn1.ClassContextSpecific, Tag: 6, Bytes: []byte(url)}},
 		},
-		OnlyContainsUserCerts: true,
+		OnlyContainsUserCerts: !caCerts,
+		OnlyContainsCACerts:   caCerts,
 	})
 	if err != nil {
 		return pkix.Extension{}, err
@@ -69,6 +74,17 @@ func validReason(r int) bool {
 // signed by a throwaway key, before the issuer's key signs the same
 // tbsCertList.
 func (i *Issuer) SignCRL(number int64, thisUpdate, nextUpdate time.Time, entries []RevokedEntry, idpURL string) ([]byte, error) {
+	return i.signList(number, thisUpdate, nextUpdate, entries, idpURL, false)
+}
+
+// SignARL is SignCRL for a root's CRL of the CA certificates it signed
+// (onlyContainsCACerts), linted as one: its nextUpdate may be up to 12
+// months away.
+func (i *Issuer) SignARL(number int64, thisUpdate, nextUpdate time.Time, entries []RevokedEntry, idpURL string) ([]byte, error) {
+	return i.signList(number, thisUpdate, nextUpdate, entries, idpURL, true)
+}
+
+func (i *Issuer) signList(number int64, thisUpdate, nextUpdate time.Time, entries []RevokedEntry, idpURL string, caCerts bool) ([]byte, error) {
 	if number < 0 {
 		return nil, acme.Internal(fmt.Errorf("signing CRL for issuer %s: CRL number %d is negative", i.ID, number))
 	}
@@ -78,7 +94,7 @@ func (i *Issuer) SignCRL(number int64, thisUpdate, nextUpdate time.Time, entries
 	if idpURL == "" {
 		return nil, acme.Internal(errors.New("signing CRL for issuer " + i.ID + ": the CRL URL is empty; set ca.crl_url or server.base_url"))
 	}
-	idp, err := idpExtension(idpURL)
+	idp, err := idpExtension(idpURL, caCerts)
 	if err != nil {
 		return nil, acme.Internal(fmt.Errorf("encoding the issuingDistributionPoint: %w", err))
 	}
@@ -102,9 +118,13 @@ func (i *Issuer) SignCRL(number int64, thisUpdate, nextUpdate time.Time, entries
 		ExtraExtensions:           []pkix.Extension{idp},
 	}
 	log := i.logger().With("issuer", i.ID, "crl_number", number, "entries", len(entries))
+	registry := lintRegistry
+	if caCerts {
+		registry = caLintRegistry
+	}
 	// The standard library adds the authorityKeyIdentifier from the issuer's
 	// SubjectKeyId (RFC 5280 §5.2.1) and the cRLNumber.
-	tbs, err := i.lintCRL(tmpl)
+	tbs, err := i.lintCRL(tmpl, registry)
 	if err != nil {
 		log.Error("pre-signing lint refused the CRL; nothing was signed with the issuer key", "err", err)
 		return nil, err

@@ -32,7 +32,7 @@ func TestSignCRLSignsWhatWasLinted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			idp, err := idpExtension(testCRLURL)
+			idp, err := idpExtension(testCRLURL, false)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"io"
 	"log/slog"
 	"sync"
@@ -81,7 +82,7 @@ func testCA(t testing.TB, issuerKind string, interValidity time.Duration) (*Issu
 	// linting issuer) is its own.
 	interKey := newKey(t, issuerKind)
 	now := time.Now().Truncate(time.Second)
-	rootTmpl, err := caTemplate("Test Root CA", []string{"Test"}, rootKey.Public(), now.Add(-time.Hour), now.Add(20*365*24*time.Hour))
+	rootTmpl, err := caTemplate(pkix.Name{CommonName: "Test Root CA", Organization: []string{"Test"}}, rootKey.Public(), now.Add(-time.Hour), now.Add(20*365*24*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func testCA(t testing.TB, issuerKind string, interValidity time.Duration) (*Issu
 		t.Fatal(err)
 	}
 	root, _ := x509.ParseCertificate(rootDER)
-	interTmpl, err := caTemplate("Test Intermediate "+issuerKind, []string{"Test"}, interKey.Public(), now.Add(-time.Hour), now.Add(interValidity))
+	interTmpl, err := caTemplate(pkix.Name{CommonName: "Test Intermediate " + issuerKind, Organization: []string{"Test"}}, interKey.Public(), now.Add(-time.Hour), now.Add(interValidity))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,9 +68,10 @@ func rootOf(dir, certFile, keyFile string) (*x509.Certificate, crypto.Signer, er
 }
 
 // crossSign has the cross root of dir, when there is one, sign another
-// certificate for inter's subject and key: the alternate chain's first
-// certificate. nil, nil when dir has no cross root.
-func crossSign(dir string, inter *x509.Certificate) (*x509.Certificate, error) {
+// certificate for inter's subject and key, naming the cross root's CRL:
+// the alternate chain's first certificate. nil, nil when dir has no cross
+// root. The cross root's CRL is signed again (SignRootCRL).
+func crossSign(dir string, inter *x509.Certificate, o CAOptions) (*x509.Certificate, error) {
 	if _, err := os.Stat(filepath.Join(dir, CrossRootKeyFile)); errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -78,43 +79,43 @@ func crossSign(dir string, inter *x509.Certificate) (*x509.Certificate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cross-signing: %w", err)
 	}
-	tmpl, err := IntermediateTemplate(inter.Subject.CommonName, inter.Subject.Organization, inter.PublicKey, inter.NotBefore, inter.NotAfter)
+	tmpl, err := IntermediateTemplate(subordinateName(inter.Subject.CommonName, inter.Subject, o.Country), inter.PublicKey, inter.NotBefore, inter.NotAfter, RootCRLURL(o.URLBase, root))
 	if err != nil {
 		return nil, err
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, root, inter.PublicKey, key)
+	cross, err := SignCA(root, key, tmpl, inter.PublicKey)
 	if err != nil {
 		return nil, fmt.Errorf("cross-signing %s: %w", inter.Subject.CommonName, err)
 	}
-	return x509.ParseCertificate(der)
+	if _, err := SignRootCRL(dir, CrossRootCertFile, CrossRootKeyFile, o.URLBase); err != nil {
+		return nil, err
+	}
+	return cross, nil
 }
 
-// InitCrossRoot makes a second root in dir (ECDSA P-384, named "<cn> Root
-// CA X2") and has it sign the intermediate of `ca init` again, so that
-// every certificate of that intermediate has an alternate chain to it.
-// It refuses (ErrExists) when the cross root exists.
-func InitCrossRoot(dir, commonName string) (rootPath string, err error) {
-	if commonName == "" {
-		commonName = "Hallmark"
+// InitCrossRoot makes a second root in dir (ECDSA P-384, named "<o.Name>
+// Root CA X2", in o.Country) and has it sign the intermediate of `ca init`
+// again, so that every certificate of that intermediate has an alternate
+// chain to it; the cross root signs its CRL (root-x2.crl). It refuses
+// (ErrExists) when the cross root exists.
+func InitCrossRoot(dir string, o CAOptions) (rootPath string, err error) {
+	o, err = o.withDefaults()
+	if err != nil {
+		return "", err
 	}
 	chain, err := ReadCertificates(filepath.Join(dir, IntermediateCertFile))
 	if err != nil {
 		return "", fmt.Errorf("making the cross root: %w", err)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
-	if err != nil {
-		return "", err
+	if _, err := os.Lstat(filepath.Join(dir, CrossRootKeyFile)); err == nil {
+		return "", fmt.Errorf("making the cross root: %s: %w", CrossRootKeyFile, ErrExists)
 	}
 	now := time.Now().Truncate(time.Second).UTC()
-	tmpl, err := caTemplate(commonName+" Root CA X2", []string{commonName}, key.Public(), now, now.Add(rootValidity))
+	root, key, err := newRoot(o.Name+" Root CA X2", o, now)
 	if err != nil {
 		return "", err
 	}
-	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageCRLSign
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		return "", fmt.Errorf("signing the cross root: %w", err)
-	}
+	der := root.Raw
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		return "", err
@@ -125,7 +126,7 @@ func InitCrossRoot(dir, commonName string) (rootPath string, err error) {
 	if err := WriteNew(filepath.Join(dir, CrossRootCertFile), 0o644, &pem.Block{Type: "CERTIFICATE", Bytes: der}); err != nil {
 		return "", err
 	}
-	cross, err := crossSign(dir, chain[0])
+	cross, err := crossSign(dir, chain[0], o)
 	if err != nil {
 		return "", err
 	}
@@ -138,8 +139,14 @@ func InitCrossRoot(dir, commonName string) (rootPath string, err error) {
 // CreateIntermediate makes a new intermediate under the root of dir (and
 // cross-signed by its cross root, when there is one), named cn, with a key
 // of keyType, and writes it to dir/issuers/<id>.key, <id>.pem and
-// <id>.x2.pem. The new issuer is returned loaded.
-func CreateIntermediate(dir, cn, keyType string) (*Issuer, error) {
+// <id>.x2.pem; each root that signed signs its CRL again (SignRootCRL).
+// o gives the URL base and the country when the root names none. The new
+// issuer is returned loaded.
+func CreateIntermediate(dir string, o CAOptions, cn, keyType string) (*Issuer, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
 	root, rootKey, err := rootOf(dir, RootCertFile, RootKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("creating an intermediate in %s (run `hallmark-worker ca init` first): %w", dir, err)
@@ -149,18 +156,15 @@ func CreateIntermediate(dir, cn, keyType string) (*Issuer, error) {
 		return nil, err
 	}
 	now := time.Now().Truncate(time.Second).UTC()
-	tmpl, err := IntermediateTemplate(cn, root.Subject.Organization, key.Public(), now, now.Add(IntermediateValidity))
+	tmpl, err := IntermediateTemplate(subordinateName(cn, root.Subject, o.Country), key.Public(), now, now.Add(IntermediateValidity), RootCRLURL(o.URLBase, root))
 	if err != nil {
 		return nil, err
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, root, key.Public(), rootKey)
+	cert, err := SignCA(root, rootKey, tmpl, key.Public())
 	if err != nil {
 		return nil, fmt.Errorf("signing the intermediate %s: %w", cn, err)
 	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
+	der := cert.Raw
 	id := hex.EncodeToString(cert.SubjectKeyId)
 	sub := filepath.Join(dir, IntermediatesDir)
 	if err := os.MkdirAll(sub, 0o700); err != nil {
@@ -173,7 +177,10 @@ func CreateIntermediate(dir, cn, keyType string) (*Issuer, error) {
 	if err := WriteNew(filepath.Join(sub, id+keySuffix), 0o600, &pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}); err != nil {
 		return nil, err
 	}
-	cross, err := crossSign(dir, cert)
+	if _, err := SignRootCRL(dir, RootCertFile, RootKeyFile, o.URLBase); err != nil {
+		return nil, err
+	}
+	cross, err := crossSign(dir, cert, o)
 	if err != nil {
 		return nil, err
 	}

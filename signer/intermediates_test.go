@@ -17,20 +17,20 @@ import (
 func TestIntermediatesAndCrossRoot(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "ca")
-	if _, err := InitLocal(dir, "Acme"); err != nil {
+	if _, err := InitLocal(dir, CAOptions{Name: "Acme", URLBase: "http://ca.test"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := InitCrossRoot(dir, "Acme"); err != nil {
+	if _, err := InitCrossRoot(dir, CAOptions{Name: "Acme", URLBase: "http://ca.test"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := InitCrossRoot(dir, "Acme"); err == nil {
+	if _, err := InitCrossRoot(dir, CAOptions{Name: "Acme", URLBase: "http://ca.test"}); err == nil {
 		t.Fatal("a second cross root replaced the first")
 	}
 	first, err := LoadLocal(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	made, err := CreateIntermediate(dir, "Acme Intermediate R2", "rsa2048")
+	made, err := CreateIntermediate(dir, CAOptions{URLBase: "http://ca.test"}, "Acme Intermediate R2", "rsa2048")
 	if err != nil {
 		t.Fatal(err)
 	}

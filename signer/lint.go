@@ -83,21 +83,7 @@ func (r namedRegistry) Names() []string { return r.names }
 // registered lint.
 func lintRegistry() (lint.Registry, error) {
 	lintRegistryOnce.Do(func() {
-		var exclude []string
-		names := lint.GlobalRegistry().Names()
-		for name := range skippedLints {
-			// A lint renamed or dropped by a zlint upgrade must not silently
-			// widen or narrow what is skipped: fail loudly instead.
-			if !slices.Contains(names, name) {
-				lintRegistryErr = fmt.Errorf("zlint has no lint named %q; update signer.skippedLints for this zlint version", name)
-				return
-			}
-			exclude = append(exclude, name)
-		}
-		reg, err := lint.GlobalRegistry().Filter(lint.FilterOptions{
-			IncludeSources: lintSources,
-			ExcludeNames:   exclude,
-		})
+		reg, err := filteredRegistry()
 		if err != nil {
 			lintRegistryErr = err
 			return
@@ -105,6 +91,54 @@ func lintRegistry() (lint.Registry, error) {
 		lintRegistryVal = namedRegistry{Registry: reg, names: reg.Names()}
 	})
 	return lintRegistryVal, lintRegistryErr
+}
+
+var (
+	caLintRegistryOnce sync.Once
+	caLintRegistryVal  lint.Registry
+	caLintRegistryErr  error
+)
+
+// caLintConfig tells zlint that the CRL it reads covers CA certificates: a
+// root's CRL of its intermediates may run 12 months (CABF BR §7.2, 4.9.7),
+// not the 10 days of a CRL of leaves.
+const caLintConfig = "[e_crl_next_update_invalid]\nSubscriberCRL = false\n"
+
+// caLintRegistry is lintRegistry's lints configured for a root's CRL (SignARL).
+func caLintRegistry() (lint.Registry, error) {
+	caLintRegistryOnce.Do(func() {
+		reg, err := filteredRegistry()
+		if err != nil {
+			caLintRegistryErr = err
+			return
+		}
+		cfg, err := lint.NewConfigFromString(caLintConfig)
+		if err != nil {
+			caLintRegistryErr = err
+			return
+		}
+		reg.SetConfiguration(cfg)
+		caLintRegistryVal = namedRegistry{Registry: reg, names: reg.Names()}
+	})
+	return caLintRegistryVal, caLintRegistryErr
+}
+
+// filteredRegistry is a new registry of lintSources' lints but skippedLints.
+func filteredRegistry() (lint.Registry, error) {
+	var exclude []string
+	names := lint.GlobalRegistry().Names()
+	for name := range skippedLints {
+		// A lint renamed or dropped by a zlint upgrade must not silently
+		// widen or narrow what is skipped: fail loudly instead.
+		if !slices.Contains(names, name) {
+			return nil, fmt.Errorf("zlint has no lint named %q; update signer.skippedLints for this zlint version", name)
+		}
+		exclude = append(exclude, name)
+	}
+	return lint.GlobalRegistry().Filter(lint.FilterOptions{
+		IncludeSources: lintSources,
+		ExcludeNames:   exclude,
+	})
 }
 
 // LintError is the Cause of the error Issue and SignCRL return when zlint
@@ -321,8 +355,8 @@ func (i *Issuer) lintCertificate(tmpl *x509.Certificate, pub crypto.PublicKey) (
 
 // lintCRL does the same for a CRL and returns its tbsCertList: a large CRL
 // is encoded once, not twice.
-func (i *Issuer) lintCRL(tmpl *x509.RevocationList) ([]byte, error) {
-	reg, err := lintRegistry()
+func (i *Issuer) lintCRL(tmpl *x509.RevocationList, registry func() (lint.Registry, error)) ([]byte, error) {
+	reg, err := registry()
 	if err != nil {
 		return nil, acme.Internal(err)
 	}

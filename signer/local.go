@@ -35,19 +35,50 @@ const (
 	IntermediateValidity = 5 * 365 * 24 * time.Hour
 )
 
+// CAOptions are what the CA certificates Hallmark makes say besides their
+// keys and validity.
+type CAOptions struct {
+	// Name prefixes the common names ("<Name> Root CA", "<Name>
+	// Intermediate CA") and is the organization; default "Hallmark".
+	Name string
+	// Country is a new root's subject countryName (ISO 3166-1 alpha-2;
+	// CABF BR §7.1.2.10.2 requires one in every CA certificate), which its
+	// intermediates repeat; default "XX", the user-assigned code for no
+	// country in particular (ca.country).
+	Country string
+	// URLBase is ca.url_base: a root's CRL is published at
+	// URLBase/crl/<root id>, and each intermediate names it (RootCRLURL).
+	URLBase string
+}
+
+func (o CAOptions) withDefaults() (CAOptions, error) {
+	if o.Name == "" {
+		o.Name = "Hallmark"
+	}
+	if o.Country == "" {
+		o.Country = "XX"
+	}
+	if o.URLBase == "" {
+		return o, errors.New("the CA's URL base (ca.url_base) is empty: an intermediate must name where its root's CRL is")
+	}
+	return o, nil
+}
+
 // InitLocal creates, in dir, a root CA (ECDSA P-384, 10 years) and an
 // intermediate signed by it (ECDSA P-256, 5 years; P-256 signs fastest and
 // is what every TLS client supports), writing root.pem, root.key (0600),
-// intermediate.pem and intermediate.key (0600). commonName prefixes the
-// names: "<commonName> Root CA" and "<commonName> Intermediate CA".
+// intermediate.pem and intermediate.key (0600), and the root's CRL
+// (root.crl, SignRootCRL). o names them: "<Name> Root CA" and "<Name>
+// Intermediate CA".
 //
 // It refuses to overwrite: if any of the four files exists it writes nothing
 // and returns an error wrapping ErrExists, so `ca init` is safe to re-run. It
 // returns the root certificate's path, for the operator to install as a
 // trust anchor.
-func InitLocal(dir, commonName string) (rootPath string, err error) {
-	if commonName == "" {
-		commonName = "Hallmark"
+func InitLocal(dir string, o CAOptions) (rootPath string, err error) {
+	o, err = o.withDefaults()
+	if err != nil {
+		return "", err
 	}
 	files := []string{RootCertFile, RootKeyFile, IntermediateCertFile, IntermediateKeyFile}
 	for _, f := range files {
@@ -60,9 +91,8 @@ func InitLocal(dir, commonName string) (rootPath string, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("initialising local CA: %w", err)
 	}
-
 	now := time.Now().Truncate(time.Second).UTC()
-	rootKey, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	root, rootKey, err := newRoot(o.Name+" Root CA", o, now)
 	if err != nil {
 		return "", err
 	}
@@ -70,28 +100,14 @@ func InitLocal(dir, commonName string) (rootPath string, err error) {
 	if err != nil {
 		return "", err
 	}
-	rootTmpl, err := caTemplate(commonName+" Root CA", []string{commonName}, rootKey.Public(), now, now.Add(rootValidity))
+	interTmpl, err := IntermediateTemplate(subordinateName(o.Name+" Intermediate CA", root.Subject, o.Country), interKey.Public(), now, now.Add(IntermediateValidity), RootCRLURL(o.URLBase, root))
 	if err != nil {
 		return "", err
 	}
-	rootTmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageCRLSign
-	rootDER, err := x509.CreateCertificate(rand.Reader, rootTmpl, rootTmpl, rootKey.Public(), rootKey)
-	if err != nil {
-		return "", fmt.Errorf("signing root certificate: %w", err)
-	}
-	root, err := x509.ParseCertificate(rootDER)
-	if err != nil {
-		return "", err
-	}
-	interTmpl, err := IntermediateTemplate(commonName+" Intermediate CA", []string{commonName}, interKey.Public(), now, now.Add(IntermediateValidity))
-	if err != nil {
-		return "", err
-	}
-	interDER, err := x509.CreateCertificate(rand.Reader, interTmpl, root, interKey.Public(), rootKey)
+	inter, err := SignCA(root, rootKey, interTmpl, interKey.Public())
 	if err != nil {
 		return "", fmt.Errorf("signing intermediate certificate: %w", err)
 	}
-
 	rootKeyDER, err := x509.MarshalPKCS8PrivateKey(rootKey)
 	if err != nil {
 		return "", err
@@ -110,32 +126,92 @@ func InitLocal(dir, commonName string) (rootPath string, err error) {
 	}{
 		{RootKeyFile, "PRIVATE KEY", rootKeyDER, 0o600},
 		{IntermediateKeyFile, "PRIVATE KEY", interKeyDER, 0o600},
-		{RootCertFile, "CERTIFICATE", rootDER, 0o644},
-		{IntermediateCertFile, "CERTIFICATE", interDER, 0o644},
+		{RootCertFile, "CERTIFICATE", root.Raw, 0o644},
+		{IntermediateCertFile, "CERTIFICATE", inter.Raw, 0o644},
 	}
 	for _, w := range writes {
 		if err := WriteNew(filepath.Join(dir, w.name), w.mode, &pem.Block{Type: w.typ, Bytes: w.der}); err != nil {
 			return "", fmt.Errorf("initialising local CA in %s: %w", dir, err)
 		}
 	}
+	if _, err := SignRootCRL(dir, RootCertFile, RootKeyFile, o.URLBase); err != nil {
+		return "", err
+	}
 	return filepath.Join(dir, RootCertFile), nil
 }
 
-// IntermediateTemplate is the certificate of an issuing CA named cn: it
-// signs only leaves (pathLen 0) and, as CABF BR §7.1.2.10.6 asks of
-// subordinate CAs, carries the EKUs its leaves use.
-func IntermediateTemplate(cn string, org []string, pub crypto.PublicKey, notBefore, notAfter time.Time) (*x509.Certificate, error) {
-	t, err := caTemplate(cn, org, pub, notBefore, notAfter)
+// newRoot makes a self-signed root CA named cn (ECDSA P-384, 10 years),
+// linted before it is returned.
+func newRoot(cn string, o CAOptions, now time.Time) (*x509.Certificate, crypto.Signer, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl, err := caTemplate(pkix.Name{CommonName: cn, Organization: []string{o.Name}, Country: []string{o.Country}}, key.Public(), now, now.Add(rootValidity))
+	if err != nil {
+		return nil, nil, err
+	}
+	// A root signs CA certificates and CRLs only; CABF BR §7.1.2.1 gives it
+	// no pathLen, no EKU and no certificatePolicies.
+	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageCRLSign
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("signing root certificate %s: %w", cn, err)
+	}
+	if err := LintCACertificate(der); err != nil {
+		return nil, nil, fmt.Errorf("root certificate %s: %w", cn, err)
+	}
+	root, err := x509.ParseCertificate(der)
+	return root, key, err
+}
+
+// subordinateName is an intermediate's subject under a root whose subject
+// is parent: the root's organization and country (or country when the
+// root has none, as roots made before Hallmark wrote one).
+func subordinateName(cn string, parent pkix.Name, country string) pkix.Name {
+	n := pkix.Name{CommonName: cn, Organization: parent.Organization, Country: parent.Country}
+	if len(n.Country) == 0 {
+		n.Country = []string{country}
+	}
+	return n
+}
+
+// oidAnyPolicy is anyPolicy (RFC 5280 §4.2.1.4).
+var oidAnyPolicy = func() x509.OID {
+	oid, err := x509.OIDFromInts([]uint64{2, 5, 29, 32, 0})
+	if err != nil {
+		panic(err)
+	}
+	return oid
+}()
+
+// IntermediateTemplate is the certificate of an issuing CA named subject:
+// it signs only leaves (pathLen 0) and, as CABF BR §7.1.2.10.6 asks of
+// subordinate CAs, carries the EKUs its leaves use. Its cRLDistributionPoints
+// is rootCRL, where its root publishes whether it is revoked (BR
+// §7.1.2.10.2 requires one). Its certificatePolicies is anyPolicy alone: the
+// "no policy restrictions" form BR §7.1.2.10.5 allows a subordinate CA
+// operated by its root's own operator (an Affiliate), which a Hallmark
+// intermediate always is. A CABF reserved OID (2.23.140.1.2.x) would assert
+// issuance audited under the Baseline Requirements, which a private CA does
+// not claim (its leaves carry no policy either: skippedLints).
+func IntermediateTemplate(subject pkix.Name, pub crypto.PublicKey, notBefore, notAfter time.Time, rootCRL string) (*x509.Certificate, error) {
+	if rootCRL == "" {
+		return nil, errors.New("an intermediate needs its root's CRL URL (ca.url_base)")
+	}
+	t, err := caTemplate(subject, pub, notBefore, notAfter)
 	if err != nil {
 		return nil, err
 	}
 	t.MaxPathLen, t.MaxPathLenZero = 0, true
 	t.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature
 	t.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	t.CRLDistributionPoints = []string{rootCRL}
+	t.Policies = []x509.OID{oidAnyPolicy}
 	return t, nil
 }
 
-func caTemplate(cn string, org []string, pub crypto.PublicKey, notBefore, notAfter time.Time) (*x509.Certificate, error) {
+func caTemplate(subject pkix.Name, pub crypto.PublicKey, notBefore, notAfter time.Time) (*x509.Certificate, error) {
 	serial, err := newSerial()
 	if err != nil {
 		return nil, err
@@ -146,7 +222,7 @@ func caTemplate(cn string, org []string, pub crypto.PublicKey, notBefore, notAft
 	}
 	return &x509.Certificate{
 		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: cn, Organization: org},
+		Subject:               subject,
 		NotBefore:             notBefore,
 		NotAfter:              notAfter,
 		BasicConstraintsValid: true,

@@ -19,7 +19,7 @@ import (
 func TestInitLocalThenLoadLocal(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "ca")
-	rootPath, err := InitLocal(dir, "Acme Corp")
+	rootPath, err := InitLocal(dir, CAOptions{Name: "Acme Corp", URLBase: "http://ca.test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestInitLocalRefusesToOverwrite(t *testing.T) {
 		prepare func(t *testing.T, dir string)
 	}{
 		{"a complete CA", func(t *testing.T, dir string) {
-			if _, err := InitLocal(dir, "First"); err != nil {
+			if _, err := InitLocal(dir, CAOptions{Name: "First", URLBase: "http://ca.test"}); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -113,7 +113,7 @@ func TestInitLocalRefusesToOverwrite(t *testing.T) {
 			dir := t.TempDir()
 			tc.prepare(t, dir)
 			before := snapshot(t, dir)
-			_, err := InitLocal(dir, "Second")
+			_, err := InitLocal(dir, CAOptions{Name: "Second", URLBase: "http://ca.test"})
 			if !errors.Is(err, ErrExists) {
 				t.Fatalf("got %v, want ErrExists", err)
 			}
@@ -151,7 +151,7 @@ func TestLoadLocalRefusesAMismatchedKey(t *testing.T) {
 	t.Parallel()
 	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
 	for _, d := range []string{a, b} {
-		if _, err := InitLocal(d, "X"); err != nil {
+		if _, err := InitLocal(d, CAOptions{Name: "X", URLBase: "http://ca.test"}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -25,18 +25,18 @@ func TestProfileIssuersRotateAndPickByKey(t *testing.T) {
 			r.stopFirst(t)
 			ctx := context.Background()
 			dir := t.TempDir()
-			if _, err := signer.InitLocal(dir, "Rotate"); err != nil {
+			if _, err := signer.InitLocal(dir, signer.CAOptions{Name: "Rotate", URLBase: "http://ca.test"}); err != nil {
 				t.Fatal(err)
 			}
 			first, err := signer.LoadLocal(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ec, err := signer.CreateIntermediate(dir, "Rotate E1", "p256")
+			ec, err := signer.CreateIntermediate(dir, signer.CAOptions{URLBase: "http://ca.test"}, "Rotate E1", "p256")
 			if err != nil {
 				t.Fatal(err)
 			}
-			rs, err := signer.CreateIntermediate(dir, "Rotate R1", "rsa2048")
+			rs, err := signer.CreateIntermediate(dir, signer.CAOptions{URLBase: "http://ca.test"}, "Rotate R1", "rsa2048")
 			if err != nil {
 				t.Fatal(err)
 			}

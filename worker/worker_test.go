@@ -179,7 +179,7 @@ func (r *rig) startWorker(t *testing.T, id string, iss *signer.Issuer, maxWorker
 func localIssuer(t *testing.T, name string) *signer.Issuer {
 	t.Helper()
 	dir := t.TempDir()
-	if _, err := signer.InitLocal(dir, name); err != nil {
+	if _, err := signer.InitLocal(dir, signer.CAOptions{Name: name, URLBase: "http://ca.test"}); err != nil {
 		t.Fatal(err)
 	}
 	iss, err := signer.LoadLocal(dir)

@@ -4,7 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/hallmark-ca/hallmark/store"
 )
@@ -40,4 +46,61 @@ func RetireIssuer(ctx context.Context, st IssuerStore, id, actor string) (store.
 		return "", fmt.Errorf("%q is not an issuer id", id)
 	}
 	return st.IssuerRetire(ctx, id, store.AuditEvent{Actor: actor, Action: "issuer.retire", Subject: id})
+}
+
+// IssuerKeyTypes are the key types `hallmark-worker ca intermediate` makes
+// (signer.KeyTypes, which this package may not link).
+var IssuerKeyTypes = []string{"p256", "p384", "rsa2048", "rsa3072", "rsa4096"}
+
+// NewIssuer is what CreateIssuer asks hallmark-worker to make.
+type NewIssuer struct {
+	Worker  string // the hallmark-worker binary (WorkerBeside)
+	Config  string // the configuration file both read; "" for the defaults
+	Name    string // the intermediate's common name
+	KeyType string // one of IssuerKeyTypes
+	Actor   string // who asked, for the audit log
+}
+
+// createdIssuer is the line `hallmark-worker ca intermediate` prints.
+var createdIssuer = regexp.MustCompile(`(?m)^created issuer ([0-9a-f]+):`)
+
+// CreateIssuer makes a new intermediate under the root of ca.dir by running
+// `hallmark-worker ca intermediate`, which generates the key, has the root
+// sign it, records the issuer and audits issuer.create as n.Actor: the
+// CLI's path and the panel's, so neither process ever holds a key (the CLI
+// and the frontend link no signer). It returns the new issuer's id and what
+// the command printed.
+func CreateIssuer(ctx context.Context, n NewIssuer) (id, output string, err error) {
+	if n.Name == "" || len(n.Name) > 64 || strings.ContainsFunc(n.Name, unicode.IsControl) {
+		return "", "", fmt.Errorf("the name %q is not a common name of 1 to 64 printable characters", n.Name)
+	}
+	if !slices.Contains(IssuerKeyTypes, n.KeyType) {
+		return "", "", fmt.Errorf("key type %q is not one of %v", n.KeyType, IssuerKeyTypes)
+	}
+	if _, err := os.Stat(n.Worker); err != nil {
+		return "", "", fmt.Errorf("%s is missing (%v): it makes the key, and must sit beside this binary (make build)", n.Worker, err)
+	}
+	// --flag=value: a name starting with "-" stays the flag's value.
+	args := []string{"ca", "intermediate", "--name=" + n.Name, "--key-type=" + n.KeyType, "--actor=" + n.Actor}
+	if n.Config != "" {
+		args = append([]string{"--config", n.Config}, args...)
+	}
+	out, err := exec.CommandContext(ctx, n.Worker, args...).CombinedOutput()
+	if err != nil {
+		return "", string(out), fmt.Errorf("hallmark-worker ca intermediate: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	m := createdIssuer.FindSubmatch(out)
+	if m == nil {
+		return "", string(out), fmt.Errorf("hallmark-worker ca intermediate printed no issuer id: %s", strings.TrimSpace(string(out)))
+	}
+	return string(m[1]), string(out), nil
+}
+
+// WorkerBeside is the hallmark-worker binary in this binary's directory.
+func WorkerBeside() (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(filepath.Dir(self), "hallmark-worker"), nil
 }

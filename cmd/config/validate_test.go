@@ -24,6 +24,8 @@ func TestValidateRanges(t *testing.T) {
 		{"[ca]\ncrl_validity_hours = 0\n", "ca.crl_validity_hours"},
 		{"[ca]\ncrl_validity_hours = -24\n", "ca.crl_validity_hours"},
 		{"[ca]\ncrl_shards = 0\n", "ca.crl_shards"},
+		{"[ca]\ncountry = \"de\"\n", "ca.country"},
+		{"[ca]\ncountry = \"DEU\"\n", "ca.country"},
 		{"[ca]\ncrl_shards = 1025\n", "ca.crl_shards"},
 		{"[ca]\ncrl_validity_hours = 1\n[worker]\ncrl_interval_minutes = 600\n", "worker.crl_interval_minutes"},
 		{"[ca]\ncrl_validity_hours = 2\n[worker]\ncrl_interval_minutes = 60\n", "worker.crl_interval_minutes"},
@@ -74,7 +76,7 @@ func TestValidateRanges(t *testing.T) {
 	for _, body := range []string{
 		"",
 		"[ca]\ncrl_validity_hours = 1\n[worker]\ncrl_interval_minutes = 29\n",
-		"[ca]\ncrl_shards = 1\n", "[ca]\ncrl_shards = 1024\n",
+		"[ca]\ncrl_shards = 1\n", "[ca]\ncrl_shards = 1024\n", "[ca]\ncountry = \"DE\"\n",
 		"[server]\nretry_after_seconds = 0\n[database]\nmax_conns = 0\n",
 		"[server]\nverdict_wait_ms = 0\n",
 		"[server]\nrequest_timeout_ms = 3000\nverdict_wait_ms = 2000\n",

@@ -20,7 +20,9 @@ import (
 // serveAdmin starts the operator panel on admin.listen — its own listener,
 // never the public ACME one — when configured. It returns once listening;
 // the panel stops with ctx. The panel is nil when none is configured.
-func serveAdmin(ctx context.Context, cfg config.Config, db *open.DB, log *slog.Logger) (*admin.Server, error) {
+// cfgPath is the file cfg was read from: the issuers page's create form
+// hands it to hallmark-worker, which makes the key in its own process.
+func serveAdmin(ctx context.Context, cfgPath string, cfg config.Config, db *open.DB, log *slog.Logger) (*admin.Server, error) {
 	if cfg.Admin.Listen == "" {
 		return nil, nil
 	}
@@ -42,6 +44,7 @@ func serveAdmin(ctx context.Context, cfg config.Config, db *open.DB, log *slog.L
 		Profiles:      cfg.Profiles,
 		Logger:        log.With("component", "admin"),
 		Version:       version.Get().String(),
+		ConfigPath:    cfgPath,
 	})
 	if err != nil {
 		return nil, err

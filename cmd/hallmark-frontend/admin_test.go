@@ -48,7 +48,7 @@ func TestAdminSecureCookies(t *testing.T) {
 				t.Fatal(err)
 			}
 			var logs bytes.Buffer
-			if _, err := serveAdmin(ctx, cfg, db, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+			if _, err := serveAdmin(ctx, "", cfg, db, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
 				t.Fatal(err)
 			}
 			m := regexp.MustCompile(`url=(http://[^ ]+/)`).FindStringSubmatch(logs.String())

@@ -124,7 +124,7 @@ func run(c *cli.Context) error {
 	if err := process.ServeProfiling(ctx, cfg.Server.PprofListen, log); err != nil {
 		return err
 	}
-	if lv.panel, err = serveAdmin(ctx, cfg, db, log); err != nil {
+	if lv.panel, err = serveAdmin(ctx, c.String("config"), cfg, db, log); err != nil {
 		return err
 	}
 	watcher := &reload.Watcher{Actor: actor(), Store: db.Store, Log: log, Apply: lv.apply, Hangups: hangups}

@@ -125,7 +125,7 @@ func initPKCS11(c *cli.Context, cfg config.Config, name string) error {
 		return fmt.Errorf("backends.%s: %w", name, err)
 	}
 	cert, err := pkcs11.Init(pc, c.String("key-type"), c.String("name")+" HSM Intermediate CA "+name,
-		filepath.Join(cfg.CA.Dir, signer.RootCertFile), filepath.Join(cfg.CA.Dir, signer.RootKeyFile), b.Cert)
+		filepath.Join(cfg.CA.Dir, signer.RootCertFile), filepath.Join(cfg.CA.Dir, signer.RootKeyFile), b.Cert, caOptions(cfg, ""))
 	if errors.Is(err, signer.ErrExists) {
 		fmt.Printf("PKCS#11 backend %s is already initialised (left unchanged): %v\n", name, err)
 		return nil
@@ -134,7 +134,9 @@ func initPKCS11(c *cli.Context, cfg config.Config, name string) error {
 		return err
 	}
 	fmt.Printf("generated a %s key on PKCS#11 %s and wrote its certificate %s (issuer %x)\n", c.String("key-type"), pc, b.Cert, cert.SubjectKeyId)
-	return nil
+	// The root's key signed: its CRL is signed again too.
+	_, err = signer.SignRootCRL(cfg.CA.Dir, signer.RootCertFile, signer.RootKeyFile, cfg.CA.URLBase)
+	return err
 }
 
 // backendsReady puts the mounted backends' health in front of /readyz: a

@@ -114,7 +114,7 @@ func caIntermediate(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	iss, err := signer.CreateIntermediate(cfg.CA.Dir, c.String("name"), c.String("key-type"))
+	iss, err := signer.CreateIntermediate(cfg.CA.Dir, caOptions(cfg, ""), c.String("name"), c.String("key-type"))
 	if err != nil {
 		return err
 	}
@@ -135,6 +135,9 @@ func caIntermediate(c *cli.Context) error {
 	if err := db.Store.IssuerRecordPut(c.Context, record(iss), iss.Cert.Raw, &ev); err != nil {
 		return err
 	}
+	if _, err := publishRootCRLs(c.Context, db.Store, cfg.CA.Dir); err != nil {
+		return err
+	}
 	fmt.Printf("created issuer %s: %s (%s), %d alternate chains\n", iss.ID, iss.Cert.Subject.CommonName, record(iss).KeyType, len(iss.AltChains))
 	fmt.Printf("make a profile sign with it: hallmark issuers rotate --profile <name> %s\n", iss.ID)
 	return nil
@@ -142,7 +145,7 @@ func caIntermediate(c *cli.Context) error {
 
 // caCrossRoot makes the cross root of `ca init --cross-root`.
 func caCrossRoot(cfg config.Config, name string) error {
-	root, err := signer.InitCrossRoot(cfg.CA.Dir, name)
+	root, err := signer.InitCrossRoot(cfg.CA.Dir, caOptions(cfg, name))
 	if errors.Is(err, signer.ErrExists) {
 		fmt.Printf("cross root already exists in %s (left unchanged)\n", cfg.CA.Dir)
 		return nil

@@ -83,6 +83,10 @@ func main() {
 						&cli.StringFlag{Name: "actor", Usage: "who asked, for the audit log (default cli:<user>)"},
 					},
 					Action: caIntermediate,
+				}, {
+					Name:   "root-crl",
+					Usage:  "sign each root's CRL again (valid 12 months) and publish it: run it where the root keys are, before the last one's nextUpdate",
+					Action: caRootCRL,
 				}},
 			},
 			version.Command("hallmark-worker"),
@@ -100,7 +104,7 @@ func caInit(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	root, err := signer.InitLocal(cfg.CA.Dir, c.String("name"))
+	root, err := signer.InitLocal(cfg.CA.Dir, caOptions(cfg, c.String("name")))
 	switch {
 	case errors.Is(err, signer.ErrExists):
 		fmt.Printf("CA already exists in %s (left unchanged)\n", cfg.CA.Dir)
@@ -121,6 +125,7 @@ func caInit(c *cli.Context) error {
 			return err
 		}
 	}
+	publishRootCRLsNow(c.Context, cfg)
 	if certPath := c.String("tls-cert"); certPath != "" {
 		if _, err := os.Stat(certPath); err == nil {
 			fmt.Printf("TLS certificate %s already exists (left unchanged)\n", certPath)
@@ -276,6 +281,7 @@ func run(c *cli.Context) error {
 	if err := publishIssuers(ctx, cfg, db.Store, issuers, log); err != nil {
 		return err
 	}
+	publishRootCRLsAtStart(ctx, cfg, db.Store, log)
 	managed, load, err := managedIssuers(ctx, cfg, db.Store, log)
 	if err != nil {
 		return err
@@ -285,6 +291,9 @@ func run(c *cli.Context) error {
 		return err
 	}
 	reg := processRegistry()
+	if err := reg.Register(rootCRLCollector{st: db.Store, ids: rootIDs(cfg.CA.Dir)}); err != nil {
+		return err
+	}
 	w, err := worker.New(workerConfig(cfg), db.Store, worker.Options{Logger: log, Registry: reg, Issuers: issuers, Backends: backends,
 		Notify: sender.Handle, ExpiryDays: cfg.Notify.ExpiryDays, Managed: managed, Load: load})
 	if err != nil {

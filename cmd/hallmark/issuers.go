@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -89,26 +86,20 @@ func issuersList(ctx context.Context, s *session, c *cli.Context) error {
 	return nil
 }
 
-// issuersCreate runs hallmark-worker beside this binary: key generation and
-// the root's signature happen in the binary that links the signer.
+// issuersCreate runs hallmark-worker beside this binary
+// (operator.CreateIssuer, the panel's path too): key generation and the
+// root's signature happen in the binary that links the signer.
 func issuersCreate(c *cli.Context) error {
-	self, err := os.Executable()
+	bin, err := operator.WorkerBeside()
 	if err != nil {
 		return err
 	}
-	bin := filepath.Join(filepath.Dir(self), "hallmark-worker")
-	if _, err := os.Stat(bin); err != nil {
-		return cli.Exit(fmt.Sprintf("%s is missing: it makes the key, and must sit beside this binary (make build)", bin), exitError)
-	}
-	args := []string{"ca", "intermediate", "--name", c.String("name"), "--key-type", c.String("key-type"), "--actor", operator.CLIActor()}
-	if cfg := c.String("config"); cfg != "" {
-		args = append([]string{"--config", cfg}, args...)
-	}
-	cmd := exec.CommandContext(c.Context, bin, args...)
-	cmd.Stdout, cmd.Stderr = c.App.Writer, c.App.ErrWriter
-	if err := cmd.Run(); err != nil {
+	_, out, err := operator.CreateIssuer(c.Context, operator.NewIssuer{Worker: bin, Config: c.String("config"),
+		Name: c.String("name"), KeyType: c.String("key-type"), Actor: operator.CLIActor()})
+	if err != nil {
 		return cli.Exit(fmt.Sprintf("creating the intermediate: %v", err), exitError)
 	}
+	fmt.Fprint(c.App.Writer, out)
 	return nil
 }
 

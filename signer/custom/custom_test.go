@@ -116,7 +116,7 @@ func hook(mode string) int {
 func backend(t *testing.T, mode string, timeout time.Duration) (*custom.Backend, string) {
 	t.Helper()
 	dir := t.TempDir()
-	if _, err := signer.InitLocal(dir, "Hook CA"); err != nil {
+	if _, err := signer.InitLocal(dir, signer.CAOptions{Name: "Hook CA", URLBase: "http://ca.test"}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := custom.New(custom.Config{Name: "hooks", Timeout: timeout,

@@ -72,7 +72,7 @@ func optionalHook(mode, dir string, in []byte) int {
 func envHook(t *testing.T, mode string, c signerconf.Custom) (*custom.Backend, string) {
 	t.Helper()
 	dir := t.TempDir()
-	if _, err := signer.InitLocal(dir, "Hook CA"); err != nil {
+	if _, err := signer.InitLocal(dir, signer.CAOptions{Name: "Hook CA", URLBase: "http://ca.test"}); err != nil {
 		t.Fatal(err)
 	}
 	self, err := os.Executable()

@@ -35,7 +35,7 @@ func BenchmarkIssue(b *testing.B) {
 
 func localIssuer(b *testing.B) *signer.Issuer {
 	dir := b.TempDir()
-	if _, err := signer.InitLocal(dir, "Bench"); err != nil {
+	if _, err := signer.InitLocal(dir, signer.CAOptions{Name: "Bench", URLBase: "http://ca.test"}); err != nil {
 		b.Fatal(err)
 	}
 	iss, err := signer.LoadLocal(dir)

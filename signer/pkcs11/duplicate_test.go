@@ -32,7 +32,7 @@ func TestLabelNamingTwoKeyPairs(t *testing.T) {
 	needHSM(t)
 	label := fmt.Sprintf("dup-%d", labels.Add(1))
 	dir := t.TempDir()
-	if _, err := signer.InitLocal(dir, "Dup Test"); err != nil {
+	if _, err := signer.InitLocal(dir, signer.CAOptions{Name: "Dup Test", URLBase: "http://ca.test"}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, err := crypto11.Configure(&crypto11.Config{Path: hsm.module, TokenLabel: tokenLabel, Pin: userPIN, MaxSessions: 2})

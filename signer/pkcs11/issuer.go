@@ -2,8 +2,8 @@ package pkcs11
 
 import (
 	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -43,8 +43,16 @@ var KeyTypes = []string{"p256", "p384", "rsa2048", "rsa3072", "rsa4096"}
 // cfg.KeyID), has the root in rootCertFile/rootKeyFile sign its intermediate
 // CA certificate, and writes it to certFile. It refuses when certFile exists
 // or the token already holds a key with that label or id, so a re-run never
-// replaces a key that certificates chain to. It returns the certificate.
-func Init(cfg Config, keyType, commonName, rootCertFile, rootKeyFile, certFile string) (*x509.Certificate, error) {
+// replaces a key that certificates chain to. o gives the root's CRL URL
+// base and a country when the root names none (signer.CAOptions); the
+// caller signs the root's CRL again. It returns the certificate.
+func Init(cfg Config, keyType, commonName, rootCertFile, rootKeyFile, certFile string, o signer.CAOptions) (*x509.Certificate, error) {
+	if o.URLBase == "" {
+		return nil, errors.New("initialising PKCS#11 issuer: the CA's URL base (ca.url_base) is empty")
+	}
+	if o.Country == "" {
+		o.Country = "XX"
+	}
 	if _, err := os.Lstat(certFile); err == nil {
 		return nil, fmt.Errorf("initialising PKCS#11 issuer: %s: %w", certFile, signer.ErrExists)
 	} else if !errors.Is(err, fs.ErrNotExist) {
@@ -73,18 +81,22 @@ func Init(cfg Config, keyType, commonName, rootCertFile, rootKeyFile, certFile s
 	if notAfter.After(root.NotAfter) {
 		notAfter = root.NotAfter
 	}
-	tmpl, err := signer.IntermediateTemplate(commonName, root.Subject.Organization, key.Public(), now, notAfter)
+	subject := pkix.Name{CommonName: commonName, Organization: root.Subject.Organization, Country: root.Subject.Country}
+	if len(subject.Country) == 0 {
+		subject.Country = []string{o.Country}
+	}
+	tmpl, err := signer.IntermediateTemplate(subject, key.Public(), now, notAfter, signer.RootCRLURL(o.URLBase, root))
 	if err != nil {
 		return nil, err
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, root, key.Public(), rootKey)
+	cert, err := signer.SignCA(root, rootKey, tmpl, key.Public())
 	if err != nil {
 		return nil, fmt.Errorf("signing the PKCS#11 intermediate with the root: %w", err)
 	}
-	if err := signer.WriteNew(certFile, 0o644, &pem.Block{Type: "CERTIFICATE", Bytes: der}); err != nil {
+	if err := signer.WriteNew(certFile, 0o644, &pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}); err != nil {
 		return nil, err
 	}
-	return x509.ParseCertificate(der)
+	return cert, nil
 }
 
 // generateKey makes a keyType key pair on the token under cfg's label and

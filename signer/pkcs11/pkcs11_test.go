@@ -49,12 +49,12 @@ func newCA(t testing.TB, label, keyType string) *ca {
 	needHSM(t)
 	label = fmt.Sprintf("%s-%d", label, labels.Add(1))
 	dir := t.TempDir()
-	if _, err := signer.InitLocal(dir, "PKCS11 Test"); err != nil {
+	if _, err := signer.InitLocal(dir, signer.CAOptions{Name: "PKCS11 Test", URLBase: "http://ca.test"}); err != nil {
 		t.Fatal(err)
 	}
 	cfg := pkcs11.Config{Module: hsm.module, TokenLabel: tokenLabel, PIN: userPIN, KeyLabel: label, MaxSessions: 8}
 	certFile := filepath.Join(dir, "hsm.pem")
-	if _, err := pkcs11.Init(cfg, keyType, "PKCS11 Test HSM Intermediate", filepath.Join(dir, signer.RootCertFile), filepath.Join(dir, signer.RootKeyFile), certFile); err != nil {
+	if _, err := pkcs11.Init(cfg, keyType, "PKCS11 Test HSM Intermediate", filepath.Join(dir, signer.RootCertFile), filepath.Join(dir, signer.RootKeyFile), certFile, signer.CAOptions{URLBase: "http://ca.test"}); err != nil {
 		t.Fatalf("Init: %v", err)
 	}
 	iss, tok, err := pkcs11.LoadIssuer(cfg, certFile)
@@ -146,10 +146,10 @@ func TestInitRefusesToReplace(t *testing.T) {
 	defer tokenMu.RUnlock()
 	c := newCA(t, "init-twice", "p256")
 	root, rootKey := filepath.Join(c.dir, signer.RootCertFile), filepath.Join(c.dir, signer.RootKeyFile)
-	if _, err := pkcs11.Init(c.cfg, "p256", "x", root, rootKey, filepath.Join(c.dir, "hsm.pem")); !errors.Is(err, signer.ErrExists) {
+	if _, err := pkcs11.Init(c.cfg, "p256", "x", root, rootKey, filepath.Join(c.dir, "hsm.pem"), signer.CAOptions{URLBase: "http://ca.test"}); !errors.Is(err, signer.ErrExists) {
 		t.Fatalf("Init over an existing certificate file: %v, want ErrExists", err)
 	}
-	if _, err := pkcs11.Init(c.cfg, "p256", "x", root, rootKey, filepath.Join(c.dir, "other.pem")); !errors.Is(err, signer.ErrExists) {
+	if _, err := pkcs11.Init(c.cfg, "p256", "x", root, rootKey, filepath.Join(c.dir, "other.pem"), signer.CAOptions{URLBase: "http://ca.test"}); !errors.Is(err, signer.ErrExists) {
 		t.Fatalf("Init over an existing key label: %v, want ErrExists", err)
 	}
 }

@@ -28,6 +28,11 @@ type CA struct {
 	// CRLShards is how many CRLs each local or PKCS#11 issuer's
 	// revocations are spread over; a certificate names its shard's URL.
 	CRLShards int `toml:"crl_shards"`
+	// Country is the countryName (ISO 3166-1 alpha-2) of the CA
+	// certificates `hallmark-worker ca init` makes (CABF BR §7.1.2.10.2
+	// requires one); later intermediates repeat their root's. Default
+	// "XX", the user-assigned code, which names no country.
+	Country string `toml:"country"`
 }
 
 // DefaultCRLShards keeps every shard under about 1 MiB (an entry is about
@@ -41,7 +46,7 @@ const MaxCRLShards = 1024
 
 // DefaultCA is [ca] when the file sets nothing.
 func DefaultCA() CA {
-	return CA{Dir: "hallmark-data/ca", CRLValidityHours: 24 * 7, CRLShards: DefaultCRLShards}
+	return CA{Dir: "hallmark-data/ca", CRLValidityHours: 24 * 7, CRLShards: DefaultCRLShards, Country: "XX"}
 }
 
 // Validate reports every problem of [ca], each naming its key.
@@ -53,10 +58,20 @@ func (c CA) Validate() error {
 	if c.CRLValidityHours < 1 {
 		errs = append(errs, errors.New("ca.crl_validity_hours: must be at least 1"))
 	}
+	if !countryCode(c.Country) {
+		errs = append(errs, fmt.Errorf("ca.country: must be an ISO 3166-1 alpha-2 code in capitals (\"DE\", \"US\"; \"XX\" for none), got %q", c.Country))
+	}
 	if c.CRLShards < 1 || c.CRLShards > MaxCRLShards {
 		errs = append(errs, fmt.Errorf("ca.crl_shards: must be between 1 and %d, got %d; never lower it once certificates are issued (their shards above it would get no CRL)", MaxCRLShards, c.CRLShards))
 	}
 	return errors.Join(errs...)
+}
+
+// countryCode reports whether s has the form of an ISO 3166-1 alpha-2
+// code: two capital letters (zlint checks the code itself before a CA
+// certificate is signed).
+func countryCode(s string) bool {
+	return len(s) == 2 && s[0] >= 'A' && s[0] <= 'Z' && s[1] >= 'A' && s[1] <= 'Z'
 }
 
 // problems collects one backend's problems, each naming its key.

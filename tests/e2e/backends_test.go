@@ -66,7 +66,7 @@ func buildHook(t *testing.T) (bin, caDir string) {
 		t.Fatalf("building the test hook: %v\n%s", err, out)
 	}
 	caDir = filepath.Join(dir, "hook-ca")
-	if _, err := signer.InitLocal(caDir, "Hook Upstream"); err != nil {
+	if _, err := signer.InitLocal(caDir, signer.CAOptions{Name: "Hook Upstream", URLBase: "http://ca.test"}); err != nil {
 		t.Fatal(err)
 	}
 	return bin, caDir

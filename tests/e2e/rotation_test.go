@@ -148,6 +148,10 @@ func TestRotationUnderLoad(t *testing.T) {
 
 			// The new issuer, made while the worker ran, signs its CRLs.
 			wantCRLOf(t, ca, cert2)
+			// Its certificate and its cross-signed twin each name their
+			// root's CRL, which the frontend serves, signed by that root.
+			wantRootCRL(t, ca, chainOf(t, filepath.Join(path, "certificates", second+".crt"))[1])
+			wantRootCRL(t, ca, issuerCert(t, ca, cert2))
 
 			if out, err := lego(t, ca, path, "--domains", first, "revoke", "--reason", "4"); err != nil {
 				t.Fatalf("lego revoke: %v\n%s", err, out)
@@ -213,6 +217,85 @@ func wantChainTo(t *testing.T, chainFile, rootFile, rootCN string) {
 	}
 	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter}); err != nil {
 		t.Fatalf("the preferred chain does not verify to %s: %v", rootFile, err)
+	}
+}
+
+// chainOf reads the certificates of a PEM file.
+func chainOf(t *testing.T, file string) []*x509.Certificate {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var certs []*x509.Certificate
+	for b, rest := pem.Decode(data); b != nil; b, rest = pem.Decode(rest) {
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		certs = append(certs, c)
+	}
+	return certs
+}
+
+// issuerCert is the certificate at cert's AIA caIssuers URL: its issuer's,
+// on the default chain.
+func issuerCert(t *testing.T, ca *CA, cert *x509.Certificate) *x509.Certificate {
+	t.Helper()
+	resp, err := ca.HTTPClient().Get(cert.IssuingCertificateURL[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	der, _ := io.ReadAll(resp.Body)
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatalf("GET %s: %d, %v", cert.IssuingCertificateURL[0], resp.StatusCode, err)
+	}
+	return c
+}
+
+// wantRootCRL fails unless inter names one CRL distribution point, that
+// of the root of ca.dir that signed it, where the frontend serves a CRL
+// that root signed, valid now and not listing inter.
+func wantRootCRL(t *testing.T, ca *CA, inter *x509.Certificate) {
+	t.Helper()
+	if len(inter.CRLDistributionPoints) != 1 {
+		t.Fatalf("%s names the CRLs %v; want its root's", inter.Subject.CommonName, inter.CRLDistributionPoints)
+	}
+	url := inter.CRLDistributionPoints[0]
+	resp, err := ca.HTTPClient().Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s (the CRL %s names): %d %s", url, inter.Subject.CommonName, resp.StatusCode, der)
+	}
+	crl, err := x509.ParseRevocationList(der)
+	if err != nil {
+		t.Fatalf("the CRL at %s: %v", url, err)
+	}
+	var root *x509.Certificate
+	for _, f := range []string{"root.pem", "root-x2.pem"} {
+		if r := chainOf(t, filepath.Join(ca.Dir, "ca", f))[0]; inter.CheckSignatureFrom(r) == nil {
+			root = r
+		}
+	}
+	if root == nil || !strings.HasPrefix(url, "http://") || !strings.HasSuffix(url, "/crl/"+hex.EncodeToString(root.SubjectKeyId)) {
+		t.Fatalf("%s names the CRL %s; want its root's", inter.Subject.CommonName, url)
+	}
+	if err := crl.CheckSignatureFrom(root); err != nil {
+		t.Fatalf("the CRL at %s is not signed by %s: %v", url, root.Subject.CommonName, err)
+	}
+	if !time.Now().Before(crl.NextUpdate) {
+		t.Fatalf("the CRL at %s expired at %s", url, crl.NextUpdate)
+	}
+	for _, e := range crl.RevokedCertificateEntries {
+		if e.SerialNumber.Cmp(inter.SerialNumber) == 0 {
+			t.Fatalf("the CRL at %s lists %s as revoked", url, inter.Subject.CommonName)
+		}
 	}
 }
 

@@ -70,6 +70,7 @@ func TestScrapedMetrics(t *testing.T) {
 				{"hallmark_signing_duration_seconds_count", `backend="local"`},
 				{"hallmark_crl_this_update_timestamp_seconds", `issuer="`},
 				{"hallmark_crl_next_update_timestamp_seconds", `issuer="`},
+				{"hallmark_root_crl_next_update_timestamp_seconds", `root="`},
 				{"hallmark_worker_queue_subscribed", `queue="profile_`},
 			} {
 				if !hasSeries(worker, s.name, s.labels, true) {

@@ -200,6 +200,7 @@ var argsFor = map[string][]string{
 	"hallmark-worker ca":              nil,
 	"hallmark-worker ca init":         {"--tls-cert", "frontend.pem", "--tls-key", "frontend.key"},
 	"hallmark-worker ca intermediate": {"--name", "Redaction Intermediate W"},
+	"hallmark-worker ca root-crl":     nil,
 }
 
 // longRunning are commands run in tests of their own.

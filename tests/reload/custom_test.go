@@ -28,7 +28,7 @@ func TestReloadCustomBackend(t *testing.T) {
 		t.Fatalf("building the e2e test hook: %v\n%s", err, out)
 	}
 	for _, n := range []string{"A", "B"} {
-		if _, err := signer.InitLocal(filepath.Join(dir, "hook-ca-"+n), "Hook CA "+n); err != nil {
+		if _, err := signer.InitLocal(filepath.Join(dir, "hook-ca-"+n), signer.CAOptions{Name: "Hook CA " + n, URLBase: "http://ca.test"}); err != nil {
 			t.Fatal(err)
 		}
 	}
