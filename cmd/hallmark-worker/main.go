@@ -300,21 +300,10 @@ func run(c *cli.Context) error {
 		return err
 	}
 	lv.jobs = worker.NewLive(w)
-	handlers, err := lv.jobs.Registry()
+	runner, err := startJobs(ctx, cfg, w, lv.jobs, db.Queue, reg)
 	if err != nil {
 		return err
 	}
-	settings := w.JobSettings()
-	settings.Logger = process.QuietLogger("worker", cfg.Log).With("worker", cfg.Worker.ID)
-	if settings.Metrics, err = jobMetrics(reg, db.Queue); err != nil {
-		return err
-	}
-	runner, err := db.Queue.Start(ctx, handlers, settings)
-	if err != nil {
-		return err
-	}
-	w.Attach(runner)
-	lv.jobs.Follow(runner) // a reload adding a profile adds its queue
 	if err := process.ServeProfiling(ctx, cfg.Worker.PprofListen, log); err != nil {
 		return err
 	}
@@ -331,6 +320,27 @@ func run(c *cli.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return runner.Stop(sctx)
+}
+
+// startJobs starts the job runner on q with the live worker's handlers,
+// and has both follow it: a reload adding a profile adds its queue.
+func startJobs(ctx context.Context, cfg config.Config, w *worker.Worker, lj *worker.Live, q jobs.Queue, reg prometheus.Registerer) (jobs.Runner, error) {
+	handlers, err := lj.Registry()
+	if err != nil {
+		return nil, err
+	}
+	settings := w.JobSettings()
+	settings.Logger = process.QuietLogger("worker", cfg.Log).With("worker", cfg.Worker.ID)
+	if settings.Metrics, err = jobMetrics(reg, q); err != nil {
+		return nil, err
+	}
+	runner, err := q.Start(ctx, handlers, settings)
+	if err != nil {
+		return nil, err
+	}
+	w.Attach(runner)
+	lj.Follow(runner)
+	return runner, nil
 }
 
 // serveHealth serves /healthz, /readyz and /metrics on worker.health_listen
