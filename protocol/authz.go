@@ -28,7 +28,7 @@ func (s *Server) authzDoc(a *store.Authorization) authzDoc {
 		Challenges: []challengeDoc{}}
 	for i := range a.Challenges {
 		if listed(a, &a.Challenges[i]) {
-			d.Challenges = append(d.Challenges, s.challengeDoc(&a.Challenges[i]))
+			d.Challenges = append(d.Challenges, s.challengeDoc(&a.Challenges[i], a.AccountID))
 		}
 	}
 	return d

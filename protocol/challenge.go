@@ -82,5 +82,5 @@ func (s *Server) answerChallenge(w http.ResponseWriter, p *post, c *store.Challe
 	if c.Status == acme.StatusProcessing {
 		w.Header().Set("Retry-After", retryAfter(s.retry))
 	}
-	return writeJSON(w, http.StatusOK, s.challengeDoc(c))
+	return writeJSON(w, http.StatusOK, s.challengeDoc(c, p.acct.ID))
 }

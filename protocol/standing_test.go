@@ -49,8 +49,8 @@ func TestStandingChallenges(t *testing.T) {
 				_ = json.Unmarshal(ch["type"], &typ)
 				types = append(types, typ)
 				if typ != "dns-persist-01" {
-					if _, ok := ch["token"]; !ok || ch["issuer-domain-names"] != nil {
-						t.Errorf("%s challenge %s: want a token and no issuer-domain-names", typ, ch)
+					if _, ok := ch["token"]; !ok || ch["issuer-domain-names"] != nil || ch["accounturi"] != nil {
+						t.Errorf("%s challenge %s: want a token and no issuer-domain-names or accounturi", typ, ch)
 					}
 					continue
 				}
@@ -59,6 +59,11 @@ func TestStandingChallenges(t *testing.T) {
 				_ = json.Unmarshal(ch["issuerDomainNames"], &names02)
 				if _, ok := ch["token"]; ok || !slices.Equal(names, []string{"hallmark.example", "ca.example"}) || !slices.Equal(names02, names) {
 					t.Errorf("dns-persist-01 challenge %s: want no token and issuer-domain-names and issuerDomainNames [hallmark.example ca.example]", ch)
+				}
+				var uri string
+				_ = json.Unmarshal(ch["accounturi"], &uri)
+				if uri != a.kid {
+					t.Errorf("dns-persist-01 challenge %s: accounturi %q, want the account's URL %q (draft-ietf-acme-dns-persist-01 §3.1)", ch, uri, a.kid)
 				}
 			}
 			if !slices.Equal(types, want[az.Identifier.Value]) {

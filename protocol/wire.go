@@ -103,17 +103,21 @@ type challengeDoc struct {
 	Validated        string             `json:"validated,omitempty"`
 	Error            *acme.Problem      `json:"error,omitempty"`
 	ValidationRecord json.RawMessage    `json:"validationRecord,omitempty"`
-	// IssuerDomainNames is dns-persist-01's (draft-ietf-acme-dns-persist-01
-	// §3.1), which has no token; draft -02 renamed it issuerDomainNames.
+	// AccountURI and IssuerDomainNames are dns-persist-01's
+	// (draft-ietf-acme-dns-persist-01 §3.1), which has no token: the
+	// account the record must name, and the CA's names it may use; draft
+	// -02 renamed the latter issuerDomainNames.
+	AccountURI          string   `json:"accounturi,omitempty"`
 	IssuerDomainNames   []string `json:"issuer-domain-names,omitempty"`
 	IssuerDomainNames02 []string `json:"issuerDomainNames,omitempty"`
 }
 
-func (s *Server) challengeDoc(c *store.Challenge) challengeDoc {
+// challengeDoc is c as its account, accountID, sees it.
+func (s *Server) challengeDoc(c *store.Challenge, accountID string) challengeDoc {
 	d := challengeDoc{Type: c.Type, URL: s.challURL(c.ID), Status: c.Status, Token: c.Token,
 		Validated: rfc3339p(c.Validated), Error: c.Error}
 	if c.Type == acme.ChallengeDNSPersist01 {
-		d.Token = ""
+		d.Token, d.AccountURI = "", s.accountURL(accountID)
 		d.IssuerDomainNames = issuerDomainNames(s.cfg.Server.CAAIdentities)
 		d.IssuerDomainNames02 = d.IssuerDomainNames
 	}
