@@ -261,6 +261,13 @@ func TestDNSPersistAndAccount(t *testing.T) {
 					t.Fatalf("after a key rollover, the record hashed with the replaced key: %v", err)
 				}
 			})
+			t.Run("lego v5's client: a name and its wildcard", func(t *testing.T) {
+				chain := obtainWithLegoV5(t, ca, func(accountURL string) {
+					record("v5.persist.test", "hallmark.test; accounturi="+accountURL+"; policy=wildcard")
+				}, "v5.persist.test", "*.v5.persist.test")
+				verifyTo(t, chain, root, "v5.persist.test")
+				verifyTo(t, chain, root, "any.v5.persist.test")
+			})
 			t.Run("dns-account-01 wildcard at the account's label", func(t *testing.T) {
 				chain, err := obtainBy(ctx, alice, "dns-account-01", []string{"*.acct.persist.test"}, func(base string, ch *xacme.Challenge) {
 					rec, err := alice.DNS01ChallengeRecord(ch.Token)
