@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hallmark-ca/hallmark/admin/adminconf"
 	"github.com/hallmark-ca/hallmark/admin/operator"
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/profile"
@@ -57,6 +58,9 @@ type Options struct {
 	// (serverconf.Limits.Pause), for the pauses page; zero: off.
 	PauseAfter       time.Duration
 	PauseMinFailures int
+	// OIDC turns on sign-in through an OpenID Connect provider
+	// (LoadOIDC); nil: off.
+	OIDC *OIDCOptions
 }
 
 // Server is the admin panel.
@@ -74,6 +78,7 @@ type Server struct {
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
 	signIns signIns // client certificates' sign-ins recorded lately
+	oidc    *oidcLogin // nil: no OpenID Connect sign-in
 }
 
 // stores is the store as the panel's sign-in (admin.go, login.go) and its
@@ -131,6 +136,9 @@ func New(o Options) (*Server, error) {
 	s := &Server{st: stores{sessions: o.Store, operators: o.Store, pages: o.Store, pauses: o.Store, issuers: o.Store, keys: o.Store, audit: o.Store}, q: o.Queue, auth: a, limit: newLimiter(func() time.Time { return a.now() }),
 		crlBase: strings.TrimRight(o.CRLBase, "/"), wait: o.RevokeWait, version: o.Version, pause: store.PauseRule{After: o.PauseAfter, MinFailures: int64(o.PauseMinFailures)}, log: o.Logger, mux: http.NewServeMux()}
 	s.Reload(o.Profiles, o.Revoker)
+	if o.OIDC != nil {
+		s.oidc = newOIDCLogin(*o.OIDC)
+	}
 	if err := s.parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -173,6 +181,10 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	s.mux.HandleFunc("GET /login", s.loginPage)
 	s.mux.HandleFunc("POST /login", s.login)
+	if s.oidc != nil {
+		s.mux.HandleFunc("GET /login/oidc", s.oidcStart)
+		s.mux.HandleFunc("GET "+adminconf.CallbackPath, s.oidcCallback)
+	}
 	s.mux.Handle("POST /logout", s.authed(store.RoleViewer, s.logout))
 	s.mux.Handle("GET /{$}", s.authed(store.RoleViewer, s.overview))
 	s.mux.Handle("GET /accounts", s.authed(store.RoleViewer, s.accounts))
@@ -259,6 +271,13 @@ func (s *Server) authed(need string, h handlerFunc) http.Handler {
 				s.fail(w, r, principal{}, err)
 				return
 			}
+		}
+		if ok && p.cred != "" {
+			if p.role, err = s.liveRole(r, p); err != nil {
+				s.fail(w, r, principal{}, err)
+				return
+			}
+			ok = p.role != ""
 		}
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hallmark admin"`)

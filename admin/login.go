@@ -38,10 +38,15 @@ func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, status int,
 	if r.URL.RawQuery != "" {
 		next += "?" + r.URL.RawQuery
 	}
-	if r.URL.Path == "/login" {
+	if r.URL.Path == "/login" || strings.HasPrefix(r.URL.Path, "/login/") {
 		next = r.URL.Query().Get("next")
 	}
-	s.render(w, r, principal{seed: "login:" + nonce}, status, "login", map[string]any{"Message": msg, "Next": next})
+	data := map[string]any{"Message": msg, "Next": next, "TokenOff": s.auth.off}
+	if s.oidc != nil {
+		data["OIDC"] = s.oidc.o.Label()
+		data["OIDCStart"] = "/login/oidc?" + string(query("next", safeNext(next)))
+	}
+	s.render(w, r, principal{seed: "login:" + nonce}, status, "login", data)
 }
 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {

@@ -31,6 +31,10 @@ func serveAdmin(ctx context.Context, cfg config.Config, db *open.DB, log *slog.L
 			return nil, err
 		}
 	}
+	oidcOpts, err := admin.LoadOIDC(cfg.Admin)
+	if err != nil {
+		return nil, err
+	}
 	pauseAfter, pauseMin := cfg.Limits.Pause()
 	panel, err := admin.New(admin.Options{
 		PauseAfter: pauseAfter, PauseMinFailures: pauseMin,
@@ -42,6 +46,7 @@ func serveAdmin(ctx context.Context, cfg config.Config, db *open.DB, log *slog.L
 		Profiles:      cfg.Profiles,
 		Logger:        log.With("component", "admin"),
 		Version:       version.Get().String(),
+		OIDC:          oidcOpts,
 	})
 	if err != nil {
 		return nil, err
@@ -66,6 +71,6 @@ func serveAdmin(ctx context.Context, cfg config.Config, db *open.DB, log *slog.L
 			log.Error("admin listener", "err", err)
 		}
 	}()
-	log.Info("admin panel", "url", scheme+"://"+ln.Addr().String()+"/", "client_certificates", cfg.Admin.ClientCAFile != "", "token", !cfg.Admin.TokenOff)
+	log.Info("admin panel", "url", scheme+"://"+ln.Addr().String()+"/", "client_certificates", cfg.Admin.ClientCAFile != "", "token", !cfg.Admin.TokenOff, "oidc", cfg.Admin.OIDC.Issuer)
 	return panel, nil
 }
