@@ -77,7 +77,7 @@ type Server struct {
 	log     *slog.Logger
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
-	signIns signIns // client certificates' sign-ins recorded lately
+	signIns signIns    // client certificates' sign-ins recorded lately
 	oidc    *oidcLogin // nil: no OpenID Connect sign-in
 }
 
