@@ -12,11 +12,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
 
 	"github.com/hallmark-ca/hallmark/admin/adminconf"
+	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/store/redact"
 )
 
@@ -174,6 +176,9 @@ func (l *oidcLogin) identity(ctx context.Context, tok *oauth2.Token, nonce strin
 			return oidcIdentity{}, fmt.Errorf("the ID token's at_hash: %w", err)
 		}
 	}
+	if !store.Storable(idt.Subject) || len(idt.Subject) > 255 {
+		return oidcIdentity{}, errors.New("the ID token's subject is not text the operators table can hold")
+	}
 	id := oidcIdentity{Issuer: idt.Issuer, Subject: idt.Subject}
 	var claims map[string]any
 	if err := idt.Claims(&claims); err == nil {
@@ -198,9 +203,24 @@ func (l *oidcLogin) nameOf(claims map[string]any) string {
 		names = []string{"email", "preferred_username"}
 	}
 	for _, n := range names {
-		if v, ok := claims[n].(string); ok && v != "" {
-			return v
+		if v, ok := claims[n].(string); ok && printable(v, 128) != "" {
+			return printable(v, 128)
 		}
 	}
 	return ""
+}
+
+// printable is s as text for a page and an audit row: valid UTF-8, no
+// control characters, at most max bytes.
+func printable(s string, max int) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(s, ""))
+	if len(s) > max {
+		s = strings.ToValidUTF8(s[:max], "")
+	}
+	return s
 }

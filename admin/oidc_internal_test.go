@@ -41,7 +41,7 @@ func newOIDCRig(t *testing.T, kind string) *oidcRig {
 		t.Fatal(err)
 	}
 	rig := &oidcRig{panel: "http://" + ln.Addr().String()}
-	rig.issuer = startOP(t, newOPUsers("alice", "bob", "mallory"), map[string][2]string{
+	rig.issuer = startOP(t, newOPUsers("alice", "bob", "mallory", "carol"), map[string][2]string{
 		"hallmark":  {rigSecret, rig.panel + adminconf.CallbackPath},
 		"other-app": {"other-secret", otherRedirect},
 	})
@@ -152,6 +152,13 @@ func TestOIDCSignIn(t *testing.T) {
 				t.Fatalf("/certs after an altered state: %d, want 401", code)
 			}
 
+			// A name a session cookie cannot carry is refused, not
+			// signed in to a session that then fails.
+			rig.addOperator(t, "carol smith", store.RoleViewer, "sub-carol")
+			if _, code, body := rig.signIn(t, "carol", nil); code != http.StatusForbidden || !strings.Contains(body, "plain name") {
+				t.Fatalf("carol smith's callback: %d, want 403 asking for a plain name\n%s", code, body)
+			}
+
 			if err := rig.st.OperatorRevoke(context.Background(), "alice", store.AuditEvent{Actor: "cli:test", Action: "operator.revoke", Subject: "alice"}); err != nil {
 				t.Fatal(err)
 			}
@@ -183,6 +190,15 @@ func tokenFor(t *testing.T, rig *oidcRig, cfg *oauth2.Config, nonce string) *oau
 		t.Fatal(err)
 	}
 	return tok
+}
+
+func TestPrintable(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{"a\x00b\nc": "abc", "ok@ex.com": "ok@ex.com", "\xffx": "x", strings.Repeat("é", 100): strings.Repeat("é", 5)} {
+		if got := printable(in, 10); got != want {
+			t.Errorf("printable(%q, 10) = %q, want %q", in, got, want)
+		}
+	}
 }
 
 // TestOIDCTokenChecks: the relying party takes the ID token the provider

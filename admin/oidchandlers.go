@@ -55,7 +55,7 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		s.renderLogin(w, r, http.StatusBadRequest, "The identity provider's answer is not for the sign-in this browser began; sign in again.")
 		return
 	case q.Get("error") != "":
-		s.renderLogin(w, r, http.StatusUnauthorized, fmt.Sprintf("The identity provider refused the sign-in: %s %s", cleanUser(q.Get("error")), q.Get("error_description")))
+		s.renderLogin(w, r, http.StatusUnauthorized, fmt.Sprintf("The identity provider refused the sign-in: %s %s", cleanUser(q.Get("error")), printable(q.Get("error_description"), 200)))
 		return
 	}
 	id, err := s.oidcExchange(r, q.Get("code"), f)
@@ -97,6 +97,10 @@ func (s *Server) oidcSignIn(w http.ResponseWriter, r *http.Request, id oidcIdent
 		why = "operator " + op.Name + " is revoked"
 	case s.auth.now().After(op.NotAfter):
 		why = "operator " + op.Name + "'s sign-in expired"
+	case cleanUser(op.Name) != op.Name:
+		// A session's cookie carries the name cleaned (cleanUser), and
+		// the session must name the row's operator exactly.
+		why = fmt.Sprintf("operator name %q has spaces or characters a session cannot carry; an admin can add the identity again under a plain name", op.Name)
 	}
 	detail := fmt.Sprintf("method oidc, issuer %s, subject %s, name %q, from %s", id.Issuer, id.Subject, id.Name, r.RemoteAddr)
 	if why != "" {
