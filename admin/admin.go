@@ -281,7 +281,7 @@ func (s *Server) authed(need string, h handlerFunc) http.Handler {
 		}
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hallmark admin"`)
-			s.renderLogin(w, r, http.StatusUnauthorized, "Sign in with the operator token.")
+			s.renderLogin(w, r, http.StatusUnauthorized, s.signInHint())
 			return
 		}
 		if !p.can(need) {

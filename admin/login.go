@@ -131,3 +131,17 @@ func safeNext(next string) string {
 	}
 	return p
 }
+
+// signInHint is the login page's line for a request without credentials:
+// the ways in that this panel offers.
+func (s *Server) signInHint() string {
+	switch {
+	case s.oidc != nil && s.auth.off:
+		return "Sign in with " + s.oidc.o.Label() + "."
+	case s.oidc != nil:
+		return "Sign in with " + s.oidc.o.Label() + " or the operator token."
+	case s.auth.off:
+		return "Sign in with your client certificate."
+	}
+	return "Sign in with the operator token."
+}
