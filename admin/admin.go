@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hallmark-ca/hallmark/admin/adminconf"
 	"github.com/hallmark-ca/hallmark/admin/operator"
 	"github.com/hallmark-ca/hallmark/jobs"
 	"github.com/hallmark-ca/hallmark/protocol/profile"
@@ -63,6 +64,9 @@ type Options struct {
 	// child, never in the panel's process. "": the one beside this binary.
 	Worker     string
 	ConfigPath string
+	// OIDC turns on sign-in through an OpenID Connect provider
+	// (LoadOIDC); nil: off.
+	OIDC *OIDCOptions
 }
 
 // Server is the admin panel.
@@ -81,6 +85,7 @@ type Server struct {
 	mux     *http.ServeMux
 	signIns signIns            // client certificates' sign-ins recorded lately
 	newIss  operator.NewIssuer // Options.Worker and ConfigPath, for issuerCreate
+	oidc    *oidcLogin         // nil: no OpenID Connect sign-in
 }
 
 // stores is the store as the panel's sign-in (admin.go, login.go) and its
@@ -143,6 +148,9 @@ func New(o Options) (*Server, error) {
 		s.newIss.Worker, _ = operator.WorkerBeside()
 	}
 	s.Reload(o.Profiles, o.Revoker)
+	if o.OIDC != nil {
+		s.oidc = newOIDCLogin(*o.OIDC)
+	}
 	if err := s.parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -185,6 +193,10 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	s.mux.HandleFunc("GET /login", s.loginPage)
 	s.mux.HandleFunc("POST /login", s.login)
+	if s.oidc != nil {
+		s.mux.HandleFunc("GET /login/oidc", s.oidcStart)
+		s.mux.HandleFunc("GET "+adminconf.CallbackPath, s.oidcCallback)
+	}
 	s.mux.Handle("POST /logout", s.authed(store.RoleViewer, s.logout))
 	s.mux.Handle("GET /{$}", s.authed(store.RoleViewer, s.overview))
 	s.mux.Handle("GET /accounts", s.authed(store.RoleViewer, s.accounts))
@@ -274,9 +286,16 @@ func (s *Server) authed(need string, h handlerFunc) http.Handler {
 				return
 			}
 		}
+		if ok && p.cred != "" {
+			if p.role, err = s.liveRole(r, p); err != nil {
+				s.fail(w, r, principal{}, err)
+				return
+			}
+			ok = p.role != ""
+		}
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hallmark admin"`)
-			s.renderLogin(w, r, http.StatusUnauthorized, "Sign in with the operator token.")
+			s.renderLogin(w, r, http.StatusUnauthorized, s.signInHint())
 			return
 		}
 		if !p.can(need) {

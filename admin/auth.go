@@ -95,13 +95,24 @@ type principal struct {
 	seed    string
 	session string
 	role    string // store.RoleViewer, RoleOperator or RoleAdmin
+	// cred is the operators table's credential of a session begun through
+	// OpenID Connect (adminconf.OIDCIdentity); authed takes the role from
+	// that row on every request. "" for the token's sessions, admin.
+	cred string
 }
 
 // authenticate accepts "Authorization: Bearer <token>", basic auth with the
 // token as password (the user name is recorded as the operator), or a
 // session cookie minted by the login form.
+//
+// With the token off only sessions begun through OpenID Connect remain.
 func (a *auth) authenticate(r *http.Request) (principal, bool) {
 	if a.off {
+		if c, err := r.Cookie(sessionCookie); err == nil && r.Header.Get("Authorization") == "" {
+			if p, ok := a.parseSession(c.Value); ok && p.cred != "" {
+				return p, true
+			}
+		}
 		return principal{}, false
 	}
 	if h := r.Header.Get("Authorization"); h != "" {
@@ -156,9 +167,17 @@ func randomID() string {
 
 // mintSession returns a session cookie value (user|session id|expiry, then
 // its MAC) and the new session's id, which the store keeps (sessionKey).
-func (a *auth) mintSession(user string) (cookie, id string) {
+func (a *auth) mintSession(user string) (cookie, id string) { return a.mintSessionFor(user, "") }
+
+// mintSessionFor is mintSession for an operator row's credential (an
+// OpenID Connect sign-in): the payload gains a fourth field, the
+// credential, base64url.
+func (a *auth) mintSessionFor(user, cred string) (cookie, id string) {
 	id = randomID()
 	payload := cleanUser(user) + "|" + id + "|" + strconv.FormatInt(a.now().Add(sessionTTL).Unix(), 10)
+	if cred != "" {
+		payload += "|" + base64.RawURLEncoding.EncodeToString([]byte(cred))
+	}
 	enc := base64.RawURLEncoding.EncodeToString([]byte(payload))
 	return enc + "." + a.mac("session", enc), id
 }
@@ -180,14 +199,22 @@ func (a *auth) parseSession(v string) (principal, bool) {
 		return principal{}, false
 	}
 	f := strings.Split(string(raw), "|")
-	if len(f) != 3 {
+	if len(f) != 3 && len(f) != 4 {
 		return principal{}, false
 	}
 	exp, err := strconv.ParseInt(f[2], 10, 64)
 	if err != nil || a.now().Unix() > exp {
 		return principal{}, false
 	}
-	return principal{user: f[0], seed: "session:" + f[1], session: f[1], role: store.RoleAdmin}, true
+	p := principal{user: f[0], seed: "session:" + f[1], session: f[1], role: store.RoleAdmin}
+	if len(f) == 4 {
+		cred, err := base64.RawURLEncoding.DecodeString(f[3])
+		if err != nil || len(cred) == 0 {
+			return principal{}, false
+		}
+		p.cred, p.role = string(cred), "" // authed reads the role from the operator's row
+	}
+	return p, true
 }
 
 // newFlash returns a flash cookie value carrying msg for the principal

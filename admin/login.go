@@ -38,10 +38,15 @@ func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, status int,
 	if r.URL.RawQuery != "" {
 		next += "?" + r.URL.RawQuery
 	}
-	if r.URL.Path == "/login" {
+	if r.URL.Path == "/login" || strings.HasPrefix(r.URL.Path, "/login/") {
 		next = r.URL.Query().Get("next")
 	}
-	s.render(w, r, principal{seed: "login:" + nonce}, status, "login", map[string]any{"Message": msg, "Next": next})
+	data := map[string]any{"Message": msg, "Next": next, "TokenOff": s.auth.off}
+	if s.oidc != nil {
+		data["OIDC"] = s.oidc.o.Label()
+		data["OIDCStart"] = "/login/oidc?" + string(query("next", safeNext(next)))
+	}
+	s.render(w, r, principal{seed: "login:" + nonce}, status, "login", data)
 }
 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
@@ -125,4 +130,18 @@ func safeNext(next string) string {
 		p += "?" + u.RawQuery
 	}
 	return p
+}
+
+// signInHint is the login page's line for a request without credentials:
+// the ways in that this panel offers.
+func (s *Server) signInHint() string {
+	switch {
+	case s.oidc != nil && s.auth.off:
+		return "Sign in with " + s.oidc.o.Label() + "."
+	case s.oidc != nil:
+		return "Sign in with " + s.oidc.o.Label() + " or the operator token."
+	case s.auth.off:
+		return "Sign in with your client certificate."
+	}
+	return "Sign in with the operator token."
 }

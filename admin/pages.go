@@ -22,7 +22,7 @@ import (
 // pageSize is how many rows a list page shows.
 const pageSize = 50
 
-var pageNames = []string{"login", "error", "overview", "accounts", "account", "orders", "order", "certs", "cert", "jobs", "job", "crls", "keys", "pauses", "issuers", "audit"}
+var pageNames = []string{"login", "error", "overview", "accounts", "account", "orders", "order", "certs", "cert", "jobs", "job", "crls", "keys", "pauses", "issuers", "audit", "signedin"}
 
 func (s *Server) parseTemplates() error {
 	funcs := template.FuncMap{

@@ -32,6 +32,8 @@ type Config struct {
 	// TokenOff turns the shared token off: client certificates only. The
 	// token is a bootstrap for a fresh install.
 	TokenOff bool `toml:"token_off"`
+	// OIDC is [admin.oidc]: sign-in through an OpenID Connect provider.
+	OIDC OIDC `toml:"oidc"`
 }
 
 // Validate reports the problems of [admin] when the panel is enabled, each
@@ -54,8 +56,9 @@ func (c Config) Validate() error {
 	if c.ClientCAFile != "" && c.TLSCertFile == "" {
 		errs = append(errs, errors.New("admin.client_ca_file: client certificates need the panel on TLS: set admin.tls_cert_file and admin.tls_key_file"))
 	}
-	if c.TokenOff && c.ClientCAFile == "" {
-		errs = append(errs, errors.New("admin.token_off: with the token off nobody could sign in: set admin.client_ca_file (the operators' CA) first"))
+	if c.TokenOff && c.ClientCAFile == "" && !c.OIDC.On() {
+		errs = append(errs, errors.New("admin.token_off: with the token off nobody could sign in: set admin.client_ca_file (the operators' CA) or [admin.oidc] first"))
 	}
+	errs = append(errs, c.validateOIDC()...)
 	return errors.Join(errs...)
 }

@@ -111,6 +111,7 @@ func (c *Config) relativeTo(base string) {
 	c.Server.TLSCert = rel(base, c.Server.TLSCert)
 	c.Server.TLSKey = rel(base, c.Server.TLSKey)
 	c.Admin.TokenFile = rel(base, c.Admin.TokenFile)
+	c.Admin.OIDC.ClientSecretFile = rel(base, c.Admin.OIDC.ClientSecretFile)
 	c.accessPaths(base)
 	c.backendPaths(base)
 	if strings.HasPrefix(c.Database.URL, "sqlite:") {

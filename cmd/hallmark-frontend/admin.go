@@ -33,6 +33,10 @@ func serveAdmin(ctx context.Context, cfgPath string, cfg config.Config, db *open
 			return nil, err
 		}
 	}
+	oidcOpts, err := admin.LoadOIDC(cfg.Admin)
+	if err != nil {
+		return nil, err
+	}
 	pauseAfter, pauseMin := cfg.Limits.Pause()
 	panel, err := admin.New(admin.Options{
 		PauseAfter: pauseAfter, PauseMinFailures: pauseMin,
@@ -45,6 +49,7 @@ func serveAdmin(ctx context.Context, cfgPath string, cfg config.Config, db *open
 		Logger:        log.With("component", "admin"),
 		Version:       version.Get().String(),
 		ConfigPath:    cfgPath,
+		OIDC:          oidcOpts,
 	})
 	if err != nil {
 		return nil, err
@@ -69,6 +74,6 @@ func serveAdmin(ctx context.Context, cfgPath string, cfg config.Config, db *open
 			log.Error("admin listener", "err", err)
 		}
 	}()
-	log.Info("admin panel", "url", scheme+"://"+ln.Addr().String()+"/", "client_certificates", cfg.Admin.ClientCAFile != "", "token", !cfg.Admin.TokenOff)
+	log.Info("admin panel", "url", scheme+"://"+ln.Addr().String()+"/", "client_certificates", cfg.Admin.ClientCAFile != "", "token", !cfg.Admin.TokenOff, "oidc", cfg.Admin.OIDC.Issuer)
 	return panel, nil
 }

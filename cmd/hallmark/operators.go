@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hallmark-ca/hallmark/admin/adminconf"
 	"github.com/hallmark-ca/hallmark/admin/operator"
 	"github.com/hallmark-ca/hallmark/admin/operatorca"
 	"github.com/hallmark-ca/hallmark/store"
@@ -25,9 +26,10 @@ func operatorsCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{Name: "init-ca", Usage: "create the operators' CA at admin.client_ca_file and admin.client_ca_key_file",
 				Action: withSession(operatorsInitCA)},
-			{Name: "add", Usage: "issue a client certificate for a new operator and record their role", ArgsUsage: "<name>", Flags: []cli.Flag{
+			{Name: "add", Usage: "issue a client certificate for a new operator (or bind an OpenID Connect identity) and record their role", ArgsUsage: "<name>", Flags: []cli.Flag{
 				&cli.StringFlag{Name: "role", Required: true, Usage: "`R`: viewer (reads), operator (revokes, deactivates, job retry/abandon, pause lifts, ARI moves) or admin"},
-				&cli.DurationFlag{Name: "valid", Value: 90 * 24 * time.Hour, Usage: "how long the certificate is valid"},
+				&cli.DurationFlag{Name: "valid", Value: 90 * 24 * time.Hour, Usage: "how long the certificate (or the OpenID Connect binding) is valid"},
+				&cli.StringFlag{Name: "oidc-subject", Usage: "bind the operator to the `SUB` claim of admin.oidc.issuer's ID tokens instead of issuing a certificate"},
 				&cli.StringFlag{Name: "out", Value: ".", Usage: "write NAME.pem and NAME.key (mode 0600) in `DIR`"},
 			}, Action: withSession(operatorsAdd)},
 			{Name: "list", Usage: "list operators, their roles and certificates", Flags: []cli.Flag{jsonFlag}, Action: withSession(operatorsList)},
@@ -60,6 +62,9 @@ func operatorsAdd(ctx context.Context, s *session, c *cli.Context) error {
 	if !slices.Contains(store.Roles, role) {
 		return usage("--role %q is not viewer, operator or admin", role)
 	}
+	if c.IsSet("oidc-subject") {
+		return operatorsAddOIDC(ctx, s, name, role, c.String("oidc-subject"), c.Duration("valid"))
+	}
 	ca, err := operatorca.Load(s.cfg.Admin.ClientCAFile, s.cfg.Admin.ClientCAKeyFile)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("%v; create the operators' CA with `hallmark operators init-ca`", err), exitUsage)
@@ -88,6 +93,31 @@ func operatorsAdd(ctx context.Context, s *session, c *cli.Context) error {
 	}
 	s.printf("operator %s (%s) added; certificate %s, key %s, valid until %s\n", name, role, certPath, keyPath, when(cred.Cert.NotAfter))
 	s.printf("for a browser: openssl pkcs12 -export -in %s -inkey %s -out %s.p12\n", certPath, keyPath, name)
+	return nil
+}
+
+// operatorsAddOIDC binds name to an OpenID Connect identity: the issuer's
+// subject, which the provider never reassigns (unlike an email address or
+// a user name), is the row's credential (adminconf.OIDCIdentity).
+func operatorsAddOIDC(ctx context.Context, s *session, name, role, subject string, valid time.Duration) error {
+	issuer := s.cfg.Admin.OIDC.Issuer
+	if issuer == "" {
+		return usage("--oidc-subject needs [admin.oidc] issuer in the configuration: the provider whose subject it is")
+	}
+	if subject == "" || len(subject) > 255 || !store.Storable(subject) {
+		return usage("--oidc-subject: give the sub claim (at most 255 characters), as the panel's refusal page shows it")
+	}
+	cred := adminconf.OIDCIdentity(issuer, subject)
+	notAfter := time.Now().Add(valid)
+	err := s.st.OperatorAdd(ctx, store.Operator{Name: name, Role: role, CertSHA256: cred, NotAfter: notAfter},
+		store.AuditEvent{Actor: operator.CLIActor(), Action: "operator.add", Subject: name, Detail: fmt.Sprintf("role %s, OpenID Connect subject %s at %s", role, subject, issuer)})
+	if errors.Is(err, store.ErrConflict) {
+		return cli.Exit(fmt.Sprintf("operator %s, or an operator with that identity, exists already; revoke them first or choose another name", name), exitNothing)
+	}
+	if err != nil {
+		return err
+	}
+	s.printf("operator %s (%s) added; signs in with %s as subject %s until %s\n", name, role, issuer, subject, when(notAfter))
 	return nil
 }
 
@@ -130,7 +160,7 @@ func operatorsList(ctx context.Context, s *session, _ *cli.Context) error {
 		}
 		rows[i] = []string{o.Name, o.Role, when(o.NotAfter), revoked, o.CertSHA256}
 	}
-	s.table([]string{"NAME", "ROLE", "NOT AFTER", "REVOKED", "CERTIFICATE SHA-256"}, rows)
+	s.table([]string{"NAME", "ROLE", "NOT AFTER", "REVOKED", "CERTIFICATE SHA-256 OR oidc:ISSUER#SUBJECT"}, rows)
 	return nil
 }
 

@@ -70,3 +70,32 @@ func TestOperators(t *testing.T) {
 		t.Fatalf("audit = %+v, %v; want operator.add then operator.revoke by the CLI", evs, err)
 	}
 }
+
+// TestOperatorsOIDC: `hallmark operators add --oidc-subject` binds an
+// operator to [admin.oidc]'s issuer and the subject, issuing no
+// certificate (audited); it needs [admin.oidc], and refuses a second
+// operator of the same identity.
+func TestOperatorsOIDC(t *testing.T) {
+	t.Parallel()
+	c := newCA(t, testdb.SQLite(t))
+	dir := t.TempDir()
+	c.configure("[admin]\nlisten = \"127.0.0.1:0\"\ntoken_file = \"t\"\n")
+	r := c.want(2, "operators", "add", "--role", "viewer", "--oidc-subject", "248289761001", "alice")
+	if !strings.Contains(r.stderr, "[admin.oidc]") {
+		t.Errorf("without [admin.oidc] add says %q", r.stderr)
+	}
+	c.configure("[admin.oidc]\nissuer = \"https://idp.example/\"\nclient_id = \"hallmark\"\nredirect_url = \"https://ops.example/login/oidc/callback\"\n")
+	c.want(0, "operators", "add", "--role", "operator", "--out", dir, "--oidc-subject", "248289761001", "alice")
+	c.want(4, "operators", "add", "--role", "admin", "--oidc-subject", "248289761001", "mallory")
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("an OIDC operator got files: %v", entries)
+	}
+	op, err := c.st().OperatorByCert(context.Background(), "oidc:https://idp.example#248289761001")
+	if err != nil || op.Name != "alice" || op.Role != store.RoleOperator {
+		t.Fatalf("the bound identity's operator = %+v, %v", op, err)
+	}
+	evs, _, err := c.st().AuditFind(context.Background(), store.AuditFilter{Action: "operator.add"}, store.Page{})
+	if err != nil || len(evs) != 1 || !strings.Contains(evs[0].Detail, "OpenID Connect subject 248289761001") {
+		t.Fatalf("audit = %+v, %v", evs, err)
+	}
+}

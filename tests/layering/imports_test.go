@@ -32,6 +32,9 @@ var homes = []struct {
 	{"github.com/ThalesGroup/crypto11/...", []string{"signer/pkcs11"}, "PKCS#11 needs cgo and holds the CA key: signer/pkcs11 only"},
 	{"github.com/zmap/zlint/v3/...", []string{"signer"}, "lint-before-sign is the signer's"},
 	{"modernc.org/sqlite/...", []string{"store/sqlite"}, "the SQLite driver is store/sqlite's"},
+	{"github.com/coreos/go-oidc/v3/...", []string{"admin"}, "OpenID Connect sign-in is the panel's ([admin.oidc], admin/oidc.go)"},
+	{"golang.org/x/oauth2/...", []string{"admin"}, "the authorization code flow is the panel's OpenID Connect sign-in"},
+	{"github.com/zitadel/oidc/v3/...", nil, "zitadel's OpenID provider is the tests' (a real provider to sign in at), never a binary's"},
 }
 
 // directViolations returns "from -> import: why" for every package that
@@ -100,7 +103,7 @@ func TestDirectRulesCatchAViolation(t *testing.T) {
 	imports := map[string][]string{
 		"cmd/hallmark-frontend": {module + "/cmd/config", module + "/protocol"},
 		"protocol":              {"github.com/go-jose/go-jose/v4", module + "/cmd/config"},
-		"admin":                 {"github.com/jackc/pgx/v5/pgxpool"},
+		"admin":                 {"github.com/jackc/pgx/v5/pgxpool", "github.com/zitadel/oidc/v3/pkg/op"},
 		"store/postgres":        {"github.com/jackc/pgx/v5/pgxpool"},
 		"worker":                {"github.com/riverqueue/river"},
 		"signer":                {},
@@ -114,7 +117,7 @@ func TestDirectRulesCatchAViolation(t *testing.T) {
 		"signer":                {module + "/cmd/internal/process", "github.com/jackc/pgx/v5"},
 	}
 	got := directViolations(imports, testImports)
-	want := []string{"admin -> github.com/jackc/pgx/v5/pgxpool", "protocol -> " + module + "/cmd/config", "signer -> " + module + "/cmd/internal/process"}
+	want := []string{"admin -> github.com/jackc/pgx/v5/pgxpool", "admin -> github.com/zitadel/oidc/v3/pkg/op", "protocol -> " + module + "/cmd/config", "signer -> " + module + "/cmd/internal/process"}
 	if len(got) != len(want) {
 		t.Fatalf("got %d violations, want %d (%v):\n%s", len(got), len(want), want, strings.Join(got, "\n"))
 	}
