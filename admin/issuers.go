@@ -96,6 +96,14 @@ func (s *Server) issuerRotate(w http.ResponseWriter, r *http.Request, p principa
 	if prof, ok := s.live.Load().profs[profile]; !ok || prof.Backend != "local" || id == "" || !store.Storable(id) {
 		return errBadRequest("the form names no local profile or no issuer")
 	}
+	recs, err := s.st.issuers.IssuerRecordsList(r.Context())
+	if err != nil {
+		return err
+	}
+	if err := operator.IssuerKeysAt(recs, "", []string{id}); err != nil {
+		s.redirectNotice(w, r, p, "/issuers", "Not rotated: "+err.Error())
+		return nil
+	}
 	retiring, err := operator.RotateIssuers(r.Context(), s.st.issuers, profile, []string{id}, "admin:"+p.user)
 	msg := "Rotated: profile " + profile + " signs with " + id + " on every worker within a second."
 	if len(retiring) > 0 {
