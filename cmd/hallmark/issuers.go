@@ -47,6 +47,8 @@ type issuerRow struct {
 	ID          string    `json:"id"`
 	Name        string    `json:"name"`
 	KeyType     string    `json:"key_type"`
+	Backend     string    `json:"backend,omitempty"`   // the pkcs11 backend whose token holds the key; none for ca.dir
+	KeyLabel    string    `json:"key_label,omitempty"` // the key's label on that token
 	State       string    `json:"state"`
 	Profiles    []string  `json:"profiles"`
 	Outstanding int       `json:"outstanding"`
@@ -76,15 +78,19 @@ func issuersList(ctx context.Context, s *session, c *cli.Context) error {
 				crl += ", STALE: " + h.Why
 			}
 		}
-		out[i] = issuerRow{ID: r.ID, Name: r.Name, KeyType: r.KeyType, State: string(r.State), Profiles: r.Profiles,
+		out[i] = issuerRow{ID: r.ID, Name: r.Name, KeyType: r.KeyType, Backend: r.Backend, KeyLabel: r.KeyLabel, State: string(r.State), Profiles: r.Profiles,
 			Outstanding: r.Outstanding, Chains: len(r.Chains), NotAfter: r.NotAfter.UTC(), CRL: crl}
-		rows[i] = []string{r.ID, r.Name, r.KeyType, string(r.State), strings.Join(r.Profiles, ","),
+		key := "ca.dir"
+		if r.Backend != "" {
+			key = "pkcs11:" + r.Backend + " " + r.KeyLabel
+		}
+		rows[i] = []string{r.ID, r.Name, r.KeyType, key, string(r.State), strings.Join(r.Profiles, ","),
 			strconv.Itoa(r.Outstanding), strconv.Itoa(len(r.Chains)), when(r.NotAfter), crl}
 	}
 	if s.json {
 		return s.emit(out)
 	}
-	s.table([]string{"ID", "NAME", "KEY", "STATE", "PROFILES", "OUTSTANDING", "ALT CHAINS", "NOT AFTER", "CRL"}, rows)
+	s.table([]string{"ID", "NAME", "KEY", "KEY AT", "STATE", "PROFILES", "OUTSTANDING", "ALT CHAINS", "NOT AFTER", "CRL"}, rows)
 	return nil
 }
 
