@@ -85,10 +85,11 @@ func warnUnnamed(ctx context.Context, st store.Store, profile string, iss *signe
 // managedIssuers loads every managed issuer not retired that this worker
 // can sign with, so it signs their CRLs (a retiring one's too, which no
 // profile names): a local one whose files are in ca.dir, one on the token
-// of a pkcs11 backend its profiles use; mounted ones it has already. It
-// also says how to load one made later, by the configuration current
+// of a pkcs11 backend its profiles use. A mounted one is loaded again, so
+// its CRLs outlive a reload that mounts another issuer for its profile.
+// It also says how to load one made later, by the configuration current
 // returns then.
-func managedIssuers(ctx context.Context, current func() config.Config, st store.Store, mounted map[string]*signer.Issuer, log *slog.Logger) ([]*signer.Issuer, worker.IssuerLoader, error) {
+func managedIssuers(ctx context.Context, current func() config.Config, st store.Store, log *slog.Logger) ([]*signer.Issuer, worker.IssuerLoader, error) {
 	cfg := current()
 	local := false
 	for _, p := range cfg.Profiles {
@@ -98,10 +99,6 @@ func managedIssuers(ctx context.Context, current func() config.Config, st store.
 	if !local && len(tokens) == 0 {
 		return nil, nil, nil
 	}
-	have := map[string]bool{}
-	for _, iss := range mounted {
-		have[iss.ID] = true
-	}
 	load := issuerLoader(current, st)
 	recs, err := st.IssuerRecordsList(ctx)
 	if err != nil {
@@ -110,7 +107,7 @@ func managedIssuers(ctx context.Context, current func() config.Config, st store.
 	var out []*signer.Issuer
 	for _, r := range recs {
 		switch {
-		case r.State == store.IssuerRetired, have[r.ID]:
+		case r.State == store.IssuerRetired:
 			continue
 		case r.Backend == "" && !local, r.Backend != "" && !tokens[r.Backend]:
 			continue

@@ -284,7 +284,7 @@ func run(c *cli.Context) error {
 		return err
 	}
 	publishRootCRLsAtStart(ctx, cfg, db.Store, log)
-	managed, load, err := managedIssuers(ctx, func() config.Config { return *lv.cfg.Load() }, db.Store, issuers, log)
+	managed, load, err := managedIssuers(ctx, func() config.Config { return *lv.cfg.Load() }, db.Store, log)
 	if err != nil {
 		return err
 	}
