@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -100,6 +101,17 @@ func TestRotationPKCS11UnderLoad(t *testing.T) {
 			// B, loaded by the running worker, signs its CRLs.
 			wantCRLOf(t, ca, cert2)
 
+			// The backend names B from now on: after a reload the worker
+			// still signs A's CRLs, opening A by its record.
+			reloadNaming(t, ca, "ca/issuers/"+newID+".pem", label)
+			third := "third.hsm-rotate-" + d.Name + ".test"
+			if out, err := lego(t, ca, path, "--domains", third, "--http", "--http.port", http01, "run"); err != nil {
+				t.Fatalf("lego run after the reload: %v\n%s", err, out)
+			}
+			if got := hex.EncodeToString(readCert(t, filepath.Join(path, "certificates", third+".crt")).AuthorityKeyId); got != newID {
+				t.Fatalf("after the reload signed by %s, want B %s", got, newID)
+			}
+
 			if out, err := lego(t, ca, path, "--domains", first, "revoke", "--reason", "4"); err != nil {
 				t.Fatalf("lego revoke: %v\n%s", err, out)
 			}
@@ -113,8 +125,8 @@ func TestRotationPKCS11UnderLoad(t *testing.T) {
 			if end[oldID].Outstanding != atRotation[oldID].Outstanding {
 				t.Fatalf("A signed %d certificates after the rotation", end[oldID].Outstanding-atRotation[oldID].Outstanding)
 			}
-			if end[newID].Outstanding < 2 {
-				t.Fatalf("B signed %d certificates; want the load's after the rotation and lego's second", end[newID].Outstanding)
+			if end[newID].Outstanding < 3 {
+				t.Fatalf("B signed %d certificates; want the load's after the rotation and lego's two", end[newID].Outstanding)
 			}
 			t.Logf("A %s: %d certificates, B %s: %d", oldID, end[oldID].Outstanding, newID, end[newID].Outstanding)
 		})
@@ -228,5 +240,28 @@ func wantSignedBy(t *testing.T, ca *CA, url string, issuer *x509.Certificate) {
 	}
 	if hex.EncodeToString(crl.AuthorityKeyId) != hex.EncodeToString(issuer.SubjectKeyId) || crl.CheckSignatureFrom(issuer) != nil {
 		t.Fatalf("the CRL at %s is not signed by %s", url, issuer.Subject.CommonName)
+	}
+}
+
+// reloadNaming points [backends.softhsm] at the issuer of cert, its key
+// labelled label, and has the worker reload its configuration.
+func reloadNaming(t *testing.T, ca *CA, cert, label string) {
+	t.Helper()
+	b, err := os.ReadFile(ca.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := strings.Replace(string(b), `key_label = "e2e-issuer-a"`, fmt.Sprintf("key_label = %q", label), 1)
+	next = strings.Replace(next, `cert = "ca/softhsm.pem"`, fmt.Sprintf("cert = %q", cert), 1)
+	if err := os.WriteFile(ca.Config, []byte(next), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	applied := func() int { return strings.Count(ca.Log("worker"), `msg="configuration reloaded"`) }
+	before := applied()
+	ca.Signal("worker", syscall.SIGHUP)
+	for deadline := time.Now().Add(30 * time.Second); applied() == before; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) || strings.Contains(ca.Log("worker"), "configuration not reloaded") {
+			t.Fatalf("the worker did not reload:\n%s", harness.Tail(ca.Log("worker"), 3000))
+		}
 	}
 }
