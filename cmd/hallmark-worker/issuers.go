@@ -63,9 +63,10 @@ func publishIssuers(ctx context.Context, cfg config.Config, st store.Store, issu
 	return nil
 }
 
-// warnUnnamed tells the operator when ca.dir's intermediate is not among
-// the issuers the store names for profile (it was replaced by hand, or
-// rotated away from): the profile signs with those, not with it.
+// warnUnnamed tells the operator when the configured issuer (ca.dir's
+// intermediate, or a pkcs11 backend's cert) is not among the issuers the
+// store names for profile (it was replaced by hand, or rotated away from):
+// the profile signs with those, not with it.
 func warnUnnamed(ctx context.Context, st store.Store, profile string, iss *signer.Issuer, log *slog.Logger) {
 	m, err := st.ProfileIssuers(ctx)
 	if err != nil {
@@ -78,7 +79,7 @@ func warnUnnamed(ctx context.Context, st store.Store, profile string, iss *signe
 		}
 		ids = append(ids, p.ID)
 	}
-	log.Warn("ca.dir's intermediate is not an issuer of this profile: it signs with the issuers the database names (hallmark issuers list; hallmark issuers rotate to change them)",
+	log.Warn("the configured issuer is not an issuer of this profile: it signs with the issuers the database names (hallmark issuers list; hallmark issuers rotate to change them)",
 		"profile", profile, "intermediate", iss.ID, "issuers", ids)
 }
 

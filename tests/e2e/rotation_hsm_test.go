@@ -64,13 +64,7 @@ func TestRotationPKCS11UnderLoad(t *testing.T) {
 			path := t.TempDir()
 			http01 := fmt.Sprintf("127.0.0.1:%d", ca.HTTPPort)
 			first := "first.hsm-rotate-" + d.Name + ".test"
-			if out, err := lego(t, ca, path, "--domains", first, "--http", "--http.port", http01, "run"); err != nil {
-				t.Fatalf("lego run: %v\n%s", err, out)
-			}
-			cert1 := readCert(t, filepath.Join(path, "certificates", first+".crt"))
-			if got := hex.EncodeToString(cert1.AuthorityKeyId); got != oldID {
-				t.Fatalf("the first certificate is signed by %s, want the token's issuer A %s", got, oldID)
-			}
+			cert1, _ := legoFrom(t, ca, path, http01, first, oldID)
 			if got := listIssuers(t, ca)[oldID]; got.State != "active" || len(got.Profiles) != 1 || got.Profiles[0] != "hsm" {
 				t.Fatalf("the token's issuer A %s is listed as %+v; want active for hsm", oldID, got)
 			}
@@ -83,15 +77,7 @@ func TestRotationPKCS11UnderLoad(t *testing.T) {
 
 			atRotation := rotateUnderLoad(t, ca, load, http01, "hsm", oldID, newID)
 
-			second := "second.hsm-rotate-" + d.Name + ".test"
-			if out, err := lego(t, ca, path, "--domains", second, "--http", "--http.port", http01, "run"); err != nil {
-				t.Fatalf("lego run: %v\n%s", err, out)
-			}
-			secondFile := filepath.Join(path, "certificates", second+".crt")
-			cert2 := readCert(t, secondFile)
-			if got := hex.EncodeToString(cert2.AuthorityKeyId); got != newID {
-				t.Fatalf("the second certificate is signed by %s, want B %s (key %s on the token)", got, newID, label)
-			}
+			cert2, secondFile := legoFrom(t, ca, path, http01, "second.hsm-rotate-"+d.Name+".test", newID)
 			chain := chainOf(t, secondFile)
 			b := readCert(t, filepath.Join(ca.Dir, "ca", "issuers", newID+".pem"))
 			if len(chain) < 2 || !chain[1].Equal(b) || cert2.CheckSignatureFrom(b) != nil {
@@ -104,13 +90,7 @@ func TestRotationPKCS11UnderLoad(t *testing.T) {
 			// The backend names B from now on: after a reload the worker
 			// still signs A's CRLs, opening A by its record.
 			reloadNaming(t, ca, "ca/issuers/"+newID+".pem", label)
-			third := "third.hsm-rotate-" + d.Name + ".test"
-			if out, err := lego(t, ca, path, "--domains", third, "--http", "--http.port", http01, "run"); err != nil {
-				t.Fatalf("lego run after the reload: %v\n%s", err, out)
-			}
-			if got := hex.EncodeToString(readCert(t, filepath.Join(path, "certificates", third+".crt")).AuthorityKeyId); got != newID {
-				t.Fatalf("after the reload signed by %s, want B %s", got, newID)
-			}
+			legoFrom(t, ca, path, http01, "third.hsm-rotate-"+d.Name+".test", newID)
 
 			if out, err := lego(t, ca, path, "--domains", first, "revoke", "--reason", "4"); err != nil {
 				t.Fatalf("lego revoke: %v\n%s", err, out)
@@ -131,6 +111,21 @@ func TestRotationPKCS11UnderLoad(t *testing.T) {
 			t.Logf("A %s: %d certificates, B %s: %d", oldID, end[oldID].Outstanding, newID, end[newID].Outstanding)
 		})
 	}
+}
+
+// legoFrom has lego get a certificate for name over http-01 and fails
+// unless the issuer issuerID signed it; it returns it and its chain's file.
+func legoFrom(t *testing.T, ca *CA, path, http01, name, issuerID string) (*x509.Certificate, string) {
+	t.Helper()
+	if out, err := lego(t, ca, path, "--domains", name, "--http", "--http.port", http01, "run"); err != nil {
+		t.Fatalf("lego run %s: %v\n%s", name, err, out)
+	}
+	file := filepath.Join(path, "certificates", name+".crt")
+	cert := readCert(t, file)
+	if got := hex.EncodeToString(cert.AuthorityKeyId); got != issuerID {
+		t.Fatalf("%s is signed by %s, want %s", name, got, issuerID)
+	}
+	return cert, file
 }
 
 // createOnToken runs `hallmark issuers create --pkcs11 softhsm` and returns
