@@ -137,6 +137,9 @@ func caIntermediate(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
+	if c.String("key-label") != "" && c.String("pkcs11") == "" {
+		return cli.Exit("--key-label names a key on a token: name its backend with --pkcs11", 2)
+	}
 	var iss *signer.Issuer
 	var rec store.IssuerRecord
 	if backend := c.String("pkcs11"); backend != "" {
