@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hallmark-ca/hallmark/admin/operator"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -46,14 +47,14 @@ func (s *Server) issuersPage(w http.ResponseWriter, r *http.Request, p principal
 			rows[i].CRL = h
 		}
 	}
-	var local []string
+	var rotatable []string
 	for name, prof := range s.live.Load().profs {
-		if prof.Backend == "local" {
-			local = append(local, name)
+		if _, ok := issuerKeys(prof); ok {
+			rotatable = append(rotatable, name)
 		}
 	}
-	sort.Strings(local)
-	s.render(w, r, p, http.StatusOK, "issuers", map[string]any{"Issuers": rows, "Profiles": local, "Now": now, "KeyTypes": operator.IssuerKeyTypes})
+	sort.Strings(rotatable)
+	s.render(w, r, p, http.StatusOK, "issuers", map[string]any{"Issuers": rows, "Profiles": rotatable, "Now": now, "KeyTypes": operator.IssuerKeyTypes})
 	return nil
 }
 
@@ -93,8 +94,18 @@ func (s *Server) issuerCreate(w http.ResponseWriter, r *http.Request, p principa
 // issuerRotate makes the form's profile sign with the form's issuer.
 func (s *Server) issuerRotate(w http.ResponseWriter, r *http.Request, p principal) error {
 	profile, id := r.PostFormValue("profile"), r.PostFormValue("issuer")
-	if prof, ok := s.live.Load().profs[profile]; !ok || prof.Backend != "local" || id == "" || !store.Storable(id) {
-		return errBadRequest("the form names no local profile or no issuer")
+	prof, ok := s.live.Load().profs[profile]
+	keys, managed := issuerKeys(prof)
+	if !ok || !managed || id == "" || !store.Storable(id) {
+		return errBadRequest("the form names no local or pkcs11 profile or no issuer")
+	}
+	recs, err := s.st.issuers.IssuerRecordsList(r.Context())
+	if err != nil {
+		return err
+	}
+	if err := operator.IssuerKeysAt(recs, keys, []string{id}); err != nil {
+		s.redirectNotice(w, r, p, "/issuers", "Not rotated: "+err.Error())
+		return nil
 	}
 	retiring, err := operator.RotateIssuers(r.Context(), s.st.issuers, profile, []string{id}, "admin:"+p.user)
 	msg := "Rotated: profile " + profile + " signs with " + id + " on every worker within a second."
@@ -109,6 +120,19 @@ func (s *Server) issuerRotate(w http.ResponseWriter, r *http.Request, p principa
 	}
 	s.redirectNotice(w, r, p, "/issuers", msg)
 	return nil
+}
+
+// issuerKeys is where the keys of prof's issuers are
+// (store.IssuerRecord.Backend); false for a profile whose issuer is not
+// rotated here (relay, custom).
+func issuerKeys(prof profile.Profile) (string, bool) {
+	switch prof.Backend {
+	case "local":
+		return "", true
+	case "pkcs11":
+		return prof.Signer, true
+	}
+	return "", false
 }
 
 // issuerRetire moves the issuer on: active to retiring, retiring to

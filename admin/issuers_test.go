@@ -43,6 +43,10 @@ func TestIssuersPage(t *testing.T) {
 	if _, err := st.ProfileIssuerDefault(ctx, "default", "aa01"); err != nil {
 		t.Fatal(err)
 	}
+	onToken := store.IssuerRecord{ID: "cc03", Name: "HSM CA", KeyType: "p384", NotAfter: now.Add(time.Hour), Backend: "softhsm", KeyLabel: "k"}
+	if err := st.IssuerRecordPut(ctx, onToken, []byte{0x30, 0x00}, nil); err != nil {
+		t.Fatal(err)
+	}
 	c := &http.Client{CheckRedirect: noRedirect}
 	bearer := "Bearer " + token
 	_, page := do(t, c, "GET", srv.URL+"/issuers", bearer, nil)
@@ -53,6 +57,14 @@ func TestIssuersPage(t *testing.T) {
 	resp, _ := do(t, c, "POST", srv.URL+"/issuers/rotate", bearer, url.Values{"csrf": {csrf}, "profile": {"default"}, "issuer": {"nope"}})
 	if got := noticeOf(follow(t, srv.URL, resp, bearer)); !strings.HasPrefix(got, "Not rotated") {
 		t.Fatalf("rotating to an unknown issuer: the page says %q", got)
+	}
+	if !strings.Contains(page, "p384, on the token of softhsm") {
+		t.Fatalf("the issuers page does not say where cc03's key is:\n%s", page)
+	}
+	// The local profile's workers have no token: cc03 is refused.
+	resp, _ = do(t, c, "POST", srv.URL+"/issuers/rotate", bearer, url.Values{"csrf": {csrf}, "profile": {"default"}, "issuer": {"cc03"}})
+	if got := noticeOf(follow(t, srv.URL, resp, bearer)); !strings.HasPrefix(got, "Not rotated") || !strings.Contains(got, "token of backend softhsm") {
+		t.Fatalf("rotating a local profile to an issuer on a token: the page says %q", got)
 	}
 	resp, _ = do(t, c, "POST", srv.URL+"/issuers/rotate", bearer, url.Values{"csrf": {csrf}, "profile": {"default"}, "issuer": {"bb02"}})
 	if got := noticeOf(follow(t, srv.URL, resp, bearer)); !strings.HasPrefix(got, "Rotated") || !strings.Contains(got, "Retiring: aa01") {

@@ -143,28 +143,14 @@ func InitCrossRoot(dir string, o CAOptions) (rootPath string, err error) {
 // o gives the URL base and the country when the root names none. The new
 // issuer is returned loaded.
 func CreateIntermediate(dir string, o CAOptions, cn, keyType string) (*Issuer, error) {
-	o, err := o.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	root, rootKey, err := rootOf(dir, RootCertFile, RootKeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("creating an intermediate in %s (run `hallmark-worker ca init` first): %w", dir, err)
-	}
 	key, err := GenerateKey(keyType)
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now().Truncate(time.Second).UTC()
-	tmpl, err := IntermediateTemplate(subordinateName(cn, root.Subject, o.Country), key.Public(), now, now.Add(IntermediateValidity), RootCRLURL(o.URLBase, root))
+	cert, cross, err := CertifyIntermediate(dir, o, cn, key.Public())
 	if err != nil {
 		return nil, err
 	}
-	cert, err := SignCA(root, rootKey, tmpl, key.Public())
-	if err != nil {
-		return nil, fmt.Errorf("signing the intermediate %s: %w", cn, err)
-	}
-	der := cert.Raw
 	id := hex.EncodeToString(cert.SubjectKeyId)
 	sub := filepath.Join(dir, IntermediatesDir)
 	if err := os.MkdirAll(sub, 0o700); err != nil {
@@ -177,22 +163,64 @@ func CreateIntermediate(dir string, o CAOptions, cn, keyType string) (*Issuer, e
 	if err := WriteNew(filepath.Join(sub, id+keySuffix), 0o600, &pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}); err != nil {
 		return nil, err
 	}
-	if _, err := SignRootCRL(dir, RootCertFile, RootKeyFile, o.URLBase); err != nil {
-		return nil, err
-	}
-	cross, err := crossSign(dir, cert, o)
-	if err != nil {
-		return nil, err
-	}
-	if cross != nil {
-		if err := WriteNew(filepath.Join(sub, id+crossSuffix), 0o644, &pem.Block{Type: "CERTIFICATE", Bytes: cross.Raw}); err != nil {
-			return nil, err
-		}
-	}
-	if err := WriteNew(filepath.Join(sub, id+intermediateSuffix), 0o644, &pem.Block{Type: "CERTIFICATE", Bytes: der}); err != nil {
+	if err := WriteIntermediate(dir, cert, cross); err != nil {
 		return nil, err
 	}
 	return LoadIntermediate(dir, id)
+}
+
+// CertifyIntermediate has the root of dir sign a new intermediate named cn
+// for pub (held anywhere: a key file, a PKCS#11 token), linted before it is
+// signed as every CA certificate, and its cross root, when dir has one,
+// sign its twin (nil otherwise); each root that signed signs its CRL again.
+// It writes nothing else: WriteIntermediate does.
+func CertifyIntermediate(dir string, o CAOptions, cn string, pub crypto.PublicKey) (cert, cross *x509.Certificate, err error) {
+	o, err = o.withDefaults()
+	if err != nil {
+		return nil, nil, err
+	}
+	root, rootKey, err := rootOf(dir, RootCertFile, RootKeyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating an intermediate in %s (run `hallmark-worker ca init` first): %w", dir, err)
+	}
+	now := time.Now().Truncate(time.Second).UTC()
+	notAfter := now.Add(IntermediateValidity)
+	if notAfter.After(root.NotAfter) {
+		notAfter = root.NotAfter
+	}
+	tmpl, err := IntermediateTemplate(subordinateName(cn, root.Subject, o.Country), pub, now, notAfter, RootCRLURL(o.URLBase, root))
+	if err != nil {
+		return nil, nil, err
+	}
+	cert, err = SignCA(root, rootKey, tmpl, pub)
+	if err != nil {
+		return nil, nil, fmt.Errorf("signing the intermediate %s: %w", cn, err)
+	}
+	if _, err := SignRootCRL(dir, RootCertFile, RootKeyFile, o.URLBase); err != nil {
+		return nil, nil, err
+	}
+	cross, err = crossSign(dir, cert, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cert, cross, nil
+}
+
+// WriteIntermediate writes an intermediate's certificate, and its
+// cross-signed twin when there is one, to dir/issuers/<id>.pem and
+// <id>.x2.pem, refusing to replace either.
+func WriteIntermediate(dir string, cert, cross *x509.Certificate) error {
+	id := hex.EncodeToString(cert.SubjectKeyId)
+	sub := filepath.Join(dir, IntermediatesDir)
+	if err := os.MkdirAll(sub, 0o700); err != nil {
+		return err
+	}
+	if cross != nil {
+		if err := WriteNew(filepath.Join(sub, id+crossSuffix), 0o644, &pem.Block{Type: "CERTIFICATE", Bytes: cross.Raw}); err != nil {
+			return err
+		}
+	}
+	return WriteNew(filepath.Join(sub, id+intermediateSuffix), 0o644, &pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})
 }
 
 var issuerIDSyntax = regexp.MustCompile(`^[0-9a-f]{2,128}$`)

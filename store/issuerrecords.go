@@ -19,12 +19,19 @@ const (
 	IssuerRetired IssuerState = "retired"
 )
 
-// IssuerRecord is an issuer an operator manages: a local intermediate.
+// IssuerRecord is an issuer an operator manages: a local intermediate
+// (its key in ca.dir) or one whose key is on a PKCS#11 token.
 type IssuerRecord struct {
-	ID        string // the hex of its SubjectKeyId, as everywhere
-	Name      string // its subject's common name
-	KeyType   string // p256, p384, rsa2048, ...
-	State     IssuerState
+	ID      string // the hex of its SubjectKeyId, as everywhere
+	Name    string // its subject's common name
+	KeyType string // p256, p384, rsa2048, ...
+	State   IssuerState
+	// Backend is the [backends.<name>] (type pkcs11) whose token holds the
+	// key, found there by KeyLabel and KeyID (hex CKA_ID); "" for a local
+	// issuer (migration 0028).
+	Backend   string
+	KeyLabel  string
+	KeyID     string
 	NotAfter  time.Time
 	CreatedAt time.Time
 	// Chains are its alternate chains, PEM, each sent after the leaf
@@ -41,6 +48,7 @@ type IssuerRecord struct {
 type ProfileIssuer struct {
 	ID        string
 	KeyType   string
+	Backend   string // as IssuerRecord.Backend: "" for a local issuer
 	CreatedAt time.Time
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hallmark-ca/hallmark/jobs"
+	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/signer"
 	"github.com/hallmark-ca/hallmark/store"
 )
@@ -24,8 +25,9 @@ import (
 // long after it commits (`hallmark issuers rotate` waits it out).
 const issuerMapTTL = time.Second
 
-// IssuerLoader loads a managed local issuer by its ID (from ca.dir);
-// hallmark-worker hands it in, so this package reads no key files.
+// IssuerLoader loads a managed issuer by its ID (a local one from ca.dir,
+// one on a PKCS#11 token from the token its record names); hallmark-worker
+// hands it in, so this package opens no key file and no token.
 type IssuerLoader func(id string) (*signer.Issuer, error)
 
 // issuerMapStore is what issuer selection reads.
@@ -120,17 +122,27 @@ func choose(cands []store.ProfileIssuer, pub crypto.PublicKey) string {
 }
 
 // backendFor is the backend that signs o's certificate for profile: a
-// local profile's issuer by the mapping, when it names any; otherwise the
-// mounted backend.
+// local or PKCS#11 profile's issuer by the mapping, when it names any of
+// the profile's own backend; otherwise the mounted backend.
 func (w *Worker) backendFor(ctx context.Context, m mount, profile string, pub crypto.PublicKey) (Backend, error) {
-	if w.managed.load == nil || m.profile.Backend != "local" {
+	own, ok := issuerBackendOf(m.profile)
+	if w.managed.load == nil || !ok {
 		return m.backend, nil
 	}
 	mp, err := w.managed.mapping(ctx)
 	if err != nil {
 		return nil, jobs.CouldNotRun(fmt.Errorf("reading the issuers of profile %s: %w", profile, err))
 	}
-	cands := mp[profile]
+	var cands []store.ProfileIssuer
+	for _, c := range mp[profile] {
+		// Only an issuer whose key is where the profile's backend keeps
+		// keys (ca.dir, or its token) signs for it: the rotation commands
+		// refuse others, and issuers named before the profile's backend
+		// was changed in the configuration leave it its mounted issuer.
+		if c.Backend == own {
+			cands = append(cands, c)
+		}
+	}
 	if len(cands) == 0 {
 		return m.backend, nil
 	}
@@ -140,13 +152,28 @@ func (w *Worker) backendFor(ctx context.Context, m mount, profile string, pub cr
 	}
 	iss, fresh, err := w.managed.issuer(id)
 	if err != nil {
-		// Its files are not on this worker: another worker may have them.
+		// Its key is not on this worker (ca.dir, the backend's token):
+		// another worker may have it.
 		return nil, jobs.CouldNotRun(fmt.Errorf("loading issuer %s of profile %s: %w", id, profile, err))
 	}
 	if fresh {
 		w.addIssuer(iss)
 	}
 	return issuerBackend{iss}, nil
+}
+
+// issuerBackendOf is where the keys of a profile's issuers are, as
+// store.IssuerRecord.Backend names it: "" (ca.dir) for a local profile,
+// its [backends.<name>] for a PKCS#11 one; false for a profile whose
+// issuer is not managed (relay, custom).
+func issuerBackendOf(p profile.Profile) (string, bool) {
+	switch p.Backend {
+	case "local":
+		return "", true
+	case "pkcs11":
+		return p.Signer, true
+	}
+	return "", false
 }
 
 // addIssuer registers an issuer loaded while the worker runs for its

@@ -38,6 +38,30 @@ func RotateIssuers(ctx context.Context, st IssuerStore, profile string, to []str
 	return retiring, nil
 }
 
+// IssuerKeysAt refuses to rotate a profile whose issuers' keys are at
+// keys (store.IssuerRecord.Backend: "" for ca.dir, a pkcs11 backend's name
+// for its token) to an issuer whose key is elsewhere, which no worker
+// serving the profile could sign with; recs are the issuer records. An
+// issuer without a record is left to the rotation to refuse.
+func IssuerKeysAt(recs []store.IssuerRecord, keys string, to []string) error {
+	for _, id := range to {
+		for _, r := range recs {
+			if r.ID != id || r.Backend == keys {
+				continue
+			}
+			return fmt.Errorf("issuer %s has its key %s, the profile's issuers theirs %s: %w", id, keysPlace(r.Backend), keysPlace(keys), store.ErrConflict)
+		}
+	}
+	return nil
+}
+
+func keysPlace(backend string) string {
+	if backend == "" {
+		return "in ca.dir"
+	}
+	return "on the token of backend " + backend
+}
+
 // RetireIssuer moves an issuer on: active (named by no profile) to
 // retiring, retiring (no certificate outstanding) to retired. Audited as
 // issuer.retire.
@@ -59,13 +83,18 @@ type NewIssuer struct {
 	Name    string // the intermediate's common name
 	KeyType string // one of IssuerKeyTypes
 	Actor   string // who asked, for the audit log
+	// PKCS11, when set, is the [backends.<name>] (type pkcs11) on whose
+	// token the key is generated, under KeyLabel (a new label when empty).
+	PKCS11   string
+	KeyLabel string
 }
 
 // createdIssuer is the line `hallmark-worker ca intermediate` prints.
 var createdIssuer = regexp.MustCompile(`(?m)^created issuer ([0-9a-f]+):`)
 
 // CreateIssuer makes a new intermediate under the root of ca.dir by running
-// `hallmark-worker ca intermediate`, which generates the key, has the root
+// `hallmark-worker ca intermediate`, which generates the key (in ca.dir, or
+// on the token of the pkcs11 backend n.PKCS11), has the root
 // sign it, records the issuer and audits issuer.create as n.Actor: the
 // CLI's path and the panel's, so neither process ever holds a key (the CLI
 // and the frontend link no signer). It returns the new issuer's id and what
@@ -82,6 +111,15 @@ func CreateIssuer(ctx context.Context, n NewIssuer) (id, output string, err erro
 	}
 	// --flag=value: a name starting with "-" stays the flag's value.
 	args := []string{"ca", "intermediate", "--name=" + n.Name, "--key-type=" + n.KeyType, "--actor=" + n.Actor}
+	if n.PKCS11 != "" {
+		args = append(args, "--pkcs11="+n.PKCS11)
+	}
+	if n.KeyLabel != "" {
+		if n.PKCS11 == "" {
+			return "", "", errors.New("a key label names a key on a token: name its backend (--pkcs11)")
+		}
+		args = append(args, "--key-label="+n.KeyLabel)
+	}
 	if n.Config != "" {
 		args = append([]string{"--config", n.Config}, args...)
 	}

@@ -25,9 +25,10 @@ func record(iss *signer.Issuer) store.IssuerRecord {
 }
 
 // publishIssuers publishes what the frontend serves of each mounted issuer
-// (its certificate at the AIA URL; a local one's record and alternate
-// chains too), and makes the local issuer the one each local profile signs
-// with when the store names none for it yet (the first start).
+// (its certificate at the AIA URL; a local or PKCS#11 one's record, with
+// where its key is, and alternate chains too), and makes the mounted issuer
+// the one each local or PKCS#11 profile signs with when the store names
+// none for it yet (the first start).
 func publishIssuers(ctx context.Context, cfg config.Config, st store.Store, issuers map[string]*signer.Issuer, log *slog.Logger) error {
 	names := make([]string, 0, len(issuers))
 	for n := range issuers {
@@ -35,14 +36,20 @@ func publishIssuers(ctx context.Context, cfg config.Config, st store.Store, issu
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		iss := issuers[name]
-		if cfg.Profiles[name].Backend != "local" {
+		iss, p := issuers[name], cfg.Profiles[name]
+		var rec store.IssuerRecord
+		switch p.Backend {
+		case "local":
+			rec = record(iss)
+		case "pkcs11":
+			rec = tokenRecord(cfg, p.Signer, iss)
+		default:
 			if err := st.IssuerPublish(ctx, iss.ID, iss.Cert.Raw); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := st.IssuerRecordPut(ctx, record(iss), iss.Cert.Raw, nil); err != nil {
+		if err := st.IssuerRecordPut(ctx, rec, iss.Cert.Raw, nil); err != nil {
 			return err
 		}
 		named, err := st.ProfileIssuerDefault(ctx, name, iss.ID)
@@ -56,9 +63,10 @@ func publishIssuers(ctx context.Context, cfg config.Config, st store.Store, issu
 	return nil
 }
 
-// warnUnnamed tells the operator when ca.dir's intermediate is not among
-// the issuers the store names for profile (it was replaced by hand, or
-// rotated away from): the profile signs with those, not with it.
+// warnUnnamed tells the operator when the configured issuer (ca.dir's
+// intermediate, or a pkcs11 backend's cert) is not among the issuers the
+// store names for profile (it was replaced by hand, or rotated away from):
+// the profile signs with those, not with it.
 func warnUnnamed(ctx context.Context, st store.Store, profile string, iss *signer.Issuer, log *slog.Logger) {
 	m, err := st.ProfileIssuers(ctx)
 	if err != nil {
@@ -71,34 +79,48 @@ func warnUnnamed(ctx context.Context, st store.Store, profile string, iss *signe
 		}
 		ids = append(ids, p.ID)
 	}
-	log.Warn("ca.dir's intermediate is not an issuer of this profile: it signs with the issuers the database names (hallmark issuers list; hallmark issuers rotate to change them)",
+	log.Warn("the configured issuer is not an issuer of this profile: it signs with the issuers the database names (hallmark issuers list; hallmark issuers rotate to change them)",
 		"profile", profile, "intermediate", iss.ID, "issuers", ids)
 }
 
-// managedIssuers loads every managed issuer not retired whose files are in
-// ca.dir, so this worker signs their CRLs (a retiring one's too, which no
-// profile names), and says how to load one made later.
-func managedIssuers(ctx context.Context, cfg config.Config, st store.Store, log *slog.Logger) ([]*signer.Issuer, worker.IssuerLoader, error) {
+// managedIssuers loads every managed issuer not retired that this worker
+// can sign with, so it signs their CRLs (a retiring one's too, which no
+// profile names): a local one whose files are in ca.dir, one on the token
+// of a pkcs11 backend its profiles use. A mounted one is loaded again, so
+// its CRLs outlive a reload that mounts another issuer for its profile.
+// It also says how to load one made later, by the configuration current
+// returns then.
+func managedIssuers(ctx context.Context, current func() config.Config, st store.Store, log *slog.Logger) ([]*signer.Issuer, worker.IssuerLoader, error) {
+	cfg := current()
 	local := false
 	for _, p := range cfg.Profiles {
 		local = local || p.Backend == "local"
 	}
-	if !local {
+	tokens := tokenBackends(cfg)
+	if !local && len(tokens) == 0 {
 		return nil, nil, nil
 	}
-	load := func(id string) (*signer.Issuer, error) { return signer.LoadIntermediate(cfg.CA.Dir, id) }
+	load := issuerLoader(current, st)
 	recs, err := st.IssuerRecordsList(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	var out []*signer.Issuer
 	for _, r := range recs {
-		if r.State == store.IssuerRetired {
+		switch {
+		case r.State == store.IssuerRetired:
+			continue
+		case r.Backend == "" && !local, r.Backend != "" && !tokens[r.Backend]:
 			continue
 		}
-		iss, err := load(r.ID)
+		var iss *signer.Issuer
+		if r.Backend == "" {
+			iss, err = signer.LoadIntermediate(cfg.CA.Dir, r.ID)
+		} else {
+			iss, err = openOnToken(ctx, cfg, st, r)
+		}
 		if err != nil {
-			log.Warn("a managed issuer's files are not in ca.dir: this worker neither signs with it nor signs its CRLs", "issuer", r.ID, "state", r.State, "err", err)
+			log.Warn("a managed issuer's key is not here (ca.dir, or its backend's token): this worker neither signs with it nor signs its CRLs", "issuer", r.ID, "backend", r.Backend, "state", r.State, "err", err)
 			continue
 		}
 		out = append(out, iss)
@@ -106,15 +128,25 @@ func managedIssuers(ctx context.Context, cfg config.Config, st store.Store, log 
 	return out, load, nil
 }
 
-// caIntermediate makes a new intermediate under the root of ca.dir and
-// records it, active and named by no profile yet (`hallmark issuers rotate`
-// makes a profile sign with it).
+// caIntermediate makes a new intermediate under the root of ca.dir, its
+// key in ca.dir or, with --pkcs11, on a backend's token, and records it,
+// active and named by no profile yet (`hallmark issuers rotate` makes a
+// profile sign with it).
 func caIntermediate(c *cli.Context) error {
 	cfg, err := config.Load(c.String("config"))
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	iss, err := signer.CreateIntermediate(cfg.CA.Dir, caOptions(cfg, ""), c.String("name"), c.String("key-type"))
+	if c.String("key-label") != "" && c.String("pkcs11") == "" {
+		return cli.Exit("--key-label names a key on a token: name its backend with --pkcs11", 2)
+	}
+	var iss *signer.Issuer
+	var rec store.IssuerRecord
+	if backend := c.String("pkcs11"); backend != "" {
+		iss, rec, err = createOnToken(c, cfg, backend)
+	} else if iss, err = signer.CreateIntermediate(cfg.CA.Dir, caOptions(cfg, ""), c.String("name"), c.String("key-type")); err == nil {
+		rec = record(iss)
+	}
 	if err != nil {
 		return err
 	}
@@ -132,13 +164,19 @@ func caIntermediate(c *cli.Context) error {
 	}
 	ev := store.AuditEvent{Actor: actor, Action: "issuer.create", Subject: iss.ID,
 		Detail: fmt.Sprintf("%s (%s), valid until %s, %d alternate chains", iss.Cert.Subject.CommonName, record(iss).KeyType, iss.Cert.NotAfter.Format("2006-01-02"), len(iss.AltChains))}
-	if err := db.Store.IssuerRecordPut(c.Context, record(iss), iss.Cert.Raw, &ev); err != nil {
+	if rec.Backend != "" {
+		ev.Detail += fmt.Sprintf(", key %q on the token of backend %s", rec.KeyLabel, rec.Backend)
+	}
+	if err := db.Store.IssuerRecordPut(c.Context, rec, iss.Cert.Raw, &ev); err != nil {
 		return err
 	}
 	if _, err := publishRootCRLs(c.Context, db.Store, cfg.CA.Dir); err != nil {
 		return err
 	}
-	fmt.Printf("created issuer %s: %s (%s), %d alternate chains\n", iss.ID, iss.Cert.Subject.CommonName, record(iss).KeyType, len(iss.AltChains))
+	fmt.Printf("created issuer %s: %s (%s), %d alternate chains\n", iss.ID, iss.Cert.Subject.CommonName, rec.KeyType, len(iss.AltChains))
+	if rec.Backend != "" {
+		fmt.Printf("its key is on the token of backend %s: label %q, id %s\n", rec.Backend, rec.KeyLabel, rec.KeyID)
+	}
 	fmt.Printf("make a profile sign with it: hallmark issuers rotate --profile <name> %s\n", iss.ID)
 	return nil
 }

@@ -80,6 +80,8 @@ func main() {
 					Flags: []cli.Flag{
 						&cli.StringFlag{Name: "name", Required: true, Usage: "the intermediate's common name"},
 						&cli.StringFlag{Name: "key-type", Value: "p256", Usage: "issuing key type: p256, p384, rsa2048, rsa3072, rsa4096"},
+						&cli.StringFlag{Name: "pkcs11", Usage: "generate the key on the token of this [backends.<name>] (type pkcs11) instead of in ca.dir"},
+						&cli.StringFlag{Name: "key-label", Usage: "with --pkcs11: the new key's label on the token (default hallmark-issuer-<random>)"},
 						&cli.StringFlag{Name: "actor", Usage: "who asked, for the audit log (default cli:<user>)"},
 					},
 					Action: caIntermediate,
@@ -282,7 +284,7 @@ func run(c *cli.Context) error {
 		return err
 	}
 	publishRootCRLsAtStart(ctx, cfg, db.Store, log)
-	managed, load, err := managedIssuers(ctx, cfg, db.Store, log)
+	managed, load, err := managedIssuers(ctx, func() config.Config { return *lv.cfg.Load() }, db.Store, log)
 	if err != nil {
 		return err
 	}

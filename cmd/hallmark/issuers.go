@@ -22,18 +22,20 @@ const rotationSettles = 1500 * time.Millisecond
 func issuersCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "issuers",
-		Usage: "the local issuers: create an intermediate, rotate a profile to it, retire the old one",
+		Usage: "the issuers of local and PKCS#11 profiles: create an intermediate, rotate a profile to it, retire the old one",
 		Subcommands: []*cli.Command{
 			{Name: "list", Usage: "list issuers with their state, profiles, certificates outstanding and CRL freshness",
 				Flags: []cli.Flag{jsonFlag}, Action: withSession(issuersList)},
-			{Name: "create", Usage: "create a new intermediate under the root of ca.dir (runs `hallmark-worker ca intermediate`: the CLI holds no key)",
+			{Name: "create", Usage: "create a new intermediate under the root of ca.dir, its key in ca.dir or on a PKCS#11 token (runs `hallmark-worker ca intermediate`: the CLI holds no key)",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "name", Required: true, Usage: "the intermediate's common name"},
 					&cli.StringFlag{Name: "key-type", Value: "p256", Usage: "p256, p384, rsa2048, rsa3072, rsa4096"},
+					&cli.StringFlag{Name: "pkcs11", Usage: "generate the key on the token of this [backends.<name>] (type pkcs11) instead of in ca.dir"},
+					&cli.StringFlag{Name: "key-label", Usage: "with --pkcs11: the new key's label on the token (default hallmark-issuer-<random>)"},
 				}, Action: issuersCreate},
 			{Name: "rotate", Usage: "make a profile sign with these issuers, on every worker, without a restart; the old ones become retiring",
 				ArgsUsage: "<issuer id>...", Flags: []cli.Flag{
-					&cli.StringFlag{Name: "profile", Required: true, Usage: "the profile ([profiles.<name>], backend local)"},
+					&cli.StringFlag{Name: "profile", Required: true, Usage: "the profile ([profiles.<name>], backend local or pkcs11)"},
 					jsonFlag}, Action: withSession(issuersRotate)},
 			{Name: "retire", Usage: "retire an issuer: active (no profile names it) -> retiring; retiring (no certificate outstanding) -> retired",
 				ArgsUsage: "<issuer id>", Flags: []cli.Flag{jsonFlag}, Action: withSession(issuersRetire)},
@@ -45,6 +47,8 @@ type issuerRow struct {
 	ID          string    `json:"id"`
 	Name        string    `json:"name"`
 	KeyType     string    `json:"key_type"`
+	Backend     string    `json:"backend,omitempty"`   // the pkcs11 backend whose token holds the key; none for ca.dir
+	KeyLabel    string    `json:"key_label,omitempty"` // the key's label on that token
 	State       string    `json:"state"`
 	Profiles    []string  `json:"profiles"`
 	Outstanding int       `json:"outstanding"`
@@ -74,15 +78,19 @@ func issuersList(ctx context.Context, s *session, c *cli.Context) error {
 				crl += ", STALE: " + h.Why
 			}
 		}
-		out[i] = issuerRow{ID: r.ID, Name: r.Name, KeyType: r.KeyType, State: string(r.State), Profiles: r.Profiles,
+		out[i] = issuerRow{ID: r.ID, Name: r.Name, KeyType: r.KeyType, Backend: r.Backend, KeyLabel: r.KeyLabel, State: string(r.State), Profiles: r.Profiles,
 			Outstanding: r.Outstanding, Chains: len(r.Chains), NotAfter: r.NotAfter.UTC(), CRL: crl}
-		rows[i] = []string{r.ID, r.Name, r.KeyType, string(r.State), strings.Join(r.Profiles, ","),
+		key := "ca.dir"
+		if r.Backend != "" {
+			key = "pkcs11:" + r.Backend + " " + r.KeyLabel
+		}
+		rows[i] = []string{r.ID, r.Name, r.KeyType, key, string(r.State), strings.Join(r.Profiles, ","),
 			strconv.Itoa(r.Outstanding), strconv.Itoa(len(r.Chains)), when(r.NotAfter), crl}
 	}
 	if s.json {
 		return s.emit(out)
 	}
-	s.table([]string{"ID", "NAME", "KEY", "STATE", "PROFILES", "OUTSTANDING", "ALT CHAINS", "NOT AFTER", "CRL"}, rows)
+	s.table([]string{"ID", "NAME", "KEY", "KEY AT", "STATE", "PROFILES", "OUTSTANDING", "ALT CHAINS", "NOT AFTER", "CRL"}, rows)
 	return nil
 }
 
@@ -95,7 +103,8 @@ func issuersCreate(c *cli.Context) error {
 		return err
 	}
 	_, out, err := operator.CreateIssuer(c.Context, operator.NewIssuer{Worker: bin, Config: c.String("config"),
-		Name: c.String("name"), KeyType: c.String("key-type"), Actor: operator.CLIActor()})
+		Name: c.String("name"), KeyType: c.String("key-type"), Actor: operator.CLIActor(),
+		PKCS11: c.String("pkcs11"), KeyLabel: c.String("key-label")})
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("creating the intermediate: %v", err), exitError)
 	}
@@ -109,11 +118,23 @@ func issuersRotate(ctx context.Context, s *session, c *cli.Context) error {
 	if !ok {
 		return usage("--profile %s: there is no [profiles.%s]", profile, profile)
 	}
-	if p.Backend != "local" {
-		return usage("--profile %s: its backend is %s; only a local profile's issuer rotates here", profile, p.Backend)
+	keys := ""
+	switch p.Backend {
+	case "local":
+	case "pkcs11":
+		keys = p.Signer
+	default:
+		return usage("--profile %s: its backend is %s; only a local or pkcs11 profile's issuer rotates here", profile, p.Backend)
 	}
 	if c.NArg() == 0 {
 		return usage("name the issuer ids to sign with (hallmark issuers list)")
+	}
+	recs, err := s.st.IssuerRecordsList(ctx)
+	if err != nil {
+		return err
+	}
+	if err := operator.IssuerKeysAt(recs, keys, c.Args().Slice()); err != nil {
+		return issuerErr(err)
 	}
 	retiring, err := operator.RotateIssuers(ctx, s.st, profile, c.Args().Slice(), operator.CLIActor())
 	if err != nil {

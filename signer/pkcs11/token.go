@@ -123,12 +123,13 @@ type Token struct {
 	cfg Config
 	pub crypto.PublicKey
 
-	// conn serialises opening and closing the module: a reconnect must not
-	// reuse a module instance that a close is about to finalize.
-	conn sync.Mutex
-	mu   sync.Mutex
-	ctx  *crypto11.Context // nil while the token is away
-	key  crypto.Signer
+	// grp serialises opening and closing the module with every other Token
+	// on it (module.go): a reconnect must not reuse a module instance that
+	// a close is about to finalize.
+	grp *group
+	mu  sync.Mutex
+	ctx *crypto11.Context // nil while the token is away
+	key crypto.Signer
 
 	// hung counts signatures that outlived the sign timeout and have not
 	// returned yet: each holds a session and a goroutine until the token
@@ -140,12 +141,15 @@ type Token struct {
 // public key is want (the issuer certificate's), or, with want nil, the one
 // key pair the label and id name.
 func Open(cfg Config, want crypto.PublicKey) (*Token, error) {
-	t := &Token{cfg: cfg}
+	t := &Token{cfg: cfg, grp: groupFor(cfg.Module)}
+	t.grp.mu.Lock()
+	defer t.grp.mu.Unlock()
 	ctx, key, err := connect(cfg, want)
 	if err != nil {
 		return nil, err
 	}
 	t.ctx, t.key, t.pub = ctx, key, key.Public()
+	t.grp.members[t] = struct{}{}
 	return t, nil
 }
 
@@ -252,8 +256,8 @@ func (t *Token) signer() (crypto.Signer, error) {
 	if key := t.live(); key != nil {
 		return key, nil
 	}
-	t.conn.Lock()
-	defer t.conn.Unlock()
+	t.grp.mu.Lock()
+	defer t.grp.mu.Unlock()
 	if key := t.live(); key != nil {
 		return key, nil
 	}
@@ -277,8 +281,8 @@ func (t *Token) live() crypto.Signer {
 // drop forgets key after it failed, closing its context (which finalizes
 // the module when it was the last user) unless another call already did.
 func (t *Token) drop(key crypto.Signer) {
-	t.conn.Lock()
-	defer t.conn.Unlock()
+	t.grp.mu.Lock()
+	defer t.grp.mu.Unlock()
 	t.mu.Lock()
 	if t.key != key {
 		t.mu.Unlock()
@@ -288,8 +292,11 @@ func (t *Token) drop(key crypto.Signer) {
 	t.ctx, t.key = nil, nil
 	t.mu.Unlock()
 	// Close waits for sessions in use to come back, so never under mu;
-	// those calls fail too and find the key already dropped.
-	_ = ctx.Close()
+	// those calls fail too and find the key already dropped. The other
+	// Tokens on the module close theirs too, so the module is finalized.
+	for _, c := range append([]*crypto11.Context{ctx}, t.siblingsDrop()...) {
+		_ = c.Close()
+	}
 }
 
 // Ready checks that the token answers: it reconnects if needed and looks the
@@ -332,8 +339,9 @@ func (t *Token) Ready(ctx context.Context) error {
 // the token it leaves the module open instead: closing waits for every
 // session in use, so a worker would never finish stopping.
 func (t *Token) Close() error {
-	t.conn.Lock()
-	defer t.conn.Unlock()
+	t.grp.mu.Lock()
+	defer t.grp.mu.Unlock()
+	delete(t.grp.members, t)
 	t.mu.Lock()
 	ctx := t.ctx
 	t.ctx, t.key = nil, nil

@@ -18,10 +18,11 @@ func (s *Store) IssuerRecordPut(ctx context.Context, r store.IssuerRecord, der [
 		b.exec("", `INSERT INTO settings (name, value) VALUES ($1, $2)
 			ON CONFLICT (name) DO UPDATE SET value = excluded.value`, issuerSetting(r.ID), der)
 		b.exec("", issuerRegisterSQL, r.ID)
-		b.exec("", `INSERT INTO issuer_records (id, name, key_type, state, not_after, created_at)
-			VALUES ($1, $2, $3, 'active', $4, {now})
-			ON CONFLICT (id) DO UPDATE SET name = excluded.name, key_type = excluded.key_type, not_after = excluded.not_after`,
-			r.ID, r.Name, r.KeyType, s.d.T(r.NotAfter))
+		b.exec("", `INSERT INTO issuer_records (id, name, key_type, state, not_after, created_at, backend, key_label, key_id)
+			VALUES ($1, $2, $3, 'active', $4, {now}, $5, $6, $7)
+			ON CONFLICT (id) DO UPDATE SET name = excluded.name, key_type = excluded.key_type, not_after = excluded.not_after,
+				backend = excluded.backend, key_label = excluded.key_label, key_id = excluded.key_id`,
+			r.ID, r.Name, r.KeyType, s.d.T(r.NotAfter), r.Backend, r.KeyLabel, r.KeyID)
 		b.exec("", `DELETE FROM issuer_chains WHERE issuer_id = $1`, r.ID)
 		for i, c := range r.Chains {
 			b.exec("", `INSERT INTO issuer_chains (issuer_id, idx, chain_pem) VALUES ($1, $2, $3)`, r.ID, i+1, c)
@@ -44,7 +45,7 @@ func (s *Store) IssuerRecordPut(ctx context.Context, r store.IssuerRecord, der [
 // issuerRecordsSQL lists the records, newest first, with the profiles
 // naming each; outstanding certificates are counted per issuer
 // (issuerOutstandingSQL) through certificates_not_after_idx.
-const issuerRecordsSQL = `SELECT r.id, r.name, r.key_type, r.state, r.not_after, r.created_at,
+const issuerRecordsSQL = `SELECT r.id, r.name, r.key_type, r.state, r.not_after, r.created_at, r.backend, r.key_label, r.key_id,
   COALESCE((SELECT ` + "{agg}" + ` FROM profile_issuers p WHERE p.issuer_id = r.id), '')
 FROM issuer_records r ORDER BY r.created_at DESC, r.id`
 
@@ -61,7 +62,7 @@ func (s *Store) IssuerRecordsList(ctx context.Context) ([]store.IssuerRecord, er
 		err := collect(ctx, t, func(r Rows) error {
 			var rec store.IssuerRecord
 			var state, profiles string
-			if err := r.Scan(&rec.ID, &rec.Name, &rec.KeyType, &state, ts(&rec.NotAfter), ts(&rec.CreatedAt), &profiles); err != nil {
+			if err := r.Scan(&rec.ID, &rec.Name, &rec.KeyType, &state, ts(&rec.NotAfter), ts(&rec.CreatedAt), &rec.Backend, &rec.KeyLabel, &rec.KeyID, &profiles); err != nil {
 				return err
 			}
 			rec.State = store.IssuerState(state)
@@ -102,12 +103,12 @@ func (s *Store) ProfileIssuers(ctx context.Context) (map[string][]store.ProfileI
 		return collect(ctx, t, func(r Rows) error {
 			var profile string
 			var pi store.ProfileIssuer
-			if err := r.Scan(&profile, &pi.ID, &pi.KeyType, ts(&pi.CreatedAt)); err != nil {
+			if err := r.Scan(&profile, &pi.ID, &pi.KeyType, ts(&pi.CreatedAt), &pi.Backend); err != nil {
 				return err
 			}
 			out[profile] = append(out[profile], pi)
 			return nil
-		}, `SELECT p.profile, r.id, r.key_type, r.created_at FROM profile_issuers p
+		}, `SELECT p.profile, r.id, r.key_type, r.created_at, r.backend FROM profile_issuers p
 			JOIN issuer_records r ON r.id = p.issuer_id WHERE r.state = 'active'
 			ORDER BY p.profile, r.created_at DESC, r.id`)
 	})

@@ -175,3 +175,42 @@ func testIssuerLifecycle(t *testing.T, s store.Store, _ Extras) {
 		t.Fatalf("chains after a re-publish without any: %q", chains)
 	}
 }
+
+// testIssuerKeyPlace: a record keeps where its issuer's key is (a pkcs11
+// backend, the key's label and id; migration 0028), and a profile's
+// issuers carry it, which a worker signs by.
+func testIssuerKeyPlace(t *testing.T, s store.Store, _ Extras) {
+	ctx := ctxT(t)
+	now := dbNow(t, s)
+	for _, r := range []store.IssuerRecord{
+		{ID: "0a", Name: "Local CA", KeyType: "p256", NotAfter: now.Add(time.Hour)},
+		{ID: "0b", Name: "HSM CA", KeyType: "p384", NotAfter: now.Add(time.Hour), Backend: "softhsm", KeyLabel: "hallmark-issuer-01", KeyID: "68616c6c"},
+	} {
+		if err := s.IssuerRecordPut(ctx, r, []byte{0x30, 0x00}, nil); err != nil {
+			t.Fatalf("IssuerRecordPut %s: %v", r.ID, err)
+		}
+	}
+	if _, err := s.ProfileIssuerDefault(ctx, "hsm", "0b"); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := s.IssuerRecordsList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		switch r.ID {
+		case "0a":
+			if r.Backend != "" || r.KeyLabel != "" || r.KeyID != "" {
+				t.Fatalf("the local issuer is listed with a key at %q %q %q", r.Backend, r.KeyLabel, r.KeyID)
+			}
+		case "0b":
+			if r.Backend != "softhsm" || r.KeyLabel != "hallmark-issuer-01" || r.KeyID != "68616c6c" {
+				t.Fatalf("the HSM issuer is listed with its key at %q %q %q", r.Backend, r.KeyLabel, r.KeyID)
+			}
+		}
+	}
+	m, err := s.ProfileIssuers(ctx)
+	if err != nil || len(m["hsm"]) != 1 || m["hsm"][0].Backend != "softhsm" {
+		t.Fatalf("ProfileIssuers = %+v, %v; want hsm: [0b on softhsm]", m, err)
+	}
+}

@@ -112,6 +112,7 @@ var contract = []struct {
 	{"IssuersListed", testIssuersListed},
 	{"IssuersMigrated", testIssuersMigrated},
 	{"IssuerLifecycle", testIssuerLifecycle},
+	{"IssuerKeyPlace", testIssuerKeyPlace},
 	{"AdminViews", testAdminViews},
 	{"Activity", testActivity},
 	{"AdminSessions", testAdminSessions},
