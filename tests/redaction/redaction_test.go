@@ -175,6 +175,7 @@ var argsFor = map[string][]string{
 	"hallmark keys":                   nil,
 	"hallmark keys block":             {"--cert", "{cert}", "--source", "redaction test"},
 	"hallmark keys list":              nil,
+	"hallmark keys unblock":           {"--cert", "{cert}", "--reason", "redaction test"},
 	"hallmark keys show":              {"--cert", "{cert}"},
 	"hallmark backup":                 {"{dir}/backup.db"},
 	"hallmark ari":                    nil,
