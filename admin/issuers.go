@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -54,7 +55,8 @@ func (s *Server) issuersPage(w http.ResponseWriter, r *http.Request, p principal
 		}
 	}
 	sort.Strings(rotatable)
-	s.render(w, r, p, http.StatusOK, "issuers", map[string]any{"Issuers": rows, "Profiles": rotatable, "Now": now, "KeyTypes": operator.IssuerKeyTypes})
+	s.render(w, r, p, http.StatusOK, "issuers", map[string]any{"Issuers": rows, "Profiles": rotatable, "Now": now,
+		"KeyTypes": operator.IssuerKeyTypes, "Tokens": s.tokens()})
 	return nil
 }
 
@@ -73,12 +75,19 @@ const createIssuerTimeout = 2 * time.Minute
 func (s *Server) issuerCreate(w http.ResponseWriter, r *http.Request, p principal) error {
 	n := s.newIss
 	n.Name, n.KeyType, n.Actor = strings.TrimSpace(r.PostFormValue("name")), r.PostFormValue("key_type"), "admin:"+p.user
+	if n.PKCS11 = r.PostFormValue("pkcs11"); n.PKCS11 != "" && !slices.Contains(s.tokens(), n.PKCS11) {
+		return errBadRequest("the form names no pkcs11 backend a profile signs with")
+	}
 	// Not cut short by the browser going away: killed between writing the
 	// files and recording them, the child would leave an unrecorded issuer.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), createIssuerTimeout)
 	defer cancel()
 	id, _, err := operator.CreateIssuer(ctx, n)
-	msg := "Created issuer " + id + " (" + n.Name + ", " + n.KeyType + "): rotate a profile to it below."
+	where := ""
+	if n.PKCS11 != "" {
+		where = ", on the token of " + n.PKCS11
+	}
+	msg := "Created issuer " + id + " (" + n.Name + ", " + n.KeyType + where + "): rotate a profile to it below."
 	if err != nil {
 		s.log.Warn("admin: creating an issuer failed", "user", p.user, "name", n.Name, "err", err)
 		msg = "Not created: " + err.Error()
@@ -133,6 +142,19 @@ func issuerKeys(prof profile.Profile) (string, bool) {
 		return prof.Signer, true
 	}
 	return "", false
+}
+
+// tokens are the pkcs11 backends the profiles sign with: where the create
+// form may make a key.
+func (s *Server) tokens() []string {
+	var out []string
+	for _, prof := range s.live.Load().profs {
+		if keys, ok := issuerKeys(prof); ok && keys != "" && !slices.Contains(out, keys) {
+			out = append(out, keys)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // issuerRetire moves the issuer on: active to retiring, retiring to

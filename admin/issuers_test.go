@@ -186,3 +186,40 @@ func wantCreateFails(t *testing.T, srvURL string, c *http.Client, st store.Store
 		t.Fatalf("issuers after a failed create: %d, %v; want the 2 there were", len(recs), err)
 	}
 }
+
+// TestIssuersCreateOnToken: with a pkcs11 profile, the create form offers
+// its backend's token beside ca.dir (the child hallmark-worker makes the
+// key there, as `hallmark issuers create --pkcs11` does); a form naming a
+// backend no profile signs with is refused and creates nothing.
+func TestIssuersCreateOnToken(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, "sqlite")
+	hsm := profile.Default()
+	hsm.Backend, hsm.Signer = "pkcs11", "softhsm"
+	profs := map[string]profile.Profile{"default": profile.Default(), "hsm": hsm}
+	p, err := admin.New(admin.Options{Store: db.Store, Queue: db.Queue, Token: token, Profiles: profs,
+		Revoker: revocation.New(db.Store, profs), Worker: filepath.Join(t.TempDir(), "no-hallmark-worker")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p.Handler())
+	t.Cleanup(srv.Close)
+	c := &http.Client{CheckRedirect: noRedirect}
+	bearer := "Bearer " + token
+	_, page := do(t, c, "GET", srv.URL+"/issuers", bearer, nil)
+	if !strings.Contains(page, `id="create-token"`) || !strings.Contains(page, `<option value="softhsm">token of softhsm</option>`) {
+		t.Fatalf("the create form offers no token for the pkcs11 profile's backend:\n%s", page)
+	}
+	form := url.Values{"csrf": {csrfOf(t, page)}, "name": {"HSM CA 2"}, "key_type": {"p256"}, "pkcs11": {"elsewhere"}}
+	if resp, _ := do(t, c, "POST", srv.URL+"/issuers/create", bearer, form); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("create on a backend no profile names: %d, want 400", resp.StatusCode)
+	}
+	form.Set("pkcs11", "softhsm")
+	resp, _ := do(t, c, "POST", srv.URL+"/issuers/create", bearer, form)
+	if got := noticeOf(follow(t, srv.URL, resp, bearer)); !strings.HasPrefix(got, "Not created") || !strings.Contains(got, "no-hallmark-worker") {
+		t.Fatalf("create on the token with no hallmark-worker here: the page says %q", got)
+	}
+	if recs, err := db.Store.IssuerRecordsList(context.Background()); err != nil || len(recs) != 0 {
+		t.Fatalf("issuers after refused creates: %+v, %v; want none", recs, err)
+	}
+}
