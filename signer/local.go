@@ -280,7 +280,7 @@ func LoadLocal(dir string) (*Issuer, error) {
 	if _, err := chain[0].Verify(x509.VerifyOptions{
 		Roots: rootPool, Intermediates: inter,
 		KeyUsages:   []x509.ExtKeyUsage{x509.ExtKeyUsageAny},
-		CurrentTime: chain[0].NotBefore.Add(time.Second),
+		CurrentTime: chainTime(chain, roots),
 	}); err != nil {
 		return nil, fmt.Errorf("loading local CA from %s: %s does not chain to %s: %w", dir, IntermediateCertFile, RootCertFile, err)
 	}
