@@ -6,6 +6,9 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -21,7 +24,19 @@ import (
 func TestProfileIssuersRotateAndPickByKey(t *testing.T) {
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
-			r := newRig(t, rigOpts{kind: kind})
+			// The names' http-01 targets accept and never answer, so the
+			// worker's own validation cannot settle a challenge before the
+			// test validates it (rig.ready).
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			silent := httptest.NewUnstartedServer(http.HandlerFunc(func(_ http.ResponseWriter, req *http.Request) { <-req.Context().Done() }))
+			silent.Listener = ln
+			silent.Start()
+			t.Cleanup(silent.Close)
+			r := newRig(t, rigOpts{kind: kind, httpPort: ln.Addr().(*net.TCPAddr).Port})
+			t.Cleanup(silent.CloseClientConnections) // before the worker stops, which waits for them
 			r.stopFirst(t)
 			ctx := context.Background()
 			dir := t.TempDir()
@@ -55,6 +70,7 @@ func TestProfileIssuersRotateAndPickByKey(t *testing.T) {
 				t.Fatal(err)
 			}
 			serveWorker(t, r, w)
+			t.Cleanup(silent.CloseClientConnections) // before this worker stops too
 
 			ecKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 			rsaKey, _ := rsa.GenerateKey(rand.Reader, 2048)

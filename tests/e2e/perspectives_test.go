@@ -198,10 +198,17 @@ func twoProcesses(t *testing.T, q *quorumRun) {
 		id := q.challengeOf(t, name)
 		var jobs, attempts int
 		var completed bool
-		err := q.conn.QueryRow(context.Background(), `SELECT count(*), COALESCE(max(attempt), 0), COALESCE(bool_and(state = 'completed'), false)
+		// River marks a job completed after its handler returns, and the
+		// primary may decide from the recorded answer before that.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			err := q.conn.QueryRow(context.Background(), `SELECT count(*), COALESCE(max(attempt), 0), COALESCE(bool_and(state = 'completed'), false)
 FROM river_job WHERE kind = 'perspective_check' AND args->>'challenge_id' = $1 AND args->>'perspective' = 'east'`, id).Scan(&jobs, &attempts, &completed)
-		if err != nil {
-			t.Fatal(err)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if completed || time.Now().After(deadline) {
+				break
+			}
 		}
 		if jobs != 1 || attempts != 1 || !completed {
 			t.Errorf("%s: %d perspective_check jobs for east, at most attempt %d, all completed %v; want one, completed at its first attempt", name, jobs, attempts, completed)

@@ -155,7 +155,9 @@ func TestKilledWorkerJobsResumeInSeconds(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 170*time.Second)
 			defer cancel()
 			w1, w2 := c.workers[0], c.workers[1]
-			const n = 16
+			// Enough clients that worker1 is seen holding both kinds at
+			// once, a signing job lasting milliseconds, on a loaded machine.
+			const n = 32
 			for i := 0; i < n; i++ {
 				d := 150 * time.Millisecond
 				if i%2 == 1 {
