@@ -61,7 +61,8 @@ type Rescued struct {
 
 // keeper renews this worker's heartbeat every bound/5, rescues lapsed
 // workers' jobs, and cancels its own running jobs (ErrLeaseLost) when it
-// finds its heartbeat lapsed, before registering a new run.
+// finds its heartbeat ended (another worker took its jobs, or registered
+// its id), before registering a new run.
 type keeper struct {
 	l     Liveness
 	id    string
@@ -76,14 +77,14 @@ type keeper struct {
 	mu    sync.Mutex
 	since time.Time // the run's start, on the database's clock
 	now   time.Time // the database's clock at the last renewal
+	at    time.Time // when that renewal was sent, on this process's monotonic clock
+	lost  bool      // lapsed and not registered again yet
+	held  map[*heldJob]struct{}
 	// streak is the database's clock when the current unbroken run of
 	// renewals began (zero after a failed one): a worker rescues others
 	// only after a whole bound of it, so after an outage every live worker
 	// has renewed before anyone's jobs are taken.
 	streak time.Time
-	at     time.Time // when that renewal was sent, on this process's monotonic clock
-	lost   bool      // lapsed and not registered again yet
-	held   map[*heldJob]struct{}
 }
 
 type heldJob struct{ cancel context.CancelCauseFunc }
