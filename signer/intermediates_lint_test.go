@@ -86,8 +86,8 @@ func TestIntermediatesLint(t *testing.T) {
 		if err := lintFailure("root CRL", zlint.LintRevocationListEx(zr, caReg)); err != nil {
 			t.Errorf("the CRL of %s: %v", certs[n].Subject.CommonName, lintCause(err))
 		}
-		if want := hex.EncodeToString(certs[n].SubjectKeyId); c.IssuerID != want || c.Number <= 0 {
-			t.Errorf("root CRL %d: issuer %s number %d, want issuer %s", n, c.IssuerID, c.Number, want)
+		if want := hex.EncodeToString(certs[n].SubjectKeyId); c.IssuerID != want || c.Number != zr.Number.Int64() {
+			t.Errorf("root CRL %d: issuer %s number %d, want issuer %s and the number the CRL carries, %v", n, c.IssuerID, c.Number, want, zr.Number)
 		}
 	}
 }

@@ -31,7 +31,10 @@ func TestSignRootCRLKeepsEntries(t *testing.T) {
 	// As if an intermediate had been revoked: the last CRL lists it.
 	now := time.Now().Truncate(time.Second).UTC()
 	revoked := RevokedEntry{Serial: big.NewInt(0x5ca1ab1e), RevokedAt: now.Add(-time.Hour), Reason: 1}
-	der, err := ri.SignARL(42, now.Add(-time.Minute), now.Add(time.Hour), []RevokedEntry{revoked}, RootCRLURL(o.URLBase, root))
+	// Numbered above the clock (a CRL signed on another copy of ca.dir with
+	// a clock ahead): the next one must still number above it.
+	ahead := time.Now().Add(time.Hour).UnixNano()
+	der, err := ri.SignARL(ahead, now.Add(-time.Minute), now.Add(time.Hour), []RevokedEntry{revoked}, RootCRLURL(o.URLBase, root))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +49,7 @@ func TestSignRootCRLKeepsEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if next.Number <= 42 || rl.Number.Int64() != next.Number || rl.NextUpdate.Sub(rl.ThisUpdate) != ARLValidity {
+	if next.Number != ahead+1 || rl.Number.Int64() != next.Number || rl.NextUpdate.Sub(rl.ThisUpdate) != ARLValidity {
 		t.Fatalf("re-signed CRL: number %d (file %v), valid %s", next.Number, rl.Number, rl.NextUpdate.Sub(rl.ThisUpdate))
 	}
 	if len(rl.RevokedCertificateEntries) != 1 || rl.RevokedCertificateEntries[0].SerialNumber.Cmp(revoked.Serial) != 0 ||

@@ -39,8 +39,10 @@ func TestCreateIntermediateOnToken(t *testing.T) {
 		t.Fatalf("CreateIntermediate: %v", err)
 	}
 	_ = tok.Close()
-	if string(named.KeyID) != string(pkcs11.KeyIDFor(label)) || named.KeyLabel != label {
-		t.Fatalf("the key is named %q / %x; want %q / %x", named.KeyLabel, named.KeyID, label, pkcs11.KeyIDFor(label))
+	// The id is the one derived from the label; what matters is that the
+	// key is found again by both, below (OpenIssuer).
+	if named.KeyLabel != label {
+		t.Fatalf("the key is labelled %q; want %q", named.KeyLabel, label)
 	}
 	if err := signer.LintCACertificate(iss.Cert.Raw); err != nil {
 		t.Fatalf("zlint: %v", err)
