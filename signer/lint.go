@@ -62,12 +62,6 @@ var skippedLints = map[string]string{
 	"e_cert_issued_by_compromised_emudhra_ca": "a Hallmark issuer key is never an eMudhra key",
 }
 
-var (
-	lintRegistryOnce sync.Once
-	lintRegistryVal  lint.Registry
-	lintRegistryErr  error
-)
-
 // namedRegistry is a zlint registry whose Names are listed once: zlint's
 // Names sorts a fresh copy of every lint name, and LintCertificateEx calls
 // it on every certificate only to size its result map, which cost more than
@@ -81,23 +75,7 @@ func (r namedRegistry) Names() []string { return r.names }
 
 // lintRegistry is the filtered registry, built once: filtering walks every
 // registered lint.
-func lintRegistry() (lint.Registry, error) {
-	lintRegistryOnce.Do(func() {
-		reg, err := filteredRegistry()
-		if err != nil {
-			lintRegistryErr = err
-			return
-		}
-		lintRegistryVal = namedRegistry{Registry: reg, names: reg.Names()}
-	})
-	return lintRegistryVal, lintRegistryErr
-}
-
-var (
-	caLintRegistryOnce sync.Once
-	caLintRegistryVal  lint.Registry
-	caLintRegistryErr  error
-)
+var lintRegistry = sync.OnceValues(func() (lint.Registry, error) { return buildRegistry("") })
 
 // caLintConfig tells zlint that the CRL it reads covers CA certificates: a
 // root's CRL of its intermediates may run 12 months (CABF BR §7.2, 4.9.7),
@@ -105,22 +83,22 @@ var (
 const caLintConfig = "[e_crl_next_update_invalid]\nSubscriberCRL = false\n"
 
 // caLintRegistry is lintRegistry's lints configured for a root's CRL (SignARL).
-func caLintRegistry() (lint.Registry, error) {
-	caLintRegistryOnce.Do(func() {
-		reg, err := filteredRegistry()
+var caLintRegistry = sync.OnceValues(func() (lint.Registry, error) { return buildRegistry(caLintConfig) })
+
+// buildRegistry is the filtered registry with config (TOML; "" for none).
+func buildRegistry(config string) (lint.Registry, error) {
+	reg, err := filteredRegistry()
+	if err != nil {
+		return nil, err
+	}
+	if config != "" {
+		cfg, err := lint.NewConfigFromString(config)
 		if err != nil {
-			caLintRegistryErr = err
-			return
-		}
-		cfg, err := lint.NewConfigFromString(caLintConfig)
-		if err != nil {
-			caLintRegistryErr = err
-			return
+			return nil, err
 		}
 		reg.SetConfiguration(cfg)
-		caLintRegistryVal = namedRegistry{Registry: reg, names: reg.Names()}
-	})
-	return caLintRegistryVal, caLintRegistryErr
+	}
+	return namedRegistry{Registry: reg, names: reg.Names()}, nil
 }
 
 // filteredRegistry is a new registry of lintSources' lints but skippedLints.
