@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hallmark-ca/hallmark/admin/operator"
-	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/store"
 )
 
@@ -50,7 +49,7 @@ func (s *Server) issuersPage(w http.ResponseWriter, r *http.Request, p principal
 	}
 	var rotatable []string
 	for name, prof := range s.live.Load().profs {
-		if _, ok := issuerKeys(prof); ok {
+		if _, ok := prof.IssuerKeys(); ok {
 			rotatable = append(rotatable, name)
 		}
 	}
@@ -104,7 +103,7 @@ func (s *Server) issuerCreate(w http.ResponseWriter, r *http.Request, p principa
 func (s *Server) issuerRotate(w http.ResponseWriter, r *http.Request, p principal) error {
 	profile, id := r.PostFormValue("profile"), r.PostFormValue("issuer")
 	prof, ok := s.live.Load().profs[profile]
-	keys, managed := issuerKeys(prof)
+	keys, managed := prof.IssuerKeys()
 	if !ok || !managed || id == "" || !store.Storable(id) {
 		return errBadRequest("the form names no local or pkcs11 profile or no issuer")
 	}
@@ -131,25 +130,12 @@ func (s *Server) issuerRotate(w http.ResponseWriter, r *http.Request, p principa
 	return nil
 }
 
-// issuerKeys is where the keys of prof's issuers are
-// (store.IssuerRecord.Backend); false for a profile whose issuer is not
-// rotated here (relay, custom).
-func issuerKeys(prof profile.Profile) (string, bool) {
-	switch prof.Backend {
-	case "local":
-		return "", true
-	case "pkcs11":
-		return prof.Signer, true
-	}
-	return "", false
-}
-
 // tokens are the pkcs11 backends the profiles sign with: where the create
 // form may make a key.
 func (s *Server) tokens() []string {
 	var out []string
 	for _, prof := range s.live.Load().profs {
-		if keys, ok := issuerKeys(prof); ok && keys != "" && !slices.Contains(out, keys) {
+		if keys, ok := prof.IssuerKeys(); ok && keys != "" && !slices.Contains(out, keys) {
 			out = append(out, keys)
 		}
 	}

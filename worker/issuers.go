@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hallmark-ca/hallmark/jobs"
-	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/signer"
 	"github.com/hallmark-ca/hallmark/store"
 )
@@ -125,7 +124,7 @@ func choose(cands []store.ProfileIssuer, pub crypto.PublicKey) string {
 // local or PKCS#11 profile's issuer by the mapping, when it names any of
 // the profile's own backend; otherwise the mounted backend.
 func (w *Worker) backendFor(ctx context.Context, m mount, profile string, pub crypto.PublicKey) (Backend, error) {
-	own, ok := issuerBackendOf(m.profile)
+	own, ok := m.profile.IssuerKeys()
 	if w.managed.load == nil || !ok {
 		return m.backend, nil
 	}
@@ -160,20 +159,6 @@ func (w *Worker) backendFor(ctx context.Context, m mount, profile string, pub cr
 		w.addIssuer(iss)
 	}
 	return issuerBackend{iss}, nil
-}
-
-// issuerBackendOf is where the keys of a profile's issuers are, as
-// store.IssuerRecord.Backend names it: "" (ca.dir) for a local profile,
-// its [backends.<name>] for a PKCS#11 one; false for a profile whose
-// issuer is not managed (relay, custom).
-func issuerBackendOf(p profile.Profile) (string, bool) {
-	switch p.Backend {
-	case "local":
-		return "", true
-	case "pkcs11":
-		return p.Signer, true
-	}
-	return "", false
 }
 
 // addIssuer registers an issuer loaded while the worker runs for its

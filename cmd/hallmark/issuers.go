@@ -118,12 +118,8 @@ func issuersRotate(ctx context.Context, s *session, c *cli.Context) error {
 	if !ok {
 		return usage("--profile %s: there is no [profiles.%s]", profile, profile)
 	}
-	keys := ""
-	switch p.Backend {
-	case "local":
-	case "pkcs11":
-		keys = p.Signer
-	default:
+	keys, managed := p.IssuerKeys()
+	if !managed {
 		return usage("--profile %s: its backend is %s; only a local or pkcs11 profile's issuer rotates here", profile, p.Backend)
 	}
 	if c.NArg() == 0 {

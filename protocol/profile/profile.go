@@ -64,6 +64,20 @@ func Default() Profile {
 	}
 }
 
+// IssuerKeys is where the keys of the profile's issuers are, as an issuer
+// record's backend names it: "" (ca.dir) for a local profile, its
+// [backends.<name>] for a PKCS#11 one; managed is false for a profile whose
+// issuer Hallmark does not rotate (relay, custom).
+func (p Profile) IssuerKeys() (backend string, managed bool) {
+	switch p.Backend {
+	case "local":
+		return "", true
+	case "pkcs11":
+		return p.Signer, true
+	}
+	return "", false
+}
+
 // RenewalWindow is the profile's suggested renewal window (RFC 9773 §4.2)
 // as fractions of a certificate's validity period: by default the middle
 // third, as Let's Encrypt suggests.
