@@ -107,15 +107,7 @@ func (s *Server) issuerRotate(w http.ResponseWriter, r *http.Request, p principa
 	if !ok || !managed || id == "" || !store.Storable(id) {
 		return errBadRequest("the form names no local or pkcs11 profile or no issuer")
 	}
-	recs, err := s.st.issuers.IssuerRecordsList(r.Context())
-	if err != nil {
-		return err
-	}
-	if err := operator.IssuerKeysAt(recs, keys, []string{id}); err != nil {
-		s.redirectNotice(w, r, p, "/issuers", "Not rotated: "+err.Error())
-		return nil
-	}
-	retiring, err := operator.RotateIssuers(r.Context(), s.st.issuers, profile, []string{id}, "admin:"+p.user)
+	retiring, err := operator.RotateIssuers(r.Context(), s.st.issuers, profile, keys, []string{id}, "admin:"+p.user)
 	msg := "Rotated: profile " + profile + " signs with " + id + " on every worker within a second."
 	if len(retiring) > 0 {
 		msg += " Retiring: " + retiring[0] + "."

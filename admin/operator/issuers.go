@@ -17,17 +17,27 @@ import (
 
 // IssuerStore is what the issuer actions write.
 type IssuerStore interface {
+	IssuerRecordsList(ctx context.Context) ([]store.IssuerRecord, error)
 	IssuerRotate(ctx context.Context, profile string, to []string, ev store.AuditEvent) ([]string, error)
 	IssuerRetire(ctx context.Context, id string, ev store.AuditEvent) (store.IssuerState, error)
 }
 
 // RotateIssuers makes to the issuers profile signs with; the issuers no
 // profile names any longer become retiring (returned). Audited as
-// issuer.rotate. An unknown or inactive issuer is refused (ErrNotFound,
-// ErrConflict) and nothing changes.
-func RotateIssuers(ctx context.Context, st IssuerStore, profile string, to []string, actor string) ([]string, error) {
+// issuer.rotate. keys is where the profile's issuers' keys are
+// (profile.Profile.IssuerKeys). An unknown or inactive issuer, or one
+// whose key is elsewhere, is refused (ErrNotFound, ErrConflict) and
+// nothing changes.
+func RotateIssuers(ctx context.Context, st IssuerStore, profile, keys string, to []string, actor string) ([]string, error) {
 	if profile == "" || len(to) == 0 {
 		return nil, errors.New("name a profile and at least one issuer")
+	}
+	recs, err := st.IssuerRecordsList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := issuerKeysAt(recs, keys, to); err != nil {
+		return nil, err
 	}
 	ev := store.AuditEvent{Actor: actor, Action: "issuer.rotate", Subject: profile,
 		Detail: "profile " + profile + " signs with " + strings.Join(to, ", ")}
@@ -38,12 +48,12 @@ func RotateIssuers(ctx context.Context, st IssuerStore, profile string, to []str
 	return retiring, nil
 }
 
-// IssuerKeysAt refuses to rotate a profile whose issuers' keys are at
+// issuerKeysAt refuses to rotate a profile whose issuers' keys are at
 // keys (store.IssuerRecord.Backend: "" for ca.dir, a pkcs11 backend's name
 // for its token) to an issuer whose key is elsewhere, which no worker
 // serving the profile could sign with; recs are the issuer records. An
 // issuer without a record is left to the rotation to refuse.
-func IssuerKeysAt(recs []store.IssuerRecord, keys string, to []string) error {
+func issuerKeysAt(recs []store.IssuerRecord, keys string, to []string) error {
 	for _, id := range to {
 		for _, r := range recs {
 			if r.ID != id || r.Backend == keys {

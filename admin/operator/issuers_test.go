@@ -9,7 +9,7 @@ import (
 
 // TestIssuerKeysAt: a profile is rotated only to issuers whose key is
 // where its backend keeps keys (ca.dir, or its own token).
-func TestIssuerKeysAt(t *testing.T) {
+func TestIssuerKeysAtRefusesAnotherPlace(t *testing.T) {
 	recs := []store.IssuerRecord{{ID: "aa"}, {ID: "bb", Backend: "softhsm"}, {ID: "cc", Backend: "luna"}}
 	for _, tc := range []struct {
 		keys string
@@ -23,9 +23,9 @@ func TestIssuerKeysAt(t *testing.T) {
 		{"softhsm", []string{"cc"}, false},
 		{"softhsm", []string{"unknown"}, true}, // the rotation refuses it: ErrNotFound
 	} {
-		err := IssuerKeysAt(recs, tc.keys, tc.to)
+		err := issuerKeysAt(recs, tc.keys, tc.to)
 		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, store.ErrConflict)) {
-			t.Errorf("IssuerKeysAt(%q, %v) = %v; want ok %v", tc.keys, tc.to, err, tc.ok)
+			t.Errorf("issuerKeysAt(%q, %v) = %v; want ok %v", tc.keys, tc.to, err, tc.ok)
 		}
 	}
 }

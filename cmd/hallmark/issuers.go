@@ -125,14 +125,7 @@ func issuersRotate(ctx context.Context, s *session, c *cli.Context) error {
 	if c.NArg() == 0 {
 		return usage("name the issuer ids to sign with (hallmark issuers list)")
 	}
-	recs, err := s.st.IssuerRecordsList(ctx)
-	if err != nil {
-		return err
-	}
-	if err := operator.IssuerKeysAt(recs, keys, c.Args().Slice()); err != nil {
-		return issuerErr(err)
-	}
-	retiring, err := operator.RotateIssuers(ctx, s.st, profile, c.Args().Slice(), operator.CLIActor())
+	retiring, err := operator.RotateIssuers(ctx, s.st, profile, keys, c.Args().Slice(), operator.CLIActor())
 	if err != nil {
 		return issuerErr(err)
 	}
