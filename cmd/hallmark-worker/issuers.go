@@ -113,12 +113,7 @@ func managedIssuers(ctx context.Context, current func() config.Config, st store.
 		case r.Backend == "" && !local, r.Backend != "" && !tokens[r.Backend]:
 			continue
 		}
-		var iss *signer.Issuer
-		if r.Backend == "" {
-			iss, err = signer.LoadIntermediate(cfg.CA.Dir, r.ID)
-		} else {
-			iss, err = openOnToken(ctx, cfg, st, r)
-		}
+		iss, err := loadRecord(ctx, cfg, st, r)
 		if err != nil {
 			log.Warn("a managed issuer's key is not here (ca.dir, or its backend's token): this worker neither signs with it nor signs its CRLs", "issuer", r.ID, "backend", r.Backend, "state", r.State, "err", err)
 			continue

@@ -88,13 +88,19 @@ func issuerLoader(current func() config.Config, st store.Store) func(id string) 
 			if r.ID != id {
 				continue
 			}
-			if r.Backend == "" {
-				return signer.LoadIntermediate(current().CA.Dir, id)
-			}
-			return openOnToken(ctx, current(), st, r)
+			return loadRecord(ctx, current(), st, r)
 		}
 		return nil, fmt.Errorf("issuer %s has no record: %w", id, store.ErrNotFound)
 	}
+}
+
+// loadRecord loads the issuer of r from where its key is: ca.dir, or the
+// token of its pkcs11 backend.
+func loadRecord(ctx context.Context, cfg config.Config, st store.Store, r store.IssuerRecord) (*signer.Issuer, error) {
+	if r.Backend == "" {
+		return signer.LoadIntermediate(cfg.CA.Dir, r.ID)
+	}
+	return openOnToken(ctx, cfg, st, r)
 }
 
 // openOnToken opens the issuer of r, whose key is on the token of
