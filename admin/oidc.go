@@ -33,9 +33,8 @@ import (
 
 // OIDCOptions is [admin.oidc] with its secret read (LoadOIDC).
 type OIDCOptions struct {
-	adminconf.OIDC
-	RedirectURL  string // the resolved callback (adminconf.Config.RedirectURL)
-	ClientSecret string
+	adminconf.OIDC // RedirectURL resolved (adminconf.Config.RedirectURL)
+	ClientSecret   string
 	// HTTPClient reaches the provider; nil: one with a 10 second timeout.
 	HTTPClient *http.Client
 }
@@ -45,7 +44,8 @@ func LoadOIDC(c adminconf.Config) (*OIDCOptions, error) {
 	if !c.OIDC.On() {
 		return nil, nil
 	}
-	o := &OIDCOptions{OIDC: c.OIDC, RedirectURL: c.RedirectURL()}
+	o := &OIDCOptions{OIDC: c.OIDC}
+	o.RedirectURL = c.RedirectURL()
 	if f := c.OIDC.ClientSecretFile; f != "" {
 		b, err := os.ReadFile(f)
 		if err != nil {

@@ -49,8 +49,8 @@ func newOIDCRig(t *testing.T, kind string) *oidcRig {
 	rig.st = db.Store
 	s, err := New(Options{Store: db.Store, Queue: db.Queue, TokenOff: true,
 		Revoker: revocation.New(db.Store, map[string]profile.Profile{"default": profile.Default()}),
-		OIDC: &OIDCOptions{OIDC: adminconf.OIDC{Issuer: rig.issuer, ClientID: "hallmark"},
-			RedirectURL: rig.panel + adminconf.CallbackPath, ClientSecret: rigSecret}})
+		OIDC: &OIDCOptions{OIDC: adminconf.OIDC{Issuer: rig.issuer, ClientID: "hallmark", RedirectURL: rig.panel + adminconf.CallbackPath},
+			ClientSecret: rigSecret}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestPrintable(t *testing.T) {
 // and one whose claims were altered after signing.
 func TestOIDCTokenChecks(t *testing.T) {
 	rig := newOIDCRig(t, "sqlite")
-	l := newOIDCLogin(OIDCOptions{OIDC: adminconf.OIDC{Issuer: rig.issuer, ClientID: "hallmark"}, RedirectURL: rig.panel + adminconf.CallbackPath, ClientSecret: rigSecret})
+	l := newOIDCLogin(OIDCOptions{OIDC: adminconf.OIDC{Issuer: rig.issuer, ClientID: "hallmark", RedirectURL: rig.panel + adminconf.CallbackPath}, ClientSecret: rigSecret})
 	ctx := context.Background()
 
 	ours := tokenFor(t, rig, &oauth2.Config{ClientID: "hallmark", ClientSecret: rigSecret, RedirectURL: rig.panel + adminconf.CallbackPath}, "nonce-1")
