@@ -27,16 +27,6 @@ type keyStore interface {
 	KeyUnblock(ctx context.Context, spkiHash []byte, ev store.AuditEvent) error
 }
 
-// pauseRow is a pause as the API lists it.
-type pauseRow struct {
-	Account     string    `json:"account"`
-	Identifier  string    `json:"identifier"`
-	Failures    int64     `json:"failures"`
-	FirstFailed time.Time `json:"first_failed"`
-	LastFailed  time.Time `json:"last_failed"`
-	Paused      bool      `json:"paused"`
-}
-
 // apiPauses lists the paused accounts by the [limits] rule, oldest first;
 // account= narrows to one, all=yes keeps the runs not paused (yet).
 func (s *Server) apiPauses(r *http.Request, _ principal) (any, error) {
@@ -46,9 +36,9 @@ func (s *Server) apiPauses(r *http.Request, _ principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]pauseRow, len(l))
+	out := make([]operator.PauseLine, len(l))
 	for i, p := range l {
-		out[i] = pauseRow{p.AccountID, p.Identifier.String(), p.Failures, p.FirstFailed, p.LastFailed, p.Paused}
+		out[i] = operator.PauseLineOf(p)
 	}
 	return list{out, next}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hallmark-ca/hallmark/protocol/acme"
 	"github.com/hallmark-ca/hallmark/store"
@@ -45,4 +46,21 @@ func LiftPause(ctx context.Context, st PauseLifter, accountID, ident, actor stri
 		return 0, fmt.Errorf("account %s has no failing validations recorded for %s: %w", accountID, what, ErrNothingToDo)
 	}
 	return n, nil
+}
+
+// PauseLine is a pause as `hallmark pauses list --json` and the API's
+// pauses list it.
+type PauseLine struct {
+	Account     string    `json:"account"`
+	Identifier  string    `json:"identifier"`
+	Failures    int64     `json:"failures"`
+	FirstFailed time.Time `json:"first_failed_at"`
+	LastFailed  time.Time `json:"last_failed_at"`
+	Paused      bool      `json:"paused"`
+}
+
+// PauseLineOf is p as a PauseLine.
+func PauseLineOf(p store.Pause) PauseLine {
+	return PauseLine{Account: p.AccountID, Identifier: p.Identifier.String(), Failures: p.Failures,
+		FirstFailed: p.FirstFailed.UTC(), LastFailed: p.LastFailed.UTC(), Paused: p.Paused}
 }

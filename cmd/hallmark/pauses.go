@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"strconv"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -27,15 +26,6 @@ func pausesCommand() *cli.Command {
 	}
 }
 
-type pauseRow struct {
-	Account     string    `json:"account"`
-	Identifier  string    `json:"identifier"`
-	Failures    int64     `json:"failures"`
-	FirstFailed time.Time `json:"first_failed_at"`
-	LastFailed  time.Time `json:"last_failed_at"`
-	Paused      bool      `json:"paused"`
-}
-
 // pauseRule is [limits]' pausing, as the frontend applies it.
 func (s *session) pauseRule() store.PauseRule {
 	after, least := s.cfg.Limits.Pause()
@@ -52,11 +42,10 @@ func pausesList(ctx context.Context, s *session, c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]pauseRow, len(ps))
+	out := make([]operator.PauseLine, len(ps))
 	rows := make([][]string, len(ps))
 	for i, p := range ps {
-		out[i] = pauseRow{Account: p.AccountID, Identifier: p.Identifier.String(), Failures: p.Failures,
-			FirstFailed: p.FirstFailed.UTC(), LastFailed: p.LastFailed.UTC(), Paused: p.Paused}
+		out[i] = operator.PauseLineOf(p)
 		rows[i] = []string{p.AccountID, p.Identifier.String(), strconv.FormatInt(p.Failures, 10), when(p.FirstFailed), when(p.LastFailed), yesNo(p.Paused)}
 	}
 	if s.json {
