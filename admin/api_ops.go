@@ -221,32 +221,15 @@ func (s *Server) apiAuditExport(r *http.Request, _ principal) (any, error) {
 	}), nil
 }
 
-// issuerAPIRow is an issuer as the API lists it.
-type issuerAPIRow struct {
-	ID          string    `json:"id"`
-	Name        string    `json:"name"`
-	KeyType     string    `json:"key_type"`
-	State       string    `json:"state"`
-	NotAfter    time.Time `json:"not_after"`
-	CreatedAt   time.Time `json:"created_at"`
-	Profiles    []string  `json:"profiles"`
-	Outstanding int       `json:"outstanding"`
-	Chains      int       `json:"alternate_chains"`
-}
-
 // apiIssuers lists the managed issuers, as the issuers page does.
 func (s *Server) apiIssuers(r *http.Request, _ principal) (any, error) {
 	recs, err := s.st.issuers.IssuerRecordsList(r.Context())
 	if err != nil {
 		return nil, err
 	}
-	out := make([]issuerAPIRow, len(recs))
+	out := make([]operator.IssuerLine, len(recs))
 	for i, rec := range recs {
-		profs := rec.Profiles
-		if profs == nil {
-			profs = []string{}
-		}
-		out[i] = issuerAPIRow{rec.ID, rec.Name, rec.KeyType, string(rec.State), rec.NotAfter, rec.CreatedAt, profs, rec.Outstanding, len(rec.Chains)}
+		out[i] = operator.IssuerLineOf(rec)
 	}
 	return list{Items: out}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/hallmark-ca/hallmark/store"
@@ -151,4 +152,30 @@ func WorkerBeside() (string, error) {
 		return "", err
 	}
 	return filepath.Join(filepath.Dir(self), "hallmark-worker"), nil
+}
+
+// IssuerLine is an issuer as `hallmark issuers list --json` and the API's
+// issuers list it.
+type IssuerLine struct {
+	ID          string    `json:"id"`
+	Name        string    `json:"name"`
+	KeyType     string    `json:"key_type"`
+	Backend     string    `json:"backend,omitempty"`   // the pkcs11 backend whose token holds the key; none for ca.dir
+	KeyLabel    string    `json:"key_label,omitempty"` // the key's label on that token
+	State       string    `json:"state"`
+	Profiles    []string  `json:"profiles"`
+	Outstanding int       `json:"outstanding"`
+	Chains      int       `json:"alternate_chains"`
+	NotAfter    time.Time `json:"not_after"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// IssuerLineOf is r as an IssuerLine.
+func IssuerLineOf(r store.IssuerRecord) IssuerLine {
+	profs := r.Profiles
+	if profs == nil {
+		profs = []string{}
+	}
+	return IssuerLine{ID: r.ID, Name: r.Name, KeyType: r.KeyType, Backend: r.Backend, KeyLabel: r.KeyLabel, State: string(r.State),
+		Profiles: profs, Outstanding: r.Outstanding, Chains: len(r.Chains), NotAfter: r.NotAfter.UTC(), CreatedAt: r.CreatedAt.UTC()}
 }

@@ -43,18 +43,11 @@ func issuersCommand() *cli.Command {
 	}
 }
 
+// issuerRow is an issuer as `issuers list --json` prints it: the shared
+// line, and its CRLs' freshness.
 type issuerRow struct {
-	ID          string    `json:"id"`
-	Name        string    `json:"name"`
-	KeyType     string    `json:"key_type"`
-	Backend     string    `json:"backend,omitempty"`   // the pkcs11 backend whose token holds the key; none for ca.dir
-	KeyLabel    string    `json:"key_label,omitempty"` // the key's label on that token
-	State       string    `json:"state"`
-	Profiles    []string  `json:"profiles"`
-	Outstanding int       `json:"outstanding"`
-	Chains      int       `json:"alternate_chains"`
-	NotAfter    time.Time `json:"not_after"`
-	CRL         string    `json:"crl"`
+	operator.IssuerLine
+	CRL string `json:"crl"`
 }
 
 func issuersList(ctx context.Context, s *session, c *cli.Context) error {
@@ -78,8 +71,7 @@ func issuersList(ctx context.Context, s *session, c *cli.Context) error {
 				crl += ", STALE: " + h.Why
 			}
 		}
-		out[i] = issuerRow{ID: r.ID, Name: r.Name, KeyType: r.KeyType, Backend: r.Backend, KeyLabel: r.KeyLabel, State: string(r.State), Profiles: r.Profiles,
-			Outstanding: r.Outstanding, Chains: len(r.Chains), NotAfter: r.NotAfter.UTC(), CRL: crl}
+		out[i] = issuerRow{IssuerLine: operator.IssuerLineOf(r), CRL: crl}
 		key := "ca.dir"
 		if r.Backend != "" {
 			key = "pkcs11:" + r.Backend + " " + r.KeyLabel
