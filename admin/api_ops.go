@@ -97,8 +97,8 @@ func (s *Server) apiKeys(r *http.Request, _ principal) (any, error) {
 
 // spkiHash reads a key's SHA-256 of its SubjectPublicKeyInfo, hex.
 func spkiHash(v string) ([]byte, error) {
-	h, err := hex.DecodeString(strings.ToLower(strings.TrimSpace(v)))
-	if err != nil || len(h) != 32 {
+	h, ok := store.ParseKeyHash(v)
+	if !ok {
 		return nil, apiErr(http.StatusBadRequest, "a key is named by the SHA-256 of its SubjectPublicKeyInfo, 64 hex digits (`hallmark keys show --cert FILE` prints it)")
 	}
 	return h, nil

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -33,6 +34,13 @@ const (
 func KeyHash(spki []byte) []byte {
 	h := sha256.Sum256(spki)
 	return h[:]
+}
+
+// ParseKeyHash reads a KeyHash as people write it: 64 hex digits, either
+// case, colons between bytes allowed; ok is false for anything else.
+func ParseKeyHash(s string) (h []byte, ok bool) {
+	h, err := hex.DecodeString(strings.ReplaceAll(strings.TrimSpace(s), ":", ""))
+	return h, err == nil && len(h) == sha256.Size
 }
 
 // PublicKeyHash is KeyHash of a parsed public key.

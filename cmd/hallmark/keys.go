@@ -198,8 +198,8 @@ func keyArg(c *cli.Context) ([]byte, string, error) {
 	}
 	switch {
 	case len(set) == 0 && (c.Command.Name == "show" || c.Command.Name == "unblock") && c.NArg() == 1:
-		h, err := hex.DecodeString(strings.ReplaceAll(c.Args().First(), ":", ""))
-		if err != nil || len(h) != 32 {
+		h, ok := store.ParseKeyHash(c.Args().First())
+		if !ok {
 			return nil, "", usage("%q is not a SHA-256 in hex (64 hex digits)", c.Args().First())
 		}
 		return h, "its hash", nil
