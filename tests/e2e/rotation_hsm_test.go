@@ -186,6 +186,8 @@ func rotateUnderLoad(t *testing.T, ca *CA, load, http01, profile, oldID, newID s
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	before := listIssuers(t, ca)[oldID].Outstanding
+	// 300: long enough to outlast the rotation and the workers' 1 s issuer
+	// cache (SQLite issues 80 in under a second here).
 	loadCmd := exec.CommandContext(ctx, load, "run", "--directory", ca.BaseURL+"/directory", "--ca-cert", ca.Root,
 		"--concurrency", "4", "--count", "300", "--stall", "60s", "--http-listen", http01, "--dns-listen", "127.0.0.1:0")
 	var loadOut strings.Builder
@@ -216,6 +218,7 @@ func rotateUnderLoad(t *testing.T, ca *CA, load, http01, profile, oldID, newID s
 	if after := listIssuers(t, ca)[newID].Outstanding; after == 0 {
 		t.Fatalf("the load finished before the rotation took effect: B signed none of it\n%s", loadOut.String())
 	}
+	t.Logf("load: %s", strings.SplitN(loadOut.String(), "\n", 4)[2])
 	return at
 }
 

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
@@ -101,39 +100,7 @@ func TestRotationUnderLoad(t *testing.T) {
 			}
 			newID := m[1]
 
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
-			// Long enough to outlast the rotation and the workers' 1 s issuer
-			// cache: SQLite issues 80 in under a second here.
-			loadCmd := exec.CommandContext(ctx, load, "run", "--directory", ca.BaseURL+"/directory", "--ca-cert", ca.Root,
-				"--concurrency", "4", "--count", "300", "--stall", "60s", "--http-listen", http01, "--dns-listen", "127.0.0.1:0")
-			var loadOut strings.Builder
-			loadCmd.Stdout, loadCmd.Stderr = &loadOut, &loadOut
-			if err := loadCmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			loaded := make(chan error, 1)
-			go func() { loaded <- loadCmd.Wait() }()
-			// Rotate once the load is issuing from the old issuer.
-			for listIssuers(t, ca)[oldID].Outstanding < 6 {
-				select {
-				case err := <-loaded:
-					t.Fatalf("the load ended before the rotation (%v):\n%s", err, loadOut.String())
-				case <-time.After(100 * time.Millisecond):
-				}
-			}
-			ca.Run("hallmark", "--config", ca.Config, "issuers", "rotate", "--profile", "default", newID)
-			atRotation := listIssuers(t, ca)
-			if atRotation[oldID].State != "retiring" || atRotation[newID].State != "active" {
-				t.Fatalf("after the rotation: old %+v, new %+v; want retiring and active", atRotation[oldID], atRotation[newID])
-			}
-			if err := <-loaded; err != nil {
-				t.Fatalf("the load failed: %v\n%s", err, loadOut.String())
-			}
-			if !strings.Contains(loadOut.String(), "errors: none") || !strings.Contains(loadOut.String(), "issued 300 ") {
-				t.Fatalf("not every issuance of the load succeeded across the rotation:\n%s", loadOut.String())
-			}
-			t.Logf("load: %s", strings.SplitN(loadOut.String(), "\n", 4)[2])
+			atRotation := rotateUnderLoad(t, ca, load, http01, "default", oldID, newID)
 
 			second := "second.rotate-" + d.Name + ".test"
 			if out, err := lego(t, ca, path, "--domains", second, "--http", "--http.port", http01, "run",
