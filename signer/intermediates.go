@@ -183,18 +183,9 @@ func CertifyIntermediate(dir string, o CAOptions, cn string, pub crypto.PublicKe
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating an intermediate in %s (run `hallmark-worker ca init` first): %w", dir, err)
 	}
-	now := time.Now().Truncate(time.Second).UTC()
-	notAfter := now.Add(IntermediateValidity)
-	if notAfter.After(root.NotAfter) {
-		notAfter = root.NotAfter
-	}
-	tmpl, err := IntermediateTemplate(subordinateName(cn, root.Subject, o.Country), pub, now, notAfter, RootCRLURL(o.URLBase, root))
+	cert, err = SignIntermediate(root, rootKey, o, cn, pub)
 	if err != nil {
 		return nil, nil, err
-	}
-	cert, err = SignCA(root, rootKey, tmpl, pub)
-	if err != nil {
-		return nil, nil, fmt.Errorf("signing the intermediate %s: %w", cn, err)
 	}
 	if _, err := SignRootCRL(dir, RootCertFile, RootKeyFile, o.URLBase); err != nil {
 		return nil, nil, err
@@ -204,6 +195,31 @@ func CertifyIntermediate(dir string, o CAOptions, cn string, pub crypto.PublicKe
 		return nil, nil, err
 	}
 	return cert, cross, nil
+}
+
+// SignIntermediate has root sign an intermediate named cn for pub, for
+// IntermediateValidity or to the root's own expiry, linted before it is
+// signed (SignCA); o gives the root's CRL URL base and the country when the
+// root names none.
+func SignIntermediate(root *x509.Certificate, rootKey crypto.Signer, o CAOptions, cn string, pub crypto.PublicKey) (*x509.Certificate, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now().Truncate(time.Second).UTC()
+	notAfter := now.Add(IntermediateValidity)
+	if notAfter.After(root.NotAfter) {
+		notAfter = root.NotAfter
+	}
+	tmpl, err := IntermediateTemplate(subordinateName(cn, root.Subject, o.Country), pub, now, notAfter, RootCRLURL(o.URLBase, root))
+	if err != nil {
+		return nil, err
+	}
+	cert, err := SignCA(root, rootKey, tmpl, pub)
+	if err != nil {
+		return nil, fmt.Errorf("signing the intermediate %s: %w", cn, err)
+	}
+	return cert, nil
 }
 
 // WriteIntermediate writes an intermediate's certificate, and its

@@ -3,13 +3,11 @@ package pkcs11
 import (
 	"crypto/elliptic"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"time"
 
 	"github.com/ThalesGroup/crypto11"
 
@@ -50,9 +48,6 @@ func Init(cfg Config, keyType, commonName, rootCertFile, rootKeyFile, certFile s
 	if o.URLBase == "" {
 		return nil, errors.New("initialising PKCS#11 issuer: the CA's URL base (ca.url_base) is empty")
 	}
-	if o.Country == "" {
-		o.Country = "XX"
-	}
 	if _, err := os.Lstat(certFile); err == nil {
 		return nil, fmt.Errorf("initialising PKCS#11 issuer: %s: %w", certFile, signer.ErrExists)
 	} else if !errors.Is(err, fs.ErrNotExist) {
@@ -76,22 +71,9 @@ func Init(cfg Config, keyType, commonName, rootCertFile, rootKeyFile, certFile s
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now().Truncate(time.Second).UTC()
-	notAfter := now.Add(signer.IntermediateValidity)
-	if notAfter.After(root.NotAfter) {
-		notAfter = root.NotAfter
-	}
-	subject := pkix.Name{CommonName: commonName, Organization: root.Subject.Organization, Country: root.Subject.Country}
-	if len(subject.Country) == 0 {
-		subject.Country = []string{o.Country}
-	}
-	tmpl, err := signer.IntermediateTemplate(subject, key.Public(), now, notAfter, signer.RootCRLURL(o.URLBase, root))
+	cert, err := signer.SignIntermediate(root, rootKey, o, commonName, key.Public())
 	if err != nil {
-		return nil, err
-	}
-	cert, err := signer.SignCA(root, rootKey, tmpl, key.Public())
-	if err != nil {
-		return nil, fmt.Errorf("signing the PKCS#11 intermediate with the root: %w", err)
+		return nil, fmt.Errorf("the PKCS#11 intermediate: %w", err)
 	}
 	if err := signer.WriteNew(certFile, 0o644, &pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}); err != nil {
 		return nil, err
