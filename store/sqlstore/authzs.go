@@ -99,10 +99,9 @@ func (s *Store) AuthzByID(ctx context.Context, id string) (*store.Authorization,
 	return autocommitted(ctx, s, func(t *txn) (*store.Authorization, error) { return s.authzByID(ctx, t, id) })
 }
 
-// ordersUsing locks (PostgreSQL) the orders that use authorization $1,
-// found from it by id whatever the statistics ({inlist}), as the verdict's
-// are.
-const ordersUsing = `SELECT id FROM orders WHERE id {inlist}SELECT order_id FROM order_authz WHERE authz_id = $1{endlist} ORDER BY id {forupdate}`
+// ordersUsing locks (PostgreSQL) the orders that use authorization $1, in
+// id order, each by its key (lockOrder), as the verdict's are.
+const ordersUsing = `SELECT ` + lockOrder + ` FROM (SELECT order_id FROM order_authz WHERE authz_id = $1 ORDER BY 1) x`
 
 // authzDeactivateOrdersSQL invalidates the unfinished orders using
 // authorization $1; their status is no index's to answer (verdictReadySQL).

@@ -122,25 +122,7 @@ func explain(t *testing.T, conn *pgx.Conn, generic bool, q string, args ...any) 
 			_ = tx.Rollback(ctx)
 			_, _ = conn.Exec(ctx, "DEALLOCATE planned")
 		}()
-		lits := make([]string, len(args))
-		for i, a := range args {
-			switch v := a.(type) {
-			case string:
-				lits[i] = "'" + strings.ReplaceAll(v, "'", "''") + "'"
-			case int64:
-				lits[i] = strconv.FormatInt(v, 10)
-			case int:
-				lits[i] = strconv.Itoa(v)
-			case bool:
-				lits[i] = strconv.FormatBool(v)
-			case time.Time:
-				lits[i] = "'" + v.Format(time.RFC3339Nano) + "'"
-			case []byte:
-				lits[i] = `'\x` + hex.EncodeToString(v) + "'"
-			default:
-				t.Fatalf("argument %d: %T", i, a)
-			}
-		}
+		lits := literals(t, args)
 		q = "EXECUTE planned"
 		if len(lits) > 0 {
 			q += "(" + strings.Join(lits, ", ") + ")"
@@ -163,6 +145,32 @@ func explain(t *testing.T, conn *pgx.Conn, generic bool, q string, args ...any) 
 		t.Fatalf("EXPLAIN %s: %v", q, err)
 	}
 	return b.String()
+}
+
+// literals are args written as SQL literals, for EXECUTE of a prepared
+// statement.
+func literals(t *testing.T, args []any) []string {
+	t.Helper()
+	lits := make([]string, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			lits[i] = "'" + strings.ReplaceAll(v, "'", "''") + "'"
+		case int64:
+			lits[i] = strconv.FormatInt(v, 10)
+		case int:
+			lits[i] = strconv.Itoa(v)
+		case bool:
+			lits[i] = strconv.FormatBool(v)
+		case time.Time:
+			lits[i] = "'" + v.Format(time.RFC3339Nano) + "'"
+		case []byte:
+			lits[i] = `'\x` + hex.EncodeToString(v) + "'"
+		default:
+			t.Fatalf("argument %d: %T", i, a)
+		}
+	}
+	return lits
 }
 
 // scanRows is a plan node's count of the rows it read: returned them, or

@@ -36,8 +36,12 @@ FROM orders WHERE id = $1`
 // orderUncorroboratedSQL is the first authorization of the orders row at
 // hand that a challenge validated and network perspectives did not
 // corroborate, NULL for none (one born valid had no network check).
-const orderUncorroboratedSQL = `(SELECT MIN(a.id) FROM order_authz oa JOIN authorizations a ON a.id = oa.authz_id
-  WHERE oa.order_id = orders.id AND NOT a.corroborated AND EXISTS (SELECT 1 FROM challenges c WHERE c.authz_id = a.id))`
+// Each authorization and its challenges are read by key, in scalar
+// subqueries (a join was planned as a scan of every authorization while
+// the table was small, and kept).
+const orderUncorroboratedSQL = `(SELECT MIN(oa.authz_id) FROM order_authz oa WHERE oa.order_id = orders.id
+  AND (SELECT NOT a.corroborated FROM authorizations a WHERE a.id = oa.authz_id)
+  AND (SELECT MIN(c.position) FROM challenges c WHERE c.authz_id = oa.authz_id) IS NOT NULL)`
 
 // orderKeyBlockedSQL is when the key of the CSR of the orders row at hand
 // was blocked (blocked_keys, by its primary key), NULL when it was not.

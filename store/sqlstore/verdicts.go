@@ -139,14 +139,22 @@ WHERE id = (SELECT authz_id FROM challenges WHERE id = $1) AND status = 'valid'`
 // ordersOf selects the orders using challenge $1's authorization (verdict).
 const ordersOf = `SELECT oa.order_id FROM order_authz oa JOIN challenges c ON c.authz_id = oa.authz_id WHERE c.id = $1`
 
+// lockOrder locks (PostgreSQL) the order x.order_id, by its key. The
+// statements on an authorization's few orders reach each by its key, one
+// lookup a row of x (a scalar subquery, or UPDATE ... FROM x): a plan made
+// while the orders table was small, which a connection keeps as the table
+// grows, is still an index lookup. A list (id = ANY) was planned as a
+// scan of every order there (TestPlansMadeSmall).
+const lockOrder = `COALESCE((SELECT o.id FROM orders o WHERE o.id = x.order_id{forupdate}), '')`
+
 // The verdict's statements on the challenge's authorization's orders
 // (verdict): for valid, the pending orders whose authorizations are now
 // all valid become ready; for invalid, the sibling challenges, and the
 // pending orders, only if the authorization is invalid.
 const (
-	verdictLockSQL  = `SELECT id FROM orders WHERE id {inlist}` + ordersOf + `{endlist} ORDER BY id {forupdate}`
+	verdictLockSQL  = `SELECT ` + lockOrder + ` FROM (` + ordersOf + ` ORDER BY 1) x`
 	verdictReadySQL = `UPDATE orders SET status = 'ready', updated_at = {now}
-WHERE id {inlist}` + ordersOf + `{endlist} AND status || '' = 'pending'
+FROM (` + ordersOf + `) x WHERE orders.id = x.order_id AND orders.status || '' = 'pending'
   AND NOT EXISTS (SELECT 1 FROM order_authz oa JOIN authorizations a ON a.id = oa.authz_id
                   WHERE oa.order_id = orders.id AND a.status <> 'valid')`
 	verdictInvalidAuthz = `EXISTS (SELECT 1 FROM authorizations a JOIN challenges c ON c.authz_id = a.id WHERE c.id = $1 AND a.status = 'invalid')`
@@ -154,7 +162,7 @@ WHERE id {inlist}` + ordersOf + `{endlist} AND status || '' = 'pending'
 WHERE authz_id = (SELECT authz_id FROM challenges WHERE id = $1) AND id <> $1 AND status IN ('pending', 'processing')
   AND ` + verdictInvalidAuthz
 	verdictInvalidSQL = `UPDATE orders SET status = 'invalid', error = $2, updated_at = {now}
-WHERE id {inlist}` + ordersOf + `{endlist} AND status || '' = 'pending' AND ` + verdictInvalidAuthz
+FROM (` + ordersOf + `) x WHERE orders.id = x.order_id AND orders.status || '' = 'pending' AND ` + verdictInvalidAuthz
 )
 
 // verdictSwapSQL is the verdict's swap of challenge $1 processing → $2,
