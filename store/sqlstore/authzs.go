@@ -111,6 +111,9 @@ WHERE id {inlist}SELECT order_id FROM order_authz WHERE authz_id = $1{endlist} A
 func (s *Store) AuthzDeactivate(ctx context.Context, id string) (*store.Authorization, error) {
 	var out *store.Authorization
 	err := s.inTx(ctx, func(t *txn) error {
+		if err := t.customPlans(ctx); err != nil {
+			return err
+		}
 		if err := lockOrders(ctx, t, ordersUsing, id); err != nil {
 			return err
 		}

@@ -121,16 +121,19 @@ type Rows interface {
 //	                 orders by an equal column's index without it, and
 //	                 would not seek a range's next index column)
 type Dialect struct {
-	Name       string
-	now        string
-	nowPlus    func(param string) string
-	jsonText   func(col, key string) string
-	forUpdate  string
-	forShare   string
-	inList     [2]string // what {inlist} and {endlist} expand to
-	pin        func(col, param string) string
-	positional bool // rewrite $N to ?N (SQLite binds "$1" by name)
-	encodeTime func(time.Time) any
+	Name      string
+	now       string
+	nowPlus   func(param string) string
+	jsonText  func(col, key string) string
+	forUpdate string
+	forShare  string
+	// customPlans makes the rest of a transaction plan each statement for
+	// its arguments and the tables as they are ("" where no plan is kept).
+	customPlans string
+	inList      [2]string // what {inlist} and {endlist} expand to
+	pin         func(col, param string) string
+	positional  bool // rewrite $N to ?N (SQLite binds "$1" by name)
+	encodeTime  func(time.Time) any
 	// announce announces a verdict on subject $1 at its transaction's
 	// commit ("" where the database cannot: the frontend polls, Settled).
 	announce string
@@ -145,16 +148,20 @@ type Dialect struct {
 
 // Postgres is the PostgreSQL dialect: timestamptz columns and jsonb job args.
 var Postgres = &Dialect{
-	Name:       "postgres",
-	now:        "now()",
-	nowPlus:    func(p string) string { return "(now() + " + p + "::bigint * interval '1 microsecond')" },
-	jsonText:   func(col, key string) string { return col + "->>'" + key + "'" },
-	forUpdate:  " FOR UPDATE",
-	forShare:   " FOR SHARE",
-	inList:     [2]string{"= ANY (ARRAY(", "))"},
-	pin:        func(col, p string) string { return col + " >= " + p + " AND " + col + " <= " + p },
-	encodeTime: func(t time.Time) any { return t.UTC() },
-	announce:   `SELECT pg_notify('` + VerdictChannel + `', $1)`,
+	Name:      "postgres",
+	now:       "now()",
+	nowPlus:   func(p string) string { return "(now() + " + p + "::bigint * interval '1 microsecond')" },
+	jsonText:  func(col, key string) string { return col + "->>'" + key + "'" },
+	forUpdate: " FOR UPDATE",
+	forShare:  " FOR SHARE",
+	// A connection's prepared statement switches to a generic plan after
+	// five runs and keeps it: one made while the tables were small scans
+	// them (TestPlansMadeSmall).
+	customPlans: "SET LOCAL plan_cache_mode = force_custom_plan",
+	inList:      [2]string{"= ANY (ARRAY(", "))"},
+	pin:         func(col, p string) string { return col + " >= " + p + " AND " + col + " <= " + p },
+	encodeTime:  func(t time.Time) any { return t.UTC() },
+	announce:    `SELECT pg_notify('` + VerdictChannel + `', $1)`,
 	// Any constant works; it only has to be the same for every migrator.
 	migrationLock: "SELECT pg_advisory_xact_lock(7261001)",
 	migrationsTable: `CREATE TABLE IF NOT EXISTS schema_migrations (

@@ -23,6 +23,11 @@ func Send(ctx context.Context, c Conn, d *Dialect, raw Tx, stmts []Stmt) ([]int6
 	return (&txn{raw: raw, d: d, c: c}).send(ctx, &b)
 }
 
+// CustomPlansSQL is what a transaction of d runs before statements it
+// plans for their arguments (txn.customPlans): RevokeMany's, RevokedCount's
+// and AuthzDeactivate's.
+func CustomPlansSQL(d *Dialect) string { return d.customPlans }
+
 // RateCertificatesSQL is the statement RateCertificates runs, as d runs
 // it: $1 the window in microseconds (negative), $2 the domain.
 func RateCertificatesSQL(d *Dialect) string { return d.SQL(rateCertificatesSQL) }

@@ -14,19 +14,14 @@ import (
 // it (an ANALYZE, which autovacuum may not run for a long while). A fresh
 // CA makes its plans on nearly empty tables and keeps them for the
 // connection's lifetime; those plans must still read by key once the
-// tables hold a fleet's rows. Each statement of the issuance path
-// (onIssuancePath) is planned on a database holding a few dozen rows
+// tables hold a fleet's rows, or not be kept (fleetCase.custom). Each
+// statement is planned on a database holding a few dozen rows
 // (smallBase), then run again once it holds the fleet's.
 func TestPlansMadeSmall(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	conn := migrated(t)
-	var cases []fleetCase
-	for _, c := range append(fleetCases(), verdictFleetCases()...) {
-		if onIssuancePath(c.name) {
-			cases = append(cases, c)
-		}
-	}
+	cases := append(fleetCases(), verdictFleetCases()...)
 	// The fleet's seed alters tables (autovacuum off), which would
 	// invalidate the plans: those statements go first.
 	alters, rows := splitAlters(append(append(append([]string{}, fleetBase...), fleetJobs...), fleetShape...))
@@ -40,6 +35,11 @@ func TestPlansMadeSmall(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = tx.Rollback(ctx) }()
+		if tc.custom {
+			if _, err := tx.Exec(ctx, sqlstore.CustomPlansSQL(sqlstore.Postgres)); err != nil {
+				t.Fatal(err)
+			}
+		}
 		q := fmt.Sprintf("%sEXECUTE small%d", prefix, i)
 		if lits := literals(t, tc.args); len(lits) > 0 {
 			q += "(" + strings.Join(lits, ", ") + ")"
@@ -92,7 +92,9 @@ func verdictFleetCases() []fleetCase {
 		if strings.Contains(q, "$2") {
 			args = append(args, `{"type":"urn:ietf:params:acme:error:unauthorized"}`)
 		}
-		out = append(out, fleetCase{name: name, q: q, args: args})
+		// Deactivation plans afresh (AuthzDeactivate); a verdict runs on
+		// every issuance and keeps its plans.
+		out = append(out, fleetCase{name: name, q: q, args: args, custom: strings.HasPrefix(name, "deactivate")})
 	}
 	return out
 }
@@ -122,19 +124,6 @@ var smallGone = []string{
 	`DELETE FROM challenges WHERE authz_id LIKE 'n\_a%'`,
 	`DELETE FROM authorizations WHERE account_id = 'new'`,
 	`DELETE FROM accounts WHERE id = 'new'`,
-}
-
-// onIssuancePath says whether the fleet case named name runs on every
-// issuance (a claim, a verdict, storing a certificate, an ARI renewal's
-// order). The revocation, CRL and deactivation statements are not held
-// to this yet.
-func onIssuancePath(name string) bool {
-	for _, p := range []string{"ChallengeClaimSigned", "OrderToIssue", "OrderIssued", "replace", "verdict"} {
-		if strings.HasPrefix(name, p) {
-			return true
-		}
-	}
-	return false
 }
 
 // splitAlters parts seed statements into those that alter a table and

@@ -442,6 +442,9 @@ type fleetCase struct {
 	q    string
 	args []any
 	rows string // the top node's "rows=N " ("" to not check)
+	// custom: the store runs it after CustomPlansSQL, in a transaction
+	// planning each statement afresh (txn.customPlans).
+	custom bool
 }
 
 // fleetCases are the statements on the paths a fleet's clients and
@@ -452,8 +455,8 @@ func fleetCases() []fleetCase {
 	cases := []fleetCase{
 		// A challenge POST: cp2000_0 of pending p2000, while the account
 		// has 2,900 other pending authorizations and 20,000 valid ones.
-		{"ChallengeClaimSigned", sqlstore.ChallengeClaimSignedSQL(pg), []any{"cp2000_0", "acct"}, "rows=1 "},
-		{"ChallengeClaimSigned (another account's)", sqlstore.ChallengeClaimSignedSQL(pg), []any{"cp2000_0", "small"}, "rows=0 "},
+		{"ChallengeClaimSigned", sqlstore.ChallengeClaimSignedSQL(pg), []any{"cp2000_0", "acct"}, "rows=1 ", false},
+		{"ChallengeClaimSigned (another account's)", sqlstore.ChallengeClaimSignedSQL(pg), []any{"cp2000_0", "small"}, "rows=0 ", false},
 		// Storing an issued certificate (OrderIssued): o777's serial is
 		// s777, stored already, so none is inserted; the order is read by
 		// its key.
@@ -462,30 +465,30 @@ func fleetCases() []fleetCase {
 		// certificate, which finds that authorization not valid: the
 		// account, the order's authorizations and their challenges are
 		// read by key, not the account's 20,000 valid authorizations.
-		{"OrderToIssue", sqlstore.OrderToIssueSQL(pg), []any{"po3000", -(7 * time.Hour).Microseconds()}, "rows=1 "},
-		{"OrderIssued: the swap", sqlstore.OrderIssuedSQL(pg), []any{"po3000", "snew"}, "rows=0 "},
-		{"OrderIssued: certificate from its order", sqlstore.CertInsertSQL(pg), []any{"snew", "o777", "", "i", "", "\\x", "\\x", "[]", now, now, now, keyHash("knew"), 0}, "rows=0 "},
+		{"OrderToIssue", sqlstore.OrderToIssueSQL(pg), []any{"po3000", -(7 * time.Hour).Microseconds()}, "rows=1 ", false},
+		{"OrderIssued: the swap", sqlstore.OrderIssuedSQL(pg), []any{"po3000", "snew"}, "rows=0 ", false},
+		{"OrderIssued: certificate from its order", sqlstore.CertInsertSQL(pg), []any{"snew", "o777", "", "i", "", "\\x", "\\x", "[]", now, now, now, keyHash("knew"), 0}, "rows=0 ", false},
 		// ARI replaces: s1000's replacing order io5 failed, so it may be
 		// replaced again; s1001's, o2, is valid. The replacing order is
 		// read by its key, not the account's 2,000 invalid orders.
-		{"replace (prior replacer invalid)", sqlstore.ReplaceSQL(pg), []any{"s1000", "acct", "onew"}, "rows=0 "},
-		{"replace (already replaced by a valid order)", sqlstore.ReplaceSQL(pg), []any{"s1001", "acct", "onew"}, "rows=0 "},
+		{"replace (prior replacer invalid)", sqlstore.ReplaceSQL(pg), []any{"s1000", "acct", "onew"}, "rows=0 ", false},
+		{"replace (already replaced by a valid order)", sqlstore.ReplaceSQL(pg), []any{"s1001", "acct", "onew"}, "rows=0 ", false},
 		// The CRL views' count of a remote issuer's revoked certificates
 		// reads the revoked ones only, not the 20,000 issued.
-		{"RevokedCount", sqlstore.RevokedCountSQL(pg), []any{"i", int64(math.MaxInt64)}, "rows=1 "},
+		{"RevokedCount", sqlstore.RevokedCountSQL(pg), []any{"i", int64(math.MaxInt64)}, "rows=1 ", true},
 		// The CRL views (the panel's overview and CRL page, 'hallmark crl
 		// status') list the issuers, i and i2, on every view: not by
 		// reading the issuer of every certificate.
-		{"Issuers", sqlstore.IssuersSQL(pg), nil, "rows=2 "},
+		{"Issuers", sqlstore.IssuersSQL(pg), nil, "rows=2 ", false},
 		// A key reported compromised (k777) finds its certificates, s777
 		// and s778, by certificates_spki_idx, not by reading the 20,000;
 		// a finalize refused for a blocked key reads the block by key.
-		{"key siblings", sqlstore.KeySiblingsSQL(pg), []any{keyHash("k777")}, "rows=2 "},
-		{"KeyBlockedBy", sqlstore.BlockedKeySQL(pg), []any{keyHash("k777")}, "rows=0 "},
+		{"key siblings", sqlstore.KeySiblingsSQL(pg), []any{keyHash("k777")}, "rows=2 ", false},
+		{"KeyBlockedBy", sqlstore.BlockedKeySQL(pg), []any{keyHash("k777")}, "rows=0 ", false},
 		// Housekeeping's backfill of key hashes reads the five certificates
 		// stored without one (ss1-ss5), by certificates_unhashed_idx, not
 		// the 20,000 that have theirs.
-		{"KeyHashBackfill", sqlstore.UnhashedSQL(pg), []any{1000}, "rows=5 "},
+		{"KeyHashBackfill", sqlstore.UnhashedSQL(pg), []any{1000}, "rows=5 ", false},
 	}
 	return append(cases, revokeManyCases()...)
 }
@@ -502,11 +505,11 @@ func revokeManyCases() []fleetCase {
 	lock, revoke, _ := sqlstore.RevokeManySQL(sqlstore.Postgres, n)
 	_, _, rows := sqlstore.RevokeManySQL(sqlstore.Postgres, 5)
 	return []fleetCase{
-		{"RevokeMany: lock", lock, serials, fmt.Sprintf("rows=%d ", n)},
-		{"RevokeMany: revoke", revoke, append([]any{4}, serials...), fmt.Sprintf("rows=%d ", n)},
+		{"RevokeMany: lock", lock, serials, fmt.Sprintf("rows=%d ", n), true},
+		{"RevokeMany: revoke", revoke, append([]any{4}, serials...), fmt.Sprintf("rows=%d ", n), true},
 		// The fleet's revoked certificates, s1..s5, as the transaction
 		// has just revoked them (an unrevoked one has no revocation time).
-		{"RevokeMany: CRL entries", rows, []any{"s1", "s2", "s3", "s4", "s5"}, ""},
+		{"RevokeMany: CRL entries", rows, []any{"s1", "s2", "s3", "s4", "s5"}, "", true},
 	}
 }
 

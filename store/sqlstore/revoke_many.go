@@ -94,6 +94,9 @@ func distinct(serials []string) []string {
 func (s *Store) revokeManyRows(ctx context.Context, t *txn, serials []string, reason int) ([]*store.Certificate, error) {
 	var b batch
 	var got []*store.Certificate
+	if q := t.d.customPlans; q != "" {
+		b.exec("", q) // an IN list's statements (txn.customPlans)
+	}
 	// Serial order across the IN lists too, so the locks of two calls
 	// over the same certificates are taken in one order.
 	sorted := slices.Sorted(slices.Values(serials))

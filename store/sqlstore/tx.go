@@ -34,6 +34,19 @@ func (t *txn) mapErr(err error) error {
 	return err
 }
 
+// customPlans has the rest of t plan each statement for its arguments and
+// the tables as they now are, never reusing a plan its connection kept
+// from when they were small: for the rare transactions over many rows
+// (bulk revocation, deactivation, the CRL views), whose planning costs
+// less than the scan such a plan may be.
+func (t *txn) customPlans(ctx context.Context) error {
+	if t.d.customPlans == "" {
+		return nil
+	}
+	_, err := t.exec(ctx, t.d.customPlans)
+	return err
+}
+
 func (t *txn) exec(ctx context.Context, q string, args ...any) (int64, error) {
 	n, err := t.raw.Exec(ctx, t.d.SQL(q), args...)
 	return n, t.mapErr(err)
