@@ -337,10 +337,7 @@ ORDER BY seq LIMIT (SELECT CAST($2 AS bigint))) revoked`
 
 func (s *Store) RevokedCount(ctx context.Context, issuerID string) (int, error) {
 	var n int64
-	err := s.inTx(ctx, func(t *txn) error {
-		if err := t.customPlans(ctx); err != nil {
-			return err
-		}
+	err := s.plannedRead(ctx, func(t *txn) error {
 		return t.queryRow(ctx, revokedCountSQL, issuerID, int64(math.MaxInt64)).Scan(&n)
 	})
 	if err != nil {

@@ -48,6 +48,9 @@ func (s *Store) RevokeMany(ctx context.Context, serials []string, reason int, ev
 	}
 	var out []*store.Certificate
 	err := s.inTx(ctx, func(t *txn) error {
+		if err := t.customPlans(ctx); err != nil {
+			return err
+		}
 		var err error
 		if out, err = s.revokeManyRows(ctx, t, serials, reason); err != nil || len(out) == 0 {
 			return err
@@ -94,9 +97,6 @@ func distinct(serials []string) []string {
 func (s *Store) revokeManyRows(ctx context.Context, t *txn, serials []string, reason int) ([]*store.Certificate, error) {
 	var b batch
 	var got []*store.Certificate
-	if q := t.d.customPlans; q != "" {
-		b.exec("", q) // an IN list's statements (txn.customPlans)
-	}
 	// Serial order across the IN lists too, so the locks of two calls
 	// over the same certificates are taken in one order.
 	sorted := slices.Sorted(slices.Values(serials))

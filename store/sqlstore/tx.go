@@ -47,6 +47,21 @@ func (t *txn) customPlans(ctx context.Context) error {
 	return err
 }
 
+// plannedRead runs fn, a read, with customPlans: in a transaction where
+// plans are kept (PostgreSQL's SET LOCAL needs one), as autocommit
+// elsewhere (on SQLite a transaction takes the writer's lock).
+func (s *Store) plannedRead(ctx context.Context, fn func(t *txn) error) error {
+	if s.d.customPlans == "" {
+		return s.autocommit(ctx, fn)
+	}
+	return s.inTx(ctx, func(t *txn) error {
+		if err := t.customPlans(ctx); err != nil {
+			return err
+		}
+		return fn(t)
+	})
+}
+
 func (t *txn) exec(ctx context.Context, q string, args ...any) (int64, error) {
 	n, err := t.raw.Exec(ctx, t.d.SQL(q), args...)
 	return n, t.mapErr(err)
