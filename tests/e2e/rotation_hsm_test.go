@@ -78,12 +78,12 @@ func TestRotationPKCS11UnderLoad(t *testing.T) {
 			atRotation := rotateUnderLoad(t, ca, load, http01, "hsm", oldID, newID)
 
 			cert2, secondFile := legoFrom(t, ca, path, http01, "second.hsm-rotate-"+d.Name+".test", newID)
-			chain := chainOf(t, secondFile)
+			chain := harness.ReadChain(t, secondFile)
 			b := readCert(t, filepath.Join(ca.Dir, "ca", "issuers", newID+".pem"))
 			if len(chain) < 2 || !chain[1].Equal(b) || cert2.CheckSignatureFrom(b) != nil {
 				t.Fatalf("the second certificate's chain is not B's certificate")
 			}
-			wantChainTo(t, secondFile, ca.Root, chain[1].Issuer.CommonName)
+			harness.WantChainTo(t, secondFile, ca.Root, chain[1].Issuer.CommonName, "")
 			// B, loaded by the running worker, signs its CRLs.
 			wantCRLOf(t, ca, cert2)
 

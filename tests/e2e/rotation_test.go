@@ -4,7 +4,6 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -111,13 +110,13 @@ func TestRotationUnderLoad(t *testing.T) {
 			if got := hex.EncodeToString(cert2.AuthorityKeyId); got != newID {
 				t.Fatalf("the second certificate is signed by %s, want the new issuer %s", got, newID)
 			}
-			wantChainTo(t, filepath.Join(path, "certificates", second+".crt"), filepath.Join(ca.Dir, "ca", "root-x2.pem"), "Hallmark Development Root CA X2")
+			harness.WantChainTo(t, filepath.Join(path, "certificates", second+".crt"), filepath.Join(ca.Dir, "ca", "root-x2.pem"), "Hallmark Development Root CA X2", "")
 
 			// The new issuer, made while the worker ran, signs its CRLs.
 			wantCRLOf(t, ca, cert2)
 			// Its certificate and its cross-signed twin each name their
 			// root's CRL, which the frontend serves, signed by that root.
-			wantRootCRL(t, ca, chainOf(t, filepath.Join(path, "certificates", second+".crt"))[1])
+			wantRootCRL(t, ca, harness.ReadChain(t, filepath.Join(path, "certificates", second+".crt"))[1])
 			wantRootCRL(t, ca, issuerCert(t, ca, cert2))
 
 			if out, err := lego(t, ca, path, "--domains", first, "revoke", "--reason", "4"); err != nil {
@@ -152,57 +151,6 @@ func TestRotationUnderLoad(t *testing.T) {
 			}
 		})
 	}
-}
-
-// wantChainTo fails unless the chain lego saved verifies to the root in
-// rootFile, and names rootCN as its top certificate's issuer.
-func wantChainTo(t *testing.T, chainFile, rootFile, rootCN string) {
-	t.Helper()
-	data, err := os.ReadFile(chainFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var certs []*x509.Certificate
-	for b, rest := pem.Decode(data); b != nil; b, rest = pem.Decode(rest) {
-		c, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		certs = append(certs, c)
-	}
-	if len(certs) < 2 || certs[len(certs)-1].Issuer.CommonName != rootCN {
-		t.Fatalf("the chain saved has %d certificates, its top issued by %q; want %q", len(certs), certs[len(certs)-1].Issuer.CommonName, rootCN)
-	}
-	rootPEM, err := os.ReadFile(rootFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots, inter := x509.NewCertPool(), x509.NewCertPool()
-	roots.AppendCertsFromPEM(rootPEM)
-	for _, c := range certs[1:] {
-		inter.AddCert(c)
-	}
-	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter}); err != nil {
-		t.Fatalf("the preferred chain does not verify to %s: %v", rootFile, err)
-	}
-}
-
-// chainOf reads the certificates of a PEM file.
-func chainOf(t *testing.T, file string) []*x509.Certificate {
-	t.Helper()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var certs []*x509.Certificate
-	for b, rest := pem.Decode(data); b != nil; b, rest = pem.Decode(rest) {
-		c, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		certs = append(certs, c)
-	}
-	return certs
 }
 
 // issuerCert is the certificate at cert's AIA caIssuers URL: its issuer's,
@@ -246,7 +194,7 @@ func wantRootCRL(t *testing.T, ca *CA, inter *x509.Certificate) {
 	}
 	var root *x509.Certificate
 	for _, f := range []string{"root.pem", "root-x2.pem"} {
-		if r := chainOf(t, filepath.Join(ca.Dir, "ca", f))[0]; inter.CheckSignatureFrom(r) == nil {
+		if r := harness.ReadChain(t, filepath.Join(ca.Dir, "ca", f))[0]; inter.CheckSignatureFrom(r) == nil {
 			root = r
 		}
 	}

@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"crypto/x509"
-	"encoding/pem"
 	"io"
 	"math/big"
 	"net/http"
@@ -37,19 +36,7 @@ func (l Lego) Run(ctx context.Context, args ...string) (string, error) {
 // ReadCert parses the first certificate in a PEM file a client saved.
 func ReadCert(t *testing.T, path string) *x509.Certificate {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading the certificate the client saved: %v", err)
-	}
-	blk, _ := pem.Decode(b)
-	if blk == nil {
-		t.Fatalf("%s holds no PEM", path)
-	}
-	c, err := x509.ParseCertificate(blk.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return ReadChain(t, path)[0]
 }
 
 // CheckCRLSignature fails the test unless crl is signed by cert's issuer,

@@ -132,33 +132,7 @@ const crossRootCN = "Hallmark Development Root CA X2"
 // its top certificate issued by the cross root, verifying to it.
 func (ca *CA) verifyAlternate(t *testing.T, chainPath, name string) {
 	t.Helper()
-	data, err := os.ReadFile(chainPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var certs []*x509.Certificate
-	for b, rest := pem.Decode(data); b != nil; b, rest = pem.Decode(rest) {
-		c, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		certs = append(certs, c)
-	}
-	if len(certs) < 2 || certs[len(certs)-1].Issuer.CommonName != crossRootCN {
-		t.Fatalf("%s holds %d certificates, the top one issued by %q; want the chain to %q", chainPath, len(certs), certs[len(certs)-1].Issuer.CommonName, crossRootCN)
-	}
-	rootPEM, err := os.ReadFile(filepath.Join(ca.Dir, "ca", "root-x2.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots, inter := x509.NewCertPool(), x509.NewCertPool()
-	roots.AppendCertsFromPEM(rootPEM)
-	for _, c := range certs[1:] {
-		inter.AddCert(c)
-	}
-	if _, err := certs[0].Verify(x509.VerifyOptions{DNSName: name, Roots: roots, Intermediates: inter}); err != nil {
-		t.Fatalf("the alternate chain in %s does not verify to the cross root: %v", chainPath, err)
-	}
+	harness.WantChainTo(t, chainPath, filepath.Join(ca.Dir, "ca", "root-x2.pem"), crossRootCN, name)
 }
 
 // waitRevoked polls the CRL at the certificate's distribution point until
