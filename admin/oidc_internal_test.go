@@ -19,11 +19,12 @@ import (
 	"github.com/hallmark-ca/hallmark/protocol/profile"
 	"github.com/hallmark-ca/hallmark/protocol/revocation"
 	"github.com/hallmark-ca/hallmark/store"
+	"github.com/hallmark-ca/hallmark/tests/oidcop"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
 
 // oidcRig is a panel with the token off and OpenID Connect sign-in
-// through a real provider (startOP), over a real store.
+// through a real provider (oidcop.Start), over a real store.
 type oidcRig struct {
 	panel, issuer string
 	st            store.Store
@@ -41,7 +42,7 @@ func newOIDCRig(t *testing.T, kind string) *oidcRig {
 		t.Fatal(err)
 	}
 	rig := &oidcRig{panel: "http://" + ln.Addr().String()}
-	rig.issuer = startOP(t, newOPUsers("alice", "bob", "mallory", "carol"), map[string][2]string{
+	rig.issuer = oidcop.Start(t, "127.0.0.1", oidcop.NewUsers("alice", "bob", "mallory", "carol"), map[string][2]string{
 		"hallmark":  {rigSecret, rig.panel + adminconf.CallbackPath},
 		"other-app": {"other-secret", otherRedirect},
 	})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hallmark-ca/hallmark/store"
 	"github.com/hallmark-ca/hallmark/tests/harness"
+	"github.com/hallmark-ca/hallmark/tests/oidcop"
 	"github.com/hallmark-ca/hallmark/tests/testdb"
 )
 
@@ -30,7 +31,7 @@ func oidcSignIn(t *testing.T, ctx context.Context, panelPage, user string) {
 		chromedp.Click("#oidc-sign-in"),
 		chromedp.WaitVisible("#username"),
 		chromedp.SetValue("#username", user),
-		chromedp.SetValue("#password", opPassword),
+		chromedp.SetValue("#password", oidcop.Password),
 		chromedp.Submit("#password"),
 		chromedp.WaitVisible("main h1, main h2, #login-message"),
 	); err != nil {
@@ -60,7 +61,7 @@ func TestOIDCBrowserSignIn(t *testing.T) {
 	dir := t.TempDir()
 	adminListen := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
 	panel := "http://" + adminListen
-	issuer := startOP(t, "localhost", newOPUsers("alice", "bob", "mallory"), "hallmark", "oidc-client-secret", panel+"/login/oidc/callback")
+	issuer := oidcop.Start(t, "localhost", oidcop.NewUsers("alice", "bob", "mallory"), map[string][2]string{"hallmark": {"oidc-client-secret", panel + "/login/oidc/callback"}})
 	if err := os.WriteFile(filepath.Join(dir, "oidc.secret"), []byte("oidc-client-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}

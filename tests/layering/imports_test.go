@@ -34,7 +34,7 @@ var homes = []struct {
 	{"modernc.org/sqlite/...", []string{"store/sqlite"}, "the SQLite driver is store/sqlite's"},
 	{"github.com/coreos/go-oidc/v3/...", []string{"admin"}, "OpenID Connect sign-in is the panel's ([admin.oidc], admin/oidc.go)"},
 	{"golang.org/x/oauth2/...", []string{"admin"}, "the authorization code flow is the panel's OpenID Connect sign-in"},
-	{"github.com/zitadel/oidc/v3/...", nil, "zitadel's OpenID provider is the tests' (a real provider to sign in at), never a binary's"},
+	{"github.com/zitadel/oidc/v3/...", []string{"tests/oidcop"}, "zitadel's OpenID provider is the tests' (tests/oidcop, a real provider to sign in at), never a binary's"},
 }
 
 // directViolations returns "from -> import: why" for every package that
