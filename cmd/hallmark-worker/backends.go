@@ -81,14 +81,11 @@ func mountBackends(cfg config.Config, log *slog.Logger, journal relayStore) (map
 	if cfg.Worker.Perspective != "" {
 		return map[string]worker.Backend{}, nil // a perspective signs nothing
 	}
-	want := map[string]bool{}
-	for _, p := range cfg.Worker.Profiles {
-		want[p] = true
-	}
+	serves := servesProfile(cfg)
 	out := map[string]worker.Backend{}
 	byName := map[string]worker.Backend{}
 	for name, p := range cfg.Profiles {
-		if (len(want) > 0 && !want[name]) || (p.Backend != "relay" && p.Backend != "custom") {
+		if !serves(name) || (p.Backend != "relay" && p.Backend != "custom") {
 			continue
 		}
 		if b, ok := byName[p.Signer]; ok {

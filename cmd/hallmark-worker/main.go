@@ -199,14 +199,11 @@ func splitNames(s string) []acme.Identifier {
 // profile this worker serves (worker.profiles, or all when empty); relay and
 // custom profiles are mountBackends'.
 func mountIssuers(cfg config.Config, ts *tokens) (map[string]*signer.Issuer, error) {
-	want := map[string]bool{}
-	for _, p := range cfg.Worker.Profiles {
-		want[p] = true
-	}
+	serves := servesProfile(cfg)
 	var local *signer.Issuer
 	out := map[string]*signer.Issuer{}
 	for name, p := range cfg.Profiles {
-		if len(want) > 0 && !want[name] {
+		if !serves(name) {
 			continue
 		}
 		switch p.Backend {

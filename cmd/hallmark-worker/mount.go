@@ -24,13 +24,10 @@ func mountAvailable(cfg config.Config, ts *tokens, log *slog.Logger) (map[string
 		// A perspective signs nothing: it holds no key (docs/operations.md).
 		return map[string]*signer.Issuer{}, map[string]error{}
 	}
-	want := map[string]bool{}
-	for _, p := range cfg.Worker.Profiles {
-		want[p] = true
-	}
+	serves := servesProfile(cfg)
 	names := make([]string, 0, len(cfg.Profiles))
 	for name := range cfg.Profiles {
-		if len(want) == 0 || want[name] {
+		if serves(name) {
 			names = append(names, name)
 		}
 	}
@@ -136,4 +133,14 @@ func (rd *readiness) watchDatabase(ctx context.Context, log *slog.Logger, every 
 			log.Info("database reachable again: claiming jobs")
 		}
 	}
+}
+
+// servesProfile says which profiles this worker serves: worker.profiles,
+// or every profile when it names none.
+func servesProfile(cfg config.Config) func(name string) bool {
+	want := map[string]bool{}
+	for _, p := range cfg.Worker.Profiles {
+		want[p] = true
+	}
+	return func(name string) bool { return len(want) == 0 || want[name] }
 }

@@ -169,12 +169,9 @@ func tokenBackends(cfg config.Config) map[string]bool {
 	if cfg.Worker.Perspective != "" {
 		return out // a perspective signs nothing
 	}
-	want := map[string]bool{}
-	for _, p := range cfg.Worker.Profiles {
-		want[p] = true
-	}
+	serves := servesProfile(cfg)
 	for name, p := range cfg.Profiles {
-		if p.Backend == "pkcs11" && (len(want) == 0 || want[name]) {
+		if p.Backend == "pkcs11" && serves(name) {
 			out[p.Signer] = true
 		}
 	}
