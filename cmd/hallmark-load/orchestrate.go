@@ -184,7 +184,7 @@ func (e *benchEnv) startHallmark(ctx context.Context, storeKind, backend string,
 		if storeKind != "postgres" || backend != "local" {
 			return fail(fmt.Errorf("perspectives need PostgreSQL and the local key (a SQLite file has one host)"))
 		}
-		top, tables = perspectiveTables(perspectives)
+		tables = perspectiveTables(perspectives)
 		t.Label += fmt.Sprintf(" + %d perspectives", perspectives)
 	}
 	cfgPath := filepath.Join(dir, "hallmark.toml")

@@ -25,14 +25,13 @@ func perspectiveName(i int) string { return "p" + strconv.Itoa(i) }
 // the built-in default profile, whole (a [profiles.x] table replaces the
 // built-in one), with perspectives = true. With every mounted profile
 // requiring corroboration the primary asks without reading which profiles
-// use an authorization, as a publicly-trusted CA would run. top holds the
-// top-level keys, tables the tables.
-func perspectiveTables(n int) (top, tables string) {
+// use an authorization, as a publicly-trusted CA would run.
+func perspectiveTables(n int) string {
 	names := make([]string, n)
 	for i := range names {
 		names[i] = strconv.Quote(perspectiveName(i + 1))
 	}
-	return "", fmt.Sprintf(`
+	return fmt.Sprintf(`
 [challenge.perspectives]
 names = [%s]
 
