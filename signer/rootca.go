@@ -10,6 +10,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	zx509 "github.com/zmap/zcrypto/x509"
@@ -31,8 +32,21 @@ const (
 	ARLValidity = 365 * 24 * time.Hour
 )
 
-// rootCRLFiles maps a root's certificate file to its CRL file.
-var rootCRLFiles = map[string]string{RootCertFile: RootCRLFile, CrossRootCertFile: CrossRootCRLFile}
+// rootFile is one of ca.dir's roots: its certificate, key and CRL files.
+type rootFile struct{ cert, key, crl string }
+
+// rootFiles are ca.dir's roots: root.pem always, root-x2.pem once `ca init
+// --cross-root` made it.
+var rootFiles = []rootFile{{RootCertFile, RootKeyFile, RootCRLFile}, {CrossRootCertFile, CrossRootKeyFile, CrossRootCRLFile}}
+
+// RootCertFiles are the certificate files of ca.dir's roots.
+func RootCertFiles() []string {
+	out := make([]string, len(rootFiles))
+	for i, f := range rootFiles {
+		out[i] = f.cert
+	}
+	return out
+}
 
 // RootCRLURL is where root's CRL is published: what its intermediates'
 // cRLDistributionPoints and the CRL's issuingDistributionPoint say.
@@ -99,10 +113,11 @@ type RootCRL struct {
 // there: the same entries (none until an intermediate is revoked), a
 // higher number, valid ARLValidity from now.
 func SignRootCRL(dir, certFile, keyFile, urlBase string) (*RootCRL, error) {
-	crlFile, ok := rootCRLFiles[certFile]
-	if !ok {
+	i := slices.IndexFunc(rootFiles, func(f rootFile) bool { return f.cert == certFile })
+	if i < 0 {
 		return nil, fmt.Errorf("%s is not a root of ca.dir", certFile)
 	}
+	crlFile := rootFiles[i].crl
 	root, key, err := rootOf(dir, certFile, keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("signing the root's CRL: %w", err)
@@ -138,13 +153,13 @@ func SignRootCRL(dir, certFile, keyFile, urlBase string) (*RootCRL, error) {
 // root-x2.pem when there is one) again: `hallmark-worker ca root-crl`.
 func RefreshRootCRLs(dir, urlBase string) ([]*RootCRL, error) {
 	var out []*RootCRL
-	for _, f := range [][2]string{{RootCertFile, RootKeyFile}, {CrossRootCertFile, CrossRootKeyFile}} {
-		if f[0] == CrossRootCertFile {
-			if _, err := os.Stat(filepath.Join(dir, f[1])); errors.Is(err, fs.ErrNotExist) {
+	for _, f := range rootFiles {
+		if f.cert == CrossRootCertFile {
+			if _, err := os.Stat(filepath.Join(dir, f.key)); errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
 		}
-		c, err := SignRootCRL(dir, f[0], f[1], urlBase)
+		c, err := SignRootCRL(dir, f.cert, f.key, urlBase)
 		if err != nil {
 			return nil, err
 		}
@@ -157,15 +172,15 @@ func RefreshRootCRLs(dir, urlBase string) ([]*RootCRL, error) {
 // root's signature, for the worker to publish; a root without one has none.
 func RootCRLs(dir string) ([]*RootCRL, error) {
 	var out []*RootCRL
-	for _, f := range [][2]string{{RootCertFile, RootCRLFile}, {CrossRootCertFile, CrossRootCRLFile}} {
-		if _, err := os.Stat(filepath.Join(dir, f[1])); errors.Is(err, fs.ErrNotExist) {
+	for _, f := range rootFiles {
+		if _, err := os.Stat(filepath.Join(dir, f.crl)); errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		roots, err := ReadCertificates(filepath.Join(dir, f[0]))
+		roots, err := ReadCertificates(filepath.Join(dir, f.cert))
 		if err != nil {
 			return nil, err
 		}
-		rl, err := readRootCRL(filepath.Join(dir, f[1]), roots[0])
+		rl, err := readRootCRL(filepath.Join(dir, f.crl), roots[0])
 		if err != nil {
 			return nil, err
 		}

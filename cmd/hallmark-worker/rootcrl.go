@@ -136,7 +136,7 @@ func (c rootCRLCollector) Collect(ch chan<- prometheus.Metric) {
 // are there.
 func rootIDs(dir string) []string {
 	var ids []string
-	for _, f := range []string{signer.RootCertFile, signer.CrossRootCertFile} {
+	for _, f := range signer.RootCertFiles() {
 		if certs, err := signer.ReadCertificates(filepath.Join(dir, f)); err == nil {
 			ids = append(ids, hex.EncodeToString(certs[0].SubjectKeyId))
 		}
